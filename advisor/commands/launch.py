@@ -1,0 +1,2 @@
+def register(sub):
+    """Placeholder until the launch command lands."""

@@ -1,0 +1,34 @@
+"""Shared fixtures: every test gets its own cache/data dirs, so nothing touches ~/.cache."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def isolated_dirs(tmp_path, monkeypatch):
+    monkeypatch.setenv("INSTANCE_ADVISOR_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("INSTANCE_ADVISOR_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.delenv("INSTANCE_ADVISOR_STORE", raising=False)
+    # AWS code under test must never reach a real endpoint or real credentials.
+    for k in ("AWS_PROFILE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    return tmp_path
+
+
+@pytest.fixture
+def cli(capsys):
+    """Run the advisor CLI in-process: returns (exit_code, stdout, stderr)."""
+    from advisor.cli import main
+
+    def run(*argv: str):
+        try:
+            code = main(list(argv))
+        except SystemExit as e:  # argparse exits on bad arguments
+            code = e.code if isinstance(e.code, int) else 1
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run
