@@ -8,6 +8,7 @@ and matched no "H200" at all, and a wrong peak silently skews every estimate bui
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from functools import lru_cache
@@ -146,7 +147,7 @@ def _followed_by_number(tokens: list[str], tok: str) -> bool:
 
 
 def _has_seq(tokens: list[str], a: str, b: str) -> bool:
-    return any(x == a and y == b for x, y in zip(tokens, tokens[1:]))
+    return any(x == a and y == b for x, y in itertools.pairwise(tokens))
 
 
 def lookup(name: str, memory_gib: float | None = None) -> AcceleratorSpec | None:

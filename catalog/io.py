@@ -54,14 +54,15 @@ def loads(text: str | bytes, where: str = "catalog") -> Catalog:
     raise CatalogError(f"{where}: invalid catalog at {loc}: {first['msg']}")
 
 
-def save_atomic(catalog: Catalog, path: str | Path) -> None:
-    """Write to a temporary file beside the target, then rename: a crash never leaves half a file."""
+def save_atomic(catalog: Catalog, path: str | Path, indent: int | None = None) -> None:
+    """Write to a temporary file beside the target, then rename: a crash never leaves half a file.
+    `indent` is for files kept in git (the shipped snapshot), where readable diffs matter."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w") as f:
-            f.write(catalog.model_dump_json())
+            f.write(catalog.model_dump_json(indent=indent))
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)

@@ -154,7 +154,7 @@ class Catalog(BaseModel):
         for region, ro in self.offers.items():
             unknown = set(ro.instance_type) - known
             if unknown:
-                raise ValueError(f"offers in {region} name unknown instance type {sorted(unknown)[0]}")
+                raise ValueError(f"offers in {region} name unknown instance type {min(unknown)}")
         return self
 
     def iter_offers(self, region: str | None = None):
