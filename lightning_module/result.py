@@ -89,6 +89,7 @@ class RungResult(BaseModel):
     compile_seconds: float | None = None
     kept: bool = False
     error: str | None = None  # why it failed or was skipped
+    peak_memory_gib: float | None = None  # CUDA max allocated during the rung (None on CPU)
 
 
 class StepTimeStats(BaseModel):
@@ -121,6 +122,8 @@ class HardwareFingerprint(BaseModel):
     numa_nodes: int | None = None
     ram_gib: float | None = None
     gpus: list[GpuInfo] = []
+    cpu_manufacturer: str | None = None  # "intel" | "amd" | "arm" | ... (vendor id from /proc/cpuinfo)
+    cpu_clock_ghz: float | None = None  # nominal or current clock, for the CPU's ISA peak
 
 
 class SoftwareVersions(BaseModel):
@@ -158,6 +161,9 @@ class ProbeResult(BaseModel):
     utilisation_matmul: float | None = None
     peak_memory_gib: float | None = None
     ladder: list[RungResult] = []
+    stop_reason: str | None = None  # why the winning rung stopped timing: "converged" | "time-limit" | "max-steps"
+    devices_in_peak: int = 1  # how many devices the peak figures cover (all ranks together)
+    profile_dir: str | None = None  # where --profile wrote the TensorBoard trace
     started_at: datetime
     finished_at: datetime = Field(default_factory=lambda: datetime.now(timezone.utc))
 

@@ -1,2 +1,180 @@
-def register(sub):
-    """Placeholder until the results command lands."""
+"""`advisor results`: the probe results store (list, show, import, export; pull comes from launch)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from lightning_module.result import ResultError, parse_result
+
+from ..output import FORMATS, add_format_option, emit
+from .common import add_store_option, open_store
+
+LIST_COLUMNS = ("id", "workload", "instance_type", "accelerator", "precision", "batch", "samples/s",
+                "ci", "x baseline", "finished")
+EXPORT_COLUMNS = (
+    "result_id", "workload_id", "instance_type", "instance_type_source", "accelerator", "devices",
+    "precision", "channels_last", "compile", "batch_size", "num_workers", "samples_per_sec", "ci_low",
+    "ci_high", "flops_per_sample", "achieved_tflops", "utilisation_matmul", "utilisation_datasheet",
+    "peak_memory_gib", "cpu_model", "gpu", "gpu_count", "torch", "finished_at",
+)
+
+
+def register(sub) -> None:
+    p = sub.add_parser("results", help="list, show, import and export probe results")
+    rsub = p.add_subparsers(dest="results_command", required=True, metavar="ACTION")
+
+    lp = rsub.add_parser("list", help="the stored results, newest first")
+    lp.add_argument("--workload", metavar="ID", help="only this workload id (e.g. resnet50-224px-1000c)")
+    lp.add_argument("--instance-type", metavar="TYPE", help="only this instance type")
+    add_store_option(lp)
+    add_format_option(lp)
+    lp.set_defaults(func=handle_list)
+
+    sp = rsub.add_parser("show", help="one result in full, with its optimisation ladder")
+    sp.add_argument("result_id", metavar="ID", help="a result id or a unique prefix of one")
+    add_store_option(sp)
+    add_format_option(sp)
+    sp.set_defaults(func=handle_show)
+
+    ip = rsub.add_parser(
+        "import", help="add ProbeResult JSON files to the store (already stored ones are skipped)",
+        description="Validate each file and store the good ones; a bad file is reported on one line "
+        "and makes the exit status 2, but does not stop the others from being imported.",
+    )
+    ip.add_argument("files", nargs="+", metavar="FILE")
+    add_store_option(ip)
+    ip.set_defaults(func=handle_import)
+
+    ep = rsub.add_parser("export", help="every stored result (json: full records; csv and others: one row each)")
+    ep.add_argument("--workload", metavar="ID")
+    ep.add_argument("--instance-type", metavar="TYPE")
+    ep.add_argument("--format", choices=FORMATS, default="json", help="output format (default json)")
+    add_store_option(ep)
+    ep.set_defaults(func=handle_export)
+
+    from . import pull
+
+    pull.register(rsub)
+
+
+def _ratio(r) -> float | None:
+    base = r.ladder[0].samples_per_sec if r.ladder else None
+    return round(r.samples_per_sec / base, 2) if base else None
+
+
+def list_row(r) -> dict:
+    lo, hi = r.samples_per_sec_ci
+    return {
+        "id": r.result_id[:12],
+        "workload": r.workload_id,
+        "instance_type": r.instance_type or "",
+        "accelerator": r.config.accelerator + (f" x{r.config.devices}" if r.config.devices > 1 else ""),
+        "precision": r.config.precision,
+        "batch": r.config.batch_size,
+        "samples/s": round(r.samples_per_sec, 2),
+        "ci": f"±{(hi - lo) / 2 / r.samples_per_sec:.1%}",
+        "x baseline": _ratio(r),
+        "finished": r.finished_at.strftime("%Y-%m-%d %H:%M"),
+    }
+
+
+def handle_list(args) -> int:
+    with open_store(args) as store:
+        rows = [list_row(r) for r in store.results(args.workload, args.instance_type)]
+    if not rows and args.format in ("table", "markdown"):
+        print("no results stored yet: run 'advisor probe' or 'advisor results import FILE'", file=sys.stderr)
+        return 0
+    emit(rows, args.format, LIST_COLUMNS)
+    return 0
+
+
+def handle_show(args) -> int:
+    with open_store(args) as store:
+        r = store.get(args.result_id)
+    if args.format == "json":
+        print(r.model_dump_json(indent=2))
+        return 0
+    from .probe import LADDER_COLUMNS, describe, ladder_rows
+
+    fields = [
+        ("result_id", r.result_id),
+        ("workload", f"{r.workload_id} ({r.workload.model}, {r.workload.image_size}px, {r.workload.num_classes} classes)"),
+        ("instance_type", f"{r.instance_type} ({r.instance_type_source})" if r.instance_type else ""),
+        ("config", describe(r.config)),
+        ("samples/s", f"{r.samples_per_sec:.2f} (95% CI {r.samples_per_sec_ci[0]:.2f}-{r.samples_per_sec_ci[1]:.2f})"),
+        ("step time", (f"mean {r.step_time.mean_s * 1000:.1f} ms, p10 {r.step_time.p10_s * 1000:.1f}, "
+                       f"p90 {r.step_time.p90_s * 1000:.1f}; {r.step_time.n_steps} steps, "
+                       f"{r.step_time.warmup_steps} warm-up steps ({r.step_time.warmup_seconds:.1f} s) apart")),
+        ("GFLOP/sample", f"{r.flops_per_sample / 1e9:.4g}" if r.flops_per_sample else ""),
+        ("achieved TFLOP/s", f"{r.achieved_tflops:.3g}" if r.achieved_tflops else ""),
+        ("matmul peak", f"{r.peak_tflops_matmul:.3g} TFLOP/s, utilisation {r.utilisation_matmul:.0%}"
+         if r.peak_tflops_matmul and r.utilisation_matmul is not None else ""),
+        ("datasheet peak", f"{r.peak_tflops_datasheet:.3g} TFLOP/s, utilisation {r.utilisation_datasheet:.0%}"
+         if r.peak_tflops_datasheet and r.utilisation_datasheet is not None else ""),
+        ("peak memory", f"{r.peak_memory_gib:.2f} GiB" if r.peak_memory_gib is not None else ""),
+        ("cpu", f"{r.hardware.cpu_model}, {r.hardware.physical_cores} cores, {', '.join(r.hardware.isa_flags)}"),
+        ("gpus", ", ".join(f"{g.name} ({g.memory_gib:g} GiB)" for g in r.hardware.gpus)),
+        ("software", f"torch {r.software.torch}, lightning {r.software.lightning}"
+                     + (f", CUDA {r.software.cuda}" if r.software.cuda else "")
+                     + (f", ipex {r.software.ipex}" if r.software.ipex else "")),
+        ("finished", r.finished_at.isoformat(timespec="seconds")),
+    ]
+    emit([{"field": k, "value": v} for k, v in fields if v], args.format, ("field", "value"))
+    if args.format in ("table", "markdown"):
+        print()
+    emit(ladder_rows(r.ladder), args.format, LADDER_COLUMNS)
+    return 0
+
+
+def handle_import(args) -> int:
+    results, bad = [], 0
+    for name in args.files:
+        try:
+            text = Path(name).read_bytes()
+        except OSError as e:
+            print(f"advisor: error: {name}: {e.strerror or e}", file=sys.stderr)
+            bad += 1
+            continue
+        try:
+            results.append(parse_result(text, where=name))
+        except ResultError as e:
+            print(f"advisor: error: {e}", file=sys.stderr)
+            bad += 1
+    added = 0
+    with open_store(args) as store:
+        for r in results:
+            added += store.add(r)
+        path = store.path
+    print(f"imported {added} new result(s), {len(results) - added} already stored, {bad} invalid; store {path}",
+          file=sys.stderr)
+    return 2 if bad else 0
+
+
+def export_row(r) -> dict:
+    c = r.config
+    return {
+        "result_id": r.result_id, "workload_id": r.workload_id, "instance_type": r.instance_type,
+        "instance_type_source": r.instance_type_source, "accelerator": c.accelerator, "devices": c.devices,
+        "precision": c.precision, "channels_last": c.channels_last, "compile": c.compile,
+        "batch_size": c.batch_size, "num_workers": c.num_workers, "samples_per_sec": r.samples_per_sec,
+        "ci_low": r.samples_per_sec_ci[0], "ci_high": r.samples_per_sec_ci[1],
+        "flops_per_sample": r.flops_per_sample, "achieved_tflops": r.achieved_tflops,
+        "utilisation_matmul": r.utilisation_matmul, "utilisation_datasheet": r.utilisation_datasheet,
+        "peak_memory_gib": r.peak_memory_gib, "cpu_model": r.hardware.cpu_model,
+        "gpu": r.hardware.gpus[0].name if r.hardware.gpus else None, "gpu_count": len(r.hardware.gpus),
+        "torch": r.software.torch, "finished_at": r.finished_at.isoformat(),
+    }
+
+
+def handle_export(args) -> int:
+    with open_store(args) as store:
+        results = store.results(args.workload, args.instance_type)
+    if args.format == "json":
+        emit([r.model_dump(mode="json") for r in results], "json")
+    else:
+        emit([export_row(r) for r in results], args.format, EXPORT_COLUMNS)
+    return 0
+
+
+

@@ -1,0 +1,84 @@
+"""Synthetic image data for the probe.
+
+Images are uint8 and made once from a seed: the loader then only indexes memory, and the
+host-to-device copy moves a quarter of the bytes of float32 (article B); they become float and
+are normalised on the device (see normalise()).
+"""
+
+from __future__ import annotations
+
+import lightning.pytorch as pl
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+# ImageNet channel statistics, scaled to uint8 pixel values.
+MEAN = (0.485 * 255, 0.456 * 255, 0.406 * 255)
+STD = (0.229 * 255, 0.224 * 255, 0.225 * 255)
+
+POOL_IMAGES = 256  # distinct images held in memory; indices wrap around them
+EPOCH_LENGTH = 1_000_000  # virtual length: a rung ends on the stopping rule, not on an epoch
+
+
+class SyntheticImages(Dataset):
+    def __init__(self, image_size: int, num_classes: int, seed: int = 0, pool: int = POOL_IMAGES,
+                 length: int = EPOCH_LENGTH):
+        g = torch.Generator().manual_seed(seed)
+        self.images = torch.randint(0, 256, (pool, 3, image_size, image_size), dtype=torch.uint8, generator=g)
+        self.num_classes = num_classes
+        self.length = length
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitem__(self, i: int):
+        # Labels follow the articles' toy: index % classes.
+        return self.images[i % len(self.images)], i % self.num_classes
+
+
+def worker_init(_worker_id: int) -> None:
+    # Each worker would otherwise start as many intra-op threads as there are cores and fight
+    # the training process for them (article C).
+    torch.set_num_threads(1)
+
+
+class SyntheticDataModule(pl.LightningDataModule):
+    def __init__(self, image_size: int = 224, num_classes: int = 1000, batch_size: int = 128,
+                 num_workers: int = 0, pin_memory: bool = False, persistent_workers: bool = True,
+                 seed: int = 0):
+        super().__init__()
+        self.image_size = image_size
+        self.num_classes = num_classes
+        self.batch_size = batch_size
+        self.num_workers = num_workers
+        self.pin_memory = pin_memory
+        self.persistent_workers = persistent_workers
+        self.seed = seed
+        self._ds: SyntheticImages | None = None
+
+    def setup(self, stage: str | None = None) -> None:
+        if self._ds is None:
+            self._ds = SyntheticImages(self.image_size, self.num_classes, self.seed)
+
+    def train_dataloader(self) -> DataLoader:
+        self.setup()
+        workers = self.num_workers
+        return DataLoader(
+            self._ds,
+            batch_size=self.batch_size,
+            shuffle=False,
+            drop_last=True,
+            num_workers=workers,
+            pin_memory=self.pin_memory,
+            persistent_workers=self.persistent_workers and workers > 0,
+            worker_init_fn=worker_init if workers > 0 else None,
+        )
+
+
+def normalise(x: torch.Tensor, channels_last: bool = False) -> torch.Tensor:
+    """uint8 NCHW images -> normalised float32 on whatever device x is on."""
+    mean = torch.tensor(MEAN, device=x.device).view(1, 3, 1, 1)
+    std = torch.tensor(STD, device=x.device).view(1, 3, 1, 1)
+    x = (x.float() - mean) / std
+    if channels_last and x.dim() == 4:
+        x = x.contiguous(memory_format=torch.channels_last)
+    return x

@@ -1,0 +1,215 @@
+"""The optimisation ladder: the articles' manual tuning made automatic.
+
+Pure logic, no torch: each rung proposes a configuration, a `measure` function (the seam that
+tests replace) trains it and reports throughput, and the rung is kept only if it beats the best
+so far. A failure (out of memory, a compile error or timeout, a missing extension) is recorded
+as the rung's result and the ladder goes on.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .result import ProbeConfig, RungResult
+
+log = logging.getLogger(__name__)
+
+RUNGS = ("baseline", "precision", "channels_last", "compile", "workers", "batch", "ipex")
+BATCH_GAIN = 0.03  # a batch size step must beat the best by more than this to count
+
+
+class RungSkipped(Exception):
+    """The rung does not apply here (the message says why)."""
+
+
+class NotInstalled(Exception):
+    """The rung needs a package that is not installed or does not match torch."""
+
+
+class CompileTimeout(Exception):
+    """torch.compile ran past --compile-timeout."""
+
+
+class LadderFailed(Exception):
+    """The baseline could not be measured, so there is nothing to tune."""
+
+    def __init__(self, rung: RungResult):
+        super().__init__(f"baseline {rung.status}: {rung.error}")
+        self.rung = rung
+
+
+@dataclass
+class Measurement:
+    samples_per_sec: float
+    ci_low: float
+    ci_high: float
+    steps_timed: int
+    compile_seconds: float | None = None
+    peak_memory_gib: float | None = None
+    extra: Any = None  # whatever the measuring side wants back for the winner (step stats, reason)
+
+
+def is_oom(exc: BaseException) -> bool:
+    """torch.OutOfMemoryError (CUDA, MPS, XPU) or the older RuntimeError('... out of memory ...')."""
+    if type(exc).__name__ == "OutOfMemoryError":
+        return True
+    return isinstance(exc, (RuntimeError, MemoryError)) and (
+        "out of memory" in str(exc).lower() or isinstance(exc, MemoryError)
+    )
+
+
+def classify(exc: BaseException) -> tuple[str, str]:
+    """A rung's status and a one-line reason from the exception it raised."""
+    msg = (str(exc).strip().splitlines() or [""])[0][:300]
+    if isinstance(exc, NotInstalled):
+        return "not-installed", msg
+    if isinstance(exc, RungSkipped):
+        return "skipped", msg
+    if isinstance(exc, CompileTimeout):
+        return "timeout", msg
+    if is_oom(exc):
+        return "oom", msg or "out of memory"
+    return "failed", f"{type(exc).__name__}: {msg}"
+
+
+@dataclass
+class LadderOptions:
+    tune: bool = True
+    batch_fixed: bool = False
+    half_precision: str | None = "bf16-mixed"  # None where the device has no half precision
+    vision: bool = True  # channels_last applies
+    worker_counts: tuple[int, ...] = (2, 4)
+    workers_supported: bool = True
+    pin_memory: bool = False  # set pin_memory with workers (GPU)
+    ipex_missing: str | None = "intel_extension_for_pytorch is not installed"  # None: try ipex
+    ipex_skip: str | None = None  # why ipex does not apply here (not a CPU, a user's module)
+    skip: frozenset[str] = frozenset()
+    batch_gain: float = BATCH_GAIN
+    max_batch: int = 1 << 16
+
+
+@dataclass
+class Ladder:
+    rungs: list[RungResult] = field(default_factory=list)
+    best: RungResult | None = None
+    best_measurement: Measurement | None = None
+
+
+Measure = Callable[[str, ProbeConfig], Measurement]
+
+
+def run_ladder(
+    start: ProbeConfig,
+    measure: Measure,
+    opts: LadderOptions,
+    on_rung: Callable[[RungResult, RungResult | None], None] | None = None,
+) -> Ladder:
+    lad = Ladder()
+
+    def record(rung: RungResult) -> RungResult:
+        lad.rungs.append(rung)
+        if on_rung:
+            on_rung(rung, lad.rungs[0] if lad.rungs else None)
+        return rung
+
+    def attempt(name: str, config: ProbeConfig, gain: float = 0.0) -> RungResult:
+        try:
+            m = measure(name, config)
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as e:  # every failure is a result; torch errors are not all Exceptions
+            status, why = classify(e)
+            log.debug("rung %s: %s", name, why, exc_info=True)
+            return record(RungResult(rung=name, config=config, status=status, error=why))
+        best_sps = lad.best.samples_per_sec if lad.best else 0.0
+        kept = lad.best is None or m.samples_per_sec > best_sps * (1 + gain)
+        rung = RungResult(
+            rung=name, config=config, status="ok", samples_per_sec=m.samples_per_sec,
+            ci_low=m.ci_low, ci_high=m.ci_high, steps_timed=m.steps_timed,
+            compile_seconds=m.compile_seconds, kept=kept, peak_memory_gib=m.peak_memory_gib,
+        )
+        if kept:
+            lad.best, lad.best_measurement = rung, m
+        return record(rung)
+
+    def skip(name: str, why: str, status: str = "skipped") -> None:
+        record(RungResult(rung=name, config=lad.best.config, status=status, error=why))
+
+    base = attempt("baseline", start)
+    if base.status != "ok":
+        raise LadderFailed(base)
+    if not opts.tune:
+        return lad
+
+    def skipped_by_user(kind: str, name: str) -> bool:
+        if kind in opts.skip:
+            skip(name, f"--skip {kind}")
+            return True
+        return False
+
+    # Mixed precision (article A: +86% on a bf16 CPU; article B: AMP fp16 on a V100).
+    name = "fp16" if opts.half_precision == "16-mixed" else "bf16"
+    if not skipped_by_user("precision", name):
+        if lad.best.config.precision != "32-true":
+            skip(name, f"precision fixed at {lad.best.config.precision}")
+        elif opts.half_precision is None:
+            skip(name, "no half precision on this device")
+        else:
+            attempt(name, lad.best.config.model_copy(update={"precision": opts.half_precision}))
+
+    if not skipped_by_user("channels_last", "channels_last"):
+        if not opts.vision:
+            skip("channels_last", "not a convolutional image model")
+        else:
+            attempt("channels_last", lad.best.config.model_copy(update={"channels_last": True}))
+
+    if not skipped_by_user("compile", "compile"):
+        attempt("compile", lad.best.config.model_copy(update={"compile": True}))
+
+    # Loader workers (article B: the data-loading bottleneck); stop climbing once more stops helping.
+    if not skipped_by_user("workers", "workers"):
+        if not opts.workers_supported:
+            skip("workers", "the DataModule does not take num_workers")
+        for n in opts.worker_counts if opts.workers_supported else ():
+            if n == lad.best.config.num_workers:
+                continue
+            r = attempt(f"workers={n}", lad.best.config.model_copy(update={"num_workers": n, "pin_memory": opts.pin_memory}))
+            if not r.kept:
+                break
+
+    if not skipped_by_user("batch", "batch") and not opts.batch_fixed:
+        _batch_search(lad, attempt, opts)
+
+    if not skipped_by_user("ipex", "ipex"):
+        if opts.ipex_skip:
+            skip("ipex", opts.ipex_skip)
+        elif opts.ipex_missing:
+            skip("ipex", opts.ipex_missing, status="not-installed")
+        else:
+            attempt("ipex", lad.best.config.model_copy(update={"ipex": True}))
+    return lad
+
+
+def _batch_search(lad: Ladder, attempt, opts: LadderOptions) -> None:
+    """Half and double the batch; go on in the direction that gained more than batch_gain."""
+    start = lad.best.config.batch_size
+    tried: dict[int, RungResult] = {}
+
+    def try_size(bs: int) -> RungResult | None:
+        if bs < 1 or bs > opts.max_batch or bs in tried:
+            return None
+        tried[bs] = attempt(f"batch={bs}", lad.best.config.model_copy(update={"batch_size": bs}), opts.batch_gain)
+        return tried[bs]
+
+    up, down = try_size(start * 2), try_size(start // 2)
+    winners = [r for r in (up, down) if r is not None and r.kept]
+    if not winners:
+        return
+    step = 2 if lad.best.config.batch_size > start else 0.5
+    while True:
+        nxt = try_size(int(lad.best.config.batch_size * step))
+        if nxt is None or not nxt.kept:
+            return
