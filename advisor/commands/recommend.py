@@ -1,2 +1,123 @@
-def register(sub):
-    """Placeholder until the recommend command lands."""
+"""`advisor recommend`: rank instance types for a training job under a budget and a deadline.
+
+The fast, offline path: no torch, lightning, torchvision, boto3 (and matplotlib only with --plot).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+
+from ..errors import UserError
+from ..jobspec import JobSpec, parse_amount, parse_deadline, work_samples
+from ..output import FORMATS, warn
+from .common import add_catalog_options, add_store_option, load_catalog, store_path
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_INSTANCES = 4
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "recommend",
+        help="rank instance types for a training job under a budget and a deadline",
+        description="Rank (instance type, count, region, market) for a training job: cheapest that meets the "
+                    "deadline, fastest within the budget, or the Pareto set. Throughput comes from your probes "
+                    "(measured), published figures (reference), or an estimate with a band (estimated).",
+    )
+    p.add_argument("--budget", required=True, metavar="USD", help="most you will spend, in USD")
+    p.add_argument("--deadline", required=True, metavar="WHEN",
+                   help="90m, 36h, 2d, 1d12h, ISO 8601 duration (P2DT3H) or a future date-time "
+                        "(2026-12-01T09:00; UTC unless it carries a zone)")
+    p.add_argument("--samples", metavar="N", help="training samples to process in total (1.2e8, 120M)")
+    p.add_argument("--epochs", metavar="E", help="epochs (with --dataset-size)")
+    p.add_argument("--dataset-size", metavar="N", help="samples per epoch (with --epochs)")
+    p.add_argument("--workload", default="resnet50", help="builtin workload: resnet50 (default), resnet18, vit_b_16, mlp")
+    p.add_argument("--image-size", type=int, default=224, help="input side in pixels (default 224)")
+    p.add_argument("--num-classes", type=int, default=1000, help="classes (default 1000)")
+    p.add_argument("--objective", choices=("cheapest", "fastest", "pareto"), default="cheapest",
+                   help="cheapest meeting the deadline (default), fastest within budget, or the Pareto set")
+    p.add_argument("--region", action="append", default=[], metavar="R", help="only this region (repeatable)")
+    p.add_argument("--market", choices=("on-demand", "spot", "any"), default="on-demand",
+                   help="on-demand (default), spot, or any (both, plus spot with on-demand fallback)")
+    p.add_argument("--max-instances", type=int, default=DEFAULT_MAX_INSTANCES, metavar="K",
+                   help=f"consider 1..K data-parallel instances (default {DEFAULT_MAX_INSTANCES}: past that the "
+                        "all-reduce model is outside anything measured)")
+    p.add_argument("--family", action="append", default=[], metavar="F", help="only this instance family, e.g. g6 (repeatable)")
+    p.add_argument("--gpu-only", action="store_true", help="leave CPU-only instance types out")
+    p.add_argument("--min-accelerator-memory", type=float, metavar="GiB",
+                   help="per-device memory the job needs (default: the workload's own floor)")
+    p.add_argument("--require-dtype", choices=("bf16", "fp16"), help="exclude devices without native support")
+    p.add_argument("--checkpoint-minutes", type=float, default=30.0, metavar="M",
+                   help="checkpoint interval for spot (default 30): half of it is lost per interruption")
+    p.add_argument("--restart-minutes", type=float, default=5.0, metavar="M",
+                   help="time to get going again after a spot interruption (default 5)")
+    p.add_argument("--top", type=int, default=10, metavar="N", help="rows to show (default 10)")
+    p.add_argument("--show-excluded", action="store_true", help="also list excluded instance types with the reason")
+    p.add_argument("--plot", metavar="FILE.png", help="write a cost-vs-time plot (needs matplotlib)")
+    p.add_argument("--format", choices=FORMATS, default="table", help="output format")
+    add_catalog_options(p)
+    add_store_option(p)
+    p.set_defaults(func=handle)
+
+
+def job_from_args(args) -> JobSpec:
+    budget = parse_amount(args.budget, "--budget")
+    deadline = parse_deadline(args.deadline)
+    samples = work_samples(args.samples, args.epochs, args.dataset_size)
+    for name, v, lo in (("--max-instances", args.max_instances, 1), ("--top", args.top, 1),
+                        ("--image-size", args.image_size, 1), ("--num-classes", args.num_classes, 2)):
+        if v < lo:
+            raise UserError(f"{name} must be at least {lo}, got {v}")
+    if args.max_instances > 64:
+        raise UserError("--max-instances above 64 is outside what the scale-out model can say anything about")
+    for name, v, pos in (("--checkpoint-minutes", args.checkpoint_minutes, True),
+                         ("--restart-minutes", args.restart_minutes, False),
+                         ("--min-accelerator-memory", args.min_accelerator_memory, True)):
+        if v is not None and (not math.isfinite(v) or v < 0 or (pos and v == 0)):
+            raise UserError(f"{name} must be a {'positive' if pos else 'non-negative'} finite number, got {v:g}")
+    return JobSpec(
+        samples=samples, budget_usd=budget, deadline_hours=deadline.total_seconds() / 3600,
+        workload=args.workload, image_size=args.image_size, num_classes=args.num_classes,
+        objective=args.objective, regions=list(dict.fromkeys(args.region)),
+        families=list(dict.fromkeys(args.family)), market=args.market, max_instances=args.max_instances,
+        min_accelerator_memory_gib=args.min_accelerator_memory, require_dtype=args.require_dtype,
+        checkpoint_minutes=args.checkpoint_minutes, restart_minutes=args.restart_minutes,
+        include_cpu=not args.gpu_only,
+    )
+
+
+def load_measurements(args, workload_id: str) -> list:
+    """The user's probes of this workload, newest first; no store file means none (not created)."""
+    path = store_path(args)
+    if not path.exists():
+        return []
+    from ..store import ResultStore
+
+    with ResultStore(path) as store:
+        return store.results(workload_id=workload_id)
+
+
+def handle(args) -> int:
+    job = job_from_args(args)
+    if args.plot and not args.plot.lower().endswith(".png"):
+        raise UserError(f"--plot writes a PNG: give a file name ending in .png, not {args.plot!r}")
+    catalog = load_catalog(args)
+    from ..planner import build_plan, check_filters, workload_facts
+    from ..report import write
+
+    check_filters(catalog, job)
+    spec, _ = workload_facts(job)
+    measurements = load_measurements(args, spec.workload_id)
+    plan = build_plan(catalog, job, measurements, top=args.top)
+    for w in plan.warnings:
+        warn(w)
+    write(plan, args.format, show_excluded=args.show_excluded)
+    if args.plot:
+        from ..plot import plot_plan
+
+        plot_plan(plan, args.plot)
+        if args.format == "table":
+            print(f"\nplot written to {args.plot}")
+    return 0

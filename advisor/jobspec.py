@@ -1,0 +1,134 @@
+"""The job to plan for: how much work, the budget, the deadline and the filters.
+
+Parsing lives here so every entry point (CLI, tests, notebooks) reads `2d`, `P2DT3H` or
+`2026-12-01T09:00` the same way. Every parse error is a UserError with a one-line message.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from datetime import datetime, timedelta, timezone
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .errors import UserError
+
+Objective = Literal["cheapest", "fastest", "pareto"]
+MarketChoice = Literal["on-demand", "spot", "any"]
+
+_UNIT_SECONDS = {"w": 7 * 86400, "d": 86400, "h": 3600, "m": 60, "s": 1}
+_COMPACT = re.compile(r"(\d+(?:\.\d+)?)\s*([wdhms])", re.IGNORECASE)
+_ISO_DURATION = re.compile(
+    r"P(?:(?P<w>\d+(?:[.,]\d+)?)W)?(?:(?P<d>\d+(?:[.,]\d+)?)D)?"
+    r"(?:T(?:(?P<h>\d+(?:[.,]\d+)?)H)?(?:(?P<m>\d+(?:[.,]\d+)?)M)?(?:(?P<s>\d+(?:[.,]\d+)?)S)?)?",
+    re.IGNORECASE,
+)
+_SUFFIX = {"k": 1e3, "m": 1e6, "g": 1e9, "b": 1e9}
+
+
+def parse_deadline(text: str, now: datetime | None = None) -> timedelta:
+    """A duration (`90m`, `36h`, `2d`, `1d12h`, ISO 8601 `P2DT3H`) or a future absolute time
+    (ISO 8601; a time without a zone is taken as UTC, so the answer does not depend on the
+    machine's locale). Returns the time available from now."""
+    now = now or datetime.now(timezone.utc)
+    s = text.strip()
+    if not s:
+        raise UserError("deadline is empty: give e.g. 36h, 2d, 1d12h, P2DT3H or 2026-12-01T09:00")
+    seconds = _duration_seconds(s)
+    if seconds is None:
+        at = _absolute(s)
+        if at is None:
+            raise UserError(
+                f"cannot read deadline {text!r}: give e.g. 90m, 36h, 2d, 1d12h, P2DT3H or "
+                "an ISO date-time such as 2026-12-01T09:00 (UTC unless a zone is given)"
+            )
+        seconds = (at - now).total_seconds()
+        if seconds <= 0:
+            raise UserError(f"deadline {text!r} is in the past ({at:%Y-%m-%d %H:%M} UTC)")
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise UserError(f"deadline {text!r} must be a positive duration")
+    if seconds > 100 * 365 * 86400:
+        raise UserError(f"deadline {text!r} is more than 100 years away")
+    return timedelta(seconds=seconds)
+
+
+def _duration_seconds(s: str) -> float | None:
+    if s[:1] in "Pp":
+        m = _ISO_DURATION.fullmatch(s)
+        if not m or not any(m.groupdict().values()) or s.upper().endswith("T"):
+            return None
+        return sum(float(v.replace(",", ".")) * _UNIT_SECONDS[k] for k, v in m.groupdict().items() if v)
+    pos, total = 0, 0.0
+    compact = s.replace(" ", "")
+    for m in _COMPACT.finditer(compact):
+        if m.start() != pos:
+            return None
+        total += float(m.group(1)) * _UNIT_SECONDS[m.group(2).lower()]
+        pos = m.end()
+    if pos != len(compact) or pos == 0:
+        return None
+    return total
+
+
+def _absolute(s: str) -> datetime | None:
+    t = s[:-1] + "+00:00" if s[-1:] in "Zz" else s
+    try:
+        at = datetime.fromisoformat(t)
+    except ValueError:
+        return None
+    if at.tzinfo is None:
+        at = at.replace(tzinfo=timezone.utc)
+    return at
+
+
+def parse_amount(text: str, what: str) -> float:
+    """A positive finite number; accepts scientific notation (1.2e8), underscores and commas
+    (120_000_000) and k/M/G suffixes (120M)."""
+    s = str(text).strip().replace("_", "").replace(",", "")
+    mult = 1.0
+    if s[-1:].lower() in _SUFFIX and not s.lower().endswith("inf"):
+        mult, s = _SUFFIX[s[-1].lower()], s[:-1]
+    try:
+        v = float(s) * mult
+    except ValueError:
+        raise UserError(f"{what} {text!r} is not a number") from None
+    if not math.isfinite(v) or v <= 0:
+        raise UserError(f"{what} must be a positive finite number, got {text!r}")
+    return v
+
+
+class JobSpec(BaseModel):
+    """What `advisor recommend` plans for. Hours and dollars are floats on purpose: the
+    ranker does vectorised arithmetic on them."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    samples: float = Field(gt=0)
+    budget_usd: float = Field(gt=0)
+    deadline_hours: float = Field(gt=0)
+    workload: str = "resnet50"
+    image_size: int = 224
+    num_classes: int = 1000
+    objective: Objective = "cheapest"
+    regions: list[str] = []
+    families: list[str] = []
+    market: MarketChoice = "on-demand"
+    max_instances: int = Field(default=4, ge=1)
+    min_accelerator_memory_gib: float | None = None
+    require_dtype: Literal["bf16", "fp16"] | None = None
+    checkpoint_minutes: float = Field(default=30.0, gt=0)
+    restart_minutes: float = Field(default=5.0, ge=0)
+    include_cpu: bool = True
+
+
+def work_samples(samples: str | None, epochs: str | None, dataset_size: str | None) -> float:
+    """--samples N, or --epochs E --dataset-size N (samples = E x N)."""
+    if samples is not None:
+        if epochs is not None or dataset_size is not None:
+            raise UserError("give either --samples or --epochs with --dataset-size, not both")
+        return parse_amount(samples, "--samples")
+    if epochs is None or dataset_size is None:
+        raise UserError("say how much work: --samples N, or --epochs E with --dataset-size N")
+    return parse_amount(epochs, "--epochs") * parse_amount(dataset_size, "--dataset-size")

@@ -1,0 +1,201 @@
+"""From a catalog, a job and the user's measurements to a ranked plan.
+
+Turns the catalog's columnar offers and the per-type throughputs into the arrays advisor.rank
+works on, runs it, and keeps what the report needs (names, notes, bases, exclusions).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from catalog.models import INTERRUPTION_BUCKETS, INTERRUPTION_LABELS, Catalog
+from lightning_module.result import WorkloadSpec
+from lightning_module.workload_facts import facts_for
+
+from . import rank as rk
+from .errors import UserError
+from .jobspec import JobSpec
+from .throughput import Exclusion, Throughput, ThroughputModel
+
+WORST_BUCKET = len(INTERRUPTION_BUCKETS) - 1
+
+
+@dataclass
+class Plan:
+    job: JobSpec
+    workload_id: str
+    types: rk.TypeTable
+    offers: rk.OfferTable
+    candidates: rk.Candidates
+    ranked: np.ndarray
+    closest: np.ndarray  # filled when nothing is feasible
+    probe: list[tuple[int, int]]
+    throughputs: list[Throughput]  # index-aligned with types.names
+    exclusions: list[Exclusion]
+    regions: list[str]
+    bucket: np.ndarray  # per offer: the catalog's interruption bucket, -1 unknown, -2 on-demand
+    warnings: list[str] = field(default_factory=list)
+    pareto: np.ndarray | None = None  # the frontier (for the plot), whatever the objective
+    also_regions: dict[int, list[int]] = field(default_factory=dict)  # candidate -> same offer elsewhere
+
+
+def check_filters(catalog: Catalog, job: JobSpec) -> None:
+    if not any(len(ro) for ro in catalog.offers.values()):
+        raise UserError("the catalog has no offers (no prices); refresh it or pass another --catalog")
+    unknown = [r for r in job.regions if r not in catalog.offers]
+    if unknown:
+        raise UserError(f"unknown region {unknown[0]!r}; the catalog has {', '.join(sorted(catalog.offers))}")
+    families = {it.family for it in catalog.instance_types.values()}
+    bad = [f for f in job.families if f not in families]
+    if bad:
+        raise UserError(f"unknown instance family {bad[0]!r}; e.g. {', '.join(sorted(families)[:12])}")
+
+
+def workload_facts(job: JobSpec):
+    try:
+        spec = WorkloadSpec(model=job.workload, image_size=job.image_size, num_classes=job.num_classes)
+    except ValueError:
+        spec = None
+    facts = facts_for(job.workload)
+    if spec is None or facts is None:
+        raise UserError(f"unknown workload {job.workload!r}; recommend knows resnet50, resnet18, vit_b_16, mlp")
+    return spec, facts
+
+
+def build_plan(catalog: Catalog, job: JobSpec, measurements: list | None = None, top: int = 10) -> Plan:
+    check_filters(catalog, job)
+    spec, facts = workload_facts(job)
+    model = ThroughputModel(catalog, facts, spec.workload_id, job.image_size, measurements)
+    regions = job.regions or list(catalog.offers)
+    families = set(job.families)
+
+    # Which types have a price in the chosen regions/markets at all.
+    want_markets = {"on-demand"} if job.market == "on-demand" else {"spot"} if job.market == "spot" else {"on-demand", "spot"}
+    priced: set[str] = set()
+    for r in regions:
+        ro = catalog.offers.get(r)
+        if ro is None:
+            continue
+        for name, m in zip(ro.instance_type, ro.market):
+            if m in want_markets:
+                priced.add(name)
+
+    throughputs: list[Throughput] = []
+    exclusions: list[Exclusion] = []
+    for name, it in catalog.instance_types.items():
+        if families and it.family not in families:
+            continue
+        if not job.include_cpu and it.accelerator_kind == "none":
+            continue
+        if name not in priced:
+            exclusions.append(Exclusion(name, f"no {job.market} price in {', '.join(regions)}"))
+            continue
+        res = model.evaluate(it, job.min_accelerator_memory_gib, job.require_dtype)
+        (exclusions if isinstance(res, Exclusion) else throughputs).append(res)
+
+    K = job.max_instances
+    types = _type_table(catalog, throughputs, facts.gradient_bytes(), K)
+    offers, bucket = _offer_table(catalog, job, regions, {t.instance_type: i for i, t in enumerate(throughputs)})
+    loss_h = (job.checkpoint_minutes / 2 + job.restart_minutes) / 60
+    rjob = rk.Job(job.samples, job.budget_usd, job.deadline_hours, loss_h, K)
+    cands = rk.evaluate(types, offers, rjob)
+    # Ask for more than `top`: the same offer at the same price in several regions is one row.
+    ranked, also = collapse_regions(cands, offers, rk.rank(cands, job.objective, top * max(1, len(regions))), top)
+    closest = rk.closest(cands, rjob, min(top, 5)) if len(ranked) == 0 else np.empty(0, dtype=np.int64)
+    probe = rk.probe_next(cands, types, int(ranked[0]), job.objective, rjob, offers) if len(ranked) else []
+    front = ranked if job.objective == "pareto" else rk.pareto_front(cands.cost, cands.hours, np.flatnonzero(cands.feasible))
+    return Plan(job, spec.workload_id, types, offers, cands, ranked, closest, probe, throughputs, exclusions,
+                regions, bucket, model.warnings, front, also)
+
+
+def collapse_regions(c: rk.Candidates, offers: rk.OfferTable, idx: np.ndarray, top: int):
+    """Keep the first of candidates that differ only by region (same type, count, market, cost
+    and time); remember the other regions for the note."""
+    kept: list[int] = []
+    also: dict[int, list[int]] = {}
+    seen: dict[tuple, int] = {}
+    for i in idx:
+        i = int(i)
+        o = int(c.offer[i])
+        key = (int(c.type_idx[i]), int(c.k[i]), int(offers.market[o]), round(float(c.cost[i]), 4),
+               round(float(c.hours[i]), 6))
+        if key in seen:
+            also.setdefault(seen[key], []).append(int(offers.region_idx[o]))
+            continue
+        if len(kept) == top:
+            continue
+        seen[key] = i
+        kept.append(i)
+    return np.array(kept, dtype=np.int64), also
+
+
+def _type_table(catalog: Catalog, ths: list[Throughput], grad_bytes: float, K: int) -> rk.TypeTable:
+    n = len(ths)
+    net = np.array([catalog.instance_types[t.instance_type].network_gbps or math.nan for t in ths], dtype=float)
+    multi = np.full((n, K), np.nan)
+    for i, t in enumerate(ths):
+        for k, v in t.multi_node.items():
+            if 1 <= k <= K:
+                multi[i, k - 1] = v
+    return rk.TypeTable(
+        names=[t.instance_type for t in ths],
+        sps=np.array([t.samples_per_sec for t in ths], dtype=float),
+        low=np.array([t.low for t in ths], dtype=float),
+        high=np.array([t.high for t in ths], dtype=float),
+        source=np.array([rk.SOURCE_NAMES.index(t.source) for t in ths], dtype=np.int64),
+        step_s=np.array([t.step_seconds for t in ths], dtype=float),
+        intra_s=np.array([t.intra_comm_seconds for t in ths], dtype=float),
+        # Gbit/s -> bytes/s; unknown network: NaN, so k > 1 comes out NaN and is never ranked.
+        inter_unit_s=2.0 * grad_bytes / (net * 1e9 / 8.0),
+        multi_node=multi if np.isfinite(multi).any() else None,
+    )
+
+
+def _offer_table(catalog: Catalog, job: JobSpec, regions: list[str], type_index: dict[str, int]):
+    mids = np.array([(lo + hi) / 2 for lo, hi in INTERRUPTION_BUCKETS])
+    highs = np.array([hi for _, hi in INTERRUPTION_BUCKETS])
+    cols: dict[str, list] = {k: [] for k in ("t", "r", "m", "p", "od", "b")}
+    for ri, region in enumerate(regions):
+        ro = catalog.offers.get(region)
+        if ro is None:
+            continue
+        t_idx = np.array([type_index.get(n, -1) for n in ro.instance_type], dtype=np.int64)
+        market = np.array([rk.SPOT if m == "spot" else rk.ON_DEMAND for m in ro.market], dtype=np.int64)
+        price = np.array(ro.usd_per_hour, dtype=float)
+        bucket = np.array([-1 if b is None else b for b in ro.interruption_bucket], dtype=np.int64)
+        keep = t_idx >= 0
+        od_of = {int(t): p for t, p, m in zip(t_idx, price, market) if m == rk.ON_DEMAND and t >= 0}
+        sel = []
+        if job.market in ("on-demand", "any"):
+            sel.append((keep & (market == rk.ON_DEMAND), rk.ON_DEMAND))
+        if job.market in ("spot", "any"):
+            sel.append((keep & (market == rk.SPOT), rk.SPOT))
+        if job.market == "any":
+            has_od = np.array([int(t) in od_of for t in t_idx], dtype=bool)
+            sel.append((keep & (market == rk.SPOT) & has_od, rk.FALLBACK))
+        for mask, mk in sel:
+            n = int(mask.sum())
+            cols["t"].append(t_idx[mask])
+            cols["r"].append(np.full(n, ri))
+            cols["m"].append(np.full(n, mk))
+            cols["p"].append(price[mask])
+            cols["od"].append(np.array([od_of.get(int(t), np.nan) for t in t_idx[mask]], dtype=float) if mk == rk.FALLBACK
+                              else np.full(n, np.nan))
+            cols["b"].append(np.where(mk == rk.ON_DEMAND, -2, bucket[mask]))
+    cat = {k: (np.concatenate(v) if v else np.empty(0)) for k, v in cols.items()}
+    b = cat["b"].astype(np.int64)
+    is_spot = b != -2
+    eff_b = np.where(b == -1, WORST_BUCKET, np.maximum(b, 0))
+    offers = rk.OfferTable(
+        type_idx=cat["t"].astype(np.int64), region_idx=cat["r"].astype(np.int64),
+        market=cat["m"].astype(np.int64), price=cat["p"].astype(float), od_price=cat["od"].astype(float),
+        rate_mid=np.where(is_spot, mids[eff_b], 0.0), rate_high=np.where(is_spot, highs[eff_b], 0.0),
+    )
+    return offers, b
+
+
+def bucket_label(b: int) -> str:
+    return "unknown" if b < 0 else INTERRUPTION_LABELS[b]

@@ -1,0 +1,267 @@
+"""The ranking core: every (instance type, count, region, market) candidate at once, in numpy.
+
+Inputs are column arrays (per instance type, and per offer); nothing here knows about pydantic,
+the catalog file or the CLI, so the benchmark can feed it a synthetic 1.2M-candidate problem.
+
+Models, in one place so tests and docs can point at them:
+- Scale-out: a data-parallel step all-reduces the fp32 gradients; a ring all-reduce moves
+  2 x (n-1)/n x gradient bytes through each participant's link. Communication overlaps with the
+  backward pass (BACKWARD_SHARE of the step's compute); only the rest is exposed.
+  efficiency = compute / (compute + exposed). Inside a multi-GPU instance the link is NVLink or
+  PCIe; between instances it is the instance's network bandwidth from the catalog.
+- Spot: the interruption bucket gives the share of capacity reclaimed per month; an instance is
+  interrupted at rate r / HOURS_PER_MONTH per hour of runtime; k synchronous instances stop when
+  any one is hit, so the job's rate is k times that. Each interruption costs `loss_h` (half a
+  checkpoint interval of lost work plus a restart). Expected runtime T solves T = T0 + rate T loss,
+  i.e. T = T0 / (1 - rate loss). The expected value (bucket midpoint) gives time and cost; the
+  deadline is checked with the bucket's upper end.
+- Spot with on-demand fallback: run on spot until the first interruption, then finish on
+  on-demand (same type, region, count). With time to first interruption exponential at the job's
+  rate, expected spot hours = (1 - e^(-rate T0)) / rate, one loss happens with probability
+  1 - e^(-rate T0), and the worst case is exactly one loss: T0 + loss_h, which is what the
+  deadline check uses. It assumes on-demand capacity is there when needed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+HOURS_PER_MONTH = 730.0  # AWS's billing month (8,760 h / 12)
+BACKWARD_SHARE = 2.0 / 3.0  # backward ~ 2x forward FLOPs, so ~2/3 of a step's compute
+MARKET_NAMES = ("on-demand", "spot", "spot+od-fallback")
+ON_DEMAND, SPOT, FALLBACK = 0, 1, 2
+SOURCE_NAMES = ("measured", "reference", "estimated")
+
+
+def allreduce_seconds(n, grad_bytes, bytes_per_s):
+    """Ring all-reduce time for n participants (0 for one); vectorised over any argument."""
+    n = np.asarray(n, dtype=float)
+    return 2.0 * np.maximum(n - 1.0, 0.0) / np.maximum(n, 1.0) * grad_bytes / bytes_per_s
+
+
+def overlap_efficiency(step_s, comm_s, overlap: float = BACKWARD_SHARE):
+    """Share of ideal throughput left once the communication that backward cannot hide is added."""
+    step_s = np.asarray(step_s, dtype=float)
+    exposed = np.maximum(np.asarray(comm_s, dtype=float) - overlap * step_s, 0.0)
+    return step_s / (step_s + exposed)
+
+
+def samples_per_dollar(samples_per_sec, usd_per_hour):
+    """The articles' formula."""
+    return np.asarray(samples_per_sec, dtype=float) * 3600.0 / np.asarray(usd_per_hour, dtype=float)
+
+
+@dataclass
+class TypeTable:
+    """Per instance type (index-aligned): one instance's throughput and what scale-out needs."""
+
+    names: list[str]
+    sps: np.ndarray  # one instance, all its devices
+    low: np.ndarray
+    high: np.ndarray
+    source: np.ndarray  # index into SOURCE_NAMES
+    step_s: np.ndarray  # compute seconds per step (per device)
+    intra_s: np.ndarray  # all-reduce seconds inside the instance (0 for one device)
+    inter_unit_s: np.ndarray  # 2 x gradient bytes / network bytes/s; NaN: network unknown
+    multi_node: np.ndarray | None = None  # (T, K) measured samples/s at k nodes, NaN where none
+
+    @property
+    def uncertainty(self) -> np.ndarray:
+        return np.log(self.high / self.low)
+
+
+@dataclass
+class OfferTable:
+    """Per offer (one price of one type in one region and market)."""
+
+    type_idx: np.ndarray
+    region_idx: np.ndarray
+    market: np.ndarray  # ON_DEMAND | SPOT | FALLBACK
+    price: np.ndarray  # $/h per instance (spot price for SPOT and FALLBACK)
+    od_price: np.ndarray  # on-demand $/h for FALLBACK, NaN otherwise
+    rate_mid: np.ndarray  # interruptions per instance-month (bucket midpoint); 0 for on-demand
+    rate_high: np.ndarray  # the bucket's upper end
+
+
+@dataclass
+class Job:
+    samples: float
+    budget_usd: float
+    deadline_h: float
+    loss_h: float  # per interruption: half a checkpoint interval + restart
+    max_instances: int
+
+
+@dataclass
+class Candidates:
+    """Flattened (offer, k) arrays; index i = offer * K + (k - 1)."""
+
+    offer: np.ndarray
+    k: np.ndarray
+    type_idx: np.ndarray
+    sps: np.ndarray
+    sps_low: np.ndarray
+    sps_high: np.ndarray
+    efficiency: np.ndarray
+    hours: np.ndarray  # expected
+    hours_pess: np.ndarray  # for the deadline check
+    cost: np.ndarray
+    interruptions: np.ndarray  # expected count
+    samples_per_dollar: np.ndarray
+    feasible: np.ndarray
+    uncertainty: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.k)
+
+    def cost_band(self) -> tuple[np.ndarray, np.ndarray]:
+        return self.cost * self.sps / self.sps_high, self.cost * self.sps / self.sps_low
+
+    def hours_band(self) -> tuple[np.ndarray, np.ndarray]:
+        return self.hours * self.sps / self.sps_high, self.hours * self.sps / self.sps_low
+
+
+def scale_out(types: TypeTable, max_k: int) -> tuple[np.ndarray, np.ndarray]:
+    """(throughput (T, K), efficiency relative to one instance (T, K)) for k = 1..max_k."""
+    k = np.arange(1, max_k + 1, dtype=float)[None, :]
+    step = types.step_s[:, None]
+    intra = types.intra_s[:, None]
+    inter = types.inter_unit_s[:, None] * (k - 1.0) / k
+    # The instance's own NVLink/PCIe all-reduce and the network one share backward's overlap.
+    eff_k = overlap_efficiency(step, intra + np.where(k > 1, inter, 0.0))
+    eff_1 = overlap_efficiency(types.step_s, types.intra_s)[:, None]
+    rel = eff_k / eff_1
+    thr = k * types.sps[:, None] * rel
+    if types.multi_node is not None:
+        measured = types.multi_node[:, :max_k]
+        has = np.isfinite(measured)
+        thr = np.where(has, measured, thr)
+        rel = np.where(has, measured / (k * types.sps[:, None]), rel)
+    return thr, rel
+
+
+def evaluate(types: TypeTable, offers: OfferTable, job: Job) -> Candidates:
+    K = job.max_instances
+    thr_tk, rel_tk = scale_out(types, K)
+    ti = offers.type_idx
+    thr = thr_tk[ti].ravel()  # (O*K,), offer-major
+    rel = rel_tk[ti].ravel()
+    ratio_low = np.repeat(types.low[ti] / types.sps[ti], K)
+    ratio_high = np.repeat(types.high[ti] / types.sps[ti], K)
+    k = np.tile(np.arange(1, K + 1, dtype=float), len(ti))
+    price = np.repeat(offers.price, K)
+    market = np.repeat(offers.market, K)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        t0 = job.samples / thr / 3600.0
+        lam_mid = np.repeat(offers.rate_mid, K) / HOURS_PER_MONTH * k
+        lam_high = np.repeat(offers.rate_high, K) / HOURS_PER_MONTH * k
+        L = job.loss_h
+        spot = market == SPOT
+        fb = market == FALLBACK
+        # Pure spot: T = T0 / (1 - lam L); lam L >= 1 would mean never finishing.
+        denom_mid = 1.0 - lam_mid * L
+        denom_high = 1.0 - lam_high * L
+        t_spot = np.where(denom_mid > 0, t0 / denom_mid, np.inf)
+        t_spot_pess = np.where(denom_high > 0, t0 / denom_high, np.inf)
+        hours = np.where(spot, t_spot, t0)
+        hours_pess = np.where(spot, t_spot_pess, t0)
+        interruptions = np.where(spot, lam_mid * hours, 0.0)
+        cost = hours * price * k
+        if fb.any():
+            p_int = -np.expm1(-lam_mid * t0)
+            spot_h = np.where(lam_mid > 0, p_int / lam_mid, t0)
+            od = np.repeat(offers.od_price, K)
+            fb_hours = t0 + p_int * L
+            fb_cost = k * (price * spot_h + od * (fb_hours - spot_h))
+            hours = np.where(fb, fb_hours, hours)
+            hours_pess = np.where(fb, t0 + L, hours_pess)
+            cost = np.where(fb, fb_cost, cost)
+            interruptions = np.where(fb, p_int, interruptions)
+        spd = job.samples / cost
+    ok = np.isfinite(cost) & np.isfinite(hours_pess)
+    feasible = ok & (cost <= job.budget_usd) & (hours_pess <= job.deadline_h)
+    unc = np.log(ratio_high / ratio_low)
+    return Candidates(
+        offer=np.repeat(np.arange(len(ti)), K), k=k.astype(np.int64), type_idx=np.repeat(ti, K),
+        sps=thr, sps_low=thr * ratio_low, sps_high=thr * ratio_high, efficiency=rel,
+        hours=hours, hours_pess=hours_pess, cost=cost, interruptions=interruptions,
+        samples_per_dollar=spd, feasible=feasible, uncertainty=unc,
+    )
+
+
+def _order(primary: np.ndarray, c: Candidates, idx: np.ndarray) -> np.ndarray:
+    # Rounded so float noise (k x price x samples / (k x thr)) does not beat the tie rules:
+    # lower uncertainty first, then fewer instances.
+    key = np.round(primary[idx], 6)
+    return idx[np.lexsort((c.k[idx], np.round(c.uncertainty[idx], 9), key))]
+
+
+def _top(primary: np.ndarray, c: Candidates, idx: np.ndarray, top: int) -> np.ndarray:
+    if len(idx) > top:
+        # Keep everything that ties with the top-th value, then order that short list exactly.
+        kth = np.partition(np.round(primary[idx], 6), top - 1)[top - 1]
+        idx = idx[np.round(primary[idx], 6) <= kth]
+    return _order(primary, c, idx)[:top]
+
+
+def pareto_front(cost: np.ndarray, hours: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """Indices (from idx) not dominated on (cost, hours), cheapest first."""
+    if len(idx) == 0:
+        return idx
+    c, h = np.round(cost[idx], 6), np.round(hours[idx], 9)
+    order = np.lexsort((h, c))
+    hs = h[order]
+    best_before = np.concatenate(([np.inf], np.minimum.accumulate(hs)[:-1]))
+    return idx[order[hs < best_before]]
+
+
+def rank(c: Candidates, objective: str, top: int) -> np.ndarray:
+    """Feasible candidates in order (at most `top`; pareto returns the whole frontier)."""
+    idx = np.flatnonzero(c.feasible)
+    if objective == "cheapest":
+        return _top(c.cost, c, idx, top)
+    if objective == "fastest":
+        return _top(c.hours, c, idx, top)
+    if objective == "pareto":
+        front = pareto_front(c.cost, c.hours, idx)
+        # Among exact (cost, time) duplicates the tie rules pick the representative.
+        return front
+    raise ValueError(f"unknown objective {objective!r}")
+
+
+def closest(c: Candidates, job: Job, top: int) -> np.ndarray:
+    """When nothing fits: the candidates needing the smallest relative stretch of budget or deadline."""
+    ok = np.flatnonzero(np.isfinite(c.cost) & np.isfinite(c.hours_pess))
+    stretch = np.maximum(c.cost / job.budget_usd, c.hours_pess / job.deadline_h)
+    return _top(stretch, c, ok, top)
+
+
+def probe_next(c: Candidates, types: TypeTable, best: int, objective: str, job: Job,
+               offers: OfferTable, limit: int = 5) -> list[tuple[int, int]]:
+    """Unmeasured types that could beat or match the best option within their bands:
+    [(type index, offer index of its cheapest one-instance price)], cheapest probe first."""
+    if objective == "fastest":
+        lo, hi = c.hours_band()
+    else:
+        lo, hi = c.cost_band()
+    cost_lo, _ = c.cost_band()
+    hours_lo, _ = c.hours_band()
+    could = (types.source[c.type_idx] != 0) & (lo <= hi[best]) & (cost_lo <= job.budget_usd) & (
+        hours_lo * (c.hours_pess / c.hours) <= job.deadline_h)
+    t_hits = np.unique(c.type_idx[could])
+    if len(t_hits) == 0:
+        return []
+    # The probe runs on one instance: the cheapest single-instance offer of each type.
+    # On-demand preferred: a probe interrupted half-way measures nothing.
+    single = c.k == 1
+    offer_price = offers.price[c.offer] * np.where(offers.market[c.offer] == ON_DEMAND, 1.0, 1e6)
+    price = np.where(single, offer_price, np.inf)
+    best_offer = np.full(len(types.names), -1)
+    best_price = np.full(len(types.names), np.inf)
+    order = np.argsort(price, kind="stable")[::-1]  # later writes (cheaper) win
+    best_offer[c.type_idx[order]] = c.offer[order]
+    best_price[c.type_idx[order]] = price[order]
+    plan = sorted((best_price[t], t) for t in t_hits if np.isfinite(best_price[t]))
+    return [(int(t), int(best_offer[t])) for _, t in plan[:limit]]

@@ -1,0 +1,404 @@
+"""How fast one instance of each type trains the workload, and where that number comes from.
+
+Order of trust, per instance type:
+1. `measured`: the user's newest probe of this workload on this type (results store).
+2. `reference`: a published, tuned figure for this workload (advisor/data/reference_measurements.json).
+3. `estimated`: the nearest measured/reference anchor, scaled by the ratio of the devices' peak
+   FLOP/s at the precision each would train in (bf16, else fp16, else fp32), i.e. assuming the
+   target reaches the anchor's utilisation of its peak. The band widens with distance from the
+   anchor; every estimate carries its basis.
+Types the workload cannot run on are returned as exclusions with the reason.
+
+Multi-device instances: instance throughput = devices x per-device x efficiency, the efficiency
+from the all-reduce model in advisor.rank with the instance's interconnect (INTERCONNECT below).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from catalog import accelerators as acc
+from catalog.models import Catalog, InstanceType
+from lightning_module.workload_facts import FACTS, WorkloadFacts
+
+from .rank import allreduce_seconds, overlap_efficiency
+
+log = logging.getLogger(__name__)
+
+REFERENCE_PATH = Path(__file__).parent / "data" / "reference_measurements.json"
+STALE_DAYS = 30
+
+# Band half-widths as multiplicative factors (low = x / f, high = x * f), by distance from the
+# anchor. Judgement calls, not measurements: the articles show 4.5x between a naive and a tuned
+# run on one machine, so even "same model" carries 30%; a CPU<->GPU jump crosses software stacks.
+BAND_SAME_MODEL = 1.3
+BAND_SAME_CLASS = 1.75
+BAND_OTHER_CLASS = 2.5
+BAND_CPU_GPU = 3.5
+BAND_OTHER_WORKLOAD = 1.5  # extra factor when the anchor measured a different model
+
+# A step's batch when the efficiency model needs a step time (the workload's default batch).
+DEFAULT_BATCH = 128
+
+# Per-device one-direction interconnect bandwidth inside an instance, GB/s. NVLink: NVIDIA
+# datasheets give the bidirectional total per GPU (V100 300, A100 600, H100/H200 900, B200 1800
+# GB/s); a ring all-reduce sends and receives at once, so one direction is half. PCIe (PCI-SIG):
+# Gen3 x16 ~15.75 GB/s, Gen4 x16 ~31.5 GB/s per direction; GPUs talk through the host bridge.
+INTERCONNECT: dict[str, tuple[str, float]] = {
+    "p3": ("NVLink 2 (V100 SXM2 datasheet: 300 GB/s bidirectional)", 150.0),
+    "p3dn": ("NVLink 2 (V100 SXM2 datasheet: 300 GB/s bidirectional)", 150.0),
+    "p4d": ("NVLink 3 (A100 datasheet: 600 GB/s bidirectional)", 300.0),
+    "p4de": ("NVLink 3 (A100 datasheet: 600 GB/s bidirectional)", 300.0),
+    "p5": ("NVLink 4 (H100 SXM datasheet: 900 GB/s bidirectional)", 450.0),
+    "p5e": ("NVLink 4 (H200 SXM datasheet: 900 GB/s bidirectional)", 450.0),
+    "p5en": ("NVLink 4 (H200 SXM datasheet: 900 GB/s bidirectional)", 450.0),
+    "p6-b200": ("NVLink 5 (HGX B200: 1.8 TB/s bidirectional)", 900.0),
+    "g4dn": ("PCIe Gen3 x16 (PCI-SIG: ~15.75 GB/s per direction)", 15.75),
+}
+PCIE4 = ("PCIe Gen4 x16 (PCI-SIG: ~31.5 GB/s per direction)", 31.5)
+
+_PRECISION_OF = {"bf16": "bf16-mixed", "fp16": "16-mixed", "fp32": "32-true"}
+_DTYPE_OF = {v: k for k, v in _PRECISION_OF.items()}
+
+
+@dataclass
+class Throughput:
+    """One instance of a type running the workload (all its devices)."""
+
+    instance_type: str
+    samples_per_sec: float
+    low: float
+    high: float
+    source: str  # measured | reference | estimated
+    precision: str  # the Lightning precision it runs (or would run) at
+    devices: int
+    step_seconds: float  # compute time of one step at DEFAULT_BATCH per device
+    intra_comm_seconds: float  # all-reduce time inside the instance per step (0 for one device)
+    basis: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    multi_node: dict[int, float] = field(default_factory=dict)  # k -> measured samples/s at k nodes
+
+
+@dataclass
+class Exclusion:
+    instance_type: str
+    reason: str
+
+
+@dataclass
+class Anchor:
+    """A measured or published point an estimate can scale from."""
+
+    instance: InstanceType
+    per_device_sps: float
+    precision: str
+    source: str
+    workload_id: str
+    utilisation: float  # of the device's (or the CPU's) peak at `precision`
+    label: str
+    flops_anchor: float  # FLOPs per sample of the workload the anchor ran
+
+
+@lru_cache(maxsize=1)
+def reference_measurements() -> list[dict[str, Any]]:
+    return json.loads(REFERENCE_PATH.read_text())["measurements"]
+
+
+def device_kind(it: InstanceType) -> str:
+    return "cpu" if it.accelerator_kind == "none" else it.accelerator_kind
+
+
+def cpu_manufacturer(it: InstanceType) -> str | None:
+    fam = acc.cpu_family(it)
+    return it.cpu_manufacturer or (fam.manufacturer if fam else None)
+
+
+def cpu_model(it: InstanceType) -> str | None:
+    fam = acc.cpu_family(it)
+    return it.cpu_model or (fam.cpu_model if fam else None)
+
+
+def gpu_spec(it: InstanceType) -> acc.AcceleratorSpec | None:
+    if it.accelerator_kind == "none" or not it.accelerator_model:
+        return None
+    return acc.lookup(it.accelerator_model, it.accelerator_memory_gib)
+
+
+def best_dtype(it: InstanceType) -> str | None:
+    """bf16 where the device computes it natively, else fp16, else fp32."""
+    if it.accelerator_kind == "none":
+        isa = acc.cpu_isa(it)
+        man = cpu_manufacturer(it)
+        native_bf16 = acc.cpu_flops_per_cycle_per_core(isa, "bf16", man) > acc.cpu_flops_per_cycle_per_core(isa, "fp32", man)
+        return "bf16" if native_bf16 else "fp32"
+    spec = gpu_spec(it)
+    if spec is None:
+        return None
+    if spec.bf16_supported and spec.bf16_tflops:
+        return "bf16"
+    if spec.fp16_supported and spec.fp16_tflops:
+        return "fp16"
+    return "fp32" if spec.fp32_tflops else None
+
+
+def device_peak_tflops(it: InstanceType, dtype: str) -> float | None:
+    """Peak of one device (for a CPU instance: the whole host CPU)."""
+    if it.accelerator_kind == "none":
+        return acc.instance_cpu_peak_tflops(it, dtype)
+    spec = gpu_spec(it)
+    return acc.peak_tflops(spec, dtype) if spec else None
+
+
+def device_count(it: InstanceType) -> int:
+    return it.accelerator_count if it.accelerator_kind != "none" else 1
+
+
+def interconnect(it: InstanceType) -> tuple[str, float] | None:
+    if device_count(it) <= 1:
+        return None
+    return INTERCONNECT.get(it.family, PCIE4)
+
+
+def distance(anchor: InstanceType, target: InstanceType) -> tuple[int, float, str]:
+    """(rank, band factor, words): same device model < same vendor/class < other class < CPU<->GPU."""
+    ka, kt = device_kind(anchor), device_kind(target)
+    if (ka == "cpu") != (kt == "cpu"):
+        return 3, BAND_CPU_GPU, "CPU<->accelerator"
+    if ka == "cpu":
+        ma, mt = cpu_model(anchor), cpu_model(target)
+        if anchor.family == target.family or (ma is not None and ma == mt):
+            return 0, BAND_SAME_MODEL, "same CPU model"
+        va, vt = cpu_manufacturer(anchor), cpu_manufacturer(target)
+        if va is not None and vt is not None and va.lower() == vt.lower() and anchor.arch == target.arch:
+            return 1, BAND_SAME_CLASS, "same CPU vendor"
+        return 2, BAND_OTHER_CLASS, "other CPU vendor/architecture"
+    sa, st = gpu_spec(anchor), gpu_spec(target)
+    if sa is not None and st is not None and sa.key == st.key:
+        return 0, BAND_SAME_MODEL, "same accelerator model"
+    if sa is not None and st is not None and sa.vendor == st.vendor and sa.kind == st.kind:
+        return 1, BAND_SAME_CLASS, "same accelerator vendor"
+    return 2, BAND_OTHER_CLASS, "other accelerator class"
+
+
+def _step_and_intra(it: InstanceType, per_device_sps: float, facts: WorkloadFacts) -> tuple[float, float, float, str | None]:
+    """(step compute seconds, intra-instance all-reduce seconds, efficiency, interconnect words)."""
+    n = device_count(it)
+    step = DEFAULT_BATCH / per_device_sps
+    ic = interconnect(it)
+    if ic is None:
+        return step, 0.0, 1.0, None
+    words, gbs = ic
+    comm = float(allreduce_seconds(n, facts.gradient_bytes(), gbs * 1e9))
+    eff = float(overlap_efficiency(step, comm))
+    return step, comm, eff, words
+
+
+class ThroughputModel:
+    """Builds the per-type throughput table for one workload from the store and the reference file."""
+
+    def __init__(self, catalog: Catalog, facts: WorkloadFacts, workload_id: str, image_size: int = 224,
+                 measurements: list | None = None, now: datetime | None = None):
+        self.catalog = catalog
+        self.facts = facts
+        self.workload_id = workload_id
+        self.image_size = image_size
+        self.flops = facts.flops_per_sample(image_size)
+        self.now = now or datetime.now(timezone.utc)
+        self.measurements = measurements or []  # ProbeResults for this workload, newest first
+        self.warnings: list[str] = []
+        self._measured: dict[str, Any] = {}
+        self._multi: dict[str, dict[int, float]] = {}
+        self._index_measurements()
+        self.anchors = self._anchors()
+
+    # -- sources ---------------------------------------------------------------------------
+
+    def _index_measurements(self) -> None:
+        if not self.measurements:
+            return
+        newest = self.measurements[0]
+        for r in self.measurements:
+            if not r.instance_type:
+                continue
+            if r.config.num_nodes > 1:
+                self._multi.setdefault(r.instance_type, {}).setdefault(r.config.num_nodes, r.samples_per_sec)
+            elif r.instance_type not in self._measured:
+                self._measured[r.instance_type] = r
+        self._newest_versions = (newest.software.torch, newest.software.lightning)
+
+    def _measured_notes(self, r) -> list[str]:
+        notes = []
+        age = (self.now - r.finished_at).total_seconds() / 86400
+        if age > STALE_DAYS:
+            notes.append(f"measured {age:.0f} days ago")
+        if (r.software.torch, r.software.lightning) != self._newest_versions:
+            notes.append(f"measured with torch {r.software.torch}/lightning {r.software.lightning}, "
+                         f"newest probe used {self._newest_versions[0]}/{self._newest_versions[1]}")
+        return notes
+
+    def _utilisation(self, it: InstanceType, per_device_sps: float, dtype: str, flops: float) -> float | None:
+        peak = device_peak_tflops(it, dtype)
+        if not peak:
+            return None
+        return per_device_sps * flops / (peak * 1e12)
+
+    def _anchors(self) -> list[Anchor]:
+        out: list[Anchor] = []
+        types = self.catalog.instance_types
+        for name, r in self._measured.items():
+            it = types.get(name)
+            if it is None:
+                continue
+            dev = max(1, r.config.devices) if r.config.accelerator == "gpu" else 1
+            per_dev = r.samples_per_sec / dev
+            dtype = _DTYPE_OF.get(r.config.precision, "fp32")
+            flops = r.flops_per_sample or self.flops
+            u = self._utilisation(it, per_dev, dtype, flops)
+            if u:
+                out.append(Anchor(it, per_dev, r.config.precision, "measured", self.workload_id, u,
+                                  f"your probe of {name} ({r.samples_per_sec:.4g} samples/s, {r.config.precision})",
+                                  flops))
+        refs = [m for m in reference_measurements() if m["tuned"]]
+        same = [m for m in refs if m["workload_id"] == self.workload_id]
+        # Published figures exist only for ResNet-50: other workloads borrow their utilisation
+        # (FLOPs differ, the device's ability to keep its units busy carries over roughly).
+        for m in same or refs:
+            it = types.get(m["instance_type"])
+            if it is None or m["instance_type"] in self._measured:
+                continue
+            dtype = _DTYPE_OF.get(m["precision"], "fp32")
+            ref_model = m["workload_id"].split("-")[0]
+            flops = FACTS[ref_model].train_flops_per_sample if ref_model in FACTS else self.flops
+            u = self._utilisation(it, m["samples_per_sec"] / device_count(it), dtype, flops)
+            if u:
+                out.append(Anchor(it, m["samples_per_sec"] / device_count(it), m["precision"], "reference",
+                                  m["workload_id"], u, f"published {m['instance_type']} {m['samples_per_sec']:g} samples/s ({m['workload_id']}, {m['rung']})",
+                                  flops))
+        return out
+
+    # -- per type --------------------------------------------------------------------------
+
+    def evaluate(self, it: InstanceType, min_memory_gib: float | None = None,
+                 require_dtype: str | None = None) -> Throughput | Exclusion:
+        name = it.name
+        measured = self._measured.get(name)
+        kind = device_kind(it)
+        if kind in ("neuron", "gaudi") and measured is None:
+            sdk = "Neuron SDK" if kind == "neuron" else "SynapseAI (Habana) SDK"
+            return Exclusion(name, f"{it.accelerator_model or kind} needs the {sdk}; the probe cannot drive it, "
+                                   "so there is no number without your own measurement")
+        need = self.facts.memory_floor_gib(self.image_size)
+        if min_memory_gib is not None:
+            need = max(need, min_memory_gib)
+        have = it.accelerator_memory_gib if kind != "cpu" else it.memory_gib
+        if have is not None and have < need:
+            what = "accelerator" if kind != "cpu" else "host"
+            return Exclusion(name, f"{have:g} GiB {what} memory per device < {need:.3g} GiB needed")
+        dtype = best_dtype(it)
+        if require_dtype is not None:
+            ok = (kind == "cpu" and require_dtype == "bf16" and dtype == "bf16") or (
+                kind != "cpu" and (spec := gpu_spec(it)) is not None
+                and getattr(spec, f"{require_dtype}_supported"))
+            if not ok:
+                return Exclusion(name, f"no native {require_dtype} on {it.accelerator_model or cpu_model(it) or 'this CPU'}")
+        if measured is not None:
+            return self._from_measurement(it, measured)
+        ref = self._reference(name)
+        if ref is not None:
+            return self._from_reference(it, ref)
+        if dtype is None:
+            return Exclusion(name, f"unknown accelerator {it.accelerator_model!r}: no peak figures to estimate from")
+        return self._estimate(it, dtype)
+
+    def _reference(self, name: str) -> dict | None:
+        for m in reference_measurements():
+            if m["instance_type"] == name and m["workload_id"] == self.workload_id and m["tuned"]:
+                return m
+        return None
+
+    def _finish(self, it: InstanceType, per_dev: float, low_f: float, high_f: float, source: str,
+                precision: str, basis: dict, notes: list[str], whole_instance: float | None = None) -> Throughput:
+        step, intra, eff, ic_words = _step_and_intra(it, per_dev, self.facts)
+        n = device_count(it)
+        sps = whole_instance if whole_instance is not None else n * per_dev * eff
+        if n > 1:
+            basis = {**basis, "devices": n, "interconnect": ic_words,
+                     "intra_instance_efficiency": round(eff, 4) if whole_instance is None else "measured"}
+        return Throughput(it.name, sps, sps * low_f, sps * high_f, source, precision, n, step, intra,
+                          basis, notes, self._multi.get(it.name, {}))
+
+    def _from_measurement(self, it: InstanceType, r) -> Throughput:
+        n = device_count(it)
+        devices_used = max(1, r.config.devices) if r.config.accelerator == "gpu" else 1
+        per_dev = r.samples_per_sec / devices_used
+        lo, hi = r.samples_per_sec_ci
+        notes = self._measured_notes(r)
+        basis = {"result_id": r.result_id, "finished_at": r.finished_at.isoformat(),
+                 "config": r.config.model_dump(), "torch": r.software.torch, "lightning": r.software.lightning}
+        whole = r.samples_per_sec if devices_used >= n else None
+        if whole is None:
+            notes.append(f"probe used {devices_used} of {n} devices; scaled with the interconnect model")
+        return self._finish(it, per_dev, lo / r.samples_per_sec, hi / r.samples_per_sec, "measured",
+                            r.config.precision, basis, notes, whole)
+
+    def _from_reference(self, it: InstanceType, m: dict) -> Throughput:
+        u = m["relative_uncertainty"]
+        n = device_count(it)
+        basis = {"provenance": m["provenance"], "rung": m["rung"], "torch": m.get("torch")}
+        return self._finish(it, m["samples_per_sec"] / n, 1 - u, 1 + u, "reference", m["precision"], basis, [],
+                            whole_instance=m["samples_per_sec"])
+
+    def _estimate(self, it: InstanceType, dtype: str) -> Throughput | Exclusion:
+        peak = device_peak_tflops(it, dtype)
+        if not peak:
+            return Exclusion(it.name, "no peak FLOP/s figure for this device (CPU clock or accelerator spec missing)")
+        if not self.anchors:
+            return Exclusion(it.name, "nothing measured or published to estimate from")
+        scored = []
+        for a in self.anchors:
+            rank, f, words = distance(a.instance, it)
+            other_wl = a.workload_id != self.workload_id
+            # Prefer the user's own measurements at equal distance: they ran this software stack.
+            scored.append((rank, other_wl, a.source != "measured", f, words, a))
+        scored.sort(key=lambda s: s[:3])
+        rank, other_wl, _, f, words, a = scored[0]
+        if other_wl:
+            f *= BAND_OTHER_WORKLOAD
+        a_peak = device_peak_tflops(a.instance, _DTYPE_OF.get(a.precision, "fp32")) or peak
+        ratio = peak / a_peak
+        per_dev = a.per_device_sps * ratio  # = anchor utilisation x this peak / FLOPs per sample
+        bw_ratio = None
+        sa, st = gpu_spec(a.instance), gpu_spec(it)
+        if sa is not None and st is not None and sa.bandwidth_gbs and st.bandwidth_gbs:
+            bw_ratio = st.bandwidth_gbs / sa.bandwidth_gbs
+            # Roofline correction: the normalisation/activation layers of a training step are
+            # memory-bound, so a device with more FLOP/s but relatively less bandwidth than the
+            # anchor cannot keep the anchor's utilisation. Take the smaller of the two ratios.
+            per_dev = a.per_device_sps * min(ratio, bw_ratio)
+        if other_wl:
+            per_dev *= a.flops_anchor / self.flops
+        low_f = 1 / f
+        basis = {
+            "anchor": a.instance.name, "anchor_source": a.source, "anchor_detail": a.label,
+            "anchor_utilisation": round(a.utilisation, 4), "distance": words,
+            "precision": _PRECISION_OF[dtype], "peak_tflops": round(peak, 2),
+            "anchor_peak_tflops": round(a_peak, 2), "peak_ratio": round(ratio, 3),
+            "bandwidth_ratio": None if bw_ratio is None else round(bw_ratio, 3),
+            "flops_per_sample": self.flops, "band_factor": round(f, 3),
+            "rule": "per-device samples/s = anchor per-device samples/s x min(peak FLOP/s ratio, memory "
+                    "bandwidth ratio (GPUs only)) x anchor FLOPs per sample / this workload's FLOPs per sample",
+        }
+        if other_wl:
+            basis["workload_note"] = f"anchor measured {a.workload_id}; utilisation assumed to carry over"
+        if self.image_size != 224:
+            basis["image_size_note"] = f"FLOPs scaled by (image_size/224)^2 = {(self.image_size / 224) ** 2:.3g}"
+        spec = gpu_spec(it)
+        if spec is not None and spec.uncertain:
+            basis["uncertain_spec_fields"] = list(spec.uncertain)
+        return self._finish(it, per_dev, low_f, f, "estimated", _PRECISION_OF[dtype], basis, [])

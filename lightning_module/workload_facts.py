@@ -1,0 +1,64 @@
+"""What the advisor needs to know about a builtin workload, without importing torch.
+
+The numbers were measured by scripts/measure_workload_facts.py (torch.utils.flop_counter for
+FLOPs, autograd saved-tensor hooks for activations) at 224x224 input and 1000 classes; rerun it
+after changing a builtin model. `advisor recommend` reads this table on its torch-free path.
+
+Scaling to other input sizes (an approximation, stated in every estimate's basis): CNN FLOPs and
+activations grow with the pixel count, (image_size / 224)^2. ViT-B/16 FLOPs are dominated by the
+per-token matmuls, so the same pixel-count rule is a slight underestimate at large sizes (the
+attention term grows with tokens squared). The MLP's first layer sees the flattened image, so its
+FLOPs grow with the pixel count as well. The classifier head's share is small and is not
+rescaled for other class counts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+REFERENCE_IMAGE_SIZE = 224
+REFERENCE_NUM_CLASSES = 1000
+# The smallest batch that still trains sensibly with BatchNorm; the memory floor uses it.
+MIN_SENSIBLE_BATCH = 8
+
+MEASURED_WITH = "torch 2.15.0, torchvision 0.29.2, torch.utils.flop_counter (2 FLOPs per MAC)"
+
+
+@dataclass(frozen=True)
+class WorkloadFacts:
+    model: str
+    params: int
+    train_flops_per_sample: float  # forward + backward at 224x224
+    forward_flops_per_sample: float
+    activation_bytes_per_sample: float  # fp32 tensors saved for backward, per sample
+
+    def flops_per_sample(self, image_size: int = REFERENCE_IMAGE_SIZE) -> float:
+        return self.train_flops_per_sample * (image_size / REFERENCE_IMAGE_SIZE) ** 2
+
+    def gradient_bytes(self) -> float:
+        """fp32 gradients: what data-parallel training all-reduces every step."""
+        return self.params * 4.0
+
+    def memory_floor_gib(self, image_size: int = REFERENCE_IMAGE_SIZE) -> float:
+        """Accelerator memory the workload needs at the least: fp32 weights + gradients + SGD
+        momentum (3 x params x 4 bytes) plus fp32 activations at MIN_SENSIBLE_BATCH. Mixed
+        precision needs less activation memory, so this is a conservative floor."""
+        act = self.activation_bytes_per_sample * (image_size / REFERENCE_IMAGE_SIZE) ** 2
+        return (3 * self.params * 4 + MIN_SENSIBLE_BATCH * act) / 2**30
+
+
+FACTS: dict[str, WorkloadFacts] = {
+    f.model: f
+    for f in (
+        WorkloadFacts("resnet50", 25_557_032, 24_299_077_632.0, 8_178_368_512.0, 90_221_994.0),
+        WorkloadFacts("resnet18", 11_689_512, 10_648_412_160.0, 3_628_146_688.0, 23_246_250.0),
+        WorkloadFacts("vit_b_16", 86_567_656, 105_867_085_824.0, 35_127_656_448.0, 289_570_002.0),
+        # The probe's tiny MLP (lightning_module.workloads.build_net): backward skips the input
+        # gradient, so training is ~2x, not 3x, the forward FLOPs.
+        WorkloadFacts("mlp", 9_698_856, 38_919_168.0, 19_395_584.0, 734_378.0),
+    )
+}
+
+
+def facts_for(model: str) -> WorkloadFacts | None:
+    return FACTS.get(model)
