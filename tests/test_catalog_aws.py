@@ -229,7 +229,7 @@ def test_failed_refresh_keeps_previous_cache_byte_identical(cli, monkeypatch):
     stub.add_client_error("get_products", service_error_code="ThrottlingException", service_message="Rate exceeded")
     stub.activate()
     monkeypatch.setattr(aws, "pricing_client", lambda session: client)
-    code, out, err = cli("catalog", "refresh", "--regions", "us-east-1", "--families", "c7i")
+    code, _out, err = cli("catalog", "refresh", "--regions", "us-east-1", "--families", "c7i")
     assert code == 2 and err.startswith("advisor: error: AWS throttled") and err.count("\n") == 1
     assert catalog_cache_path().read_bytes() == before
 
@@ -237,6 +237,6 @@ def test_failed_refresh_keeps_previous_cache_byte_identical(cli, monkeypatch):
 def test_unknown_region_from_cli_keeps_cache(cli):
     save_atomic(load(SNAPSHOT_PATH), catalog_cache_path())
     before = catalog_cache_path().read_bytes()
-    code, out, err = cli("catalog", "refresh", "--regions", "us-east-1,moon-1")
+    code, _out, err = cli("catalog", "refresh", "--regions", "us-east-1,moon-1")
     assert code == 2 and "unknown AWS region 'moon-1'" in err and err.count("\n") == 1
     assert catalog_cache_path().read_bytes() == before
