@@ -54,7 +54,7 @@ def instance(name: str, **over) -> InstanceType:
 
 def make_catalog(types: dict | None = None, offers: list | None = None, **type_overrides) -> Catalog:
     types = types or {n: instance(n, **type_overrides.get(n, {})) for n in TYPES}
-    offers = OFFERS if offers is None else offers
+    offers = [o for o in OFFERS if o[0] in types] if offers is None else offers
     by_region: dict[str, RegionOffers] = {}
     for name, region, market, price, bucket in offers:
         by_region.setdefault(region, RegionOffers()).append(
@@ -68,3 +68,29 @@ def write_catalog(path, catalog: Catalog | None = None) -> str:
 
     save_atomic(catalog or make_catalog(), path)
     return str(path)
+
+
+def probe_result(instance_type: str, sps: float, *, accelerator: str = "cpu", devices: int = 1,
+                 num_nodes: int = 1, precision: str = "bf16-mixed", model: str = "resnet50",
+                 finished_at: datetime = NOW, torch: str = "2.15.0", lightning: str = "2.6.0",
+                 ci: float = 0.02):
+    from lightning_module.result import (
+        HardwareFingerprint,
+        ProbeConfig,
+        ProbeResult,
+        SoftwareVersions,
+        StepTimeStats,
+        WorkloadSpec,
+    )
+
+    spec = WorkloadSpec(model=model)
+    cfg = ProbeConfig(accelerator=accelerator, devices=devices, num_nodes=num_nodes, precision=precision,
+                      batch_size=64)
+    return ProbeResult(
+        workload=spec, workload_id=spec.workload_id, instance_type=instance_type, instance_type_source="given",
+        hardware=HardwareFingerprint(), software=SoftwareVersions(python="3.11.7", torch=torch, lightning=lightning),
+        config=cfg, samples_per_sec=sps, samples_per_sec_ci=(sps * (1 - ci), sps * (1 + ci)),
+        step_time=StepTimeStats(n_steps=50, mean_s=0.1, median_s=0.1, stdev_s=0.001, p10_s=0.099, p90_s=0.101,
+                                warmup_steps=5, warmup_seconds=3.0),
+        started_at=finished_at, finished_at=finished_at,
+    )
