@@ -1,2 +1,168 @@
-def register(sub):
-    """Placeholder until the launch command lands."""
+"""`advisor launch`: probe instance types on EC2 (and `launch status` / `launch cancel`)."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+
+from ..errors import UserError
+from ..output import add_format_option, emit, warn
+from .common import add_catalog_options, load_catalog
+
+PLAN_COLUMNS = ("instance_type", "arch", "ami", "market", "usd_per_hour", "max_cost_usd", "check")
+LAUNCH_COLUMNS = ("instance_type", "state", "instance_id", "error")
+STATUS_COLUMNS = ("instance_type", "instance_id", "market", "state", "launched_at", "result", "error")
+CANCEL_COLUMNS = ("instance_type", "instance_id", "previous_state", "state")
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "launch",
+        help="probe instance types on EC2 itself; results come back through S3",
+        description=(
+            "Start one EC2 instance per instance type; each runs 'advisor probe' and uploads its "
+            "result to S3, then powers off (and terminates). 'advisor results pull' imports the "
+            "results. Subcommands: 'status RUN_ID', 'cancel RUN_ID'."
+        ),
+    )
+    p.add_argument("--instance-types", metavar="A,B,C", help="comma-separated instance types, one instance each")
+    p.add_argument("--s3", metavar="S3_URL", help="s3://bucket/prefix for the package, results and logs")
+    p.add_argument("--region", help="EC2 region (default: the AWS configuration's)")
+    p.add_argument("--market", choices=("on-demand", "spot"), default="on-demand")
+    p.add_argument("--workload", default="resnet50", help="what to probe (default resnet50)")
+    p.add_argument("--probe-args", default="", metavar="ARGS", help="extra arguments for 'advisor probe', as one string")
+    p.add_argument("--max-minutes", type=int, default=45, help="watchdog: each instance powers off after this (default 45)")
+    p.add_argument("--max-instances", type=int, default=8, help="refuse to start more instances than this (default 8)")
+    p.add_argument("--ami", help="AMI for every type (default: the PyTorch Deep Learning AMI for the type's architecture)")
+    p.add_argument("--subnet", help="subnet id (default: the default VPC's); it needs a route to the internet for pip")
+    p.add_argument("--security-group", help="security group id (no inbound rules are needed)")
+    p.add_argument("--iam-instance-profile", metavar="NAME", help="instance profile to attach (not needed for the uploads)")
+    p.add_argument("--package", metavar="PATH_OR_SPEC", help="a wheel file or a pip requirement (default: a wheel built from this installation's source)")
+    p.add_argument("--dry-run", action="store_true", help="check permissions and show the plan; start nothing")
+    p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    add_catalog_options(p)
+    add_format_option(p)
+    p.set_defaults(func=handle_launch)
+
+    actions = p.add_subparsers(dest="action", metavar="{status,cancel}")
+    s = actions.add_parser("status", help="instances of a run, their state and whether results arrived")
+    s.add_argument("run_id", metavar="RUN_ID")
+    s.add_argument("--region", help="region, when this machine has no manifest of the run")
+    add_format_option(s)
+    s.set_defaults(func=handle_status)
+    c = actions.add_parser("cancel", help="terminate every instance of a run")
+    c.add_argument("run_id", metavar="RUN_ID")
+    c.add_argument("--region", help="region, when this machine has no manifest of the run")
+    add_format_option(c)
+    c.set_defaults(func=handle_cancel)
+
+
+def _request(args):
+    from ..launch import LaunchRequest, default_region, parse_s3_url
+
+    if not args.instance_types:
+        raise UserError("launch needs --instance-types (or a subcommand: status RUN_ID, cancel RUN_ID)")
+    if not args.s3:
+        raise UserError("launch needs --s3 s3://bucket/prefix for the package and the results")
+    try:
+        probe_args = shlex.split(args.probe_args)
+    except ValueError as e:
+        raise UserError(f"--probe-args: {e}") from None
+    return LaunchRequest(
+        instance_types=[t.strip() for t in args.instance_types.split(",") if t.strip()],
+        s3=parse_s3_url(args.s3),
+        region=default_region(args.region),
+        market=args.market,
+        workload=args.workload,
+        probe_args=probe_args,
+        max_minutes=args.max_minutes,
+        max_instances=args.max_instances,
+        ami=args.ami,
+        subnet=args.subnet,
+        security_group=args.security_group,
+        iam_instance_profile=args.iam_instance_profile,
+        package=args.package,
+    )
+
+
+def _catalog_or_none(args):
+    try:
+        return load_catalog(args)
+    except UserError as e:
+        warn(f"prices unknown: {e}")
+        return None
+
+
+def confirm(question: str) -> bool:
+    if not sys.stdin or not sys.stdin.isatty():
+        raise UserError("refusing to launch without confirmation: stdin is not a terminal; pass --yes")
+    print(f"{question} [y/N] ", end="", file=sys.stderr, flush=True)
+    answer = sys.stdin.readline().strip().lower()
+    return answer in ("y", "yes")
+
+
+def handle_launch(args) -> int:
+    from ..launch import execute, plan_launch, validate_request
+
+    req = _request(args)
+    validate_request(req)  # before any AWS call: --max-instances refusal costs nothing
+    plan = plan_launch(req, _catalog_or_none(args))
+    emit([p.row() for p in plan], args.format, PLAN_COLUMNS)
+    ok = [p for p in plan if p.check_error is None]
+    for p in plan:
+        if p.check_error:
+            warn(f"{p.instance_type}: skipped, the EC2 DryRun check failed: {p.check_error}")
+    costs = [p.max_cost_usd for p in ok]
+    total = "unknown" if any(c is None for c in costs) else f"${sum(costs):.2f}"
+    if args.dry_run:
+        print(f"dry run: {len(ok)} of {len(plan)} instance(s) would start; at most {total} "
+              f"if every one runs its full {req.max_minutes} minutes; nothing launched", file=sys.stderr)
+        return 0 if ok else 1
+    if not ok:
+        raise UserError("no instance type passed the EC2 DryRun check; nothing launched")
+    if not args.yes and not confirm(
+        f"Start {len(ok)} {req.market} instance(s) in {req.region} for at most {req.max_minutes} "
+        f"minutes each (max cost {total})?"
+    ):
+        print("advisor: nothing launched", file=sys.stderr)
+        return 1
+
+    def progress(entry) -> None:
+        if entry.state == "launched":
+            print(f"advisor: {entry.instance_type}: launched {entry.instance_id}", file=sys.stderr)
+        else:
+            print(f"advisor: {entry.instance_type}: launch failed: {entry.error}", file=sys.stderr)
+
+    outcome = execute(req, plan, on_launch=progress)
+    m = outcome.manifest
+    emit(
+        [{"run_id": m.run_id, **e.model_dump(include={"instance_type", "state", "instance_id", "error"})} for e in m.entries],
+        args.format,
+        ("run_id", *LAUNCH_COLUMNS),
+    )
+    launched = sum(e.state == "launched" for e in m.entries)
+    print(
+        f"advisor: run {m.run_id}: {launched} of {len(m.entries)} launched; manifest {outcome.manifest_path}\n"
+        f"advisor: follow with 'advisor launch status {m.run_id}', then "
+        f"'advisor results pull {req.s3} --run {m.run_id}'",
+        file=sys.stderr,
+    )
+    return 0 if launched == len(plan) else 1
+
+
+def handle_status(args) -> int:
+    from ..launch import run_status
+
+    emit(run_status(args.run_id, args.region), args.format, STATUS_COLUMNS)
+    return 0
+
+
+def handle_cancel(args) -> int:
+    from ..launch import cancel_run
+
+    rows = cancel_run(args.run_id, args.region)
+    if not rows:
+        print(f"advisor: no running instances in run {args.run_id}", file=sys.stderr)
+    else:
+        emit(rows, args.format, CANCEL_COLUMNS)
+    return 0

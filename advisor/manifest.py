@@ -1,0 +1,117 @@
+"""The run manifest: what `advisor launch` started, kept as JSON in the data dir.
+
+It is written before the first instance is requested and again after each request, each time
+to a temporary file renamed over the old one, so a crash mid-launch loses no instance id and
+never leaves half a file. It holds no presigned URLs (they are bearer tokens) and no
+credentials. A copy without local details goes to S3 as `<prefix>/<run_id>/run.json` so
+`results pull` on another machine knows which instance types to expect.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import tempfile
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .errors import UserError
+from .paths import data_dir
+
+MANIFEST_VERSION = 1
+
+
+class LaunchEntry(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    instance_type: str
+    arch: Literal["x86_64", "arm64"]
+    ami: str
+    market: Literal["on-demand", "spot"]
+    usd_per_hour: float | None = None  # from the catalog at launch time; None when unknown
+    state: Literal["pending", "launched", "failed"] = "pending"
+    instance_id: str | None = None
+    error_code: str | None = None
+    error: str | None = None
+    result_key: str
+    log_key: str
+    launched_at: datetime | None = None
+
+
+class RunManifest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    manifest_version: int = MANIFEST_VERSION
+    run_id: str
+    created_at: datetime = Field(default_factory=lambda: datetime.now(timezone.utc))
+    region: str
+    bucket: str
+    prefix: str  # the run's own prefix, e.g. "probes/20261121-0700-ab12cd"
+    workload: str
+    probe_args: list[str] = []
+    max_minutes: int
+    package: str  # the S3 key of the uploaded wheel, or the pip requirement spec
+    entries: list[LaunchEntry] = []
+
+    def entry(self, instance_type: str) -> LaunchEntry:
+        for e in self.entries:
+            if e.instance_type == instance_type:
+                return e
+        raise KeyError(instance_type)
+
+
+def new_run_id(now: datetime | None = None) -> str:
+    """Sortable by time, unique without coordination."""
+    now = now or datetime.now(timezone.utc)
+    return f"{now:%Y%m%d-%H%M%S}-{secrets.token_hex(3)}"
+
+
+def runs_dir() -> Path:
+    return data_dir() / "runs"
+
+
+def manifest_path(run_id: str) -> Path:
+    if not run_id or "/" in run_id or run_id.startswith("."):
+        raise UserError(f"invalid run id {run_id!r}")
+    return runs_dir() / f"{run_id}.json"
+
+
+def save(manifest: RunManifest) -> Path:
+    path = manifest_path(manifest.run_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{manifest.run_id}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(manifest.model_dump_json(indent=2))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def load(run_id: str) -> RunManifest | None:
+    """The local manifest, or None when this machine did not launch that run."""
+    path = manifest_path(run_id)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise UserError(f"run manifest {path}: {e.strerror or e}") from None
+    try:
+        return RunManifest.model_validate_json(text)
+    except ValidationError as e:
+        raise UserError(f"run manifest {path} is not valid: {e.errors()[0]['msg']}") from None
+
+
+def list_run_ids() -> list[str]:
+    d = runs_dir()
+    if not d.is_dir():
+        return []
+    return sorted(p.stem for p in d.glob("*.json") if not p.name.startswith("."))

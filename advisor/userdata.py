@@ -1,0 +1,113 @@
+"""The bash script an EC2 probe instance runs at boot (its user-data).
+
+It holds no AWS credentials: the wheel comes down and the result and log go up through
+presigned URLs, so the instance needs no role. Order matters for cost safety: the watchdog
+(`shutdown -h +MAX`) is armed before anything can hang, and an EXIT trap uploads the log and
+powers off whatever happens; with InstanceInitiatedShutdownBehavior=terminate a power-off is
+a termination, so billing stops.
+
+Install choice: the Deep Learning AMI's PyTorch environment (/opt/pytorch) already has a CUDA
+torch and torchvision matched to the driver. The wheel is pip-installed into that environment
+with every installed torch-family package pinned by a constraints file, so pip can add
+lightning and the small dependencies but can never replace the AMI's torch with a CPU-only or
+mismatched build (if it would have to, the install fails and the log says why). A venv with
+--system-site-packages would not see /opt/pytorch's packages: that environment is itself a
+venv and --system-site-packages exposes only the base interpreter's. Where /opt/pytorch is
+absent (a custom --ami), the first `python3` on PATH is used the same way.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+
+# Packages whose installed versions are pinned on the instance: the AMI's GPU build of torch
+# and everything built against it.
+PINNED_PACKAGE_PATTERN = r"^(torch|torchvision|torchaudio|triton|pytorch-triton|nvidia-[a-z0-9-]+)=="
+
+DLAMI_PYTHON = "/opt/pytorch/bin/python"
+
+
+@dataclass(frozen=True)
+class ProbeScript:
+    run_id: str
+    instance_type: str
+    workload: str
+    max_minutes: int
+    result_url: str  # presigned PUT
+    log_url: str  # presigned PUT
+    package_url: str | None = None  # presigned GET of the wheel; None when package_spec is used
+    package_filename: str | None = None  # the wheel's file name (pip needs the real name)
+    package_spec: str | None = None  # a pip requirement, installed from the index instead
+    probe_args: list[str] = field(default_factory=list)
+
+
+def render(s: ProbeScript) -> str:
+    if (s.package_url is None) == (s.package_spec is None):
+        raise ValueError("give exactly one of package_url or package_spec")
+    if s.package_url is not None and not (s.package_filename or "").endswith(".whl"):
+        raise ValueError("package_filename must name a .whl file")
+    q = shlex.quote
+    probe_cmd = " ".join(
+        [
+            "advisor", "probe",
+            "--workload", q(s.workload),
+            "--instance-type", q(s.instance_type),
+            "--output", '"$WORK/result.json"',
+            *(q(a) for a in s.probe_args),
+        ]
+    )
+    if s.package_url is not None:
+        fetch = (
+            f'curl -fsS --retry 5 --retry-delay 5 -o "$WORK/{s.package_filename}" {q(s.package_url)} '
+            '|| { echo "advisor-probe: downloading the package failed"; exit 10; }\n'
+        )
+        target = f'"$WORK/{s.package_filename}"'
+    else:
+        fetch = ""
+        target = q(s.package_spec)
+    return f"""#!/bin/bash
+# instance-advisor probe: run {s.run_id}, instance type {s.instance_type}, workload {s.workload}
+# Watchdog first: whatever happens below, the instance powers off (and so terminates) after
+# {s.max_minutes} minutes.
+shutdown -h +{s.max_minutes} || true
+
+set -u
+export HOME="${{HOME:-/root}}"
+export PIP_DISABLE_PIP_VERSION_CHECK=1
+WORK="$(mktemp -d /tmp/advisor-probe.XXXXXX)"
+LOG="$WORK/probe.log"
+exec >>"$LOG" 2>&1
+
+RESULT_URL={q(s.result_url)}
+LOG_URL={q(s.log_url)}
+
+finish() {{
+    status=$?
+    echo "advisor-probe: finished with exit status $status at $(date -u +%FT%TZ)"
+    if [ "$status" -eq 0 ] && [ -s "$WORK/result.json" ]; then
+        curl -fsS --retry 5 --retry-delay 5 -X PUT -T "$WORK/result.json" "$RESULT_URL" \\
+            || echo "advisor-probe: uploading the result failed"
+    fi
+    curl -fsS --retry 5 --retry-delay 5 -X PUT -T "$LOG" "$LOG_URL" || true
+    shutdown -h now
+}}
+trap finish EXIT
+
+cd "$WORK" || exit 1
+echo "advisor-probe: run {s.run_id} on {s.instance_type} started at $(date -u +%FT%TZ)"
+{fetch}
+if [ -x {DLAMI_PYTHON} ]; then PY={DLAMI_PYTHON}; else PY="$(command -v python3)"; fi
+if [ -z "$PY" ]; then echo "advisor-probe: no python3 on this image"; exit 11; fi
+# Keep the image's torch stack exactly as installed (see advisor/userdata.py).
+"$PY" -m pip list --format=freeze 2>/dev/null | grep -iE '{PINNED_PACKAGE_PATTERN}' > "$WORK/constraints.txt"
+echo "advisor-probe: pinned $(wc -l < "$WORK/constraints.txt") torch-family packages"
+"$PY" -m pip install --constraint "$WORK/constraints.txt" {target} \\
+    || {{ echo "advisor-probe: installing the package failed"; exit 12; }}
+export PATH="$(dirname "$PY"):$PATH"
+
+{probe_cmd}
+"""
+
+
+__all__ = ["DLAMI_PYTHON", "PINNED_PACKAGE_PATTERN", "ProbeScript", "render"]

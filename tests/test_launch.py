@@ -1,0 +1,360 @@
+"""`advisor launch` against moto: what run_instances receives, the manifest, status/cancel by
+tag, the DryRun check, the refusals."""
+
+from __future__ import annotations
+
+import base64
+import copy
+import io
+import json
+from datetime import datetime, timezone
+
+import pytest
+from botocore.exceptions import ClientError
+
+from advisor import launch
+from advisor import manifest as manifests
+
+moto = pytest.importorskip("moto")
+
+REGION = "us-east-1"
+BUCKET = "probe-bucket"
+DLAMI = "/aws/service/deeplearning/ami/{arch}/oss-nvidia-driver-gpu-pytorch-{v}-ubuntu-24.04/latest/ami-id"
+
+
+def put_public_parameter(name: str, value: str, region: str = REGION) -> None:
+    """moto refuses put_parameter under /aws (as AWS does): add the public parameter to its
+    backend the way moto loads its own /aws/service parameters."""
+    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.ssm.models import Parameter, ssm_backends
+
+    backend = ssm_backends[DEFAULT_ACCOUNT_ID][region]
+    backend._parameters[name].append(
+        Parameter(account_id=DEFAULT_ACCOUNT_ID, name=name, value=value, parameter_type="String",
+                  description=None, allowed_pattern=None, keyid=None,
+                  last_modified_date=datetime.now(timezone.utc), version=1, data_type="text")
+    )
+
+
+@pytest.fixture
+def aws(monkeypatch, tmp_path):
+    import boto3
+    from moto import mock_aws
+
+    # moto's ~thousand default AMIs take seconds to load in every test; three of our own do
+    monkeypatch.setenv("MOTO_EC2_LOAD_DEFAULT_AMIS", "false")
+    with mock_aws():
+        ec2 = boto3.client("ec2", region_name=REGION)
+        s3 = boto3.client("s3", region_name=REGION)
+        s3.create_bucket(Bucket=BUCKET)
+        amis = {
+            name: ec2.register_image(Name=f"test-{name}", Architecture=arch, RootDeviceName="/dev/sda1")["ImageId"]
+            for name, arch in (("x86_64", "x86_64"), ("arm64", "arm64"), ("old", "x86_64"))
+        }
+        put_public_parameter(DLAMI.format(arch="x86_64", v="2.9"), amis["x86_64"])
+        put_public_parameter(DLAMI.format(arch="x86_64", v="2.8"), amis["old"])
+        put_public_parameter(DLAMI.format(arch="arm64", v="2.9"), amis["arm64"])
+        put_public_parameter("/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id", amis["old"])
+        wheel = tmp_path / "instance_advisor-0.1.0-py3-none-any.whl"
+        wheel.write_bytes(b"PK\x05\x06" + b"\0" * 18)  # an empty zip: the instances are not real
+        creds = boto3.Session().get_credentials()  # mock_aws sets its own fake ones
+        yield type("AWS", (), {"ec2": ec2, "s3": s3, "amis": amis, "wheel": str(wheel),
+                                   "key": creds.access_key, "secret": creds.secret_key})
+
+
+@pytest.fixture
+def run_calls(monkeypatch):
+    """Every RunInstances call's parameters, and a hook to make one fail."""
+    calls: list[dict] = []
+    fail: dict[str, tuple[str, str]] = {}  # instance type -> (code, message), real launches only
+    real = launch.aws_client
+
+    def hook(params, **_):
+        calls.append(copy.deepcopy(params))
+        if params.get("DryRun"):
+            if "*" in fail and fail["*"][0] == "UnauthorizedOperation":
+                raise ClientError({"Error": {"Code": fail["*"][0], "Message": fail["*"][1]}}, "RunInstances")
+            return
+        if params["InstanceType"] in fail:
+            # the manifest must already be on disk, this type still pending
+            m = manifests.load(params["TagSpecifications"][0]["Tags"][0]["Value"])
+            assert m is not None and m.entry(params["InstanceType"]).state == "pending"
+            code, msg = fail[params["InstanceType"]]
+            raise ClientError({"Error": {"Code": code, "Message": msg}}, "RunInstances")
+
+    def spy(service, region, **cfg):
+        c = real(service, region, **cfg)
+        if service == "ec2":
+            c.meta.events.register("provide-client-params.ec2.RunInstances", hook)
+        return c
+
+    monkeypatch.setattr(launch, "aws_client", spy)
+    return type("Calls", (), {"calls": calls, "fail": fail})
+
+
+def errors(err: str) -> list[str]:
+    """stderr without warnings (an old catalog snapshot warns): what a failure printed."""
+    return [ln for ln in err.splitlines() if not ln.startswith("advisor: warning:")]
+
+
+def launched(calls):
+    return [c for c in calls if not c.get("DryRun")]
+
+
+def base_args(aws, types="g5.xlarge,g5g.xlarge", *extra):
+    return ("launch", "--instance-types", types, "--s3", f"s3://{BUCKET}/probes", "--region", REGION,
+            "--package", aws.wheel, *extra)
+
+
+def test_launch_sends_ami_shutdown_tags_spot_and_user_data(aws, run_calls, cli):
+    code, _out, err = cli(*base_args(aws, "g5.xlarge,g5g.xlarge", "--market", "spot", "--max-minutes", "30",
+                                    "--workload", "resnet18", "--probe-args", "--max-seconds 20", "--yes"))
+    assert code == 0, err
+    calls = launched(run_calls.calls)
+    assert [c["InstanceType"] for c in calls] == ["g5.xlarge", "g5g.xlarge"]
+    # each architecture gets the newest PyTorch DLAMI of its own
+    assert [c["ImageId"] for c in calls] == [aws.amis["x86_64"], aws.amis["arm64"]]
+    run_id = manifests.list_run_ids()[0]
+    for c in calls:
+        assert c["InstanceInitiatedShutdownBehavior"] == "terminate"
+        assert c["InstanceMarketOptions"] == {
+            "MarketType": "spot",
+            "SpotOptions": {"SpotInstanceType": "one-time", "InstanceInterruptionBehavior": "terminate"},
+        }
+        assert [t["ResourceType"] for t in c["TagSpecifications"]] == ["instance", "volume"]
+        for spec in c["TagSpecifications"]:
+            tags = {t["Key"]: t["Value"] for t in spec["Tags"]}
+            assert tags["instance-advisor:run-id"] == run_id
+            assert tags["instance-advisor:workload"] == "resnet18"
+            assert tags["instance-advisor:role"] == "probe"
+        ud = c["UserData"]
+        assert ud.startswith("#!/bin/bash\n")
+        assert "shutdown -h +30" in ud
+        assert f"--workload resnet18 --instance-type {c['InstanceType']} --output" in ud
+        assert "--max-seconds 20" in ud
+        assert aws.secret not in ud and "AWS_SECRET" not in ud and "AWS_ACCESS_KEY_ID" not in ud
+        # the access key id appears only as the presigned URLs' X-Amz-Credential
+        assert ud.count(aws.key) == ud.count(f"X-Amz-Credential={aws.key}") == 3
+
+    # what EC2 (moto) recorded
+    res = aws.ec2.describe_instances(Filters=[{"Name": "tag:instance-advisor:run-id", "Values": [run_id]}])
+    insts = [i for r in res["Reservations"] for i in r["Instances"]]
+    assert sorted(i["InstanceType"] for i in insts) == ["g5.xlarge", "g5g.xlarge"]
+    assert all(i.get("InstanceLifecycle") == "spot" for i in insts)
+    for i in insts:
+        attr = aws.ec2.describe_instance_attribute(InstanceId=i["InstanceId"], Attribute="instanceInitiatedShutdownBehavior")
+        assert attr["InstanceInitiatedShutdownBehavior"]["Value"] == "terminate"
+        ud = aws.ec2.describe_instance_attribute(InstanceId=i["InstanceId"], Attribute="userData")["UserData"]["Value"]
+        assert base64.b64decode(ud).decode().startswith("#!/bin/bash")
+
+    # package and run description are in S3, under the run's own prefix
+    keys = {o["Key"] for o in aws.s3.list_objects_v2(Bucket=BUCKET)["Contents"]}
+    assert keys == {f"probes/{run_id}/run.json", f"probes/{run_id}/package/instance_advisor-0.1.0-py3-none-any.whl"}
+    m = manifests.load(run_id)
+    assert [e.state for e in m.entries] == ["launched", "launched"]
+    assert all(e.instance_id and e.instance_id.startswith("i-") for e in m.entries)
+    assert m.entries[0].result_key == f"probes/{run_id}/g5.xlarge/result.json"
+    text = manifests.manifest_path(run_id).read_text()
+    assert "X-Amz-Signature" not in text and aws.secret not in text
+
+
+def test_on_demand_has_no_market_options(aws, run_calls, cli):
+    code, _, err = cli(*base_args(aws, "t3.micro", "--ami", aws.amis["old"], "--yes"))
+    assert code == 0, err
+    (call,) = launched(run_calls.calls)
+    assert "InstanceMarketOptions" not in call
+    assert call["ImageId"] == aws.amis["old"]  # --ami overrides the DLAMI lookup
+
+
+def test_second_of_three_failing_does_not_stop_the_others(aws, run_calls, cli):
+    run_calls.fail["g5g.xlarge"] = ("InsufficientInstanceCapacity", "We currently do not have sufficient\ng5g.xlarge capacity.")
+    code, out, err = cli(*base_args(aws, "g5.xlarge,g5g.xlarge,t3.micro", "--yes", "--format", "json"))
+    assert code == 1
+    assert [c["InstanceType"] for c in launched(run_calls.calls)] == ["g5.xlarge", "g5g.xlarge", "t3.micro"]
+    (run_id,) = manifests.list_run_ids()
+    m = manifests.load(run_id)
+    assert [e.state for e in m.entries] == ["launched", "failed", "launched"]
+    assert m.entries[1].instance_id is None and m.entries[1].error_code == "InsufficientInstanceCapacity"
+    assert m.entries[0].instance_id and m.entries[2].instance_id
+    failed_lines = [ln for ln in err.splitlines() if "launch failed" in ln]
+    assert failed_lines == [
+        "advisor: g5g.xlarge: launch failed: InsufficientInstanceCapacity: We currently do not have sufficient g5g.xlarge capacity."
+    ]
+    rows = json.loads(out[out.index("[", out.index("]") + 1):])  # the second JSON document: launch results
+    assert [r["state"] for r in rows] == ["launched", "failed", "launched"]
+
+
+def test_status_and_cancel_find_instances_by_tag(aws, run_calls, cli):
+    run_calls.fail["g5g.xlarge"] = ("VcpuLimitExceeded", "You have requested more vCPU capacity than your current vCPU limit of 0 allows.")
+    code, _, _ = cli(*base_args(aws, "g5.xlarge,g5g.xlarge,t3.micro", "--yes"))
+    (run_id,) = manifests.list_run_ids()
+    # an instance of another run must not be touched
+    other = aws.ec2.run_instances(ImageId=aws.amis["old"], InstanceType="t3.micro", MinCount=1, MaxCount=1)["Instances"][0]["InstanceId"]
+
+    code, out, err = cli("launch", "status", run_id, "--format", "json")
+    assert code == 0, err
+    rows = {r["instance_type"]: r for r in json.loads(out)}
+    assert rows["g5.xlarge"]["state"] == "running" and rows["t3.micro"]["state"] == "running"
+    assert rows["g5g.xlarge"]["state"] == "launch failed"
+    assert rows["g5g.xlarge"]["error"].startswith("VcpuLimitExceeded: ")
+    assert rows["g5.xlarge"]["result"] == "not yet"
+
+    # a result uploaded by the instance shows up
+    m = manifests.load(run_id)
+    aws.s3.put_object(Bucket=BUCKET, Key=m.entry("t3.micro").result_key, Body=b"{}")
+    code, out, _ = cli("launch", "status", run_id, "--format", "json")
+    assert {r["instance_type"]: r["result"] for r in json.loads(out)}["t3.micro"] == "uploaded"
+
+    code, out, err = cli("launch", "cancel", run_id, "--format", "json")
+    assert code == 0, err
+    cancelled = json.loads(out)
+    assert sorted(r["instance_type"] for r in cancelled) == ["g5.xlarge", "t3.micro"]
+    assert other not in {r["instance_id"] for r in cancelled}
+    state = aws.ec2.describe_instances(InstanceIds=[other])["Reservations"][0]["Instances"][0]["State"]["Name"]
+    assert state == "running"
+
+    # without the local manifest, status still finds the run's instances by tag
+    manifests.manifest_path(run_id).unlink()
+    code, out, err = cli("launch", "status", run_id, "--region", REGION, "--format", "json")
+    assert code == 0, err
+    assert sorted((r["instance_type"], r["state"]) for r in json.loads(out)) == [
+        ("g5.xlarge", "terminated"), ("t3.micro", "terminated")]
+    code, out, err = cli("launch", "cancel", run_id, "--region", REGION)
+    assert code == 0 and "no running instances" in err
+
+
+def test_status_of_unknown_run_is_one_line_error(aws, cli):
+    code, out, err = cli("launch", "status", "20260101-000000-000000", "--region", REGION)
+    assert code == 2 and out == ""
+    assert len(errors(err)) == 1 and "no instances tagged instance-advisor:run-id=20260101-000000-000000" in err
+
+
+def test_dry_run_checks_and_starts_nothing(aws, run_calls, cli):
+    code, out, err = cli(*base_args(aws, "g5.xlarge,g5g.xlarge", "--dry-run"))
+    assert code == 0, err
+    assert len(run_calls.calls) == 2 and all(c["DryRun"] for c in run_calls.calls)
+    assert "g5.xlarge" in out and "g5g.xlarge" in out and "ok" in out
+    assert "nothing launched" in err
+    assert aws.ec2.describe_instances()["Reservations"] == []
+    assert manifests.list_run_ids() == []
+    assert "Contents" not in aws.s3.list_objects_v2(Bucket=BUCKET)
+
+
+def test_unauthorized_dry_run_is_a_one_line_error(aws, run_calls, cli):
+    run_calls.fail["*"] = ("UnauthorizedOperation", "You are not authorized to perform this operation.\nEncoded authorization failure message: xyz")
+    code, _out, err = cli(*base_args(aws, "g5.xlarge", "--yes"))
+    assert code == 2
+    assert errors(err) == [
+        ("advisor: error: not allowed to launch instances: UnauthorizedOperation: You are not authorized "
+        "to perform this operation. Encoded authorization failure message: xyz")]
+    assert launched(run_calls.calls) == []
+    assert manifests.list_run_ids() == []
+
+
+def test_max_instances_refusal_before_any_aws_call(cli, monkeypatch):
+    def no_aws(*a, **k):
+        raise AssertionError("no AWS call expected")
+
+    monkeypatch.setattr(launch, "aws_client", no_aws)
+    code, _out, err = cli("launch", "--instance-types", "g5.xlarge,g6.xlarge,g6e.xlarge", "--s3", "s3://b-b/p",
+                         "--region", REGION, "--max-instances", "2", "--yes")
+    assert code == 2
+    (line,) = errors(err)
+    assert line.startswith("advisor: error: 3 instance types would start 3 instances, more than --max-instances 2")
+
+
+def test_no_confirmation_without_a_terminal(aws, run_calls, cli, monkeypatch):
+    monkeypatch.setattr("sys.stdin", io.StringIO("y\n"))  # not a tty
+    code, _out, err = cli(*base_args(aws, "g5.xlarge"))
+    assert code == 2
+    assert "stdin is not a terminal; pass --yes" in err
+    assert launched(run_calls.calls) == [] and manifests.list_run_ids() == []
+
+
+class _Tty(io.StringIO):
+    def isatty(self):
+        return True
+
+
+@pytest.mark.parametrize("answer,launches", [("n\n", 0), ("y\n", 1)])
+def test_confirmation_on_a_terminal(aws, run_calls, cli, monkeypatch, answer, launches):
+    monkeypatch.setattr("sys.stdin", _Tty(answer))
+    code, _out, err = cli(*base_args(aws, "g5.xlarge"))
+    assert "Start 1 on-demand instance(s) in us-east-1 for at most 45 minutes each" in err
+    assert len(launched(run_calls.calls)) == launches
+    assert code == (0 if launches else 1)
+
+
+def test_plan_table_prices_from_catalog(aws, run_calls, cli, tmp_path):
+    from catalog.io import save_atomic
+    from catalog.models import Catalog, InstanceType, RegionOffers
+
+    it = InstanceType(name="g5.xlarge", family="g5", vcpus=4, memory_gib=16, arch="x86_64",
+                      accelerator_kind="gpu", accelerator_model="A10G", accelerator_count=1)
+    offers = RegionOffers(instance_type=["g5.xlarge", "g5.xlarge"], market=["on-demand", "spot"],
+                          usd_per_hour=[1.006, 0.4], spot_min_usd=[None, 0.38], az_count=[None, 6],
+                          price_at=[None, None], interruption_bucket=[None, 1], savings_pct=[None, 60.0])
+    cat = Catalog(schema_version=1, source="file", fetched_at=datetime.now(timezone.utc), regions=[REGION],
+                  instance_types={"g5.xlarge": it}, offers={REGION: offers})
+    path = tmp_path / "catalog.json"
+    save_atomic(cat, path)
+    code, out, err = cli(*base_args(aws, "g5.xlarge,t3.micro", "--dry-run", "--market", "spot",
+                                    "--max-minutes", "30", "--catalog", str(path), "--format", "json"))
+    assert code == 0, err
+    rows = {r["instance_type"]: r for r in json.loads(out)}
+    assert rows["g5.xlarge"]["usd_per_hour"] == 0.4 and rows["g5.xlarge"]["max_cost_usd"] == 0.2
+    assert rows["t3.micro"]["usd_per_hour"] == "unknown" and rows["t3.micro"]["max_cost_usd"] == "unknown"
+    assert "at most unknown" in err
+
+
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (("--instance-types", "g5.xlarge", "--s3", "bucket/prefix"), "is not an S3 URL"),
+        (("--instance-types", "g5.xlarge,g5.xlarge", "--s3", "s3://bkt/p"), "names g5.xlarge more than once"),
+        (("--instance-types", "g5.xlarge", "--s3", "s3://bkt/p", "--workload", "not a model"), "unknown workload"),
+        (("--instance-types", "g5.xlarge", "--s3", "s3://bkt/p", "--probe-args", "--output x.json"), "must not contain --output"),
+        (("--instance-types", "g5.xlarge", "--s3", "s3://bkt/p", "--max-minutes", "0"), "--max-minutes 0 is out of range"),
+        (("--s3", "s3://bkt/p"), "launch needs --instance-types"),
+    ],
+)
+def test_bad_input_is_one_line(cli, argv, message):
+    code, out, err = cli("launch", "--region", REGION, *argv, "--yes")
+    assert code == 2 and out == ""
+    (line,) = errors(err)
+    assert line.startswith("advisor: error: ") and message in line
+
+
+def test_unknown_instance_type_is_one_line(aws, cli):
+    code, _out, err = cli(*base_args(aws, "g5.xlarge,zz9.huge", "--dry-run"))
+    assert code == 2
+    (line,) = errors(err)
+    assert "InvalidInstanceType" in line and "zz9.huge" in line
+
+
+def test_missing_bucket_is_one_line(aws, run_calls, cli):
+    code, _out, err = cli("launch", "--instance-types", "g5.xlarge", "--s3", "s3://no-such-bucket/p",
+                         "--region", REGION, "--package", aws.wheel, "--yes")
+    assert code == 2 and errors(err) == ["advisor: error: S3 bucket 'no-such-bucket' does not exist"]
+    assert launched(run_calls.calls) == []
+
+
+def test_no_dlami_parameter_asks_for_ami(aws, cli):
+    code, _out, err = cli(*base_args(aws, "g5.xlarge", "--region", "eu-west-3", "--dry-run"))
+    assert code == 2
+    assert "no PyTorch Deep Learning AMI parameter under /aws/service/deeplearning/ami/x86_64/ in eu-west-3; pass --ami" in err
+
+
+def test_build_wheel_from_source(tmp_path):
+    import zipfile
+
+    if launch.project_root() is None:
+        pytest.skip("not running from a source tree")
+    root = launch.project_root()
+    before = sorted(p.name for p in root.iterdir())
+    wheel = launch.build_wheel(tmp_path)
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "advisor/launch.py" in names and "lightning_module/result.py" in names
+    assert wheel.name.startswith("instance_advisor-")
+    # the build ran on a copy: no build/ or egg-info appears in the checkout
+    assert sorted(p.name for p in root.iterdir()) == before

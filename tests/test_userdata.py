@@ -1,0 +1,85 @@
+"""The probe instance's user-data script: shape, safety and syntax (`bash -n`)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+
+from advisor.userdata import ProbeScript, render
+
+URL = "https://bkt.s3.us-east-1.amazonaws.com/p/{}?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Signature=ab'cd"
+
+
+def script(**kw) -> str:
+    base = {
+        "run_id": "20261121-070000-abcdef",
+        "instance_type": "g5.xlarge",
+        "workload": "resnet50",
+        "max_minutes": 30,
+        "result_url": URL.format("result.json"),
+        "log_url": URL.format("probe.log"),
+        "package_url": URL.format("pkg.whl"),
+        "package_filename": "instance_advisor-0.1.0-py3-none-any.whl",
+        "probe_args": ["--precision", "bf16-mixed", "--max-seconds", "20", "it's; rm -rf /"],
+    }
+    base.update(kw)
+    return render(ProbeScript(**base))
+
+
+def commands(text: str) -> list[str]:
+    return [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.strip().startswith("#")]
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="bash is needed to check the script's syntax")
+@pytest.mark.parametrize("variant", ["wheel", "spec"])
+def test_script_is_valid_bash(tmp_path, variant):
+    kw = {} if variant == "wheel" else {"package_url": None, "package_filename": None, "package_spec": "instance-advisor==0.1.0"}
+    path = tmp_path / "user-data.sh"
+    path.write_text(script(**kw))
+    proc = subprocess.run(["bash", "-n", str(path)], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_watchdog_is_armed_before_anything_else():
+    text = script()
+    assert text.startswith("#!/bin/bash\n")
+    assert commands(text)[0] == "shutdown -h +30 || true"
+    # and the script always ends by powering off, from the EXIT trap
+    assert "trap finish EXIT" in text
+    assert text.index("shutdown -h now") < text.index("trap finish EXIT")
+
+
+def test_probe_command_and_quoting():
+    text = script()
+    probe = [c for c in commands(text) if c.startswith("advisor probe")]
+    assert probe == [
+        ("advisor probe --workload resnet50 --instance-type g5.xlarge --output \"$WORK/result.json\" "
+        "--precision bf16-mixed --max-seconds 20 'it'\"'\"'s; rm -rf /'")
+    ]
+    # a quote inside a URL cannot break out of its assignment
+    assert "RESULT_URL='https://bkt.s3.us-east-1.amazonaws.com/p/result.json?" in text
+    assert "ab'\"'\"'cd'" in text
+
+
+def test_install_pins_the_images_torch():
+    text = script()
+    assert "/opt/pytorch/bin/python" in text
+    assert '-m pip install --constraint "$WORK/constraints.txt" "$WORK/instance_advisor-0.1.0-py3-none-any.whl"' in text
+    assert "torch|torchvision" in text
+
+
+def test_pip_spec_variant_downloads_nothing():
+    text = script(package_url=None, package_filename=None, package_spec="instance-advisor[plot]==0.1.0")
+    assert "pkg.whl" not in text
+    assert "pip install --constraint \"$WORK/constraints.txt\" 'instance-advisor[plot]==0.1.0'" in text
+
+
+def test_exactly_one_package_source():
+    with pytest.raises(ValueError):
+        script(package_spec="instance-advisor")
+    with pytest.raises(ValueError):
+        script(package_url=None, package_filename=None)
+    with pytest.raises(ValueError):
+        script(package_filename="pkg.tar.gz")
