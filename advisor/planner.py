@@ -38,7 +38,7 @@ class Plan:
     regions: list[str]
     bucket: np.ndarray  # per offer: the catalog's interruption bucket, -1 unknown, -2 on-demand
     warnings: list[str] = field(default_factory=list)
-    pareto: np.ndarray | None = None  # the frontier (for the plot), whatever the objective
+    pareto: np.ndarray | None = None  # the frontier when the objective is pareto (else the plot computes it)
     also_regions: dict[int, list[int]] = field(default_factory=dict)  # candidate -> same offer elsewhere
 
 
@@ -106,9 +106,8 @@ def build_plan(catalog: Catalog, job: JobSpec, measurements: list | None = None,
     ranked, also = collapse_regions(cands, offers, rk.rank(cands, job.objective, top * max(1, len(regions))), top)
     closest = rk.closest(cands, rjob, min(top, 5)) if len(ranked) == 0 else np.empty(0, dtype=np.int64)
     probe = rk.probe_next(cands, types, int(ranked[0]), job.objective, rjob, offers) if len(ranked) else []
-    front = ranked if job.objective == "pareto" else rk.pareto_front(cands.cost, cands.hours, np.flatnonzero(cands.feasible))
     return Plan(job, spec.workload_id, types, offers, cands, ranked, closest, probe, throughputs, exclusions,
-                regions, bucket, model.warnings, front, also)
+                regions, bucket, model.warnings, ranked if job.objective == "pareto" else None, also)
 
 
 def collapse_regions(c: rk.Candidates, offers: rk.OfferTable, idx: np.ndarray, top: int):

@@ -47,7 +47,7 @@ def plot_plan(plan: Plan, path: str) -> None:
                    label=f"{label} (feasible)", edgecolors="black", linewidths=0.3, zorder=3)
         ax.scatter(c.hours[idx][~feas], c.cost[idx][~feas], marker=marker, facecolors="none",
                    edgecolors=colour, s=14, alpha=0.5, label=f"{label} (infeasible)", zorder=2)
-    front = plan.pareto if plan.pareto is not None else np.empty(0, dtype=np.int64)
+    front = plan.pareto if plan.pareto is not None else rk.pareto_front(c.cost, c.hours, np.flatnonzero(c.feasible), c)
     shown = plan.ranked if len(plan.ranked) else plan.closest
     # Error bars on the options that matter (the ranked ones and the frontier): a throughput
     # band moves time and cost together, so each gets bars in both directions.

@@ -225,3 +225,14 @@ def test_probe_next_lists_overlapping_unmeasured_cheapest_first():
     plan = rk.probe_next(c, t, best, "cheapest", j, o)
     # t2 can't match even at its optimistic end ($10 x 20/30 = $33 vs <= $5.5), t0 is measured.
     assert [t.names[ti] for ti, _ in plan] == ["t3", "t1"]
+
+
+def test_pareto_front_matches_brute_force():
+    rng = np.random.default_rng(3)
+    cost = rng.integers(1, 30, 400).astype(float)
+    hours = rng.integers(1, 30, 400).astype(float)
+    front = set(rk.pareto_front(cost, hours, np.arange(400)).tolist())
+    for i in range(400):
+        dominated = np.any((cost <= cost[i]) & (hours <= hours[i]) & ((cost < cost[i]) | (hours < hours[i])))
+        duplicate_before = np.any((cost[:i] == cost[i]) & (hours[:i] == hours[i]))
+        assert (i in front) == (not dominated and not duplicate_before), i
