@@ -126,10 +126,17 @@ def probe_commands(plan: Plan, workload: str) -> list[str]:
     by_region: dict[str, list[str]] = {}
     for ti, off in plan.probe:
         by_region.setdefault(plan.regions[int(plan.offers.region_idx[off])], []).append(plan.types.names[ti])
-    cmds = [f"advisor launch --instance-types {','.join(names)} --region {region} --workload {workload} "
+    j = plan.job
+    shape = []
+    if j.image_size != 224:
+        shape.append(f"--image-size {j.image_size}")
+    if j.num_classes != 1000:
+        shape.append(f"--num-classes {j.num_classes}")
+    extra = f" --probe-args '{' '.join(shape)}'" if shape else ""
+    cmds = [f"advisor launch --instance-types {','.join(names)} --region {region} --workload {workload}{extra} "
             f"--s3 s3://BUCKET/prefix" for region, names in by_region.items()]
-    cmds.append("advisor results pull --s3 s3://BUCKET/prefix   # then rerun this recommend")
-    cmds.append(f"(or, on the instance itself: advisor probe --workload {workload})")
+    cmds.append("advisor results pull s3://BUCKET/prefix   # then run this recommend again")
+    cmds.append(f"(or on a machine of that type: advisor probe --workload {workload}{' ' + ' '.join(shape) if shape else ''})")
     return cmds
 
 

@@ -339,6 +339,8 @@ class ThroughputModel:
         per_dev = r.samples_per_sec / devices_used
         lo, hi = r.samples_per_sec_ci
         notes = self._measured_notes(r)
+        if notes:
+            self.warnings.append(f"{it.name}: " + "; ".join(notes) + " (probe it again to refresh)")
         basis = {"result_id": r.result_id, "finished_at": r.finished_at.isoformat(),
                  "config": r.config.model_dump(), "torch": r.software.torch, "lightning": r.software.lightning}
         whole = r.samples_per_sec if devices_used >= n else None

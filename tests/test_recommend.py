@@ -209,3 +209,33 @@ def test_recommend_imports_nothing_heavy(tmp_path, extra):
                        cwd=Path(__file__).parent.parent)
     assert p.returncode == 0, p.stderr
     assert p.stderr.strip().splitlines()[-1] == "[]"
+
+
+def test_measured_multi_node_probe_overrides_the_model(cli, catalog_file, tmp_path):
+    db = tmp_path / "r.db"
+    with ResultStore(db) as s:
+        s.add(probe_result("g5.2xlarge", 900.0, accelerator="gpu"))
+        s.add(probe_result("g5.2xlarge", 1500.0, accelerator="gpu", num_nodes=2))
+    doc = run_json(cli, "--budget", "1000", "--deadline", "2d", "--samples", "1e7", "--family", "g5",
+                   "--objective", "fastest", "--max-instances", "2", "--top", "20", "--catalog", catalog_file,
+                   "--store", str(db))
+    rows = {(r["instance_type"], r["count"]): r for r in doc["recommendations"] if r["market"] == "on-demand"}
+    assert rows[("g5.2xlarge", 1)]["samples_per_sec"] == 900.0
+    assert rows[("g5.2xlarge", 2)]["samples_per_sec"] == 1500.0
+    assert rows[("g5.2xlarge", 2)]["scale_out_efficiency"] == pytest.approx(1500 / 1800)
+
+
+def test_stale_and_other_version_measurements_warn(cli, catalog_file, tmp_path):
+    from datetime import datetime, timedelta, timezone
+
+    now = datetime.now(timezone.utc)
+    db = tmp_path / "r.db"
+    with ResultStore(db) as s:
+        s.add(probe_result("g5.2xlarge", 900.0, accelerator="gpu", finished_at=now - timedelta(hours=1)))
+        s.add(probe_result("c7i.2xlarge", 41.0, finished_at=now - timedelta(days=40), torch="2.4.0"))
+    code, _, err = cli("recommend", "--budget", "100", "--deadline", "2d", "--samples", "1e6", "--catalog",
+                         catalog_file, "--store", str(db))
+    assert code == 0
+    warning = [line for line in err.splitlines() if "c7i.2xlarge" in line]
+    assert warning and "40 days ago" in warning[0] and "torch 2.4.0" in warning[0]
+    assert "g5.2xlarge" not in err
