@@ -40,6 +40,7 @@ class Plan:
     warnings: list[str] = field(default_factory=list)
     pareto: np.ndarray | None = None  # the frontier when the objective is pareto (else the plot computes it)
     also_regions: dict[int, list[int]] = field(default_factory=dict)  # candidate -> same offer elsewhere
+    front_size: int | None = None  # pareto: candidates on the frontier (rows show at most --top)
 
 
 def check_filters(catalog: Catalog, job: JobSpec) -> None:
@@ -103,11 +104,13 @@ def build_plan(catalog: Catalog, job: JobSpec, measurements: list | None = None,
     rjob = rk.Job(job.samples, job.budget_usd, job.deadline_hours, loss_h, K)
     cands = rk.evaluate(types, offers, rjob)
     # Ask for more than `top`: the same offer at the same price in several regions is one row.
-    ranked, also = collapse_regions(cands, offers, rk.rank(cands, job.objective, top * max(1, len(regions))), top)
+    ordered = rk.rank(cands, job.objective, top * max(1, len(regions)))
+    ranked, also = collapse_regions(cands, offers, ordered, top)
+    front_size = len(ordered) if job.objective == "pareto" else None
     closest = rk.closest(cands, rjob, min(top, 5)) if len(ranked) == 0 else np.empty(0, dtype=np.int64)
     probe = rk.probe_next(cands, types, int(ranked[0]), job.objective, rjob, offers) if len(ranked) else []
     return Plan(job, spec.workload_id, types, offers, cands, ranked, closest, probe, throughputs, exclusions,
-                regions, bucket, model.warnings, ranked if job.objective == "pareto" else None, also)
+                regions, bucket, model.warnings, ordered if job.objective == "pareto" else None, also, front_size)
 
 
 def collapse_regions(c: rk.Candidates, offers: rk.OfferTable, idx: np.ndarray, top: int):

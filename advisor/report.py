@@ -192,6 +192,9 @@ def write(plan: Plan, fmt: str, show_excluded: bool = False, stream=None) -> Non
         emit(rs, "csv", CSV_COLUMNS, stream=stream)
         return
     print(summary_line(plan), file=stream)
+    if plan.front_size is not None and plan.front_size > len(plan.ranked):
+        print(f"The Pareto frontier has {plan.front_size} candidates (regions with equal offers merged); "
+              f"showing {len(plan.ranked)}, cheapest first: raise --top to see more.", file=stream)
     if not feasible:
         print("Nothing meets both the budget and the deadline. Closest candidates, with the budget or "
               "deadline that would make each feasible:", file=stream)
