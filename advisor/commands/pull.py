@@ -1,2 +1,44 @@
-def register(results_sub):
-    """Placeholder until the results pull command lands (advisor launch issue)."""
+"""`advisor results pull`: import the results of launched probe runs from S3."""
+
+from __future__ import annotations
+
+import sys
+
+from ..output import add_format_option, emit
+from .common import add_store_option, open_store
+
+PULL_COLUMNS = ("run_id", "instance_type", "status", "result_id", "samples_per_sec", "detail")
+
+
+def register(results_sub) -> None:
+    p = results_sub.add_parser(
+        "pull",
+        help="import probe results of 'advisor launch' runs from S3",
+        description=(
+            "List the runs under an S3 prefix (or one run), download each instance's result, "
+            "validate it and import it into the results store; report the ones that are missing, "
+            "failed (with the tail of their log) or corrupt. Pulling twice imports nothing new."
+        ),
+    )
+    p.add_argument("s3", metavar="S3_URL", help="the s3://bucket/prefix given to 'advisor launch --s3'")
+    p.add_argument("--run", metavar="RUN_ID", help="only this run (default: every run under the prefix)")
+    p.add_argument("--region", help="region of the bucket (default: found from the bucket)")
+    add_store_option(p)
+    add_format_option(p)
+    p.set_defaults(func=handle_pull)
+
+
+def handle_pull(args) -> int:
+    from ..launch import parse_s3_url
+    from ..pull import pull, summary
+
+    loc = parse_s3_url(args.s3)
+    with open_store(args) as store:
+        rows = pull(loc, store, run_id=args.run, region=args.region)
+    data = [r.as_dict() for r in rows]
+    if args.format != "json":
+        for d in data:
+            d.pop("log_tail")
+    emit(data, args.format, PULL_COLUMNS)
+    print(f"advisor: {summary(rows)}", file=sys.stderr)
+    return 1 if any(r.status in ("failed", "corrupt") for r in rows) else 0

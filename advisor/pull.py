@@ -1,0 +1,166 @@
+"""`results pull`: bring probe results of launched runs from S3 into the results store.
+
+Layout written by `advisor launch` under s3://bucket/prefix:
+    <run_id>/run.json                     the run (instance types expected)
+    <run_id>/package/<wheel>              the package the instances installed
+    <run_id>/<instance_type>/result.json  the ProbeResult (only when the probe succeeded)
+    <run_id>/<instance_type>/probe.log    everything the instance's script printed
+
+Importing is idempotent: the store ignores a result_id it already has, so pulling twice adds
+nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from lightning_module.result import ResultError, parse_result
+
+from . import manifest as manifests
+from .errors import UserError
+from .launch import S3Location, aws_user_error, error_line, s3_client_for
+
+log = logging.getLogger(__name__)
+
+LOG_TAIL_LINES = 15
+MAX_RESULT_BYTES = 32 * 1024 * 1024  # a ProbeResult is a few KiB; anything this big is not one
+
+STATUSES = ("imported", "duplicate", "failed", "corrupt", "missing", "not launched")
+
+
+@dataclass
+class PullRow:
+    run_id: str
+    instance_type: str
+    status: str
+    result_id: str | None = None
+    samples_per_sec: float | None = None
+    detail: str | None = None
+    log_tail: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "instance_type": self.instance_type,
+            "status": self.status,
+            "result_id": self.result_id,
+            "samples_per_sec": self.samples_per_sec,
+            "detail": self.detail,
+            "log_tail": self.log_tail,
+        }
+
+
+def _list_keys(s3, bucket: str, prefix: str) -> list[str]:
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    keys: list[str] = []
+    try:
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+            keys.extend(o["Key"] for o in page.get("Contents", []))
+    except (ClientError, BotoCoreError) as e:
+        raise aws_user_error(e, f"listing s3://{bucket}/{prefix}") from None
+    return keys
+
+
+def _get(s3, bucket: str, key: str, limit: int | None = None) -> bytes:
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        obj = s3.get_object(Bucket=bucket, Key=key)
+        if limit is not None and obj.get("ContentLength", 0) > limit:
+            raise ResultError(f"s3://{bucket}/{key}: {obj['ContentLength']} bytes is too large for a probe result")
+        return obj["Body"].read()
+    except (ClientError, BotoCoreError) as e:
+        raise aws_user_error(e, f"downloading s3://{bucket}/{key}") from None
+
+
+def _log_tail(s3, bucket: str, key: str) -> list[str]:
+    text = _get(s3, bucket, key).decode("utf-8", errors="replace")
+    lines = [ln.rstrip() for ln in text.splitlines() if ln.strip()]
+    return lines[-LOG_TAIL_LINES:]
+
+
+def _expected_types(s3, loc: S3Location, run_id: str, keys: set[str]) -> tuple[list[str], dict[str, str]]:
+    """Instance types the run launched (in launch order) and the launch errors of those that
+    never started. The local manifest knows the errors; run.json on S3 knows the types."""
+    local = manifests.load(run_id)
+    if local is not None:
+        return [e.instance_type for e in local.entries], {
+            e.instance_type: e.error or "launch failed" for e in local.entries if e.state == "failed"
+        }
+    run_key = loc.key(run_id, "run.json")
+    if run_key in keys:
+        try:
+            m = manifests.RunManifest.model_validate_json(_get(s3, loc.bucket, run_key))
+            return [e.instance_type for e in m.entries], {}
+        except ValueError as e:
+            log.warning("s3://%s/%s is not a run manifest: %s", loc.bucket, run_key, error_line(e))
+    return [], {}
+
+
+def pull(loc: S3Location, store, run_id: str | None = None, region: str | None = None) -> list[PullRow]:
+    s3 = s3_client_for(loc.bucket, region)
+    base = loc.key(run_id) + "/" if run_id else (loc.prefix + "/" if loc.prefix else "")
+    keys = set(_list_keys(s3, loc.bucket, base))
+    root = loc.prefix + "/" if loc.prefix else ""
+
+    # run id -> instance types seen in the keys
+    seen: dict[str, list[str]] = {}
+    for k in sorted(keys):
+        parts = k[len(root):].split("/")
+        if len(parts) == 3 and parts[2] in ("result.json", "probe.log"):
+            seen.setdefault(parts[0], [])
+            if parts[1] not in seen[parts[0]]:
+                seen[parts[0]].append(parts[1])
+        elif len(parts) == 2 and parts[1] == "run.json":
+            seen.setdefault(parts[0], [])
+    if run_id:
+        seen.setdefault(run_id, [])
+    if not keys and not (run_id and manifests.load(run_id)):
+        raise UserError(f"nothing under {loc}{'/' + run_id if run_id else ''}: no launched run has written there")
+
+    rows: list[PullRow] = []
+    for rid in sorted(seen):
+        expected, launch_errors = _expected_types(s3, loc, rid, keys)
+        types = expected + [t for t in seen[rid] if t not in expected]
+        for t in types:
+            rows.append(_pull_one(s3, loc, store, rid, t, keys, launch_errors.get(t)))
+    return rows
+
+
+def _pull_one(s3, loc: S3Location, store, run_id: str, itype: str, keys: set[str], launch_error: str | None) -> PullRow:
+    result_key = loc.key(run_id, itype, "result.json")
+    log_key = loc.key(run_id, itype, "probe.log")
+    row = PullRow(run_id=run_id, instance_type=itype, status="missing")
+    if result_key in keys:
+        where = f"s3://{loc.bucket}/{result_key}"
+        try:
+            result = parse_result(_get(s3, loc.bucket, result_key, limit=MAX_RESULT_BYTES), where=where)
+        except ResultError as e:
+            row.status, row.detail = "corrupt", str(e)
+            return row
+        row.result_id, row.samples_per_sec = result.result_id, result.samples_per_sec
+        if result.instance_type and result.instance_type != itype:
+            row.detail = f"the result says it ran on {result.instance_type}"
+        row.status = "imported" if store.add(result) else "duplicate"
+        return row
+    if log_key in keys:
+        row.status = "failed"
+        row.log_tail = _log_tail(s3, loc.bucket, log_key)
+        row.detail = " | ".join(row.log_tail[-3:]) or "empty log"
+        return row
+    if launch_error:
+        row.status, row.detail = "not launched", launch_error
+        return row
+    row.detail = "no result or log uploaded yet (still running, or the instance never got that far)"
+    return row
+
+
+def summary(rows: list[PullRow]) -> str:
+    counts = {s: sum(r.status == s for r in rows) for s in STATUSES}
+    return ", ".join(f"{n} {s}" for s, n in counts.items() if n) or "nothing"
+
+
+__all__ = ["STATUSES", "PullRow", "pull", "summary"]

@@ -1,0 +1,153 @@
+"""`advisor results pull`: import launched runs' results from S3 (moto), idempotently, and
+report what is missing, failed or corrupt."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+
+import pytest
+
+from advisor import manifest as manifests
+from advisor.store import ResultStore
+from lightning_module.result import ProbeResult
+
+pytest.importorskip("moto")
+
+REGION = "us-east-1"
+BUCKET = "probe-bucket"
+RUN = "20261121-070000-abcdef"
+
+
+def make_result(instance_type: str, samples_per_sec: float = 123.4) -> ProbeResult:
+    return ProbeResult.model_validate({
+        "workload": {"model": "resnet50"},
+        "workload_id": "resnet50-224px-1000c",
+        "instance_type": instance_type,
+        "instance_type_source": "given",
+        "hardware": {"cpu_model": "test", "gpus": [{"name": "NVIDIA A10G", "memory_gib": 22.0}]},
+        "software": {"python": "3.12.3", "torch": "2.9.0"},
+        "config": {"accelerator": "gpu", "batch_size": 128, "precision": "bf16-mixed"},
+        "samples_per_sec": samples_per_sec,
+        "samples_per_sec_ci": [samples_per_sec * 0.98, samples_per_sec * 1.02],
+        "step_time": {"n_steps": 50, "mean_s": 1.0, "median_s": 1.0, "stdev_s": 0.01, "p10_s": 0.99,
+                      "p90_s": 1.01, "warmup_steps": 5, "warmup_seconds": 4.0},
+        "started_at": datetime(2026, 11, 21, 7, 0, tzinfo=timezone.utc),
+    })
+
+
+def run_pull(capsys, *argv: str):
+    """The `results pull` parser as registered by advisor.commands.pull, run in-process."""
+    from advisor.cli import Parser, user_errors
+    from advisor.commands import pull as pull_cmd
+
+    parser = Parser(prog="advisor results")
+    pull_cmd.register(parser.add_subparsers(dest="sub", required=True, parser_class=Parser))
+    args = parser.parse_args(["pull", *argv])
+    try:
+        code = args.func(args)
+    except user_errors() as e:
+        print(f"advisor: error: {e}", file=__import__("sys").stderr)
+        code = 2
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def bucket(monkeypatch):
+    import boto3
+    from moto import mock_aws
+
+    with mock_aws():
+        s3 = boto3.client("s3", region_name=REGION)
+        s3.create_bucket(Bucket=BUCKET)
+        yield s3
+
+
+def put(s3, key: str, body: str | bytes) -> None:
+    s3.put_object(Bucket=BUCKET, Key=f"probes/{RUN}/{key}", Body=body)
+
+
+def put_run(s3, types: list[str]) -> None:
+    m = manifests.RunManifest(
+        run_id=RUN, region=REGION, bucket=BUCKET, prefix=f"probes/{RUN}", workload="resnet50",
+        max_minutes=45, package="probes/x.whl",
+        entries=[manifests.LaunchEntry(instance_type=t, arch="x86_64", ami="ami-1", market="on-demand",
+                                       result_key=f"probes/{RUN}/{t}/result.json",
+                                       log_key=f"probes/{RUN}/{t}/probe.log") for t in types],
+    )
+    put(s3, "run.json", m.model_dump_json())
+
+
+def test_valid_truncated_wrong_schema_and_duplicate(bucket, capsys, tmp_path):
+    store_path = tmp_path / "results.sqlite"
+    good = make_result("g5.xlarge")
+    types = ["g5.xlarge", "g6.xlarge", "g6e.xlarge", "g5.2xlarge", "c7i.8xlarge", "p5.48xlarge"]
+    put_run(bucket, types)
+    put(bucket, "g5.xlarge/result.json", good.model_dump_json())
+    put(bucket, "g5.xlarge/probe.log", "ok\n")
+    put(bucket, "g6.xlarge/result.json", good.model_dump_json()[:200])  # truncated upload
+    put(bucket, "g6e.xlarge/result.json", json.dumps({"schema_version": 1, "workload_id": "x", "samples_per_sec": 1}))
+    put(bucket, "g5.2xlarge/result.json", good.model_dump_json())  # the same result again
+    put(bucket, "c7i.8xlarge/probe.log", "installing\n" + "".join(f"line {i}\n" for i in range(30))
+        + "RuntimeError: CUDA error: no kernel image\nadvisor-probe: finished with exit status 1 at now\n")
+    # p5.48xlarge never uploaded anything
+
+    code, out, err = run_pull(capsys, f"s3://{BUCKET}/probes", "--store", str(store_path), "--format", "json")
+    assert code == 1  # something failed or is corrupt
+    rows = {r["instance_type"]: r for r in json.loads(out)}
+    assert [r["instance_type"] for r in json.loads(out)] == types  # launch order
+    assert rows["g5.xlarge"]["status"] == "imported" and rows["g5.xlarge"]["result_id"] == good.result_id
+    assert rows["g6.xlarge"]["status"] == "corrupt"
+    assert "not valid JSON" in rows["g6.xlarge"]["detail"]
+    assert rows["g6.xlarge"]["detail"].startswith(f"s3://{BUCKET}/probes/{RUN}/g6.xlarge/result.json: ")
+    assert rows["g6e.xlarge"]["status"] == "corrupt" and "invalid probe result" in rows["g6e.xlarge"]["detail"]
+    assert rows["g5.2xlarge"]["status"] == "duplicate"
+    assert rows["c7i.8xlarge"]["status"] == "failed"
+    assert rows["c7i.8xlarge"]["log_tail"][-2:] == ["RuntimeError: CUDA error: no kernel image",
+                                                   "advisor-probe: finished with exit status 1 at now"]
+    assert len(rows["c7i.8xlarge"]["log_tail"]) == 15
+    assert "RuntimeError: CUDA error" in rows["c7i.8xlarge"]["detail"]
+    assert rows["p5.48xlarge"]["status"] == "missing"
+    assert err.strip().endswith("1 imported, 1 duplicate, 1 failed, 2 corrupt, 1 missing")
+
+    with ResultStore(store_path) as store:
+        assert store.count() == 1
+        assert store.get(good.result_id).samples_per_sec == good.samples_per_sec
+
+    # pulling again adds nothing
+    code, out, err = run_pull(capsys, f"s3://{BUCKET}/probes", "--run", RUN, "--store", str(store_path), "--format", "json")
+    statuses = {r["instance_type"]: r["status"] for r in json.loads(out)}
+    assert statuses["g5.xlarge"] == "duplicate" and "imported" not in statuses.values()
+    with ResultStore(store_path) as store:
+        assert store.count() == 1
+
+
+def test_table_output_and_local_manifest_launch_errors(bucket, capsys, tmp_path):
+    store_path = tmp_path / "results.sqlite"
+    put_run(bucket, ["g5.xlarge", "g6.xlarge"])
+    put(bucket, "g5.xlarge/result.json", make_result("g5.xlarge", 250.0).model_dump_json())
+    # the local manifest knows g6.xlarge never started
+    m = manifests.RunManifest.model_validate_json(bucket.get_object(Bucket=BUCKET, Key=f"probes/{RUN}/run.json")["Body"].read())
+    m.entries[0].state, m.entries[0].instance_id = "launched", "i-0123"
+    m.entries[1].state, m.entries[1].error = "failed", "InsufficientInstanceCapacity: no capacity"
+    manifests.save(m)
+
+    code, out, err = run_pull(capsys, f"s3://{BUCKET}/probes/", "--store", str(store_path))
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0].split() == ["run_id", "instance_type", "status", "result_id", "samples_per_sec", "detail"]
+    assert "imported" in lines[2] and "250" in lines[2]
+    assert "not launched" in lines[3] and "InsufficientInstanceCapacity" in lines[3]
+    assert "1 imported, 1 not launched" in err
+
+
+def test_nothing_there_is_a_one_line_error(bucket, capsys, tmp_path):
+    code, out, err = run_pull(capsys, f"s3://{BUCKET}/elsewhere", "--store", str(tmp_path / "r.sqlite"))
+    assert code == 2 and out == ""
+    assert err == f"advisor: error: nothing under s3://{BUCKET}/elsewhere: no launched run has written there\n"
+
+
+def test_bad_url_is_one_line(capsys, tmp_path):
+    code, _out, err = run_pull(capsys, "probe-bucket/probes", "--store", str(tmp_path / "r.sqlite"))
+    assert code == 2 and err.count("\n") == 1 and "is not an S3 URL" in err
