@@ -200,19 +200,22 @@ def evaluate(types: TypeTable, offers: OfferTable, job: Job) -> Candidates:
     )
 
 
-def _order(primary: np.ndarray, c: Candidates, idx: np.ndarray) -> np.ndarray:
+def _order(primary: np.ndarray, c: Candidates, idx: np.ndarray, secondary: np.ndarray | None = None) -> np.ndarray:
     # Rounded so float noise (k x price x samples / (k x thr)) does not beat the tie rules:
-    # lower uncertainty first, then fewer instances.
+    # lower uncertainty first, then fewer instances, then the other objective (of two equally
+    # cheap options the faster one, of two equally fast the cheaper one).
     key = np.round(primary[idx], 6)
-    return idx[np.lexsort((c.k[idx], np.round(c.uncertainty[idx], 9), key))]
+    third = secondary[idx] if secondary is not None else np.zeros(len(idx))
+    return idx[np.lexsort((third, c.k[idx], np.round(c.uncertainty[idx], 9), key))]
 
 
-def _top(primary: np.ndarray, c: Candidates, idx: np.ndarray, top: int) -> np.ndarray:
+def _top(primary: np.ndarray, c: Candidates, idx: np.ndarray, top: int,
+         secondary: np.ndarray | None = None) -> np.ndarray:
     if len(idx) > top:
         # Keep everything that ties with the top-th value, then order that short list exactly.
         kth = np.partition(np.round(primary[idx], 6), top - 1)[top - 1]
         idx = idx[np.round(primary[idx], 6) <= kth]
-    return _order(primary, c, idx)[:top]
+    return _order(primary, c, idx, secondary)[:top]
 
 
 def pareto_front(cost: np.ndarray, hours: np.ndarray, idx: np.ndarray,
@@ -244,9 +247,9 @@ def rank(c: Candidates, objective: str, top: int) -> np.ndarray:
     """Feasible candidates in order (at most `top`; pareto returns the whole frontier)."""
     idx = np.flatnonzero(c.feasible)
     if objective == "cheapest":
-        return _top(c.cost, c, idx, top)
+        return _top(c.cost, c, idx, top, c.hours)
     if objective == "fastest":
-        return _top(c.hours, c, idx, top)
+        return _top(c.hours, c, idx, top, c.cost)
     if objective == "pareto":
         return pareto_front(c.cost, c.hours, idx, c)
     raise ValueError(f"unknown objective {objective!r}")

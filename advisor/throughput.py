@@ -63,6 +63,20 @@ INTERCONNECT: dict[str, tuple[str, float]] = {
 }
 PCIE4 = ("PCIe Gen4 x16 (PCI-SIG: ~31.5 GB/s per direction)", 31.5)
 
+# vCPUs of one CPU socket, per family. Article A found data-parallel training across the two
+# NUMA nodes (sockets) of a c6i.32xlarge no faster than one, so a CPU estimate counts one socket
+# only (the band's high end still allows linear scaling). Socket sizes: Article A (c6i.32xlarge
+# = 2 NUMA nodes of 64 vCPUs); the largest sizes of the other families are two sockets of the
+# processor AWS names on the family page (Xeon 8488C 48 cores x 2 threads; EPYC 9R14 96 cores,
+# one thread per vCPU; Graviton4 96 cores); Graviton3 is one 64-core socket.
+SOCKET_VCPUS: dict[str, int] = {
+    "c6i": 64, "m6i": 64, "r6i": 64,
+    "c7i": 96, "m7i": 96, "r7i": 96,
+    "c7a": 96, "m7a": 96, "r7a": 96,
+    "c7g": 64, "m7g": 64, "r7g": 64,
+    "c8g": 96, "m8g": 96, "r8g": 96,
+}
+
 _PRECISION_OF = {"bf16": "bf16-mixed", "fp16": "16-mixed", "fp32": "32-true"}
 _DTYPE_OF = {v: k for k, v in _PRECISION_OF.items()}
 
@@ -374,6 +388,12 @@ class ThroughputModel:
             f *= BAND_OTHER_WORKLOAD
         a_peak = device_peak_tflops(a.instance, _DTYPE_OF.get(a.precision, "fp32")) or peak
         ratio = peak / a_peak
+        socket_share = socket_share_a = 1.0
+        if device_kind(it) == "cpu" and it.family in SOCKET_VCPUS:
+            socket_share = min(1.0, SOCKET_VCPUS[it.family] / it.vcpus)
+        if device_kind(a.instance) == "cpu" and a.instance.family in SOCKET_VCPUS:
+            socket_share_a = min(1.0, SOCKET_VCPUS[a.instance.family] / a.instance.vcpus)
+        ratio = ratio * socket_share / socket_share_a
         per_dev = a.per_device_sps * ratio  # = anchor utilisation x this peak / FLOPs per sample
         bw_ratio = None
         sa, st = gpu_spec(a.instance), gpu_spec(it)
@@ -386,6 +406,7 @@ class ThroughputModel:
         if other_wl:
             per_dev *= a.flops_anchor / self.flops
         low_f = 1 / f
+        high_f = f / socket_share  # if the second socket did help after all
         basis = {
             "anchor": a.instance.name, "anchor_source": a.source, "anchor_detail": a.label,
             "anchor_utilisation": round(a.utilisation, 4), "distance": words,
@@ -400,7 +421,10 @@ class ThroughputModel:
             basis["workload_note"] = f"anchor measured {a.workload_id}; utilisation assumed to carry over"
         if self.image_size != 224:
             basis["image_size_note"] = f"FLOPs scaled by (image_size/224)^2 = {(self.image_size / 224) ** 2:.3g}"
+        if socket_share < 1:
+            basis["socket_note"] = (f"{it.vcpus} vCPUs = {it.vcpus / SOCKET_VCPUS[it.family]:g} sockets; counted one "
+                                    "(Article A: DDP across a c6i.32xlarge's 2 NUMA nodes did not raise throughput)")
         spec = gpu_spec(it)
         if spec is not None and spec.uncertain:
             basis["uncertain_spec_fields"] = list(spec.uncertain)
-        return self._finish(it, per_dev, low_f, f, "estimated", _PRECISION_OF[dtype], basis, [])
+        return self._finish(it, per_dev, low_f, high_f, "estimated", _PRECISION_OF[dtype], basis, [])

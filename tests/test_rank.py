@@ -236,3 +236,15 @@ def test_pareto_front_matches_brute_force():
         dominated = np.any((cost <= cost[i]) & (hours <= hours[i]) & ((cost < cost[i]) | (hours < hours[i])))
         duplicate_before = np.any((cost[:i] == cost[i]) & (hours[:i] == hours[i]))
         assert (i in front) == (not dominated and not duplicate_before), i
+
+
+def test_equal_cost_prefers_the_faster_then_equal_time_the_cheaper():
+    # Same cost per sample and band, one twice as fast (and twice the price per hour).
+    t = types([100, 200])
+    o = offers([0, 1], [1.0, 2.0])
+    c = rk.evaluate(t, o, job())
+    assert names(c, rk.rank(c, "cheapest", 2), t) == ["t1", "t0"]
+    t = types([100, 100])
+    o = offers([0, 1], [2.0, 1.0])
+    c = rk.evaluate(t, o, job())
+    assert names(c, rk.rank(c, "fastest", 2), t) == ["t1", "t0"]

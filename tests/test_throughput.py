@@ -154,3 +154,16 @@ def test_workload_facts_match_the_reference_flop_count():
     assert f.flops_per_sample(448) == pytest.approx(4 * f.train_flops_per_sample)
     # weights + grads + momentum (0.29 GiB) + 8 samples of activations (0.67 GiB)
     assert 0.9 < f.memory_floor_gib() < 1.1
+
+
+def test_cpu_estimates_count_one_socket():
+    types = {n: instance(n) for n in ("c7i.2xlarge",)}
+    for name, vcpus in (("c7i.24xlarge", 96), ("c7i.48xlarge", 192)):
+        types[name] = instance("c7i.8xlarge").model_copy(update={"name": name, "vcpus": vcpus})
+    cat = make_catalog(types=types, offers=[(n, "us-east-1", "on-demand", 1.0, None) for n in types])
+    _, m = model(catalog=cat)
+    one, two = ev(m, cat, "c7i.24xlarge"), ev(m, cat, "c7i.48xlarge")
+    assert one.samples_per_sec == pytest.approx(12 * 40.73)  # 48 cores vs the anchor's 4
+    assert two.samples_per_sec == pytest.approx(one.samples_per_sec)  # the second socket adds nothing
+    assert two.high == pytest.approx(2 * one.high)  # unless it does: the band allows it
+    assert "2 sockets" in two.basis["socket_note"]
