@@ -107,7 +107,10 @@ def build_plan(catalog: Catalog, job: JobSpec, measurements: list | None = None,
     ordered = rk.rank(cands, job.objective, top * max(1, len(regions)))
     ranked, also = collapse_regions(cands, offers, ordered, top)
     front_size = len(ordered) if job.objective == "pareto" else None
-    closest = rk.closest(cands, rjob, min(top, 5)) if len(ranked) == 0 else np.empty(0, dtype=np.int64)
+    closest = np.empty(0, dtype=np.int64)
+    if len(ranked) == 0:
+        n_close = min(top, 5)
+        closest, also = collapse_regions(cands, offers, rk.closest(cands, rjob, n_close * max(1, len(regions))), n_close)
     probe = rk.probe_next(cands, types, int(ranked[0]), job.objective, rjob, offers) if len(ranked) else []
     return Plan(job, spec.workload_id, types, offers, cands, ranked, closest, probe, throughputs, exclusions,
                 regions, bucket, model.warnings, ordered if job.objective == "pareto" else None, also, front_size)
