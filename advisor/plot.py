@@ -93,6 +93,10 @@ def _save(fig, path: str) -> None:
     os.close(fd)
     try:
         fig.savefig(tmp, format="png")
+        # mkstemp makes the file 0600; a plot is an ordinary file, so honour the umask instead.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
