@@ -365,9 +365,10 @@ def dry_run_check(ec2, params: dict[str, Any]) -> None:
 
 
 def plan_launch(req: LaunchRequest, catalog=None) -> list[PlannedLaunch]:
-    """Everything short of starting instances: validation, architectures, AMIs, prices and a
-    DryRun check per type."""
+    """Everything short of starting instances: validation, the bucket, architectures, AMIs,
+    prices and a DryRun check per type."""
     validate_request(req)
+    s3_client_for(req.s3.bucket, req.region)  # the bucket exists and is reachable
     ec2 = aws_client("ec2", req.region)
     archs = instance_architectures(ec2, req.instance_types)
     amis: dict[str, str] = {}

@@ -54,6 +54,7 @@ def render(s: ProbeScript) -> str:
             "--workload", q(s.workload),
             "--instance-type", q(s.instance_type),
             "--output", '"$WORK/result.json"',
+            "--no-store",  # the instance is about to vanish; the result travels as result.json
             *(q(a) for a in s.probe_args),
         ]
     )

@@ -180,8 +180,10 @@ def test_second_of_three_failing_does_not_stop_the_others(aws, run_calls, cli):
     assert failed_lines == [
         "advisor: g5g.xlarge: launch failed: InsufficientInstanceCapacity: We currently do not have sufficient g5g.xlarge capacity."
     ]
-    rows = json.loads(out[out.index("[", out.index("]") + 1):])  # the second JSON document: launch results
+    rows = json.loads(out)  # stdout: only what was launched; the plan went to stderr
     assert [r["state"] for r in rows] == ["launched", "failed", "launched"]
+    assert rows[0]["run_id"] == run_id and rows[1]["instance_id"] is None
+    assert '"max_cost_usd"' in err
 
 
 def test_status_and_cancel_find_instances_by_tag(aws, run_calls, cli):
@@ -294,17 +296,21 @@ def test_plan_table_prices_from_catalog(aws, run_calls, cli, tmp_path):
     offers = RegionOffers(instance_type=["g5.xlarge", "g5.xlarge"], market=["on-demand", "spot"],
                           usd_per_hour=[1.006, 0.4], spot_min_usd=[None, 0.38], az_count=[None, 6],
                           price_at=[None, None], interruption_bucket=[None, 1], savings_pct=[None, 60.0])
+    trn = InstanceType(name="trn1.2xlarge", family="trn1", vcpus=8, memory_gib=32, arch="x86_64",
+                       accelerator_kind="neuron", accelerator_model="Trainium", accelerator_count=1)
     cat = Catalog(schema_version=1, source="file", fetched_at=datetime.now(timezone.utc), regions=[REGION],
-                  instance_types={"g5.xlarge": it}, offers={REGION: offers})
+                  instance_types={"g5.xlarge": it, "trn1.2xlarge": trn}, offers={REGION: offers})
     path = tmp_path / "catalog.json"
     save_atomic(cat, path)
-    code, out, err = cli(*base_args(aws, "g5.xlarge,t3.micro", "--dry-run", "--market", "spot",
+    code, out, err = cli(*base_args(aws, "g5.xlarge,t3.micro,trn1.2xlarge", "--dry-run", "--market", "spot",
                                     "--max-minutes", "30", "--catalog", str(path), "--format", "json"))
     assert code == 0, err
     rows = {r["instance_type"]: r for r in json.loads(out)}
     assert rows["g5.xlarge"]["usd_per_hour"] == 0.4 and rows["g5.xlarge"]["max_cost_usd"] == 0.2
     assert rows["t3.micro"]["usd_per_hour"] == "unknown" and rows["t3.micro"]["max_cost_usd"] == "unknown"
     assert "at most unknown" in err
+    # the default AMI cannot drive Trainium: say so rather than measure its CPUs silently
+    assert "trn1.2xlarge: the default Deep Learning AMI has no neuron software stack" in err
 
 
 @pytest.mark.parametrize(

@@ -36,21 +36,12 @@ def make_result(instance_type: str, samples_per_sec: float = 123.4) -> ProbeResu
     })
 
 
-def run_pull(capsys, *argv: str):
-    """The `results pull` parser as registered by advisor.commands.pull, run in-process."""
-    from advisor.cli import Parser, user_errors
-    from advisor.commands import pull as pull_cmd
+@pytest.fixture
+def run_pull(cli):
+    def run(*argv: str):
+        return cli("results", "pull", *argv)
 
-    parser = Parser(prog="advisor results")
-    pull_cmd.register(parser.add_subparsers(dest="sub", required=True, parser_class=Parser))
-    args = parser.parse_args(["pull", *argv])
-    try:
-        code = args.func(args)
-    except user_errors() as e:
-        print(f"advisor: error: {e}", file=__import__("sys").stderr)
-        code = 2
-    out, err = capsys.readouterr()
-    return code, out, err
+    return run
 
 
 @pytest.fixture
@@ -79,7 +70,7 @@ def put_run(s3, types: list[str]) -> None:
     put(s3, "run.json", m.model_dump_json())
 
 
-def test_valid_truncated_wrong_schema_and_duplicate(bucket, capsys, tmp_path):
+def test_valid_truncated_wrong_schema_and_duplicate(bucket, run_pull, tmp_path):
     store_path = tmp_path / "results.sqlite"
     good = make_result("g5.xlarge")
     types = ["g5.xlarge", "g6.xlarge", "g6e.xlarge", "g5.2xlarge", "c7i.8xlarge", "p5.48xlarge"]
@@ -93,7 +84,7 @@ def test_valid_truncated_wrong_schema_and_duplicate(bucket, capsys, tmp_path):
         + "RuntimeError: CUDA error: no kernel image\nadvisor-probe: finished with exit status 1 at now\n")
     # p5.48xlarge never uploaded anything
 
-    code, out, err = run_pull(capsys, f"s3://{BUCKET}/probes", "--store", str(store_path), "--format", "json")
+    code, out, err = run_pull(f"s3://{BUCKET}/probes", "--store", str(store_path), "--format", "json")
     assert code == 1  # something failed or is corrupt
     rows = {r["instance_type"]: r for r in json.loads(out)}
     assert [r["instance_type"] for r in json.loads(out)] == types  # launch order
@@ -116,14 +107,14 @@ def test_valid_truncated_wrong_schema_and_duplicate(bucket, capsys, tmp_path):
         assert store.get(good.result_id).samples_per_sec == good.samples_per_sec
 
     # pulling again adds nothing
-    code, out, err = run_pull(capsys, f"s3://{BUCKET}/probes", "--run", RUN, "--store", str(store_path), "--format", "json")
+    code, out, err = run_pull(f"s3://{BUCKET}/probes", "--run", RUN, "--store", str(store_path), "--format", "json")
     statuses = {r["instance_type"]: r["status"] for r in json.loads(out)}
     assert statuses["g5.xlarge"] == "duplicate" and "imported" not in statuses.values()
     with ResultStore(store_path) as store:
         assert store.count() == 1
 
 
-def test_table_output_and_local_manifest_launch_errors(bucket, capsys, tmp_path):
+def test_table_output_and_local_manifest_launch_errors(bucket, run_pull, tmp_path):
     store_path = tmp_path / "results.sqlite"
     put_run(bucket, ["g5.xlarge", "g6.xlarge"])
     put(bucket, "g5.xlarge/result.json", make_result("g5.xlarge", 250.0).model_dump_json())
@@ -133,7 +124,7 @@ def test_table_output_and_local_manifest_launch_errors(bucket, capsys, tmp_path)
     m.entries[1].state, m.entries[1].error = "failed", "InsufficientInstanceCapacity: no capacity"
     manifests.save(m)
 
-    code, out, err = run_pull(capsys, f"s3://{BUCKET}/probes/", "--store", str(store_path))
+    code, out, err = run_pull(f"s3://{BUCKET}/probes/", "--store", str(store_path))
     assert code == 0, err
     lines = out.splitlines()
     assert lines[0].split() == ["run_id", "instance_type", "status", "result_id", "samples_per_sec", "detail"]
@@ -142,12 +133,12 @@ def test_table_output_and_local_manifest_launch_errors(bucket, capsys, tmp_path)
     assert "1 imported, 1 not launched" in err
 
 
-def test_nothing_there_is_a_one_line_error(bucket, capsys, tmp_path):
-    code, out, err = run_pull(capsys, f"s3://{BUCKET}/elsewhere", "--store", str(tmp_path / "r.sqlite"))
+def test_nothing_there_is_a_one_line_error(bucket, run_pull, tmp_path):
+    code, out, err = run_pull(f"s3://{BUCKET}/elsewhere", "--store", str(tmp_path / "r.sqlite"))
     assert code == 2 and out == ""
     assert err == f"advisor: error: nothing under s3://{BUCKET}/elsewhere: no launched run has written there\n"
 
 
-def test_bad_url_is_one_line(capsys, tmp_path):
-    code, _out, err = run_pull(capsys, "probe-bucket/probes", "--store", str(tmp_path / "r.sqlite"))
+def test_bad_url_is_one_line(run_pull, tmp_path):
+    code, _out, err = run_pull("probe-bucket/probes", "--store", str(tmp_path / "r.sqlite"))
     assert code == 2 and err.count("\n") == 1 and "is not an S3 URL" in err

@@ -56,7 +56,7 @@ def test_probe_command_and_quoting():
     probe = [c for c in commands(text) if c.startswith("advisor probe")]
     assert probe == [
         ("advisor probe --workload resnet50 --instance-type g5.xlarge --output \"$WORK/result.json\" "
-        "--precision bf16-mixed --max-seconds 20 'it'\"'\"'s; rm -rf /'")
+        "--no-store --precision bf16-mixed --max-seconds 20 'it'\"'\"'s; rm -rf /'")
     ]
     # a quote inside a URL cannot break out of its assignment
     assert "RESULT_URL='https://bkt.s3.us-east-1.amazonaws.com/p/result.json?" in text

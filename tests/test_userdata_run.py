@@ -68,7 +68,7 @@ def moto_server(monkeypatch):
         server.stop()
 
 
-def test_user_data_runs_uploads_and_shuts_down(moto_server, cli, capsys, tmp_path):
+def test_user_data_runs_uploads_and_shuts_down(moto_server, cli, tmp_path):
     import boto3
 
     s3 = boto3.client("s3", region_name=REGION)
@@ -132,7 +132,7 @@ sed "s/__TYPE__/$itype/" {fixture} > "$out"
     assert (calls / "constraints.txt").read_text().splitlines() == [
         "torch==2.9.0+cu128", "torchvision==0.24.0+cu128", "nvidia-cudnn-cu12==9.1.0"]
     first_probe = (calls / "advisor").read_text().splitlines()[0]
-    assert re.fullmatch(r"probe --workload mlp --instance-type t3.micro --output /\S+/result\.json --max-seconds 5", first_probe)
+    assert re.fullmatch(r"probe --workload mlp --instance-type t3.micro --output /\S+/result\.json --no-store --max-seconds 5", first_probe)
 
     keys = {o["Key"] for o in s3.list_objects_v2(Bucket=BUCKET, Prefix=f"probes/{run_id}/")["Contents"]}
     ok, bad = m.entry("t3.micro"), m.entry("t3.small")
@@ -145,16 +145,10 @@ sed "s/__TYPE__/$itype/" {fixture} > "$out"
     assert "advisor-probe: finished with exit status 0" in ok_log
 
     # and results pull brings it home
-    from advisor.cli import Parser
-    from advisor.commands import pull as pull_cmd
-
-    parser = Parser(prog="advisor results")
-    pull_cmd.register(parser.add_subparsers(dest="sub", required=True, parser_class=Parser))
     store = tmp_path / "store.sqlite"
-    args = parser.parse_args(["pull", f"s3://{BUCKET}/probes", "--run", run_id, "--store", str(store), "--format", "json"])
-    capsys.readouterr()
-    assert args.func(args) == 1  # one probe failed
-    rows = {r["instance_type"]: r for r in json.loads(capsys.readouterr().out)}
+    code, out, err = cli("results", "pull", f"s3://{BUCKET}/probes", "--run", run_id, "--store", str(store), "--format", "json")
+    assert code == 1, err  # one probe failed
+    rows = {r["instance_type"]: r for r in json.loads(out)}
     assert rows["t3.micro"]["status"] == "imported"
     assert rows["t3.small"]["status"] == "failed"
     tail = rows["t3.small"]["log_tail"]

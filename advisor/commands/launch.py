@@ -93,6 +93,17 @@ def _catalog_or_none(args):
         return None
 
 
+def _warn_unsupported_accelerators(catalog, types: list[str]) -> None:
+    """The default AMI carries CUDA torch only: Trainium/Inferentia and Gaudi need their own."""
+    if catalog is None:
+        return
+    for t in types:
+        it = catalog.instance_types.get(t)
+        if it is not None and it.accelerator_kind in ("neuron", "gaudi"):
+            warn(f"{t}: the default Deep Learning AMI has no {it.accelerator_kind} software stack, so the probe "
+                 f"would measure its CPUs only; pass --ami with a {it.accelerator_kind} image")
+
+
 def confirm(question: str) -> bool:
     if not sys.stdin or not sys.stdin.isatty():
         raise UserError("refusing to launch without confirmation: stdin is not a terminal; pass --yes")
@@ -106,8 +117,13 @@ def handle_launch(args) -> int:
 
     req = _request(args)
     validate_request(req)  # before any AWS call: --max-instances refusal costs nothing
-    plan = plan_launch(req, _catalog_or_none(args))
-    emit([p.row() for p in plan], args.format, PLAN_COLUMNS)
+    catalog = _catalog_or_none(args)
+    plan = plan_launch(req, catalog)
+    if not req.ami:
+        _warn_unsupported_accelerators(catalog, req.instance_types)
+    # A real launch prints the plan as part of the confirmation, on stderr, so stdout carries
+    # one document: what was launched.
+    emit([p.row() for p in plan], args.format, PLAN_COLUMNS, stream=None if args.dry_run else sys.stderr)
     ok = [p for p in plan if p.check_error is None]
     for p in plan:
         if p.check_error:
