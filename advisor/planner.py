@@ -18,7 +18,7 @@ from lightning_module.workload_facts import facts_for
 from . import rank as rk
 from .errors import UserError
 from .jobspec import JobSpec
-from .throughput import Exclusion, Throughput, ThroughputModel
+from .throughput import Exclusion, Throughput, ThroughputModel, sustained_network_gbps
 
 WORST_BUCKET = len(INTERRUPTION_BUCKETS) - 1
 
@@ -139,7 +139,8 @@ def collapse_regions(c: rk.Candidates, offers: rk.OfferTable, idx: np.ndarray, t
 
 def _type_table(catalog: Catalog, ths: list[Throughput], grad_bytes: float, K: int) -> rk.TypeTable:
     n = len(ths)
-    net = np.array([catalog.instance_types[t.instance_type].network_gbps or math.nan for t in ths], dtype=float)
+    net = np.array([sustained_network_gbps(catalog.instance_types[t.instance_type])[0] or math.nan for t in ths],
+                   dtype=float)
     multi = np.full((n, K), np.nan)
     for i, t in enumerate(ths):
         for k, v in t.multi_node.items():

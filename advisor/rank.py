@@ -288,4 +288,9 @@ def probe_next(c: Candidates, types: TypeTable, best: int, objective: str, job: 
     best_offer[c.type_idx[order]] = c.offer[order]
     best_price[c.type_idx[order]] = price[order]
     plan = sorted((best_price[t], t) for t in t_hits if np.isfinite(best_price[t]))
-    return [(int(t), int(best_offer[t])) for _, t in plan[:limit]]
+    out = [(int(t), int(best_offer[t])) for _, t in plan[:limit]]
+    # The best option itself, when it rests on an estimate, is always worth its probe.
+    bt = int(c.type_idx[best])
+    if types.source[bt] != 0 and bt not in [t for t, _ in out] and np.isfinite(best_price[bt]):
+        out.append((bt, int(best_offer[bt])))
+    return out

@@ -40,6 +40,8 @@ def candidate_row(plan: Plan, i: int, rank_no: int | None) -> dict[str, Any]:
         eff = float(c.efficiency[i]) * (th.basis.get("intra_instance_efficiency") if isinstance(
             th.basis.get("intra_instance_efficiency"), float) else 1.0)
         notes.append(f"scale-out eff {eff:.0%}")
+    if k > 1 and th.basis.get("network_note"):
+        notes.append(th.basis["network_note"])
     if market != "on-demand":
         notes.append(f"~{c.interruptions[i]:.2g} interruptions ({'bucket unknown: assumed >20%' if b == -1 else bucket_label(b)})")
     if market == "spot+od-fallback":
@@ -101,6 +103,7 @@ def rows(plan: Plan) -> list[dict[str, Any]]:
 
 def probe_rows(plan: Plan, workload: str) -> list[dict[str, Any]]:
     out = []
+    best_t = int(plan.candidates.type_idx[plan.ranked[0]]) if len(plan.ranked) else -1
     for ti, off in plan.probe:
         th = plan.throughputs[ti]
         name = plan.types.names[ti]
@@ -116,6 +119,7 @@ def probe_rows(plan: Plan, workload: str) -> list[dict[str, Any]]:
             "market": rk.MARKET_NAMES[int(plan.offers.market[off])],
             "usd_per_hour": price,
             "probe_cost_usd": round(price * PROBE_HOURS, 2),
+            "why": "the best option rests on this estimate" if ti == best_t else "band overlaps the best option",
         })
     return out
 
@@ -218,7 +222,8 @@ def write(plan: Plan, fmt: str, show_excluded: bool = False, stream=None) -> Non
               f"~{PROBE_HOURS:g} h each):", file=stream)
         emit([{"instance": p["instance_type"], "source": p["throughput_source"],
                "samples/s band": f"{_num(p['throughput_low'])}-{_num(p['throughput_high'])}",
-               "region": p["region"], "$/h": f"{p['usd_per_hour']:.4g}", "probe ~$": f"{p['probe_cost_usd']:.2f}"}
+               "region": p["region"], "$/h": f"{p['usd_per_hour']:.4g}", "probe ~$": f"{p['probe_cost_usd']:.2f}",
+               "why": p["why"]}
               for p in pr], fmt, stream=stream)
         for cmd in probe_commands(plan, plan.job.workload):
             print(f"  {cmd}", file=stream)

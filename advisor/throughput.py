@@ -77,6 +77,12 @@ SOCKET_VCPUS: dict[str, int] = {
     "c8g": 96, "m8g": 96, "r8g": 96,
 }
 
+# AWS's "Up to N Gigabit" is a burst figure; hours of all-reduce run at the instance's baseline.
+# When the catalog has no baseline, assume 1/8 of the burst: BaselineBandwidthInGbps /
+# PeakBandwidthInGbps in DescribeInstanceTypes is 0.125 for the smallest GPU sizes (g5g.xlarge,
+# g6e.xlarge) and ranges 0.03-0.8 over the snapshot's 58 "up to" types (larger sizes keep more).
+UP_TO_BASELINE_SHARE = 0.125
+
 _PRECISION_OF = {"bf16": "bf16-mixed", "fp16": "16-mixed", "fp32": "32-true"}
 _DTYPE_OF = {v: k for k, v in _PRECISION_OF.items()}
 
@@ -177,6 +183,19 @@ def interconnect(it: InstanceType) -> tuple[str, float] | None:
     if device_count(it) <= 1:
         return None
     return INTERCONNECT.get(it.family, PCIE4)
+
+
+def sustained_network_gbps(it: InstanceType) -> tuple[float | None, str | None]:
+    """(Gbit/s the scale-out model uses, a note when it is an assumption)."""
+    baseline = getattr(it, "network_baseline_gbps", None)  # newer catalogs carry AWS's baseline
+    if baseline:
+        return float(baseline), None
+    if not it.network_gbps:
+        return None, None
+    if it.network_up_to:
+        used = it.network_gbps * UP_TO_BASELINE_SHARE
+        return used, f"network 'up to' {it.network_gbps:g} Gbit/s is a burst; assumed {used:g} sustained"
+    return it.network_gbps, None
 
 
 def distance(anchor: InstanceType, target: InstanceType) -> tuple[int, float, str]:
@@ -341,6 +360,12 @@ class ThroughputModel:
         step, intra, eff, ic_words = _step_and_intra(it, per_dev, self.facts)
         n = device_count(it)
         sps = whole_instance if whole_instance is not None else n * per_dev * eff
+        gbps, net_note = sustained_network_gbps(it)
+        if gbps:
+            # What the scale-out model uses between instances.
+            basis = {**basis, "network_gbps_used": gbps}
+            if net_note:
+                basis["network_note"] = net_note
         if n > 1:
             basis = {**basis, "devices": n, "interconnect": ic_words,
                      "intra_instance_efficiency": round(eff, 4) if whole_instance is None else "measured"}

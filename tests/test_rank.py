@@ -248,3 +248,14 @@ def test_equal_cost_prefers_the_faster_then_equal_time_the_cheaper():
     o = offers([0, 1], [2.0, 1.0])
     c = rk.evaluate(t, o, job())
     assert names(c, rk.rank(c, "fastest", 2), t) == ["t1", "t0"]
+
+
+def test_probe_next_always_includes_an_unmeasured_best():
+    t = types([100] * 4 + [10_000], spread=[1.5] * 5)
+    o = offers([0, 1, 2, 3, 4], [0.9, 0.95, 0.97, 0.99, 80.0])
+    j = job()
+    c = rk.evaluate(t, o, j)
+    best = int(rk.rank(c, "cheapest", 1)[0])
+    assert names(c, [best], t) == ["t4"]  # $8 at 10,000/s beats $9-9.9 at 100/s
+    plan = rk.probe_next(c, t, best, "cheapest", j, o, limit=2)
+    assert [t.names[ti] for ti, _ in plan] == ["t0", "t1", "t4"]

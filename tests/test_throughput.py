@@ -8,7 +8,13 @@ import pytest
 from recommend_catalogs import NOW, instance, make_catalog, probe_result
 
 from advisor.rank import allreduce_seconds, overlap_efficiency
-from advisor.throughput import Exclusion, ThroughputModel, reference_measurements
+from advisor.throughput import (
+    UP_TO_BASELINE_SHARE,
+    Exclusion,
+    ThroughputModel,
+    reference_measurements,
+    sustained_network_gbps,
+)
 from lightning_module.workload_facts import FACTS
 
 WID = "resnet50-224px-1000c"
@@ -167,3 +173,14 @@ def test_cpu_estimates_count_one_socket():
     assert two.samples_per_sec == pytest.approx(one.samples_per_sec)  # the second socket adds nothing
     assert two.high == pytest.approx(2 * one.high)  # unless it does: the band allows it
     assert "2 sockets" in two.basis["socket_note"]
+
+
+def test_up_to_network_is_taken_at_the_assumed_baseline():
+    cat, m = model()
+    g5 = ev(m, cat, "g5.2xlarge")  # "up to 10 Gbit/s"
+    assert g5.basis["network_gbps_used"] == pytest.approx(10 * UP_TO_BASELINE_SHARE)
+    assert "burst" in g5.basis["network_note"]
+    p4d = ev(m, cat, "p4d.24xlarge")  # a sustained 400 Gbit/s
+    assert p4d.basis["network_gbps_used"] == 400 and "network_note" not in p4d.basis
+    it = cat.instance_types["g5.2xlarge"]
+    assert sustained_network_gbps(it)[0] == pytest.approx(1.25)
