@@ -120,6 +120,7 @@ class JobSpec(BaseModel):
     require_dtype: Literal["bf16", "fp16"] | None = None
     checkpoint_minutes: float = Field(default=30.0, gt=0)
     restart_minutes: float = Field(default=5.0, ge=0)
+    setup_minutes: float = Field(default=0.0, ge=0)
     include_cpu: bool = True
 
 

@@ -101,7 +101,7 @@ def build_plan(catalog: Catalog, job: JobSpec, measurements: list | None = None,
     types = _type_table(catalog, throughputs, facts.gradient_bytes(), K)
     offers, bucket = _offer_table(catalog, job, regions, {t.instance_type: i for i, t in enumerate(throughputs)})
     loss_h = (job.checkpoint_minutes / 2 + job.restart_minutes) / 60
-    rjob = rk.Job(job.samples, job.budget_usd, job.deadline_hours, loss_h, K)
+    rjob = rk.Job(job.samples, job.budget_usd, job.deadline_hours, loss_h, K, job.setup_minutes / 60)
     cands = rk.evaluate(types, offers, rjob)
     # Ask for more than `top`: the same offer at the same price in several regions is one row.
     ordered = rk.rank(cands, job.objective, top * max(1, len(regions)))

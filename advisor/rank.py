@@ -92,6 +92,7 @@ class Job:
     deadline_h: float
     loss_h: float  # per interruption: half a checkpoint interval + restart
     max_instances: int
+    setup_h: float = 0.0  # per run, on every instance: boot, install, data staging (billed, not training)
 
 
 @dataclass
@@ -188,6 +189,11 @@ def evaluate(types: TypeTable, offers: OfferTable, job: Job) -> Candidates:
         cost *= hours
         if len(fb_off):
             cost[fb_i] = fb_cost
+        if job.setup_h:
+            hours += job.setup_h
+            hours_pess += job.setup_h
+            # Setup is billed at the price the run starts on (spot for the fallback).
+            cost += job.setup_h * k * np.repeat(offers.price, K)
         spd = job.samples / cost
     feasible = (cost <= job.budget_usd) & (hours_pess <= job.deadline_h)  # False for NaN/inf too
     unc_t = np.log(types.high / types.low)

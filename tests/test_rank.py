@@ -259,3 +259,11 @@ def test_probe_next_always_includes_an_unmeasured_best():
     assert names(c, [best], t) == ["t4"]  # $8 at 10,000/s beats $9-9.9 at 100/s
     plan = rk.probe_next(c, t, best, "cheapest", j, o, limit=2)
     assert [t.names[ti] for ti, _ in plan] == ["t0", "t1", "t4"]
+
+
+def test_setup_time_is_billed_on_every_instance_and_favours_fewer():
+    t = types([100], inter=[0.0])
+    c = rk.evaluate(t, offers([0], [1.0]), rk.Job(3.6e6, 100.0, 24.0, 0.0, 2, setup_h=0.5))
+    assert c.hours.tolist() == pytest.approx([10.5, 5.5])
+    assert c.cost.tolist() == pytest.approx([10.5, 11.0])
+    assert names(c, rk.rank(c, "cheapest", 2), t) == ["t0", "t0"] and c.k[rk.rank(c, "cheapest", 1)[0]] == 1

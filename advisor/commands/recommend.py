@@ -53,6 +53,9 @@ def register(sub) -> None:
                    help="checkpoint interval for spot (default 30): half of it is lost per interruption")
     p.add_argument("--restart-minutes", type=float, default=5.0, metavar="M",
                    help="time to get going again after a spot interruption (default 5)")
+    p.add_argument("--setup-minutes", type=float, default=0.0, metavar="M",
+                   help="billed time per run on every instance before training starts (boot, install, data "
+                        "staging); default 0, the articles' arithmetic")
     p.add_argument("--top", type=int, default=10, metavar="N", help="rows to show (default 10)")
     p.add_argument("--show-excluded", action="store_true", help="also list excluded instance types with the reason")
     p.add_argument("--plot", metavar="FILE.png", help="write a cost-vs-time plot (needs matplotlib)")
@@ -74,6 +77,7 @@ def job_from_args(args) -> JobSpec:
         raise UserError("--max-instances above 64 is outside what the scale-out model can say anything about")
     for name, v, pos in (("--checkpoint-minutes", args.checkpoint_minutes, True),
                          ("--restart-minutes", args.restart_minutes, False),
+                         ("--setup-minutes", args.setup_minutes, False),
                          ("--min-accelerator-memory", args.min_accelerator_memory, True)):
         if v is not None and (not math.isfinite(v) or v < 0 or (pos and v == 0)):
             raise UserError(f"{name} must be a {'positive' if pos else 'non-negative'} finite number, got {v:g}")
@@ -84,6 +88,7 @@ def job_from_args(args) -> JobSpec:
         families=list(dict.fromkeys(args.family)), market=args.market, max_instances=args.max_instances,
         min_accelerator_memory_gib=args.min_accelerator_memory, require_dtype=args.require_dtype,
         checkpoint_minutes=args.checkpoint_minutes, restart_minutes=args.restart_minutes,
+        setup_minutes=args.setup_minutes,
         include_cpu=not args.gpu_only,
     )
 
