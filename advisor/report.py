@@ -6,9 +6,10 @@ from __future__ import annotations
 import json
 import math
 import sys
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict
 
 from . import rank as rk
 from .output import emit
@@ -23,6 +24,38 @@ CSV_COLUMNS = ("rank", "instance_type", "count", "region", "market", "samples_pe
 # One probe: boot, install, the optimisation ladder and steady-state timing. The probe's own
 # time limits decide the real figure; this is for ordering and a rough price only.
 PROBE_HOURS = 0.5
+
+
+class Recommendation(BaseModel):
+    """One ranked (or closest) candidate as the JSON/CSV output carries it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    rank: int | None  # None for the closest candidates when nothing is feasible
+    instance_type: str
+    count: int
+    region: str
+    also_regions: list[str] = []  # the same offer at the same price
+    market: Literal["on-demand", "spot", "spot+od-fallback"]
+    samples_per_sec: float  # all `count` instances together
+    throughput_source: Literal["measured", "reference", "estimated"]
+    throughput_low: float
+    throughput_high: float
+    hours: float  # expected, interruption losses included
+    hours_pessimistic: float  # what the deadline is checked against
+    cost_usd: float
+    samples_per_dollar: float
+    feasible: bool
+    reason: str | None = None  # why not, when infeasible
+    budget_needed_usd: float | None = None  # the budget that would make it feasible
+    deadline_needed_hours: float | None = None  # the deadline that would make it feasible
+    usd_per_hour: float  # per instance (the spot price for spot and the fallback)
+    precision: str
+    scale_out_efficiency: float  # throughput / (count x one instance's)
+    expected_interruptions: float
+    interruption_bucket: str | None = None
+    notes: list[str] = []
+    basis: dict[str, Any] = {}  # where the throughput comes from (anchor, ratios, provenance, result id)
 
 
 def candidate_row(plan: Plan, i: int, rank_no: int | None) -> dict[str, Any]:
@@ -59,36 +92,37 @@ def candidate_row(plan: Plan, i: int, rank_no: int | None) -> dict[str, Any]:
             if c.hours_pess[i] > plan.job.deadline_hours:
                 why.append(f"{c.hours_pess[i]:,.1f} h (pessimistic) > deadline {plan.job.deadline_hours:,.1f} h")
         reason = "; ".join(why)
-    row = {
-        "rank": rank_no,
-        "instance_type": t.names[ti],
-        "count": k,
-        "region": plan.regions[int(o.region_idx[off])],
-        "also_regions": [plan.regions[r] for r in plan.also_regions.get(i, [])],
-        "market": market,
-        "samples_per_sec": float(c.sps[i]),
-        "throughput_source": th.source,
-        "throughput_low": float(c.sps_low[i]),
-        "throughput_high": float(c.sps_high[i]),
-        "hours": float(c.hours[i]),
-        "hours_pessimistic": float(c.hours_pess[i]),
-        "cost_usd": float(c.cost[i]),
-        "samples_per_dollar": float(c.samples_per_dollar[i]),
-        "feasible": bool(c.feasible[i]),
-        "reason": reason,
-        "usd_per_hour": float(o.price[off]),
-        "precision": th.precision,
-        "scale_out_efficiency": float(c.efficiency[i]),
-        "expected_interruptions": float(c.interruptions[i]),
-        "interruption_bucket": None if market == "on-demand" else bucket_label(b),
-        "notes": notes,
-        "basis": th.basis,
-    }
+    need_budget = need_deadline = None
     if not c.feasible[i] and math.isfinite(c.cost[i]):
-        row["budget_needed_usd"] = _ceil_cents(c.cost[i]) if c.cost[i] > plan.job.budget_usd else None
-        row["deadline_needed_hours"] = (math.ceil(c.hours_pess[i] * 10) / 10
-                                        if c.hours_pess[i] > plan.job.deadline_hours else None)
-    return row
+        need_budget = _ceil_cents(c.cost[i]) if c.cost[i] > plan.job.budget_usd else None
+        need_deadline = (math.ceil(c.hours_pess[i] * 10) / 10 if c.hours_pess[i] > plan.job.deadline_hours else None)
+    return Recommendation(
+        rank=rank_no,
+        instance_type=t.names[ti],
+        count=k,
+        region=plan.regions[int(o.region_idx[off])],
+        also_regions=[plan.regions[r] for r in plan.also_regions.get(i, [])],
+        market=market,
+        samples_per_sec=float(c.sps[i]),
+        throughput_source=th.source,
+        throughput_low=float(c.sps_low[i]),
+        throughput_high=float(c.sps_high[i]),
+        hours=float(c.hours[i]),
+        hours_pessimistic=float(c.hours_pess[i]),
+        cost_usd=float(c.cost[i]),
+        samples_per_dollar=float(c.samples_per_dollar[i]),
+        feasible=bool(c.feasible[i]),
+        reason=reason,
+        budget_needed_usd=need_budget,
+        deadline_needed_hours=need_deadline,
+        usd_per_hour=float(o.price[off]),
+        precision=th.precision,
+        scale_out_efficiency=float(c.efficiency[i]),
+        expected_interruptions=float(c.interruptions[i]),
+        interruption_bucket=None if market == "on-demand" else bucket_label(b),
+        notes=notes,
+        basis=th.basis,
+    ).model_dump()
 
 
 def _ceil_cents(x: float) -> float:
