@@ -175,6 +175,8 @@ class PlannedLaunch:
     usd_per_hour: float | None
     max_cost_usd: float | None
     check_error: str | None = None  # the DryRun check failed for this type: it is skipped
+    root_device: str | None = None  # set when the AMI would keep its root volume after termination
+    root_volume_gib: int | None = None
 
     def row(self) -> dict[str, Any]:
         return {
@@ -308,6 +310,8 @@ def run_instances_params(
     instance_type: str,
     ami: str,
     user_data: str | None,
+    root_device: str | None = None,
+    root_volume_gib: int | None = None,
 ) -> dict[str, Any]:
     tags = [
         {"Key": TAG_RUN, "Value": run_id},
@@ -328,6 +332,12 @@ def run_instances_params(
         # IMDSv2 only: the probe reads its instance type through a session token.
         "MetadataOptions": {"HttpTokens": "required", "HttpEndpoint": "enabled"},
     }
+    if root_device:
+        # Whatever the AMI says, the root volume goes with the instance: no orphaned EBS bill.
+        ebs: dict[str, Any] = {"DeleteOnTermination": True}
+        if root_volume_gib:
+            ebs["VolumeSize"] = root_volume_gib
+        params["BlockDeviceMappings"] = [{"DeviceName": root_device, "Ebs": ebs}]
     if user_data is not None:
         params["UserData"] = user_data
     if req.market == "spot":
@@ -364,6 +374,31 @@ def dry_run_check(ec2, params: dict[str, Any]) -> None:
     return "the DryRun check did not answer DryRunOperation"
 
 
+def root_overrides(ec2, amis: set[str]) -> dict[str, tuple[str, int | None]]:
+    """AMI -> (root device, size GiB) for AMIs whose root volume would outlive the instance
+    (DeleteOnTermination false); those get it overridden at launch. An AMI that cannot be
+    described is left to its own mapping."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        images = ec2.describe_images(ImageIds=sorted(amis))["Images"]
+    except ClientError as e:
+        if error_code(e).startswith("InvalidAMIID"):
+            raise UserError(f"AMI not found in {ec2.meta.region_name}: {error_line(e)}") from None
+        log.warning("cannot describe %s (%s): root volumes keep the AMI's DeleteOnTermination", sorted(amis), error_line(e))
+        return {}
+    except BotoCoreError as e:
+        raise aws_user_error(e, "describing AMIs") from None
+    out: dict[str, tuple[str, int | None]] = {}
+    for img in images:
+        root = img.get("RootDeviceName")
+        for bdm in img.get("BlockDeviceMappings", []):
+            ebs = bdm.get("Ebs")
+            if root and bdm.get("DeviceName") == root and ebs and not ebs.get("DeleteOnTermination", False):
+                out[img["ImageId"]] = (root, ebs.get("VolumeSize"))
+    return out
+
+
 def plan_launch(req: LaunchRequest, catalog=None) -> list[PlannedLaunch]:
     """Everything short of starting instances: validation, the bucket, architectures, AMIs,
     prices and a DryRun check per type."""
@@ -379,6 +414,7 @@ def plan_launch(req: LaunchRequest, catalog=None) -> list[PlannedLaunch]:
         for arch in sorted(set(archs.values())):
             amis[arch], name = resolve_dlami(ssm, arch)
             log.info("AMI for %s: %s (%s)", arch, amis[arch], name)
+    roots = root_overrides(ec2, set(amis.values()))
     prices = catalog_prices(catalog, req.region, req.market, req.instance_types)
     plan = []
     for t in req.instance_types:
@@ -391,7 +427,9 @@ def plan_launch(req: LaunchRequest, catalog=None) -> list[PlannedLaunch]:
             usd_per_hour=price,
             max_cost_usd=None if price is None else price * req.max_minutes / 60,
         )
-        params = run_instances_params(req=req, run_id="dry-run", instance_type=t, ami=p.ami, user_data=None)
+        p.root_device, p.root_volume_gib = roots.get(p.ami, (None, None))
+        params = run_instances_params(req=req, run_id="dry-run", instance_type=t, ami=p.ami, user_data=None,
+                                      root_device=p.root_device, root_volume_gib=p.root_volume_gib)
         p.check_error = dry_run_check(ec2, params)
         plan.append(p)
     return plan
@@ -514,7 +552,8 @@ def execute(
         result_key, log_key = run_keys(req.s3, run_id, p.instance_type)
         m.entries.append(
             LaunchEntry(instance_type=p.instance_type, arch=p.arch, ami=p.ami, market=p.market,
-                        usd_per_hour=p.usd_per_hour, result_key=result_key, log_key=log_key)
+                        usd_per_hour=p.usd_per_hour, result_key=result_key, log_key=log_key,
+                        root_device=p.root_device, root_volume_gib=p.root_volume_gib)
         )
     path = manifests.save(m)
     try:
@@ -550,7 +589,8 @@ def execute(
             entry.error = f"user-data is {len(user_data.encode())} bytes, over EC2's 16 KiB limit"
         else:
             params = run_instances_params(req=req, run_id=run_id, instance_type=entry.instance_type,
-                                          ami=entry.ami, user_data=user_data)
+                                          ami=entry.ami, user_data=user_data, root_device=entry.root_device,
+                                          root_volume_gib=entry.root_volume_gib)
             try:
                 resp = ec2.run_instances(**params)
                 inst = resp["Instances"][0]
@@ -626,7 +666,7 @@ def run_status(run_id: str, region: str | None) -> list[dict[str, Any]]:
             "market": e.market,
             "state": inst["State"]["Name"] if inst else ("launch failed" if e.state == "failed" else "not found"),
             "launched_at": e.launched_at,
-            "result": _upload_state(keys, e.result_key, e.log_key),
+            "result": _upload_state(keys, e.result_key, e.log_key, inst["State"]["Name"] if inst else None),
             "error": e.error,
         })
     for inst in instances:  # launched from another machine, or the manifest is gone
@@ -646,13 +686,15 @@ def run_status(run_id: str, region: str | None) -> list[dict[str, Any]]:
     return rows
 
 
-def _upload_state(keys: set[str] | None, result_key: str, log_key: str) -> str:
+def _upload_state(keys: set[str] | None, result_key: str, log_key: str, state: str | None) -> str:
     if keys is None:
         return "unknown"
     if result_key in keys:
         return "uploaded"
     if log_key in keys:
         return "failed (log only)"
+    if state in (None, "terminated", "shutting-down"):
+        return "none"  # the instance is gone without uploading: spot reclaim, cancel, or no boot
     return "not yet"
 
 

@@ -30,6 +30,8 @@ class LaunchEntry(BaseModel):
     instance_type: str
     arch: Literal["x86_64", "arm64"]
     ami: str
+    root_device: str | None = None  # set when DeleteOnTermination had to be overridden
+    root_volume_gib: int | None = None
     market: Literal["on-demand", "spot"]
     usd_per_hour: float | None = None  # from the catalog at launch time; None when unknown
     state: Literal["pending", "launched", "failed"] = "pending"

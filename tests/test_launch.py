@@ -117,6 +117,9 @@ def test_launch_sends_ami_shutdown_tags_spot_and_user_data(aws, run_calls, cli):
     run_id = manifests.list_run_ids()[0]
     for c in calls:
         assert c["InstanceInitiatedShutdownBehavior"] == "terminate"
+        # moto's registered AMIs keep their root volume (DeleteOnTermination false): overridden
+        assert c["BlockDeviceMappings"] == [
+            {"DeviceName": "/dev/sda1", "Ebs": {"DeleteOnTermination": True, "VolumeSize": 15}}]
         assert c["InstanceMarketOptions"] == {
             "MarketType": "spot",
             "SpotOptions": {"SpotInstanceType": "one-time", "InstanceInterruptionBehavior": "terminate"},
@@ -345,6 +348,14 @@ def test_missing_bucket_is_one_line(aws, run_calls, cli):
     assert launched(run_calls.calls) == []
 
 
+def test_unknown_ami_is_one_line(aws, run_calls, cli):
+    code, _out, err = cli(*base_args(aws, "g5.xlarge", "--ami", "ami-0000000000000dead", "--yes"))
+    assert code == 2
+    (line,) = errors(err)
+    assert line.startswith("advisor: error: AMI not found in us-east-1: InvalidAMIID")
+    assert launched(run_calls.calls) == []
+
+
 def test_no_dlami_parameter_asks_for_ami(aws, cli):
     code, _out, err = cli(*base_args(aws, "g5.xlarge", "--region", "eu-west-3", "--dry-run"))
     assert code == 2
@@ -364,3 +375,23 @@ def test_build_wheel_from_source(tmp_path):
     assert wheel.name.startswith("instance_advisor-")
     # the build ran on a copy: no build/ or egg-info appears in the checkout
     assert sorted(p.name for p in root.iterdir()) == before
+
+
+def test_root_volume_override_only_where_the_ami_would_keep_it():
+    import boto3
+    from botocore.stub import Stubber
+
+    ec2 = boto3.client("ec2", region_name=REGION, aws_access_key_id="x", aws_secret_access_key="y")
+    images = [
+        {"ImageId": "ami-keeps", "RootDeviceName": "/dev/sda1",
+         "BlockDeviceMappings": [{"DeviceName": "/dev/sda1", "Ebs": {"DeleteOnTermination": False, "VolumeSize": 75}},
+                                 {"DeviceName": "/dev/sdb", "VirtualName": "ephemeral0"}]},
+        {"ImageId": "ami-deletes", "RootDeviceName": "/dev/xvda",
+         "BlockDeviceMappings": [{"DeviceName": "/dev/xvda", "Ebs": {"DeleteOnTermination": True, "VolumeSize": 100}}]},
+    ]
+    with Stubber(ec2) as stub:
+        stub.add_response("describe_images", {"Images": images}, {"ImageIds": ["ami-deletes", "ami-keeps"]})
+        assert launch.root_overrides(ec2, {"ami-keeps", "ami-deletes"}) == {"ami-keeps": ("/dev/sda1", 75)}
+    with Stubber(ec2) as stub:
+        stub.add_client_error("describe_images", "UnauthorizedOperation", "no")
+        assert launch.root_overrides(ec2, {"ami-keeps"}) == {}  # left to the AMI, with a warning
