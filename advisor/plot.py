@@ -66,13 +66,21 @@ def plot_plan(plan: Plan, path: str) -> None:
         ax.step(c.hours[order], c.cost[order], where="post", color="black", lw=1.2, label="Pareto frontier", zorder=4)
     ax.axhline(job.budget_usd, color="tab:red", ls="--", lw=1, label=f"budget ${job.budget_usd:,.0f}")
     ax.axvline(job.deadline_hours, color="tab:purple", ls="--", lw=1, label=f"deadline {job.deadline_hours:,.1f} h")
+    # Numbers at the points, the words in a box: labels for neighbouring points do not collide.
+    lines = []
     for n, i in enumerate(shown[:LABEL_TOP]):
         i = int(i)
         name = plan.types.names[int(c.type_idx[i])]
         market = rk.MARKET_NAMES[int(plan.offers.market[int(c.offer[i])])]
-        ax.annotate(f"{'#' + str(n + 1) if len(plan.ranked) else '~'} {int(c.k[i])}x {name} {market}",
-                    (c.hours[i], c.cost[i]), xytext=(6, 4 + 9 * n), textcoords="offset points", fontsize=7,
-                    arrowprops={"arrowstyle": "-", "lw": 0.4, "color": "grey"})
+        tag = f"#{n + 1}" if len(plan.ranked) else f"~{n + 1}"
+        ax.annotate(tag, (c.hours[i], c.cost[i]), xytext=(4 + 12 * (n % 3), -12 - 8 * n), textcoords="offset points",
+                    fontsize=7, fontweight="bold", arrowprops={"arrowstyle": "-", "lw": 0.4, "color": "grey"})
+        lines.append(f"{tag} {int(c.k[i])}x {name}, {market}: {c.hours[i]:,.1f} h, ${c.cost[i]:,.2f}")
+    if lines:
+        head = "best options" if len(plan.ranked) else "nothing feasible; closest"
+        ax.text(0.01, 0.99, head + "\n" + "\n".join(lines), transform=ax.transAxes, va="top", ha="left",
+                fontsize=7, family="monospace", bbox={"boxstyle": "round", "fc": "white", "ec": "grey", "alpha": 0.9},
+                zorder=6)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("time to train (hours, expected; log)")
