@@ -21,6 +21,9 @@ from .jobspec import JobSpec
 from .throughput import Exclusion, Throughput, ThroughputModel, sustained_network_gbps
 
 WORST_BUCKET = len(INTERRUPTION_BUCKETS) - 1
+# Counts of one offer whose costs differ by less than this share are one row (cheapest): a spot
+# run's expected interruption loss grows with the count by fractions of a cent.
+SAME_COST = 0.005
 
 
 @dataclass
@@ -41,6 +44,7 @@ class Plan:
     pareto: np.ndarray | None = None  # the frontier when the objective is pareto (else the plot computes it)
     also_regions: dict[int, list[int]] = field(default_factory=dict)  # candidate -> same offer elsewhere
     front_size: int | None = None  # pareto: candidates on the frontier (rows show at most --top)
+    also_counts: dict[int, list[tuple[int, float]]] = field(default_factory=dict)  # same cost, more instances
 
 
 def check_filters(catalog: Catalog, job: JobSpec) -> None:
@@ -104,37 +108,54 @@ def build_plan(catalog: Catalog, job: JobSpec, measurements: list | None = None,
     rjob = rk.Job(job.samples, job.budget_usd, job.deadline_hours, loss_h, K, job.setup_minutes / 60)
     cands = rk.evaluate(types, offers, rjob)
     # Ask for more than `top`: the same offer at the same price in several regions is one row.
-    ordered = rk.rank(cands, job.objective, top * max(1, len(regions)))
-    ranked, also = collapse_regions(cands, offers, ordered, top)
+    # Ask for more than `top`: equal offers in several regions (and, for cheapest, several
+    # counts at the same cost) become one row each.
+    merge_counts = job.objective == "cheapest"
+    ordered = rk.rank(cands, job.objective, top * max(1, len(regions)) * (K if merge_counts else 1))
+    ranked, also, counts = collapse(cands, offers, ordered, top, merge_counts)
     front_size = len(ordered) if job.objective == "pareto" else None
     closest = np.empty(0, dtype=np.int64)
     if len(ranked) == 0:
         n_close = min(top, 5)
-        closest, also = collapse_regions(cands, offers, rk.closest(cands, rjob, n_close * max(1, len(regions))), n_close)
+        closest, also, _ = collapse(cands, offers, rk.closest(cands, rjob, n_close * max(1, len(regions))), n_close)
     probe = rk.probe_next(cands, types, int(ranked[0]), job.objective, rjob, offers) if len(ranked) else []
     return Plan(job, spec.workload_id, types, offers, cands, ranked, closest, probe, throughputs, exclusions,
-                regions, bucket, model.warnings, ordered if job.objective == "pareto" else None, also, front_size)
+                regions, bucket, model.warnings, ordered if job.objective == "pareto" else None, also, front_size, counts)
 
 
-def collapse_regions(c: rk.Candidates, offers: rk.OfferTable, idx: np.ndarray, top: int):
+def collapse(c: rk.Candidates, offers: rk.OfferTable, idx: np.ndarray, top: int, merge_counts: bool = False):
     """Keep the first of candidates that differ only by region (same type, count, market, cost
-    and time); remember the other regions for the note."""
+    and time), and with merge_counts (objective cheapest) also those that differ only by count at
+    about the same cost (SAME_COST): the fewer-instances one stands for them. Returns (kept indices,
+    {kept: other regions}, {kept: [(count, hours)] of the merged counts})."""
     kept: list[int] = []
-    also: dict[int, list[int]] = {}
-    seen: dict[tuple, int] = {}
+    also_regions: dict[int, list[int]] = {}
+    also_counts: dict[int, list[tuple[int, float]]] = {}
+    by_offer: dict[tuple, int] = {}
+    by_cost: dict[tuple, int] = {}
     for i in idx:
         i = int(i)
         o = int(c.offer[i])
-        key = (int(c.type_idx[i]), int(c.k[i]), int(offers.market[o]), round(float(c.cost[i]), 4),
-               round(float(c.hours[i]), 6))
-        if key in seen:
-            also.setdefault(seen[key], []).append(int(offers.region_idx[o]))
+        t, k, m, region = int(c.type_idx[i]), int(c.k[i]), int(offers.market[o]), int(offers.region_idx[o])
+        okey = (t, k, m, round(float(c.cost[i]), 4), round(float(c.hours[i]), 6))
+        if okey in by_offer:
+            rep = by_offer[okey]
+            if rep >= 0 and region not in also_regions.setdefault(rep, []):
+                also_regions[rep].append(region)
+            continue
+        ckey = (t, m, region)
+        rep = by_cost.get(ckey)
+        if merge_counts and rep is not None and abs(c.cost[i] - c.cost[rep]) <= SAME_COST * c.cost[rep]:
+            also_counts.setdefault(rep, []).append((k, float(c.hours[i])))
+            by_offer[okey] = -1  # its twins in other regions are covered by the same note
             continue
         if len(kept) == top:
             continue
-        seen[key] = i
+        by_offer[okey] = i
+        by_cost.setdefault(ckey, i)
         kept.append(i)
-    return np.array(kept, dtype=np.int64), also
+    also_regions = {k: v for k, v in also_regions.items() if v}
+    return np.array(kept, dtype=np.int64), also_regions, also_counts
 
 
 def _type_table(catalog: Catalog, ths: list[Throughput], grad_bytes: float, K: int) -> rk.TypeTable:

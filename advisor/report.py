@@ -36,6 +36,7 @@ class Recommendation(BaseModel):
     count: int
     region: str
     also_regions: list[str] = []  # the same offer at the same price
+    also_counts: list[dict[str, float]] = []  # cheapest: more instances at the same cost (faster)
     market: Literal["on-demand", "spot", "spot+od-fallback"]
     samples_per_sec: float  # all `count` instances together
     throughput_source: Literal["measured", "reference", "estimated"]
@@ -79,6 +80,11 @@ def candidate_row(plan: Plan, i: int, rank_no: int | None) -> dict[str, Any]:
         notes.append(f"~{c.interruptions[i]:.2g} interruptions ({'bucket unknown: assumed >20%' if b == -1 else bucket_label(b)})")
     if market == "spot+od-fallback":
         notes.append(f"od ${o.od_price[off]:.4g}/h after 1st interruption")
+    if i in plan.also_counts:
+        more = sorted(plan.also_counts[i])
+        ks = [str(kk) for kk, _ in more]
+        notes.append(f"same cost with {ks[0] if len(ks) == 1 else ks[0] + '-' + ks[-1]} instances "
+                     f"(down to {more[-1][1]:,.1f} h)")
     if i in plan.also_regions:
         notes.append("same in " + ", ".join(plan.regions[r] for r in plan.also_regions[i]))
     reason = None
@@ -102,6 +108,7 @@ def candidate_row(plan: Plan, i: int, rank_no: int | None) -> dict[str, Any]:
         count=k,
         region=plan.regions[int(o.region_idx[off])],
         also_regions=[plan.regions[r] for r in plan.also_regions.get(i, [])],
+        also_counts=[{"count": kk, "hours": h} for kk, h in sorted(plan.also_counts.get(i, []))],
         market=market,
         samples_per_sec=float(c.sps[i]),
         throughput_source=th.source,

@@ -33,10 +33,17 @@ def run_json(cli, *args):
 def test_cheapest_on_a_hand_made_catalog(cli, catalog_file):
     doc = run_json(cli, "--budget", "100", "--deadline", "2d", "--samples", "1e6", "--family", "c7i",
                    "--catalog", catalog_file)
-    best, second = doc["recommendations"][:2]
-    # Two c7i.2xlarge cost the same as one (the all-reduce hides behind backward): fewer first.
-    assert (second["instance_type"], second["count"]) == ("c7i.2xlarge", 2)
-    assert second["cost_usd"] == pytest.approx(best["cost_usd"])
+    best = doc["recommendations"][0]
+    # Two to four c7i.2xlarge cost the same as one (the all-reduce hides behind backward): the
+    # row with fewer instances stands for them, and says how fast the others are.
+    assert (best["instance_type"], best["count"]) == ("c7i.2xlarge", 1)
+    assert [a["count"] for a in best["also_counts"]] == [2, 3, 4]
+    assert best["also_counts"][-1]["hours"] == pytest.approx(best["hours"] / 4)
+    assert any("same cost with 2-4 instances" in n for n in best["notes"])
+    doc = run_json(cli, "--budget", "100", "--deadline", "2d", "--samples", "1e6", "--family", "c7i",
+                   "--catalog", catalog_file, "--objective", "pareto")
+    # On the Pareto front the fastest of those equal-cost options stands alone: 4 x c7i.8xlarge.
+    assert next((r["instance_type"], r["count"]) for r in doc["recommendations"]) == ("c7i.8xlarge", 4)
     doc = run_json(cli, "--budget", "100", "--deadline", "2d", "--samples", "1e6", "--family", "c7i",
                    "--catalog", catalog_file, "--max-instances", "1")
     best = doc["recommendations"][0]
