@@ -6,7 +6,6 @@ gives the column view the ranker vectorises over.
 
 from __future__ import annotations
 
-import math
 from datetime import datetime
 from typing import Annotated, Literal
 
@@ -60,6 +59,10 @@ class InstanceType(BaseModel):
         return self
 
 
+# A price in USD per hour: positive and finite (NaN, inf, 0 and negatives are file errors).
+Price = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+
+
 class Offer(BaseModel):
     """One price for one instance type in one region and market (the row view of RegionOffers).
 
@@ -72,8 +75,8 @@ class Offer(BaseModel):
     instance_type: str
     region: str
     market: Market
-    usd_per_hour: float
-    spot_min_usd: float | None = None
+    usd_per_hour: Price
+    spot_min_usd: Price | None = None
     az_count: int | None = None
     price_at: datetime | None = None
     interruption_bucket: int | None = Field(default=None, ge=0, le=4)
@@ -93,8 +96,10 @@ class RegionOffers(BaseModel):
 
     instance_type: list[str] = []
     market: list[Market] = []
-    usd_per_hour: list[float] = []
-    spot_min_usd: list[float | None] = []
+    # Prices are checked (positive, finite) by pydantic's core while parsing: a Python loop over
+    # 78,000 prices cost ~15 ms of the 150 ms load budget.
+    usd_per_hour: list[Price] = []
+    spot_min_usd: list[Price | None] = []
     az_count: list[int | None] = []
     price_at: list[datetime | None] = []
     interruption_bucket: list[Annotated[int, Field(ge=0, le=4)] | None] = []
@@ -106,10 +111,6 @@ class RegionOffers(BaseModel):
         for col in OFFER_COLUMNS:
             if len(getattr(self, col)) != n:
                 raise ValueError(f"offer column {col} has {len(getattr(self, col))} entries, expected {n}")
-        for i, (price, smin) in enumerate(zip(self.usd_per_hour, self.spot_min_usd)):
-            for v in (price, smin):
-                if v is not None and not (v > 0 and math.isfinite(v)):
-                    raise ValueError(f"{self.instance_type[i]} {self.market[i]}: price must be a positive finite number, got {v}")
         return self
 
     def __len__(self) -> int:
