@@ -101,7 +101,7 @@ echo "advisor-probe: run {s.run_id} on {s.instance_type} started at $(date -u +%
 if [ -x {DLAMI_PYTHON} ]; then PY={DLAMI_PYTHON}; else PY="$(command -v python3)"; fi
 if [ -z "$PY" ]; then echo "advisor-probe: no python3 on this image"; exit 11; fi
 # An environment made by uv has no pip; the standard library can bootstrap one.
-"$PY" -m pip --version >/dev/null 2>&1 || "$PY" -m ensurepip --upgrade \
+"$PY" -m pip --version >/dev/null 2>&1 || "$PY" -m ensurepip --upgrade \\
     || {{ echo "advisor-probe: no pip for $PY"; exit 11; }}
 # Keep the image's torch stack exactly as installed (see advisor/userdata.py).
 "$PY" -m pip list --format=freeze 2>/dev/null | grep -iE '{PINNED_PACKAGE_PATTERN}' > "$WORK/constraints.txt"
