@@ -117,13 +117,19 @@ def build_plan(catalog: Catalog, job: JobSpec, measurements: list | None = None,
     closest = np.empty(0, dtype=np.int64)
     if len(ranked) == 0:
         n_close = min(top, 5)
-        closest, also, _ = collapse(cands, offers, rk.closest(cands, rjob, n_close * max(1, len(regions))), n_close)
+        # A count that already meets the deadline stands for the larger counts at its cost: they
+        # need the same budget and add nothing.
+        closest, also, close_counts = collapse(
+            cands, offers, rk.closest(cands, rjob, n_close * max(1, len(regions)) * K), n_close, True,
+            cands.hours_pess <= job.deadline_hours)
+        counts.update(close_counts)
     probe = rk.probe_next(cands, types, int(ranked[0]), job.objective, rjob, offers) if len(ranked) else []
     return Plan(job, spec.workload_id, types, offers, cands, ranked, closest, probe, throughputs, exclusions,
                 regions, bucket, model.warnings, ordered if job.objective == "pareto" else None, also, front_size, counts)
 
 
-def collapse(c: rk.Candidates, offers: rk.OfferTable, idx: np.ndarray, top: int, merge_counts: bool = False):
+def collapse(c: rk.Candidates, offers: rk.OfferTable, idx: np.ndarray, top: int, merge_counts: bool = False,
+             can_stand_for: np.ndarray | None = None):
     """Keep the first of candidates that differ only by region (same type, count, market, cost
     and time), and with merge_counts (objective cheapest) also those that differ only by count at
     about the same cost (SAME_COST): the fewer-instances one stands for them. Returns (kept indices,
@@ -145,7 +151,8 @@ def collapse(c: rk.Candidates, offers: rk.OfferTable, idx: np.ndarray, top: int,
             continue
         ckey = (t, m, region)
         rep = by_cost.get(ckey)
-        if merge_counts and rep is not None and abs(c.cost[i] - c.cost[rep]) <= SAME_COST * c.cost[rep]:
+        if (merge_counts and rep is not None and abs(c.cost[i] - c.cost[rep]) <= SAME_COST * c.cost[rep]
+                and (can_stand_for is None or can_stand_for[rep])):
             also_counts.setdefault(rep, []).append((k, float(c.hours[i])))
             by_offer[okey] = -1  # its twins in other regions are covered by the same note
             continue
