@@ -504,6 +504,20 @@ class LaunchOutcome:
     manifest_path: Path
 
 
+def _warn_if_temporary_credentials(expires_s: int) -> None:
+    """A presigned URL dies with the credentials that signed it: with temporary ones (SSO, an
+    assumed role) an upload at the end of a long probe can be refused."""
+    import boto3
+
+    from .output import warn
+
+    creds = boto3.session.Session().get_credentials()
+    if creds is not None and creds.get_frozen_credentials().token and expires_s > 3600:
+        warn(f"the presigned upload URLs are signed with temporary credentials; they stop working when those "
+             f"expire, which may be before the {expires_s // 60} minutes a probe may need: long-lived "
+             "credentials (or a shorter --max-minutes) avoid lost results")
+
+
 def run_keys(s3: S3Location, run_id: str, instance_type: str) -> tuple[str, str]:
     return s3.key(run_id, instance_type, "result.json"), s3.key(run_id, instance_type, "probe.log")
 
@@ -525,6 +539,7 @@ def execute(
     run_id = run_id or manifests.new_run_id()
     s3 = s3_client_for(req.s3.bucket, req.region)
     expires = (req.max_minutes + URL_GRACE_MINUTES) * 60
+    _warn_if_temporary_credentials(expires)
 
     with tempfile.TemporaryDirectory(prefix="advisor-launch-") as tmp:
         wheel, spec = resolve_package(req.package, Path(tmp))

@@ -395,3 +395,12 @@ def test_root_volume_override_only_where_the_ami_would_keep_it():
     with Stubber(ec2) as stub:
         stub.add_client_error("describe_images", "UnauthorizedOperation", "no")
         assert launch.root_overrides(ec2, {"ami-keeps"}) == {}  # left to the AMI, with a warning
+
+
+def test_temporary_credentials_warn_for_long_probes(aws, run_calls, cli, monkeypatch):
+    monkeypatch.setenv("AWS_SESSION_TOKEN", "FwoGZXIvYXdzEXAMPLETOKEN")
+    code, _out, err = cli(*base_args(aws, "t3.micro", "--max-minutes", "90", "--yes"))
+    assert code == 0, err
+    assert "signed with temporary credentials; they stop working when those expire, which may be before the 110 minutes" in err
+    code, _out, err = cli(*base_args(aws, "t3.micro", "--max-minutes", "20", "--yes"))
+    assert code == 0 and "temporary credentials" not in err
