@@ -4,7 +4,10 @@ Pricing client (moto does not implement the Pricing API)."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 import boto3
 import pytest
@@ -240,3 +243,22 @@ def test_unknown_region_from_cli_keeps_cache(cli):
     code, _out, err = cli("catalog", "refresh", "--regions", "us-east-1,moon-1")
     assert code == 2 and "unknown AWS region 'moon-1'" in err and err.count("\n") == 1
     assert catalog_cache_path().read_bytes() == before
+
+
+REAL_ADVISOR = Path("/work/shared/reference/spot-advisor-data-2025-06.json")
+
+
+@pytest.mark.skipif(not REAL_ADVISOR.exists(), reason="reference Spot Instance Advisor copy not on this machine")
+def test_real_spot_advisor_file_format():
+    adv = aws.load_spot_advisor(REAL_ADVISOR)
+    assert len(adv) >= 30 and "us-east-1" in adv
+    entry = adv["us-east-1"]["m6i.2xlarge"]
+    assert 0 <= entry["r"] <= 4 and 0 < entry["s"] < 100
+
+
+def test_catalog_commands_do_not_import_boto3_until_refresh():
+    code = ("import sys; from advisor.cli import main; main(['catalog', 'show', '--format', 'csv', '--max-age', '1e6']);"
+            "heavy = [m for m in ('boto3', 'botocore', 'torch', 'lightning', 'matplotlib') if m in sys.modules];"
+            "assert not heavy, heavy")
+    r = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
