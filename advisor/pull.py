@@ -104,6 +104,10 @@ def pull(loc: S3Location, store, run_id: str | None = None, region: str | None =
     s3 = s3_client_for(loc.bucket, region)
     base = loc.key(run_id) + "/" if run_id else (loc.prefix + "/" if loc.prefix else "")
     keys = set(_list_keys(s3, loc.bucket, base))
+    if not run_id and loc.prefix and loc.key("run.json") in keys:
+        # the URL names a run's own prefix (s3://bucket/probes/<run_id>): pull that run
+        parent, _, run_id = loc.prefix.rpartition("/")
+        loc = S3Location(loc.bucket, parent)
     root = loc.prefix + "/" if loc.prefix else ""
 
     # run id -> instance types seen in the keys
@@ -121,6 +125,8 @@ def pull(loc: S3Location, store, run_id: str | None = None, region: str | None =
     if not keys and not (run_id and manifests.load(run_id)):
         raise UserError(f"nothing under {loc}{'/' + run_id if run_id else ''}: no launched run has written there")
 
+    if not seen:
+        raise UserError(f"no probe runs under {loc}: expected <run_id>/run.json or <run_id>/<type>/result.json keys")
     rows: list[PullRow] = []
     for rid in sorted(seen):
         expected, launch_errors = _expected_types(s3, loc, rid, keys)

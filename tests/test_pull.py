@@ -142,3 +142,18 @@ def test_nothing_there_is_a_one_line_error(bucket, run_pull, tmp_path):
 def test_bad_url_is_one_line(run_pull, tmp_path):
     code, _out, err = run_pull("probe-bucket/probes", "--store", str(tmp_path / "r.sqlite"))
     assert code == 2 and err.count("\n") == 1 and "is not an S3 URL" in err
+
+
+def test_run_prefix_url_pulls_that_run(bucket, run_pull, tmp_path):
+    put_run(bucket, ["g5.xlarge"])
+    put(bucket, "g5.xlarge/result.json", make_result("g5.xlarge").model_dump_json())
+    code, out, err = run_pull(f"s3://{BUCKET}/probes/{RUN}", "--store", str(tmp_path / "r.sqlite"), "--format", "json")
+    assert code == 0, err
+    assert [(r["run_id"], r["status"]) for r in json.loads(out)] == [(RUN, "imported")]
+
+
+def test_keys_that_are_not_runs_is_one_line(bucket, run_pull, tmp_path):
+    bucket.put_object(Bucket=BUCKET, Key="other/notes.txt", Body=b"x")
+    code, out, err = run_pull(f"s3://{BUCKET}/other", "--store", str(tmp_path / "r.sqlite"))
+    assert code == 2 and out == ""
+    assert err == f"advisor: error: no probe runs under s3://{BUCKET}/other: expected <run_id>/run.json or <run_id>/<type>/result.json keys\n"
