@@ -306,6 +306,9 @@ def refresh(regions: Iterable[str] | None = None, families: Iterable[str] | None
         if unknown:
             raise CatalogError(f"unknown instance family {unknown[0]!r}: DescribeInstanceTypes lists no such family")
     used = {o.instance_type for rows in offers.values() for o in rows}
+    if not used:
+        # An empty answer is no reason to replace a catalog that has prices.
+        raise CatalogError(f"AWS returned no prices for {', '.join(regions)}; the previous catalog is kept")
     provenance = (
         f"AWS APIs at {now:%Y-%m-%d %H:%M} UTC: DescribeInstanceTypes, DescribeInstanceTypeOfferings, "
         "Pricing GetProducts (Linux, shared tenancy, on-demand), DescribeSpotPriceHistory (Linux/UNIX, "
