@@ -374,10 +374,16 @@ def dry_run_check(ec2, params: dict[str, Any]) -> None:
     return "the DryRun check did not answer DryRunOperation"
 
 
-def root_overrides(ec2, amis: set[str]) -> dict[str, tuple[str, int | None]]:
-    """AMI -> (root device, size GiB) for AMIs whose root volume would outlive the instance
-    (DeleteOnTermination false); those get it overridden at launch. An AMI that cannot be
-    described is left to its own mapping."""
+@dataclass
+class AmiFacts:
+    arch: str | None = None
+    root_override: tuple[str, int | None] | None = None  # (device, GiB) when the root volume would be kept
+
+
+def describe_amis(ec2, amis: set[str]) -> dict[str, AmiFacts]:
+    """Each AMI's architecture, and (device, size) for AMIs whose root volume would outlive the
+    instance (DeleteOnTermination false), which the launch then overrides. An AMI that cannot
+    be described is left to its own mapping and to EC2's DryRun check."""
     from botocore.exceptions import BotoCoreError, ClientError
 
     try:
@@ -389,13 +395,14 @@ def root_overrides(ec2, amis: set[str]) -> dict[str, tuple[str, int | None]]:
         return {}
     except BotoCoreError as e:
         raise aws_user_error(e, "describing AMIs") from None
-    out: dict[str, tuple[str, int | None]] = {}
+    out: dict[str, AmiFacts] = {}
     for img in images:
+        facts = out[img["ImageId"]] = AmiFacts(arch=img.get("Architecture"))
         root = img.get("RootDeviceName")
         for bdm in img.get("BlockDeviceMappings", []):
             ebs = bdm.get("Ebs")
             if root and bdm.get("DeviceName") == root and ebs and not ebs.get("DeleteOnTermination", False):
-                out[img["ImageId"]] = (root, ebs.get("VolumeSize"))
+                facts.root_override = (root, ebs.get("VolumeSize"))
     return out
 
 
@@ -414,7 +421,7 @@ def plan_launch(req: LaunchRequest, catalog=None) -> list[PlannedLaunch]:
         for arch in sorted(set(archs.values())):
             amis[arch], name = resolve_dlami(ssm, arch)
             log.info("AMI for %s: %s (%s)", arch, amis[arch], name)
-    roots = root_overrides(ec2, set(amis.values()))
+    facts = describe_amis(ec2, set(amis.values()))
     prices = catalog_prices(catalog, req.region, req.market, req.instance_types)
     plan = []
     for t in req.instance_types:
@@ -427,10 +434,14 @@ def plan_launch(req: LaunchRequest, catalog=None) -> list[PlannedLaunch]:
             usd_per_hour=price,
             max_cost_usd=None if price is None else price * req.max_minutes / 60,
         )
-        p.root_device, p.root_volume_gib = roots.get(p.ami, (None, None))
-        params = run_instances_params(req=req, run_id="dry-run", instance_type=t, ami=p.ami, user_data=None,
-                                      root_device=p.root_device, root_volume_gib=p.root_volume_gib)
-        p.check_error = dry_run_check(ec2, params)
+        f = facts.get(p.ami, AmiFacts())
+        p.root_device, p.root_volume_gib = f.root_override or (None, None)
+        if f.arch and f.arch != p.arch:
+            p.check_error = f"AMI {p.ami} is {f.arch}; {t} needs {p.arch} (give --ami per architecture: launch them separately)"
+        else:
+            params = run_instances_params(req=req, run_id="dry-run", instance_type=t, ami=p.ami, user_data=None,
+                                          root_device=p.root_device, root_volume_gib=p.root_volume_gib)
+            p.check_error = dry_run_check(ec2, params)
         plan.append(p)
     return plan
 

@@ -161,6 +161,16 @@ def test_launch_sends_ami_shutdown_tags_spot_and_user_data(aws, run_calls, cli):
     assert "X-Amz-Signature" not in text and aws.secret not in text
 
 
+def test_ami_of_the_wrong_architecture_skips_that_type(aws, run_calls, cli, monkeypatch):
+    # moto's DescribeImages leaves Architecture out for registered images: give the facts EC2 would
+    monkeypatch.setattr(launch, "describe_amis", lambda ec2, amis: {a: launch.AmiFacts(arch="x86_64") for a in amis})
+    code, out, err = cli(*base_args(aws, "g5.xlarge,g5g.xlarge", "--ami", aws.amis["x86_64"], "--yes", "--format", "json"))
+    assert code == 1, err  # one of two launched
+    assert [c["InstanceType"] for c in launched(run_calls.calls)] == ["g5.xlarge"]
+    assert f"g5g.xlarge: skipped, the EC2 DryRun check failed: AMI {aws.amis['x86_64']} is x86_64; g5g.xlarge needs arm64" in err
+    assert [r["instance_type"] for r in json.loads(out)] == ["g5.xlarge"]
+
+
 def test_on_demand_has_no_market_options(aws, run_calls, cli):
     code, _, err = cli(*base_args(aws, "t3.micro", "--ami", aws.amis["old"], "--yes"))
     assert code == 0, err
@@ -383,7 +393,7 @@ def test_root_volume_override_only_where_the_ami_would_keep_it():
 
     ec2 = boto3.client("ec2", region_name=REGION, aws_access_key_id="x", aws_secret_access_key="y")
     images = [
-        {"ImageId": "ami-keeps", "RootDeviceName": "/dev/sda1",
+        {"ImageId": "ami-keeps", "RootDeviceName": "/dev/sda1", "Architecture": "arm64",
          "BlockDeviceMappings": [{"DeviceName": "/dev/sda1", "Ebs": {"DeleteOnTermination": False, "VolumeSize": 75}},
                                  {"DeviceName": "/dev/sdb", "VirtualName": "ephemeral0"}]},
         {"ImageId": "ami-deletes", "RootDeviceName": "/dev/xvda",
@@ -391,10 +401,13 @@ def test_root_volume_override_only_where_the_ami_would_keep_it():
     ]
     with Stubber(ec2) as stub:
         stub.add_response("describe_images", {"Images": images}, {"ImageIds": ["ami-deletes", "ami-keeps"]})
-        assert launch.root_overrides(ec2, {"ami-keeps", "ami-deletes"}) == {"ami-keeps": ("/dev/sda1", 75)}
+        facts = launch.describe_amis(ec2, {"ami-keeps", "ami-deletes"})
+        assert facts["ami-keeps"].root_override == ("/dev/sda1", 75)
+        assert facts["ami-deletes"].root_override is None
+        assert facts["ami-keeps"].arch == "arm64" and facts["ami-deletes"].arch is None
     with Stubber(ec2) as stub:
         stub.add_client_error("describe_images", "UnauthorizedOperation", "no")
-        assert launch.root_overrides(ec2, {"ami-keeps"}) == {}  # left to the AMI, with a warning
+        assert launch.describe_amis(ec2, {"ami-keeps"}) == {}  # left to the AMI, with a warning
 
 
 def test_temporary_credentials_warn_for_long_probes(aws, run_calls, cli, monkeypatch):
