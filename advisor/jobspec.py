@@ -109,6 +109,7 @@ class JobSpec(BaseModel):
     budget_usd: float = Field(gt=0)
     deadline_hours: float = Field(gt=0)
     workload: str = "resnet50"
+    datamodule: str | None = None  # a user's LightningDataModule, part of a custom workload's id
     image_size: int = 224
     num_classes: int = 1000
     objective: Objective = "cheapest"

@@ -13,7 +13,7 @@ import numpy as np
 
 from catalog.models import INTERRUPTION_BUCKETS, INTERRUPTION_LABELS, Catalog
 from lightning_module.result import WorkloadSpec
-from lightning_module.workload_facts import facts_for
+from lightning_module.workload_facts import facts_for, facts_from_probes
 
 from . import rank as rk
 from .errors import UserError
@@ -59,20 +59,31 @@ def check_filters(catalog: Catalog, job: JobSpec) -> None:
         raise UserError(f"unknown instance family {bad[0]!r}; e.g. {', '.join(sorted(families)[:12])}")
 
 
-def workload_facts(job: JobSpec):
+def workload_spec(job: JobSpec) -> WorkloadSpec:
     try:
-        spec = WorkloadSpec(model=job.workload, image_size=job.image_size, num_classes=job.num_classes)
+        return WorkloadSpec(model=job.workload, datamodule=job.datamodule, image_size=job.image_size,
+                            num_classes=job.num_classes)
     except ValueError:
-        spec = None
-    facts = facts_for(job.workload)
-    if spec is None or facts is None:
-        raise UserError(f"unknown workload {job.workload!r}; recommend knows resnet50, resnet18, vit_b_16, mlp")
-    return spec, facts
+        raise UserError(f"unknown workload {job.workload!r}: use resnet50, resnet18, vit_b_16, mlp, or your "
+                        "probed 'package.module:LightningModuleClass'") from None
+
+
+def workload_facts(spec: WorkloadSpec, measurements: list):
+    """A builtin's measured table, or for a user's own module what its probes say."""
+    facts = facts_for(spec.model)
+    if facts is not None:
+        return facts
+    if not measurements:
+        raise UserError(f"no probe results for workload {spec.model!r} (id {spec.workload_id}) in the results "
+                        f"store: run 'advisor probe --workload {spec.model}' (same --datamodule, --image-size, "
+                        "--num-classes) on at least one machine first")
+    return facts_from_probes(spec.model, spec.image_size, [r.flops_per_sample for r in measurements])
 
 
 def build_plan(catalog: Catalog, job: JobSpec, measurements: list | None = None, top: int = 10) -> Plan:
     check_filters(catalog, job)
-    spec, facts = workload_facts(job)
+    spec = workload_spec(job)
+    facts = workload_facts(spec, measurements or [])
     model = ThroughputModel(catalog, facts, spec.workload_id, job.image_size, measurements)
     regions = job.regions or list(catalog.offers)
     families = set(job.families)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from functools import lru_cache
@@ -228,6 +229,8 @@ def _step_and_intra(it: InstanceType, per_device_sps: float, facts: WorkloadFact
         return step, 0.0, 1.0, None
     words, gbs = ic
     comm = float(allreduce_seconds(n, facts.gradient_bytes(), gbs * 1e9))
+    if math.isnan(comm):  # the parameter count is unknown, so the all-reduce cannot be modelled
+        return step, 0.0, 1.0, words + "; its all-reduce not modelled (parameter count unknown)"
     eff = float(overlap_efficiency(step, comm))
     return step, comm, eff, words
 
@@ -396,6 +399,9 @@ class ThroughputModel:
                             whole_instance=m["samples_per_sec"])
 
     def _estimate(self, it: InstanceType, dtype: str) -> Throughput | Exclusion:
+        if math.isnan(self.flops):
+            return Exclusion(it.name, "not measured, and no FLOPs per sample for this workload to estimate from "
+                                      "(probes record it where torch's flop counter can count the model)")
         peak = device_peak_tflops(it, dtype)
         if not peak:
             return Exclusion(it.name, "no peak FLOP/s figure for this device (CPU clock or accelerator spec missing)")

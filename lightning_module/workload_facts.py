@@ -27,24 +27,35 @@ MEASURED_WITH = "torch 2.15.0, torchvision 0.29.2, torch.utils.flop_counter (2 F
 @dataclass(frozen=True)
 class WorkloadFacts:
     model: str
-    params: int
-    train_flops_per_sample: float  # forward + backward at 224x224
+    params: int | None  # None: not known (a user's own module, seen only through its probes)
+    train_flops_per_sample: float  # forward + backward at `at_image_size`; NaN when not known
     forward_flops_per_sample: float
     activation_bytes_per_sample: float  # fp32 tensors saved for backward, per sample
+    at_image_size: int = REFERENCE_IMAGE_SIZE
 
     def flops_per_sample(self, image_size: int = REFERENCE_IMAGE_SIZE) -> float:
-        return self.train_flops_per_sample * (image_size / REFERENCE_IMAGE_SIZE) ** 2
+        return self.train_flops_per_sample * (image_size / self.at_image_size) ** 2
 
     def gradient_bytes(self) -> float:
-        """fp32 gradients: what data-parallel training all-reduces every step."""
-        return self.params * 4.0
+        """fp32 gradients: what data-parallel training all-reduces every step (NaN: unknown)."""
+        return float("nan") if self.params is None else self.params * 4.0
 
     def memory_floor_gib(self, image_size: int = REFERENCE_IMAGE_SIZE) -> float:
         """Accelerator memory the workload needs at the least: fp32 weights + gradients + SGD
         momentum (3 x params x 4 bytes) plus fp32 activations at MIN_SENSIBLE_BATCH. Mixed
-        precision needs less activation memory, so this is a conservative floor."""
-        act = self.activation_bytes_per_sample * (image_size / REFERENCE_IMAGE_SIZE) ** 2
+        precision needs less activation memory, so this is a conservative floor. 0 when the
+        parameter count is not known."""
+        if self.params is None:
+            return 0.0
+        act = self.activation_bytes_per_sample * (image_size / self.at_image_size) ** 2
         return (3 * self.params * 4 + MIN_SENSIBLE_BATCH * act) / 2**30
+
+
+def facts_from_probes(model: str, image_size: int, flops_per_sample: list[float | None]) -> WorkloadFacts:
+    """What can be known of a user's own workload from its probe results: the FLOPs per sample the
+    probe counted (the newest that has one), measured at the workload's own image size."""
+    flops = next((f for f in flops_per_sample if f), float("nan"))
+    return WorkloadFacts(model, None, flops, float("nan"), 0.0, at_image_size=image_size)
 
 
 FACTS: dict[str, WorkloadFacts] = {

@@ -73,7 +73,7 @@ def write_catalog(path, catalog: Catalog | None = None) -> str:
 def probe_result(instance_type: str, sps: float, *, accelerator: str = "cpu", devices: int = 1,
                  num_nodes: int = 1, precision: str = "bf16-mixed", model: str = "resnet50",
                  finished_at: datetime = NOW, torch: str = "2.15.0", lightning: str = "2.6.0",
-                 ci: float = 0.02):
+                 ci: float = 0.02, flops_per_sample: float | None = None):
     from lightning_module.result import (
         HardwareFingerprint,
         ProbeConfig,
@@ -92,5 +92,5 @@ def probe_result(instance_type: str, sps: float, *, accelerator: str = "cpu", de
         config=cfg, samples_per_sec=sps, samples_per_sec_ci=(sps * (1 - ci), sps * (1 + ci)),
         step_time=StepTimeStats(n_steps=50, mean_s=0.1, median_s=0.1, stdev_s=0.001, p10_s=0.099, p90_s=0.101,
                                 warmup_steps=5, warmup_seconds=3.0),
-        started_at=finished_at, finished_at=finished_at,
+        started_at=finished_at, finished_at=finished_at, flops_per_sample=flops_per_sample,
     )

@@ -246,3 +246,36 @@ def test_stale_and_other_version_measurements_warn(cli, catalog_file, tmp_path):
     warning = [line for line in err.splitlines() if "c7i.2xlarge" in line]
     assert warning and "40 days ago" in warning[0] and "torch 2.4.0" in warning[0]
     assert "g5.2xlarge" not in err
+
+
+def test_a_users_own_workload_is_ranked_from_its_probes(cli, catalog_file, tmp_path):
+    model = "mypkg.models:Net"
+    db = tmp_path / "r.db"
+    args = ["--budget", "100", "--deadline", "2d", "--samples", "1e6", "--workload", model, "--catalog", catalog_file,
+            "--store", str(db)]
+    code, _, err = cli("recommend", *args)
+    assert code == 2 and "no probe results" in err and "advisor probe --workload mypkg.models:Net" in err
+    with ResultStore(db) as s:
+        s.add(probe_result("c7i.2xlarge", 80.0, model=model, flops_per_sample=12e9))
+    doc = run_json(cli, *args, "--top", "20")
+    assert doc["workload_id"].startswith("custom-")
+    rows = {(r["instance_type"], r["count"]): r for r in doc["recommendations"]}
+    assert rows[("c7i.2xlarge", 1)]["throughput_source"] == "measured"
+    # Same CPU, 4x the cores, scaled from the user's own number.
+    est = rows[("c7i.8xlarge", 1)]
+    assert est["throughput_source"] == "estimated" and est["samples_per_sec"] == pytest.approx(320.0)
+    # The parameter count is unknown: no all-reduce model, so only single instances are offered.
+    assert {k for _, k in rows} == {1}
+    code, _, err = cli("recommend", *args[:-2], "--store", str(tmp_path / "other.db"), "--datamodule", "x.y:Z")
+    assert code == 2  # a different id (another datamodule): nothing measured for it
+
+
+def test_a_users_own_workload_without_a_flop_count_ranks_only_what_was_measured(cli, catalog_file, tmp_path):
+    db = tmp_path / "r.db"
+    with ResultStore(db) as s:
+        s.add(probe_result("g5.2xlarge", 500.0, accelerator="gpu", model="mypkg.models:Net"))
+    doc = run_json(cli, "--budget", "100", "--deadline", "2d", "--samples", "1e6", "--workload", "mypkg.models:Net",
+                   "--catalog", catalog_file, "--store", str(db))
+    assert {r["instance_type"] for r in doc["recommendations"]} == {"g5.2xlarge"}
+    reasons = {e["instance_type"]: e["reason"] for e in doc["excluded"]}
+    assert "no FLOPs per sample" in reasons["c7i.8xlarge"]

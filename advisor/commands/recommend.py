@@ -33,7 +33,10 @@ def register(sub) -> None:
     p.add_argument("--samples", metavar="N", help="training samples to process in total (1.2e8, 120M)")
     p.add_argument("--epochs", metavar="E", help="epochs (with --dataset-size)")
     p.add_argument("--dataset-size", metavar="N", help="samples per epoch (with --epochs)")
-    p.add_argument("--workload", default="resnet50", help="builtin workload: resnet50 (default), resnet18, vit_b_16, mlp")
+    p.add_argument("--workload", default="resnet50",
+                   help="resnet50 (default), resnet18, vit_b_16, mlp, or a probed 'package.module:LightningModuleClass' "
+                        "(ranked from its probe results)")
+    p.add_argument("--datamodule", metavar="MODULE:CLASS", help="the DataModule the custom workload was probed with")
     p.add_argument("--image-size", type=int, default=224, help="input side in pixels (default 224)")
     p.add_argument("--num-classes", type=int, default=1000, help="classes (default 1000)")
     p.add_argument("--objective", choices=("cheapest", "fastest", "pareto"), default="cheapest",
@@ -83,7 +86,7 @@ def job_from_args(args) -> JobSpec:
             raise UserError(f"{name} must be a {'positive' if pos else 'non-negative'} finite number, got {v:g}")
     return JobSpec(
         samples=samples, budget_usd=budget, deadline_hours=deadline.total_seconds() / 3600,
-        workload=args.workload, image_size=args.image_size, num_classes=args.num_classes,
+        workload=args.workload, datamodule=args.datamodule, image_size=args.image_size, num_classes=args.num_classes,
         objective=args.objective, regions=list(dict.fromkeys(args.region)),
         families=list(dict.fromkeys(args.family)), market=args.market, max_instances=args.max_instances,
         min_accelerator_memory_gib=args.min_accelerator_memory, require_dtype=args.require_dtype,
@@ -109,11 +112,11 @@ def handle(args) -> int:
     if args.plot and not args.plot.lower().endswith(".png"):
         raise UserError(f"--plot writes a PNG: give a file name ending in .png, not {args.plot!r}")
     catalog = load_catalog(args)
-    from ..planner import build_plan, check_filters, workload_facts
+    from ..planner import build_plan, check_filters, workload_spec
     from ..report import write
 
     check_filters(catalog, job)
-    spec, _ = workload_facts(job)
+    spec = workload_spec(job)
     measurements = load_measurements(args, spec.workload_id)
     plan = build_plan(catalog, job, measurements, top=args.top)
     for w in plan.warnings:
