@@ -60,6 +60,8 @@ def check_filters(catalog: Catalog, job: JobSpec) -> None:
 
 
 def workload_spec(job: JobSpec) -> WorkloadSpec:
+    if job.workload == "vit_b_16" and job.image_size % 16:
+        raise UserError(f"vit_b_16 needs --image-size divisible by 16 (its patch size), got {job.image_size}")
     try:
         return WorkloadSpec(model=job.workload, datamodule=job.datamodule, image_size=job.image_size,
                             num_classes=job.num_classes)

@@ -49,7 +49,7 @@ def empty_catalog(tmp_path):
     {"budget": "0"}, {"budget": "-5"}, {"budget": "nan"}, {"budget": "inf"}, {"budget": "lots"},
     {"deadline": "2020-01-01T00:00"}, {"deadline": "soon"}, {"deadline": "0h"}, {"deadline": "P"},
     {"samples": "0"}, {"samples": "-1e8"}, {"samples": "nan"}, {"samples": None},
-    {"workload": "bogus"}, {"workload": "my.module:Model"}, {"region": "mars-north-1"}, {"family": "zz9"},
+    {"workload": "bogus"}, {"workload": "my.module:Model"}, {"workload": "vit_b_16", "image_size": "100"}, {"region": "mars-north-1"}, {"family": "zz9"},
     {"max_instances": "0"}, {"max_instances": "1000"}, {"max_instances": "two"}, {"top": "0"},
     {"checkpoint_minutes": "0"}, {"checkpoint_minutes": "nan"}, {"restart_minutes": "-1"},
     {"min_accelerator_memory": "-4"}, {"objective": "best"}, {"market": "reserved"},
