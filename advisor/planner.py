@@ -120,7 +120,6 @@ def build_plan(catalog: Catalog, job: JobSpec, measurements: list | None = None,
     loss_h = (job.checkpoint_minutes / 2 + job.restart_minutes) / 60
     rjob = rk.Job(job.samples, job.budget_usd, job.deadline_hours, loss_h, K, job.setup_minutes / 60)
     cands = rk.evaluate(types, offers, rjob)
-    # Ask for more than `top`: the same offer at the same price in several regions is one row.
     # Ask for more than `top`: equal offers in several regions (and, for cheapest, several
     # counts at the same cost) become one row each.
     merge_counts = job.objective == "cheapest"
