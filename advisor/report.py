@@ -173,6 +173,8 @@ def probe_commands(plan: Plan, workload: str) -> list[str]:
         by_region.setdefault(plan.regions[int(plan.offers.region_idx[off])], []).append(plan.types.names[ti])
     j = plan.job
     shape = []
+    if j.datamodule:
+        shape.append(f"--datamodule {j.datamodule}")
     if j.image_size != 224:
         shape.append(f"--image-size {j.image_size}")
     if j.num_classes != 1000:
