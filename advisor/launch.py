@@ -340,6 +340,9 @@ def run_instances_params(
         params["BlockDeviceMappings"] = [{"DeviceName": root_device, "Ebs": ebs}]
     if user_data is not None:
         params["UserData"] = user_data
+        # botocore retries a RunInstances whose answer was lost; the token makes EC2 answer the
+        # retry with the first instance instead of starting a second one.
+        params["ClientToken"] = f"{run_id}:{instance_type}"[:64]
     if req.market == "spot":
         params["InstanceMarketOptions"] = {
             "MarketType": "spot",

@@ -130,6 +130,7 @@ def test_launch_sends_ami_shutdown_tags_spot_and_user_data(aws, run_calls, cli):
             assert tags["instance-advisor:run-id"] == run_id
             assert tags["instance-advisor:workload"] == "resnet18"
             assert tags["instance-advisor:role"] == "probe"
+        assert c["ClientToken"] == f"{run_id}:{c['InstanceType']}"  # retries cannot start a second instance
         ud = c["UserData"]
         assert ud.startswith("#!/bin/bash\n")
         assert "shutdown -h +30" in ud
