@@ -233,6 +233,12 @@ def pareto_front(cost: np.ndarray, hours: np.ndarray, idx: np.ndarray,
     if len(idx) == 0:
         return idx
     rc, rh = np.round(cost[idx], 6), np.round(hours[idx], 9)
+    # Two O(n) cuts before the sort: anything dearer than the fastest option, or slower than
+    # the cheapest, is dominated by it (on 1.2M candidates this leaves a few thousand).
+    fastest = rh == rh.min()
+    cheapest = rc == rc.min()
+    keep = (rc <= rc[fastest].min()) & (rh <= rh[cheapest].min())
+    idx, rc, rh = idx[keep], rc[keep], rh[keep]
     order = np.argsort(rc, kind="stable")
     cs, hs = rc[order], rh[order]
     starts = np.flatnonzero(np.concatenate(([True], cs[1:] != cs[:-1])))
