@@ -130,16 +130,18 @@ def ec2_instance_type(timeout: float = 0.5) -> str | None:
     """
     if os.environ.get("AWS_EC2_METADATA_DISABLED", "").lower() == "true":
         return None
+    # Link-local metadata must never go through an HTTP proxy set in the environment.
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     try:
         req = urllib.request.Request(
             f"{IMDS}/latest/api/token", method="PUT", headers={"X-aws-ec2-metadata-token-ttl-seconds": "60"}
         )
-        with urllib.request.urlopen(req, timeout=timeout) as r:
+        with opener.open(req, timeout=timeout) as r:
             token = r.read().decode()
         req = urllib.request.Request(
             f"{IMDS}/latest/meta-data/instance-type", headers={"X-aws-ec2-metadata-token": token}
         )
-        with urllib.request.urlopen(req, timeout=timeout) as r:
+        with opener.open(req, timeout=timeout) as r:
             value = r.read().decode().strip()
         return value or None
     except Exception as e:  # noqa: BLE001 - any failure means "not on EC2 (or metadata off)"

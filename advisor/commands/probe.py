@@ -126,7 +126,8 @@ def _spec(args):
 def _pct(r) -> str:
     if r.samples_per_sec is None or r.ci_high is None or r.ci_low is None:
         return ""
-    return f"±{(r.ci_high - r.ci_low) / 2 / r.samples_per_sec:.1%}"
+    rel = (r.ci_high - r.ci_low) / 2 / r.samples_per_sec
+    return f"±{rel:.1%}" if rel < 1 else ">±100%"
 
 
 def ladder_rows(rungs) -> list[dict]:
@@ -184,7 +185,11 @@ def handle(args) -> int:
         instance_type=args.instance_type, profile_dir=args.profile, skip=args.skip,
         progress_bar=probe.stderr_is_terminal(),
     )
-    print(f"probe: {spec.workload_id}, batch {spec.batch_size}{' (fixed)' if spec.batch_size_fixed else ''}, "
+    try:
+        accelerator = probe.preflight(opts)
+    except WorkloadError as e:
+        raise UserError(str(e)) from None
+    print(f"probe: {spec.workload_id} on {accelerator}, batch {spec.batch_size}{' (fixed)' if spec.batch_size_fixed else ''}, "
           f"{'tuning' if args.tune else 'baseline only'}; up to {args.max_seconds:g} s per rung", file=sys.stderr)
 
     def on_rung(rung, base):

@@ -73,7 +73,7 @@ def list_row(r) -> dict:
         "precision": r.config.precision,
         "batch": r.config.batch_size,
         "samples/s": round(r.samples_per_sec, 2),
-        "ci": f"±{(hi - lo) / 2 / r.samples_per_sec:.1%}",
+        "ci": f"±{rel:.1%}" if (rel := (hi - lo) / 2 / r.samples_per_sec) < 1 else ">±100%",
         "x baseline": _ratio(r),
         "finished": r.finished_at.strftime("%Y-%m-%d %H:%M"),
     }

@@ -1,0 +1,194 @@
+"""`advisor probe` end to end on this CPU with tiny workloads, and its one-line errors."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+
+from advisor.store import ResultStore
+from lightning_module.result import parse_result
+
+FAST = ("--max-seconds", "0.3", "--warmup-steps", "1", "--num-classes", "10", "--image-size", "32")
+
+
+def test_mlp_probe_end_to_end_lands_in_the_store_and_results_list(cli, tmp_path):
+    db, out = str(tmp_path / "r.db"), tmp_path / "res" / "mlp.json"
+    code, stdout, err = cli("probe", "--workload", "mlp", "--start-batch-size", "16", *FAST,
+                            "--skip", "compile", "--store", db, "--output", str(out))
+    assert code == 0, err
+    result = parse_result(out.read_text())
+    assert result.workload_id == "mlp-32px-10c" and result.samples_per_sec > 0
+    names = [r.rung for r in result.ladder]
+    assert names[:4] == ["baseline", "bf16", "channels_last", "compile"]
+    assert any(n.startswith("batch=") for n in names) and names[-1] == "ipex"
+    assert result.ladder[0].kept and result.ladder[0].status == "ok"
+    # forward 2 x MACs; backward 2 x MACs for weights plus 2 x MACs for inputs, except the first layer
+    assert result.flops_per_sample == 2 * (2 * 3 * 32 * 32 * 64 + 3 * 64 * 10)
+    assert result.peak_tflops_matmul and result.utilisation_matmul and result.peak_memory_gib
+    assert result.hardware.physical_cores and result.software.torch
+    # One progress line per rung on stderr; the ladder table and summary on stdout.
+    assert sum(l.startswith("probe: ") for l in err.splitlines()) == len(result.ladder) + 1
+    assert stdout.splitlines()[0].split()[:3] == ["rung", "status", "samples/s"]
+    assert f"saved: result {result.result_id[:12]}" in stdout
+    with ResultStore(db) as s:
+        assert s.get(result.result_id) == result
+    code, listed, _ = cli("results", "list", "--store", db)
+    assert code == 0 and result.result_id[:12] in listed and "mlp-32px-10c" in listed
+
+
+def test_resnet18_at_32px_end_to_end(cli, tmp_path):
+    db = str(tmp_path / "r.db")
+    code, stdout, err = cli("probe", "--workload", "resnet18", "--batch-size", "8", *FAST, "--max-steps", "3",
+                            "--skip", "compile,workers,precision", "--store", db, "--format", "json",
+                            "--instance-type", "c7i.2xlarge")
+    assert code == 0, err
+    rows = json.loads(stdout)
+    assert [r["rung"] for r in rows] == ["baseline", "bf16", "channels_last", "compile", "workers", "ipex"]
+    assert rows[2]["status"] == "ok"  # a convolutional model: channels_last is tried
+    with ResultStore(db) as s:
+        (result,) = s.results(instance_type="c7i.2xlarge")
+    assert result.workload_id == "resnet18-32px-10c" and result.config.batch_size == 8
+    assert result.instance_type_source == "given"
+    assert 0.05e9 < result.flops_per_sample < 0.5e9  # ~3x the 0.56 GFLOP forward at 32 px... per 1/49 of 224 px
+
+
+USER_MODULE = '''
+import lightning.pytorch as pl
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+
+class Tiny(pl.LightningModule):
+    def __init__(self, batch_size=4, num_classes=10):
+        super().__init__()
+        self.net = nn.Sequential(nn.Flatten(), nn.Linear(3 * 8 * 8, num_classes))
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        return nn.functional.cross_entropy(self.net(x), y)
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+class Data(pl.LightningDataModule):
+    def __init__(self, batch_size):
+        super().__init__()
+        self.batch_size = batch_size
+
+    def train_dataloader(self):
+        x = torch.randn(4096, 3, 8, 8)
+        return DataLoader(TensorDataset(x, torch.arange(4096) % 10), batch_size=self.batch_size)
+
+
+class NotAModule:
+    pass
+'''
+
+
+@pytest.fixture
+def user_pkg(tmp_path, monkeypatch):
+    (tmp_path / "userwork.py").write_text(textwrap.dedent(USER_MODULE))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return "userwork"
+
+
+def test_user_lightning_module_with_and_without_its_datamodule(cli, tmp_path, user_pkg):
+    db = str(tmp_path / "r.db")
+    common = ("--image-size", "8", "--num-classes", "10", "--max-seconds", "0.2", "--warmup-steps", "1", "--store", db)
+    code, _, err = cli("probe", "--workload", "userwork:Tiny", "--no-tune", "--batch-size", "4", *common)
+    assert code == 0, err
+    code, _, err = cli("probe", "--workload", "userwork:Tiny", "--datamodule", "userwork:Data",
+                       "--batch-size", "4", "--skip", "compile,precision", *common)
+    assert code == 0, err
+    with ResultStore(db) as s:
+        with_dm, synthetic = s.results()
+    assert with_dm.workload.datamodule == "userwork:Data" and with_dm.workload_id.startswith("custom-")
+    assert with_dm.workload_id != synthetic.workload_id
+    assert {r.rung: r.status for r in with_dm.ladder}["workers"] == "skipped"  # Data takes no num_workers
+    assert {r.rung: r.status for r in with_dm.ladder}["ipex"] == "skipped"
+    assert with_dm.flops_per_sample == 2 * 2 * 192 * 10  # no input gradient for the only layer
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (("--workload", "resnet9000"), "unknown workload"),
+        (("--workload", "no_such_pkg.mod:Model"), "cannot import no_such_pkg.mod"),
+        (("--workload", "json:loads"), "not a LightningModule"),
+        (("--workload", "userwork:NotAModule"), "not a LightningModule"),
+        (("--workload", "userwork:Missing"), "has no Missing"),
+        (("--workload", "userwork:Tiny", "--datamodule", "userwork:Tiny"), "not a LightningDataModule"),
+        (("--batch-size", "0"), "must be at least 1"),
+        (("--start-batch-size", "-4"), "must be at least 1"),
+        (("--accelerator", "quantum"), "invalid choice"),
+        (("--accelerator", "tpu"), "not available here"),
+        (("--target-ci", "150%"), "between 0 and 1"),
+        (("--skip", "warp"), "unknown rung warp"),
+        (("--workload", "vit_b_16", "--image-size", "30"), "divisible by 16"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2(cli, tmp_path, user_pkg, argv, needle):
+    code, _, err = cli("probe", *argv, "--store", str(tmp_path / "r.db"))
+    assert code == 2
+    assert needle in err and err.count("\n") == 1 and "Traceback" not in err
+    assert not (tmp_path / "r.db").exists() or ResultStore(tmp_path / "r.db").count() == 0
+
+
+def test_gpu_not_available_here(cli, tmp_path):
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    code, _, err = cli("probe", "--accelerator", "gpu", "--workload", "mlp")
+    assert code == 2 and "gpu is not available here" in err
+
+
+def test_an_interrupted_probe_stores_nothing(cli, tmp_path, monkeypatch):
+    from lightning_module import probe
+
+    def interrupted(opts, on_rung=None, measure_fn=None):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(probe, "run_probe", interrupted)
+    db, out = tmp_path / "r.db", tmp_path / "out.json"
+    code, _, err = cli("probe", "--workload", "mlp", "--store", str(db), "--output", str(out))
+    assert code == 130 and "interrupted" in err
+    assert not out.exists()
+    assert not db.exists() or ResultStore(db).count() == 0
+
+
+def test_run_probe_records_injected_compile_failure_and_oom(tmp_path):
+    """The whole result assembly with the measuring seam replaced: failures are rungs, not crashes."""
+    from lightning_module import probe
+    from lightning_module.ladder import Measurement
+    from lightning_module.result import WorkloadSpec
+    from lightning_module.timing import Timing
+
+    def measure(rung, cfg):
+        if cfg.compile:
+            raise RuntimeError("BackendCompilerFailed: inductor exploded")
+        if cfg.batch_size > 16:
+            raise RuntimeError("DefaultCPUAllocator: not enough memory: you tried to allocate 1 GB. out of memory")
+        v = 100.0 * (2 if cfg.precision == "bf16-mixed" else 1) * (0.5 if cfg.num_workers else 1) * (16 / cfg.batch_size) ** 0.1
+        return Measurement(v, v * 0.99, v * 1.01, 20, extra=Timing([0.1] * 20, 1, 0.5, 0.1, "converged"))
+
+    spec = WorkloadSpec(model="mlp", image_size=8, num_classes=10, batch_size=16)
+    result = probe.run_probe(probe.ProbeOptions(spec=spec, matmul_seconds=0.05), measure_fn=measure)
+    r = {x.rung: x for x in result.ladder}
+    assert r["compile"].status == "failed" and "inductor exploded" in r["compile"].error
+    assert r["batch=32"].status == "oom"
+    assert r["batch=8"].status == "ok"  # the sweep went on below the limit
+    assert result.config.precision == "bf16-mixed" and result.stop_reason == "converged"
+    assert result.samples_per_sec == max(x.samples_per_sec for x in result.ladder if x.status == "ok")
+
+
+def test_profile_writes_a_tensorboard_trace(cli, tmp_path):
+    prof = tmp_path / "prof"
+    code, stdout, err = cli("probe", "--workload", "mlp", "--no-tune", "--batch-size", "8", *FAST,
+                            "--profile", str(prof), "--no-store")
+    assert code == 0, err
+    traces = list(prof.glob("*.pt.trace.json*"))
+    assert traces and f"profile: {prof}" in stdout

@@ -1,0 +1,135 @@
+"""The optimisation ladder's decisions, with a fake `measure` (no training, no torch)."""
+
+from __future__ import annotations
+
+import pytest
+
+from lightning_module.ladder import (
+    CompileTimeout,
+    LadderFailed,
+    LadderOptions,
+    Measurement,
+    classify,
+    run_ladder,
+)
+from lightning_module.result import ProbeConfig
+
+START = ProbeConfig(accelerator="cpu", batch_size=32)
+
+
+def fake(speed, failures=None, log=None):
+    """measure(): samples/s from speed(config); failures(config) may return an exception to raise."""
+
+    def measure(rung, cfg):
+        if log is not None:
+            log.append((rung, cfg))
+        exc = failures(cfg) if failures else None
+        if exc is not None:
+            raise exc
+        v = speed(cfg)
+        return Measurement(v, v * 0.98, v * 1.02, steps_timed=10)
+
+    return measure
+
+
+def article_a(cfg):
+    """Shaped like article A on a CPU: bf16 and channels_last help, workers hurt, batch 16 best."""
+    v = 10.0
+    v *= 2.0 if cfg.precision == "bf16-mixed" else 1
+    v *= 1.5 if cfg.channels_last else 1
+    v *= 1.1 if cfg.compile and not cfg.channels_last else 0.9 if cfg.compile else 1
+    v *= 0.8 if cfg.num_workers else 1
+    v *= {8: 0.9, 16: 1.1, 32: 1.0, 64: 0.8}.get(cfg.batch_size, 0.5)
+    return v
+
+
+def rungs_by_name(lad):
+    return {r.rung: r for r in lad.rungs}
+
+
+def test_article_a_shaped_ladder_keeps_only_faster_rungs():
+    lad = run_ladder(START, fake(article_a), LadderOptions(worker_counts=(2, 4)))
+    r = rungs_by_name(lad)
+    assert [x.rung for x in lad.rungs] == [
+        "baseline", "bf16", "channels_last", "compile", "workers=2", "batch=64", "batch=16", "batch=8", "ipex"]
+    assert r["bf16"].kept and r["channels_last"].kept
+    assert not r["compile"].kept and r["compile"].status == "ok"  # slower with channels_last: dropped
+    assert not r["workers=2"].kept and "workers=4" not in r  # stop adding workers once it hurts
+    assert not r["batch=64"].kept and r["batch=16"].kept and not r["batch=8"].kept
+    assert r["ipex"].status == "not-installed"
+    assert lad.best.config == START.model_copy(update={"precision": "bf16-mixed", "channels_last": True, "batch_size": 16})
+    assert lad.best.samples_per_sec == pytest.approx(10 * 2 * 1.5 * 1.1)
+
+
+def test_a_slower_rung_is_not_kept_and_the_next_builds_on_the_best():
+    log = []
+    lad = run_ladder(START, fake(lambda c: 5.0 if c.precision == "bf16-mixed" else 10.0, log=log),
+                     LadderOptions(skip=frozenset({"workers", "batch", "ipex", "compile"})))
+    r = rungs_by_name(lad)
+    assert r["bf16"].status == "ok" and not r["bf16"].kept
+    assert dict(log)["channels_last"].precision == "32-true"  # built on the kept config, not the slower one
+
+
+def test_oom_is_recorded_and_the_batch_sweep_continues():
+    def oom(cfg):
+        return RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB") if cfg.batch_size >= 64 else None
+
+    lad = run_ladder(START, fake(lambda c: float(c.batch_size), oom),
+                     LadderOptions(skip=frozenset({"precision", "channels_last", "compile", "workers", "ipex"})))
+    r = rungs_by_name(lad)
+    assert r["batch=64"].status == "oom" and "out of memory" in r["batch=64"].error
+    assert r["batch=16"].status == "ok" and not r["batch=16"].kept  # slower: the sweep went on after the OOM
+    assert lad.best.config.batch_size == 32
+
+
+def test_torch_out_of_memory_error_is_an_oom():
+    torch = pytest.importorskip("torch")
+    assert classify(torch.OutOfMemoryError("CUDA out of memory"))[0] == "oom"
+
+
+def test_larger_batches_keep_doubling_while_they_gain_more_than_3_percent():
+    speeds = {16: 80, 32: 100, 64: 120, 128: 130, 256: 132, 512: 140}
+    lad = run_ladder(START, fake(lambda c: float(speeds[c.batch_size])),
+                     LadderOptions(skip=frozenset({"precision", "channels_last", "compile", "workers", "ipex"})))
+    assert [x.rung for x in lad.rungs if x.status == "ok"][1:] == ["batch=64", "batch=16", "batch=128", "batch=256"]
+    assert {x.rung for x in lad.rungs if x.status == "skipped"} == {"bf16", "channels_last", "compile", "workers", "ipex"}
+    assert lad.best.config.batch_size == 128  # 256 gains only 1.5%: not kept, and the search stops
+
+
+def test_compile_failure_and_timeout_are_recorded():
+    def broken(cfg):
+        return RuntimeError("inductor: C++ compile error\nlong traceback") if cfg.compile else None
+
+    lad = run_ladder(START, fake(lambda c: 10.0, broken), LadderOptions(skip=frozenset({"batch", "workers"})))
+    r = rungs_by_name(lad)
+    assert r["compile"].status == "failed" and r["compile"].error == "RuntimeError: inductor: C++ compile error"
+    assert r["ipex"].status == "not-installed"  # the ladder went on after the failure
+
+    lad = run_ladder(START, fake(lambda c: 10.0, lambda c: CompileTimeout("over 5 s") if c.compile else None),
+                     LadderOptions(skip=frozenset({"batch", "workers"})))
+    assert rungs_by_name(lad)["compile"].status == "timeout"
+
+
+def test_baseline_failure_raises_and_no_tune_measures_only_the_baseline():
+    with pytest.raises(LadderFailed, match="oom"):
+        run_ladder(START, fake(lambda c: 1.0, lambda c: MemoryError()), LadderOptions())
+    lad = run_ladder(START, fake(lambda c: 1.0), LadderOptions(tune=False))
+    assert [x.rung for x in lad.rungs] == ["baseline"]
+
+
+def test_fixed_batch_fp16_device_and_non_vision_model():
+    lad = run_ladder(START, fake(lambda c: 2.0 if c.precision == "16-mixed" else 1.0),
+                     LadderOptions(batch_fixed=True, half_precision="16-mixed", vision=False,
+                                   ipex_skip="ipex.optimize is applied to builtin workloads on CPU only",
+                                   skip=frozenset({"workers", "compile"})))
+    r = rungs_by_name(lad)
+    assert r["fp16"].kept and r["fp16"].config.precision == "16-mixed"
+    assert r["channels_last"].status == "skipped"
+    assert r["ipex"].status == "skipped"
+    assert not any(x.rung.startswith("batch=") for x in lad.rungs)
+
+
+def test_progress_callback_sees_every_rung():
+    seen = []
+    run_ladder(START, fake(article_a), LadderOptions(), on_rung=lambda r, base: seen.append((r.rung, base.rung)))
+    assert seen[0] == ("baseline", "baseline") and len(seen) == 9

@@ -1,0 +1,79 @@
+"""The stopping rule and the throughput CI on synthetic step-time series."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from lightning_module.timing import step_stats, stop_reason, t95, throughput
+
+
+def run(series, target_ci=0.03, max_seconds=60.0, max_steps=None):
+    """Feed steps one at a time, as the callback does; return (reason, steps used)."""
+    elapsed = 0.0
+    for n in range(1, len(series) + 1):
+        elapsed += series[n - 1]
+        reason = stop_reason(series[:n], elapsed, target_ci, max_seconds, max_steps=max_steps)
+        if reason:
+            return reason, n
+    return None, len(series)
+
+
+def test_steady_steps_converge_after_the_minimum():
+    rng = random.Random(1)
+    series = [0.1 * (1 + rng.uniform(-0.01, 0.01)) for _ in range(200)]
+    assert run(series) == ("converged", 5)
+
+
+def test_moderate_noise_needs_more_steps_but_converges():
+    rng = random.Random(2)
+    series = [max(0.01, rng.gauss(0.1, 0.01)) for _ in range(500)]
+    reason, n = run(series)
+    assert reason == "converged" and 10 < n < 100
+    tp = throughput(series[:n], 32)
+    assert tp.rel_half_width <= 0.03
+    assert tp.samples_per_sec == pytest.approx(320, rel=0.06)  # the true rate, 32 samples / 0.1 s
+
+
+def test_very_noisy_steps_stop_at_the_time_limit():
+    rng = random.Random(3)
+    series = [rng.choice([0.05, 1.0]) for _ in range(400)]
+    reason, n = run(series, max_seconds=20.0)
+    assert reason == "time-limit"
+    assert 20.0 <= sum(series[:n]) < 21.5
+    assert throughput(series[:n], 1).rel_half_width > 0.03
+
+
+def test_time_limit_keeps_at_least_two_steps():
+    assert stop_reason([30.0], 30.0, 0.03, 10.0) is None
+    assert stop_reason([30.0, 30.5], 60.5, 0.03, 10.0) in ("time-limit", None)
+    assert stop_reason([30.0, 40.0], 70.0, 0.03, 10.0) == "time-limit"
+
+
+def test_step_cap():
+    assert run([0.1, 0.5] * 50, max_steps=7) == ("max-steps", 7)
+
+
+def test_throughput_and_ci_bounds():
+    tp = throughput([0.5, 0.5, 0.5, 0.5], 64)
+    assert tp.samples_per_sec == pytest.approx(128.0)
+    assert tp.ci_low == pytest.approx(128.0) and tp.ci_high == pytest.approx(128.0)
+    tp = throughput([0.4, 0.6], 64)
+    assert tp.ci_low < 128 < tp.ci_high
+    assert throughput([0.5], 64).rel_half_width == float("inf")
+    with pytest.raises(ValueError):
+        throughput([], 1)
+
+
+def test_t_critical_values():
+    assert t95(1) == pytest.approx(12.706)
+    assert t95(30) == pytest.approx(2.042)
+    assert t95(60) == pytest.approx(2.000, abs=0.01)
+    assert t95(10_000) == pytest.approx(1.96, abs=0.001)
+
+
+def test_step_stats():
+    s = step_stats([0.1, 0.2, 0.3, 0.4, 0.5], warmup_steps=3, warmup_seconds=9.0)
+    assert s.n_steps == 5 and s.median_s == pytest.approx(0.3) and s.p10_s < s.p90_s
+    assert s.warmup_seconds == 9.0
