@@ -193,7 +193,10 @@ def cpu_isa(instance: InstanceType) -> frozenset[str]:
 
 
 def physical_cores(instance: InstanceType) -> int:
-    """x86 EC2 vCPUs are hyperthreads (two per core); Graviton vCPUs are whole cores."""
+    """AWS's DefaultCores when the catalog has it (c7a/m7a/r7a and Graviton run one thread per
+    core); otherwise x86 vCPUs are taken as hyperthreads (two per core), Graviton's as cores."""
+    if instance.physical_cores:
+        return instance.physical_cores
     if instance.arch == "arm64":
         return instance.vcpus
     return max(1, instance.vcpus // 2)

@@ -95,11 +95,14 @@ def instance_type_from_describe(d: dict[str, Any]) -> InstanceType | None:
     gbps, up_to = parse_network(net.get("NetworkPerformance"))
     kind, model, count, mem = _accelerator(d)
     fam = cpu_families().get(family)
+    cards = net.get("NetworkCards") or []
+    baseline = sum(c.get("BaselineBandwidthInGbps") or 0 for c in cards) or None
     return InstanceType(
         name=name,
         family=family,
         generation=generation_of(family),
         vcpus=d["VCpuInfo"]["DefaultVCpus"],
+        physical_cores=d["VCpuInfo"].get("DefaultCores"),
         memory_gib=d["MemoryInfo"]["SizeInMiB"] / 1024,
         arch=arch,
         cpu_manufacturer=proc.get("Manufacturer"),
@@ -112,5 +115,6 @@ def instance_type_from_describe(d: dict[str, Any]) -> InstanceType | None:
         accelerator_memory_gib=mem,
         network_gbps=gbps,
         network_up_to=up_to,
+        network_baseline_gbps=baseline,
         efa=bool(net.get("EfaSupported")),
     )

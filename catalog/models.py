@@ -36,6 +36,7 @@ class InstanceType(BaseModel):
     family: str
     generation: int | None = None
     vcpus: int = Field(gt=0)
+    physical_cores: int | None = Field(default=None, gt=0)  # DefaultCores: c7a and Graviton run one thread per core
     memory_gib: float = Field(gt=0)
     arch: Literal["x86_64", "arm64"]
     cpu_manufacturer: str | None = None
@@ -47,6 +48,9 @@ class InstanceType(BaseModel):
     accelerator_memory_gib: float | None = None  # per device
     network_gbps: float | None = None  # the sustained figure; "Up to 10 Gigabit" -> 10, up_to=True
     network_up_to: bool = False
+    # Sum of the network cards' BaselineBandwidthInGbps: what hours of all-reduce get on an
+    # "Up to N Gigabit" type (c7i.2xlarge: 3.125 of "up to 12.5").
+    network_baseline_gbps: float | None = None
     efa: bool = False
 
     @model_validator(mode="after")

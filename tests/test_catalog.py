@@ -85,6 +85,19 @@ def test_snapshot_instance_facts(snapshot):
     assert (c7i.vcpus, c7i.memory_gib, c7i.cpu_clock_ghz, c7i.network_up_to, c7i.generation) == (8, 16.0, 3.2, True, 7)
 
 
+def test_snapshot_cores_and_baseline_network_come_from_aws(snapshot):
+    from catalog.accelerators import physical_cores
+
+    t = snapshot.instance_types
+    # AWS runs 4th-gen EPYC (c7a) and Graviton without SMT; Intel types with two threads per core.
+    assert physical_cores(t["c7a.8xlarge"]) == 32
+    assert physical_cores(t["c8g.8xlarge"]) == 32
+    assert physical_cores(t["c7i.2xlarge"]) == 4
+    # "Up to 12.5 Gigabit" is a burst; the baseline is what a long all-reduce gets.
+    assert t["c7i.2xlarge"].network_baseline_gbps == 3.125
+    assert t["p4d.24xlarge"].network_baseline_gbps == 400
+
+
 def test_save_atomic_roundtrip(snapshot, tmp_path):
     p = tmp_path / "sub" / "catalog.json"
     save_atomic(snapshot, p)
