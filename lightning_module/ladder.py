@@ -33,6 +33,10 @@ class CompileTimeout(Exception):
     """torch.compile ran past --compile-timeout."""
 
 
+class RungTooSlow(Exception):
+    """A step took so long that the rung cannot beat the best so far: cut short."""
+
+
 class LadderFailed(Exception):
     """The baseline could not be measured, so there is nothing to tune."""
 
@@ -61,14 +65,28 @@ def is_oom(exc: BaseException) -> bool:
     )
 
 
+def _chain(exc: BaseException):
+    """The exception and what it wraps: torch.compile re-raises errors from inside as InductorError /
+    BackendCompilerFailed, so our own timeout can arrive several layers down."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        yield exc
+        exc = getattr(exc, "inner_exception", None) or exc.__cause__ or exc.__context__
+
+
 def classify(exc: BaseException) -> tuple[str, str]:
     """A rung's status and a one-line reason from the exception it raised."""
+    for inner in _chain(exc):
+        if isinstance(inner, (NotInstalled, RungSkipped, CompileTimeout, RungTooSlow)) or is_oom(inner):
+            exc = inner
+            break
     msg = (str(exc).strip().splitlines() or [""])[0][:300]
     if isinstance(exc, NotInstalled):
         return "not-installed", msg
     if isinstance(exc, RungSkipped):
         return "skipped", msg
-    if isinstance(exc, CompileTimeout):
+    if isinstance(exc, (CompileTimeout, RungTooSlow)):
         return "timeout", msg
     if is_oom(exc):
         return "oom", msg or "out of memory"

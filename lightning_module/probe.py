@@ -11,9 +11,7 @@ import gc
 import logging
 import os
 import resource
-import signal
 import sys
-import threading
 import time
 import warnings
 from collections.abc import Callable
@@ -26,7 +24,7 @@ from torch import nn
 
 from . import hardware, workloads
 from .data import SyntheticDataModule, normalise
-from .ladder import CompileTimeout, LadderOptions, Measurement, run_ladder
+from .ladder import CompileTimeout, LadderOptions, Measurement, RungTooSlow, run_ladder
 from .result import ProbeConfig, ProbeResult, RungResult, WorkloadSpec
 from .timing import make_callback, step_stats, throughput
 from .workloads import WorkloadError
@@ -34,6 +32,11 @@ from .workloads import WorkloadError
 log = logging.getLogger(__name__)
 
 DEFAULT_LR = 0.01
+# A step this many times slower than the best configuration's (per sample) cannot win: cut the rung
+# short. Only for steps of more than MIN_SLOW_STEP_S, where waiting costs real time and one
+# scheduler hiccup cannot trigger it.
+SLOW_FACTOR = 3.0
+MIN_SLOW_STEP_S = 2.0
 
 
 class ProbeModule(pl.LightningModule):
@@ -218,31 +221,8 @@ def build_datamodule(spec: WorkloadSpec, config: ProbeConfig, seed: int = 0):
     )
 
 
-class _Alarm:
-    """Bounds compilation time: SIGALRM raises CompileTimeout in the main thread mid-compile."""
-
-    def __init__(self, seconds: float | None):
-        self.seconds = seconds if seconds and threading.current_thread() is threading.main_thread() else None
-        self._old = None
-
-    def start(self) -> None:
-        if self.seconds:
-            def fire(signum, frame):
-                raise CompileTimeout(f"torch.compile took longer than --compile-timeout {self.seconds:g} s")
-
-            self._old = signal.signal(signal.SIGALRM, fire)
-            signal.setitimer(signal.ITIMER_REAL, self.seconds)
-
-    def stop(self) -> None:
-        if self.seconds:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            if self._old is not None:
-                signal.signal(signal.SIGALRM, self._old)
-                self._old = None
-
-
 def measure(settings: MeasureSettings, rung: str, config: ProbeConfig, extra_callbacks=(),
-            max_steps: int | None = None) -> Measurement:
+            max_steps: int | None = None, slow_step_s: float | None = None) -> Measurement:
     """Train `config` until the stopping rule says the throughput is known; raise on failure."""
     spec = settings.spec
     _free_memory(config.accelerator)
@@ -252,10 +232,18 @@ def measure(settings: MeasureSettings, rung: str, config: ProbeConfig, extra_cal
     synthetic = not spec.datamodule
     module = build_module(spec, config, synthetic)
     dm = build_datamodule(spec, config, settings.seed)
-    alarm = _Alarm(settings.compile_timeout if config.compile else None)
     warmup = settings.warmup_steps + (1 if config.compile else 0)  # the compile step comes on top
+    first_limit = step_limit = None
+    if config.compile:
+        first_limit = (settings.compile_timeout,
+                       CompileTimeout(f"torch.compile took longer than --compile-timeout {settings.compile_timeout:g} s"))
+    if slow_step_s is not None:
+        step_limit = (slow_step_s, RungTooSlow(
+            f"a step took over {slow_step_s:.1f} s, {SLOW_FACTOR:g}x the best so far: stopped, it cannot win"))
+        if first_limit is None:
+            first_limit = step_limit
     timer = make_callback(config.accelerator, warmup, settings.target_ci, settings.max_seconds,
-                          max_steps=settings.max_steps, on_warmup_done=alarm.stop)
+                          max_steps=settings.max_steps, first_step_limit=first_limit, step_limit=step_limit)
     cap = max_steps if max_steps is not None else (warmup + settings.max_steps if settings.max_steps else -1)
     trainer = pl.Trainer(
         accelerator=config.accelerator, devices=config.devices, num_nodes=config.num_nodes,
@@ -266,11 +254,10 @@ def measure(settings: MeasureSettings, rung: str, config: ProbeConfig, extra_cal
     )
     if config.compile:
         module = torch.compile(module)
-    alarm.start()
     try:
         trainer.fit(module, datamodule=dm)
     finally:
-        alarm.stop()
+        timer.alarm.disarm()
         del trainer, module, dm
     t = timer.timing
     if len(t.step_times) < 1:
@@ -494,7 +481,25 @@ def run_probe(opts: ProbeOptions, on_rung: Callable[[RungResult, RungResult | No
                         strategy=strategy, precision=opts.precision, batch_size=spec.batch_size)
     settings = MeasureSettings(spec, opts.warmup_steps, opts.target_ci, opts.max_seconds, opts.max_steps,
                                opts.compile_timeout, opts.progress_bar)
-    measure_one = measure_fn or (lambda rung, cfg: measure(settings, rung, cfg))
+    best_sps: list[float] = []
+
+    def slow_limit(cfg: ProbeConfig) -> float | None:
+        if not best_sps:
+            return None
+        expected = cfg.batch_size * cfg.devices * cfg.num_nodes / best_sps[-1]
+        return max(SLOW_FACTOR * expected, MIN_SLOW_STEP_S)
+
+    def measure_one(rung: str, cfg: ProbeConfig) -> Measurement:
+        if measure_fn is not None:
+            return measure_fn(rung, cfg)
+        return measure(settings, rung, cfg, slow_step_s=slow_limit(cfg))
+
+    def track(rung: RungResult, base: RungResult | None) -> None:
+        if rung.kept:
+            best_sps.append(rung.samples_per_sec)
+        if on_rung is not None:
+            on_rung(rung, base)
+
     workers_ok = True
     if spec.datamodule:
         _, dm_cls = workloads.user_classes(spec)
@@ -508,7 +513,7 @@ def run_probe(opts: ProbeOptions, on_rung: Callable[[RungResult, RungResult | No
                    else "ipex.optimize is applied to builtin workloads on CPU only"),
         skip=opts.skip,
     )
-    lad = run_ladder(start, measure_one, ladder_opts, on_rung)
+    lad = run_ladder(start, measure_one, ladder_opts, track)
     best, m = lad.best, lad.best_measurement
     timing = m.extra
 

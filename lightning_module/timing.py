@@ -8,7 +8,9 @@ synchronised before the clock is read, or an asynchronous GPU would look infinit
 from __future__ import annotations
 
 import math
+import signal
 import statistics
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -119,20 +121,58 @@ def synchronize(accelerator: str) -> None:
         xm.wait_device_ops()
 
 
+class StepAlarm:
+    """Bounds one step's wall time: SIGALRM raises the given exception in the main thread.
+
+    Python runs the handler between operations, so a long step built of many kernels is cut off
+    within one kernel of the limit. Off the main thread (where signals cannot be used) it does nothing.
+    """
+
+    def __init__(self):
+        self._active = threading.current_thread() is threading.main_thread()
+        self._old = None
+        self._exc = None
+
+    def arm(self, seconds: float | None, exc: Exception) -> None:
+        if not self._active or not seconds:
+            return
+        self._exc = exc
+
+        def fire(signum, frame):
+            raise self._exc
+
+        if self._old is None:
+            self._old = signal.signal(signal.SIGALRM, fire)
+        signal.setitimer(signal.ITIMER_REAL, seconds)
+
+    def disarm(self) -> None:
+        if not self._active or self._old is None:
+            return
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, self._old)
+        self._old = None
+
+
 def make_callback(
     accelerator: str,
     warmup_steps: int,
     target_ci: float,
     max_seconds: float,
     max_steps: int | None = None,
-    on_warmup_done=None,
+    first_step_limit: tuple[float, Exception] | None = None,
+    step_limit: tuple[float, Exception] | None = None,
 ):
-    """A Lightning Callback timing steps; built in a function so importing this module needs no lightning."""
+    """A Lightning Callback timing steps; built in a function so importing this module needs no lightning.
+
+    first_step_limit bounds the first step (compilation); step_limit every other step (a rung
+    so slow it cannot win is cut short instead of spending minutes per step).
+    """
     from lightning.pytorch.callbacks import Callback
 
     class StepTimer(Callback):
         def __init__(self):
             self.timing = Timing()
+            self.alarm = StepAlarm()
             self._last: float | None = None
             self._start: float | None = None
             self._timed_start: float | None = None
@@ -142,8 +182,14 @@ def make_callback(
             synchronize(accelerator)
             self._start = time.perf_counter()
 
+        def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+            limit = first_step_limit if self._batches == 0 else step_limit
+            if limit is not None:
+                self.alarm.arm(*limit)
+
         def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
             synchronize(accelerator)
+            self.alarm.disarm()
             now = time.perf_counter()
             self._batches += 1
             t = self.timing
@@ -152,8 +198,6 @@ def make_callback(
             if self._batches <= warmup_steps:
                 t.warmup_steps = self._batches
                 t.warmup_seconds = now - self._start
-                if self._batches == warmup_steps and on_warmup_done is not None:
-                    on_warmup_done()
             else:
                 t.step_times.append(now - self._last)
                 if self._timed_start is None:
@@ -169,7 +213,11 @@ def make_callback(
                 trainer.should_stop = True
 
         def on_train_end(self, trainer, pl_module):
+            self.alarm.disarm()
             if trainer.world_size > 1:
                 self.timing = trainer.strategy.broadcast(self.timing, src=0)
+
+        def on_exception(self, trainer, pl_module, exception):
+            self.alarm.disarm()
 
     return StepTimer()

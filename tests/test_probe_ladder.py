@@ -110,6 +110,23 @@ def test_compile_failure_and_timeout_are_recorded():
     assert rungs_by_name(lad)["compile"].status == "timeout"
 
 
+def test_a_timeout_wrapped_by_the_compiler_is_still_a_timeout():
+    class InductorError(RuntimeError):
+        def __init__(self, inner):
+            super().__init__(f"{type(inner).__name__}: {inner}")
+            self.inner_exception = inner
+
+    assert classify(InductorError(CompileTimeout("over 5 s"))) == ("timeout", "over 5 s")
+    try:
+        try:
+            raise MemoryError("out of memory")
+        except MemoryError as e:
+            raise RuntimeError("BackendCompilerFailed") from e
+    except RuntimeError as wrapped:
+        assert classify(wrapped)[0] == "oom"
+    assert classify(ValueError("plain"))[0] == "failed"
+
+
 def test_baseline_failure_raises_and_no_tune_measures_only_the_baseline():
     with pytest.raises(LadderFailed, match="oom"):
         run_ladder(START, fake(lambda c: 1.0, lambda c: MemoryError()), LadderOptions())

@@ -1,0 +1,58 @@
+"""measure(): one configuration in a real Trainer, cut short when a step is too slow to matter."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+import time
+
+import pytest
+
+SLOW_MODULE = '''
+import time
+import lightning.pytorch as pl
+import torch
+from torch import nn
+
+
+class Sleepy(pl.LightningModule):
+    def __init__(self, num_classes=10):
+        super().__init__()
+        self.net = nn.Sequential(nn.Flatten(), nn.Linear(3 * 4 * 4, num_classes))
+
+    def training_step(self, batch, batch_idx):
+        time.sleep(0.02 if batch_idx < 3 else 5.0)  # fast warm-up, then a step that never ends in time
+        x, y = batch
+        return nn.functional.cross_entropy(self.net(x), y)
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+'''
+
+
+@pytest.fixture
+def sleepy(tmp_path, monkeypatch):
+    (tmp_path / "sleepywork.py").write_text(textwrap.dedent(SLOW_MODULE))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield
+    sys.modules.pop("sleepywork", None)
+
+
+def test_a_step_past_the_slow_limit_is_cut_short(sleepy):
+    from lightning_module import probe
+    from lightning_module.ladder import RungTooSlow
+    from lightning_module.result import ProbeConfig, WorkloadSpec
+
+    probe.quiet_lightning()
+    settings = probe.MeasureSettings(WorkloadSpec(model="sleepywork:Sleepy", image_size=4, num_classes=10),
+                                     warmup_steps=1, max_seconds=30)
+    t0 = time.monotonic()
+    with pytest.raises(RungTooSlow, match="cannot win"):
+        probe.measure(settings, "bf16", ProbeConfig(accelerator="cpu", batch_size=4), slow_step_s=0.5)
+    assert time.monotonic() - t0 < 4.0  # the 5 s step was interrupted
+    # The alarm is disarmed afterwards: a normal rung in the same process runs to its end.
+    fast = probe.MeasureSettings(WorkloadSpec(model="mlp", image_size=4, num_classes=10), warmup_steps=1,
+                                 max_seconds=0.2)
+    m = probe.measure(fast, "baseline", ProbeConfig(accelerator="cpu", batch_size=4), slow_step_s=0.5)
+    assert m.samples_per_sec > 0 and m.steps_timed >= 2
+    time.sleep(0.6)  # a stray SIGALRM would raise here
