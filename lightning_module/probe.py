@@ -463,8 +463,10 @@ def preflight(opts: ProbeOptions) -> str:
 
 
 def run_probe(opts: ProbeOptions, on_rung: Callable[[RungResult, RungResult | None], None] | None = None,
-              measure_fn: Callable[[str, ProbeConfig], Measurement] | None = None) -> ProbeResult:
-    """Climb the ladder and return the finished result (raises on a failed baseline)."""
+              measure_fn: Callable[[str, ProbeConfig], Measurement] | None = None) -> ProbeResult | None:
+    """Climb the ladder and return the finished result (raises on a failed baseline).
+
+    None on the extra ranks of a DDP run: only rank 0 reports."""
     started = datetime.now(timezone.utc)
     spec = opts.spec
     accelerator = preflight(opts)
@@ -527,13 +529,20 @@ def run_probe(opts: ProbeOptions, on_rung: Callable[[RungResult, RungResult | No
         except Exception as e:  # noqa: BLE001
             log.warning("profile failed: %s", e)
 
+    if not is_global_zero():
+        return None  # the other DDP ranks trained along; measuring peaks there would slow rank 0's
+
     fps = flops_per_sample(spec)
     achieved = m.samples_per_sec * fps / 1e12 if fps else None
     per_device_peak = datasheet_peak_tflops(hw, accelerator, best.config.precision)
-    devices_in_peak = best.config.devices * best.config.num_nodes if accelerator != "cpu" else 1
+    ranks = best.config.devices * best.config.num_nodes
+    # A GPU datasheet figure is per device; the CPU's covers the whole machine whatever the ranks.
+    devices_in_peak = ranks if accelerator != "cpu" else 1
     peak_ds = per_device_peak * devices_in_peak if per_device_peak else None
+    # Measured on rank 0's device (or, for CPU ranks, its share of the cores): one share per rank.
     mm = matmul_peak_tflops(accelerator, best.config.precision, opts.matmul_seconds)
-    peak_mm = mm * devices_in_peak if mm else None
+    share = ranks if accelerator != "cpu" else max(1.0, min(ranks, (os.cpu_count() or 1) / torch.get_num_threads()))
+    peak_mm = mm * share if mm else None
     peak_mem = best.peak_memory_gib if accelerator == "gpu" else peak_rss_gib()
 
     instance_type, source = opts.instance_type, "given" if opts.instance_type else None

@@ -189,11 +189,14 @@ def handle(args) -> int:
         accelerator = probe.preflight(opts)
     except WorkloadError as e:
         raise UserError(str(e)) from None
-    print(f"probe: {spec.workload_id} on {accelerator}, batch {spec.batch_size}{' (fixed)' if spec.batch_size_fixed else ''}, "
-          f"{'tuning' if args.tune else 'baseline only'}; up to {args.max_seconds:g} s per rung", file=sys.stderr)
+    rank0 = probe.is_global_zero()
+    if rank0:
+        print(f"probe: {spec.workload_id} on {accelerator}, batch {spec.batch_size}{' (fixed)' if spec.batch_size_fixed else ''}, "
+              f"{'tuning' if args.tune else 'baseline only'}; up to {args.max_seconds:g} s per rung", file=sys.stderr)
 
     def on_rung(rung, base):
-        print(_rung_line(rung, base), file=sys.stderr, flush=True)
+        if rank0:
+            print(_rung_line(rung, base), file=sys.stderr, flush=True)
 
     try:
         result = probe.run_probe(opts, on_rung=on_rung)
@@ -202,8 +205,8 @@ def handle(args) -> int:
     except LadderFailed as e:
         print(f"advisor: error: probe failed, nothing stored: {e}", file=sys.stderr)
         return 1
-    if not probe.is_global_zero():
-        return 0  # the other DDP ranks measured along; rank 0 reports
+    if result is None:
+        return 0  # another DDP rank: it measured along, rank 0 reports
 
     text = result.model_dump_json(indent=2)
     if out_path is not None:
