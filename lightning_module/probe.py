@@ -448,6 +448,8 @@ def quiet_lightning(verbose: bool = False) -> None:
     level = logging.INFO if verbose else logging.WARNING
     for name in ("lightning.pytorch", "lightning.fabric", "lightning"):
         logging.getLogger(name).setLevel(level)
+    # Inductor on a CPU-only host with a CUDA torch build says so once per compile: not news here.
+    logging.getLogger("torch.utils.cpp_extension").setLevel(logging.INFO if verbose else logging.ERROR)
     warnings.filterwarnings("ignore", message=".*does not have many workers.*")
     # The probe's module normalises on the device in on_after_batch_transfer on purpose.
     warnings.filterwarnings("ignore", message=".*overridden `on_after_batch_transfer`.*")
@@ -478,6 +480,8 @@ def run_probe(opts: ProbeOptions, on_rung: Callable[[RungResult, RungResult | No
         strategy = opts.strategy
     if devices < 1:
         raise WorkloadError(f"no {accelerator} devices to train on")
+    if accelerator == "gpu" and devices > torch.cuda.device_count():
+        raise WorkloadError(f"--devices {devices}: this machine has {torch.cuda.device_count()} GPU(s)")
 
     start = ProbeConfig(accelerator=accelerator, devices=devices, num_nodes=opts.num_nodes,
                         strategy=strategy, precision=opts.precision, batch_size=spec.batch_size)
