@@ -69,8 +69,9 @@ def main() -> int:
     ap.add_argument("--image-size", type=int, default=224)
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--naive-skip", type=int, default=10)
-    ap.add_argument("--naive-steps", type=int, default=15)
-    ap.add_argument("--max-seconds", type=float, default=45.0, help="per probe rung")
+    ap.add_argument("--naive-steps", type=int, default=12)
+    ap.add_argument("--max-seconds", type=float, default=30.0, help="timed seconds per probe rung")
+    ap.add_argument("--warmup-steps", type=int, default=2, help="untimed steps per probe rung")
     ap.add_argument("--compile-timeout", type=float, default=150.0)
     ap.add_argument("--skip", default="", help="probe rungs to skip, e.g. compile")
     args = ap.parse_args()
@@ -95,7 +96,8 @@ def main() -> int:
 
     probe.quiet_lightning()
     spec = WorkloadSpec(model=args.workload, image_size=args.image_size, batch_size=args.batch_size)
-    opts = probe.ProbeOptions(spec=spec, max_seconds=args.max_seconds, compile_timeout=args.compile_timeout,
+    opts = probe.ProbeOptions(spec=spec, max_seconds=args.max_seconds, warmup_steps=args.warmup_steps,
+                              compile_timeout=args.compile_timeout,
                               skip=frozenset(s for s in args.skip.split(",") if s))
 
     def on_rung(r, base):
