@@ -189,12 +189,6 @@ class MeasureSettings:
     seed: int = 0
 
 
-@dataclass
-class Measured:
-    timing: object
-    world_size: int
-
-
 def build_module(spec: WorkloadSpec, config: ProbeConfig, synthetic: bool) -> pl.LightningModule:
     channels_last = config.channels_last
     if workloads.is_builtin(spec):
@@ -281,7 +275,7 @@ def measure(settings: MeasureSettings, rung: str, config: ProbeConfig, extra_cal
 # FLOPs and peaks
 
 
-def flops_per_sample(spec: WorkloadSpec, accelerator_unused: str = "cpu", n: int = 2) -> float | None:
+def flops_per_sample(spec: WorkloadSpec, n: int = 2) -> float | None:
     """Forward + backward FLOPs of one sample, counted by torch on a tiny CPU batch."""
     from torch.utils.flop_counter import FlopCounterMode
 
