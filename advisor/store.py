@@ -7,7 +7,13 @@ written in one transaction when the probe has finished, so an interrupted probe 
 from __future__ import annotations
 
 import sqlite3
+import sys
 from pathlib import Path
+
+if sys.version_info >= (3, 11):
+    from typing import Self
+else:  # Python 3.10
+    from typing_extensions import Self
 
 from lightning_module.result import ProbeResult, ResultError, parse_result
 
@@ -45,7 +51,7 @@ class ResultStore:
     def close(self) -> None:
         self._db.close()
 
-    def __enter__(self) -> ResultStore:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -100,4 +106,4 @@ class ResultStore:
         return self._db.execute("SELECT COUNT(*) FROM results").fetchone()[0]
 
 
-__all__ = ["ResultStore", "ResultError"]
+__all__ = ["ResultError", "ResultStore"]
