@@ -31,7 +31,8 @@ from catalog.models import SCHEMA_VERSION, Catalog, InstanceType, Offer, RegionO
 
 log = logging.getLogger("build_snapshot")
 
-DEFAULT_CSV = Path("/work/shared/reference/aws-instances.csv")
+# shared/ sits beside the checkout
+DEFAULT_CSV = Path(__file__).resolve().parents[2] / "shared" / "reference" / "aws-instances.csv"
 # The reference README dates the prices "snapshot 2025-12"; the first of the month stands for it.
 SNAPSHOT_DATE = datetime(2025, 12, 1, tzinfo=timezone.utc)
 

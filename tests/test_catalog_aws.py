@@ -245,7 +245,7 @@ def test_unknown_region_from_cli_keeps_cache(cli):
     assert catalog_cache_path().read_bytes() == before
 
 
-REAL_ADVISOR = Path("/work/shared/reference/spot-advisor-data-2025-06.json")
+REAL_ADVISOR = Path(__file__).resolve().parents[2] / "shared" / "reference" / "spot-advisor-data-2025-06.json"
 
 
 @pytest.mark.skipif(not REAL_ADVISOR.exists(), reason="reference Spot Instance Advisor copy not on this machine")
