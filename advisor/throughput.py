@@ -64,6 +64,18 @@ INTERCONNECT: dict[str, tuple[str, float]] = {
 }
 PCIE4 = ("PCIe Gen4 x16 (PCI-SIG: ~31.5 GB/s per direction)", 31.5)
 
+# Each GPU's host link, which every input sample crosses (the probe feeds uint8 images and
+# normalises on the device). Scaling another workload's utilisation by FLOPs alone put a tiny MLP
+# at 578k samples/s on one A10G, 87 GB/s of 224 px images; this link bounds it. Gen3 x16: T4 and
+# V100 datasheets; Gen4 x16: A10G/L4/L40S/A100 datasheets, and p5/p5e, whose hosts (3rd-gen EPYC)
+# are Gen4; Gen5 x16 (~63 GB/s): AWS's p5en launch ("PCIe Gen5 between CPU and GPU") and p6-b200.
+PCIE3 = ("PCIe Gen3 x16 (PCI-SIG: ~15.75 GB/s per direction)", 15.75)
+PCIE5 = ("PCIe Gen5 x16 (PCI-SIG: ~63 GB/s per direction)", 63.0)
+HOST_LINK: dict[str, tuple[str, float]] = {
+    "g4dn": PCIE3, "g5g": PCIE3, "p3": PCIE3, "p3dn": PCIE3,
+    "p5en": PCIE5, "p6-b200": PCIE5,
+}
+
 # vCPUs of one CPU socket, per family. Article A found data-parallel training across the two
 # NUMA nodes (sockets) of a c6i.32xlarge no faster than one, so a CPU estimate counts one socket
 # only (the band's high end still allows linear scaling). Socket sizes: Article A (c6i.32xlarge
@@ -438,6 +450,18 @@ class ThroughputModel:
             per_dev *= a.flops_anchor / self.flops
         low_f = 1 / f
         high_f = f / socket_share  # if the second socket did help after all
+        ingest = None
+        if device_kind(it) == "gpu":
+            link_words, link_gbs = HOST_LINK.get(it.family, PCIE4)
+            input_bytes = 3 * self.image_size**2  # uint8 RGB, as the probe's DataModule feeds it
+            cap = link_gbs * 1e9 / input_bytes
+            if per_dev * high_f > cap:
+                mid, high = min(per_dev, cap), cap
+                # The link is an upper bound only: below it the estimate stays as unsure as before.
+                low = per_dev * low_f if per_dev * low_f < cap else cap * low_f
+                per_dev, low_f, high_f = mid, low / mid, high / mid
+                ingest = {"link": link_words, "input_bytes_per_sample": input_bytes,
+                          "max_samples_per_sec_per_device": round(cap)}
         basis = {
             "anchor": a.instance.name, "anchor_source": a.source, "anchor_detail": a.label,
             "anchor_utilisation": round(a.utilisation, 4), "distance": words,
@@ -458,4 +482,9 @@ class ThroughputModel:
         spec = gpu_spec(it)
         if spec is not None and spec.uncertain:
             basis["uncertain_spec_fields"] = list(spec.uncertain)
-        return self._finish(it, per_dev, low_f, high_f, "estimated", _PRECISION_OF[dtype], basis, [])
+        notes = []
+        if ingest is not None:
+            basis["ingest_bound"] = ingest
+            notes.append(f"capped by the host link ({ingest['link'].split(' (')[0]}): "
+                         f"{ingest['max_samples_per_sec_per_device']:,}/s per GPU")
+        return self._finish(it, per_dev, low_f, high_f, "estimated", _PRECISION_OF[dtype], basis, notes)

@@ -184,3 +184,19 @@ def test_up_to_network_is_taken_at_the_assumed_baseline():
     assert p4d.basis["network_gbps_used"] == 400 and "network_note" not in p4d.basis
     it = cat.instance_types["g5.2xlarge"]
     assert sustained_network_gbps(it)[0] == pytest.approx(1.25)
+
+
+def test_gpu_estimates_are_bounded_by_the_host_link():
+    """Every sample's uint8 image crosses PCIe: FLOP scaling alone put the tiny MLP far past it."""
+    cat, m = model(workload="mlp")
+    t = ev(m, cat, "g4dn.xlarge")  # T4 on PCIe Gen3 x16
+    cap = 15.75e9 / (3 * 224 * 224)
+    assert t.samples_per_sec == pytest.approx(cap)
+    assert t.high == pytest.approx(cap)
+    assert t.low < cap  # an upper bound leaves the estimate as unsure below it as before
+    assert t.basis["ingest_bound"]["input_bytes_per_sample"] == 3 * 224 * 224
+    assert any("host link" in n for n in t.notes)
+    # ResNet-50's ~1,000 samples/s per GPU is nowhere near the link: no cap, no note.
+    cat, m = model()
+    r = ev(m, cat, "g4dn.xlarge")
+    assert "ingest_bound" not in r.basis and r.samples_per_sec < cap / 50
