@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import re
 import statistics
 from collections.abc import Iterable
 from datetime import datetime, timezone
@@ -100,12 +101,18 @@ def parse_price_list_item(item: str | dict) -> tuple[str, float] | None:
     return None
 
 
-def spot_stats(history: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+def spot_stats(history: Iterable[dict[str, Any]], region: str | None = None) -> dict[str, dict[str, Any]]:
     """SpotPriceHistory entries -> per type {min, median, az_count, timestamp}, using only the
-    latest price of each (type, AZ): history can hold older prices for the same zone."""
+    latest price of each (type, AZ): history can hold older prices for the same zone.
+
+    With `region`, only its regular zones count ("us-east-1a", not the opt-in Local Zone
+    "us-east-1-bos-1a", whose spot prices can sit above on-demand: not what a plain request gets)."""
+    regular = re.compile(re.escape(region) + "[a-z]") if region else None
     latest: dict[tuple[str, str], tuple[datetime, float]] = {}
     for h in history:
         if not str(h.get("ProductDescription", "")).startswith("Linux/UNIX"):
+            continue
+        if regular is not None and not regular.fullmatch(str(h.get("AvailabilityZone", ""))):
             continue
         try:
             price = float(h["SpotPrice"])
@@ -264,7 +271,7 @@ def fetch_spot(ec2, region: str, types: list[str], now: datetime) -> dict[str, d
         history += _paginate(ec2, "describe_spot_price_history", "SpotPriceHistory",
                              f"ec2:DescribeSpotPriceHistory in {region}",
                              InstanceTypes=types[i:i + 100], ProductDescriptions=["Linux/UNIX"], StartTime=now)
-    return spot_stats(history)
+    return spot_stats(history, region)
 
 
 def refresh(regions: Iterable[str] | None = None, families: Iterable[str] | None = None,

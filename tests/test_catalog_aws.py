@@ -108,6 +108,16 @@ def test_spot_stats_keeps_only_the_latest_price_per_az():
     assert s["timestamp"] == t0 + timedelta(hours=2)
 
 
+def test_spot_stats_ignores_local_zones():
+    t0 = datetime(2025, 11, 1, tzinfo=timezone.utc)
+    row = {"InstanceType": "c7i.2xlarge", "ProductDescription": "Linux/UNIX", "Timestamp": t0}
+    hist = [{**row, "AvailabilityZone": "us-east-1a", "SpotPrice": "0.16"},
+            {**row, "AvailabilityZone": "us-east-1b", "SpotPrice": "0.17"},
+            {**row, "AvailabilityZone": "us-east-1-bos-1a", "SpotPrice": "0.05"}]
+    s = aws.spot_stats(hist, "us-east-1")["c7i.2xlarge"]
+    assert (s["min"], s["az_count"]) == (0.16, 2)
+
+
 # --- Pricing API through Stubber ----------------------------------------------------------------
 
 
