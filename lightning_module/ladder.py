@@ -2,7 +2,10 @@
 
 Pure logic, no torch: each rung proposes a configuration, a `measure` function (the seam that
 tests replace) trains it and reports throughput, and the rung is kept only if it beats the best
-so far. A failure (out of memory, a compile error or timeout, a missing extension) is recorded
+so far by more than the noise of its own measurement: the lower end of its 95% CI must be above
+the best's samples/s. A gain inside the noise would otherwise adopt a change (torch.compile's
+minutes of compilation, more workers) for nothing and report the luckiest draw as the winner.
+A failure (out of memory, a compile error or timeout, a missing extension) is recorded
 as the rung's result and the ladder goes on.
 """
 
@@ -143,7 +146,9 @@ def run_ladder(
             log.debug("rung %s: %s", name, why, exc_info=True)
             return record(RungResult(rung=name, config=config, status=status, error=why))
         best_sps = lad.best.samples_per_sec if lad.best else 0.0
-        kept = lad.best is None or m.samples_per_sec > best_sps * (1 + gain)
+        # ci_low is 0 when one step gave no spread: then only the point estimate can decide.
+        beyond_noise = m.ci_low <= 0 or m.ci_low > best_sps
+        kept = lad.best is None or (m.samples_per_sec > best_sps * (1 + gain) and beyond_noise)
         rung = RungResult(
             rung=name, config=config, status="ok", samples_per_sec=m.samples_per_sec,
             ci_low=m.ci_low, ci_high=m.ci_high, steps_timed=m.steps_timed,

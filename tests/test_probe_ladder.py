@@ -150,3 +150,21 @@ def test_progress_callback_sees_every_rung():
     seen = []
     run_ladder(START, fake(article_a), LadderOptions(), on_rung=lambda r, base: seen.append((r.rung, base.rung)))
     assert seen[0] == ("baseline", "baseline") and len(seen) == 9
+
+
+def test_a_gain_within_the_noise_is_not_kept():
+    """compile 1% faster but measured to +-5%: not kept; bf16 2x faster with the same noise: kept."""
+
+    def measure(rung, cfg):
+        v = 10.0 * (2 if cfg.precision == "bf16-mixed" else 1) * (1.01 if cfg.compile else 1)
+        return Measurement(v, v * 0.95, v * 1.05, steps_timed=10)
+
+    lad = run_ladder(START, measure, LadderOptions(skip=frozenset({"workers", "batch", "ipex"})))
+    r = rungs_by_name(lad)
+    assert r["bf16"].kept
+    assert r["compile"].status == "ok" and not r["compile"].kept
+    assert not lad.best.config.compile
+    # With no spread to judge by (one timed step, ci_low 0) the point estimates decide.
+    lad = run_ladder(START, lambda rung, cfg: Measurement(11.0 if cfg.compile else 10.0, 0.0, float("inf"), 1),
+                     LadderOptions(skip=frozenset({"precision", "workers", "batch", "ipex"})))
+    assert rungs_by_name(lad)["compile"].kept
