@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import gc
 import logging
+import math
 import os
 import resource
 import sys
 import time
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
 import lightning.pytorch as pl
@@ -521,7 +522,10 @@ def run_probe(opts: ProbeOptions, on_rung: Callable[[RungResult, RungResult | No
     if opts.profile_dir:
         os.makedirs(opts.profile_dir, exist_ok=True)
         try:
-            measure(settings, "profile", best.config,
+            # The trace is written only once the schedule's 8 steps have run, so the stopping rule
+            # (a converged CI, --max-seconds) must not end this pass early: the step cap does.
+            whole = replace(settings, target_ci=0.0, max_seconds=math.inf, max_steps=None)
+            measure(whole, "profile", best.config,
                     extra_callbacks=[profiler_callback(opts.profile_dir, accelerator)], max_steps=9)
             profile_dir = os.path.abspath(opts.profile_dir)
         except Exception as e:  # noqa: BLE001
