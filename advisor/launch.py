@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from . import manifest as manifests
 from .errors import UserError
@@ -160,6 +161,15 @@ def s3_client_for(bucket: str, region: str | None):
         raise aws_user_error(e, f"S3 bucket {bucket!r}") from None
     if bucket_region and bucket_region != s3.meta.region_name:
         s3 = aws_client("s3", bucket_region, signature_version="s3v4")
+    # botocore presigns virtual-host URLs on the global endpoint (bucket.s3.amazonaws.com), which
+    # S3 answers with a 307 for a bucket younger than a day and refuses in opt-in regions
+    # (boto/boto3#3015); curl --fail takes a 307 as success, so a result would be lost silently.
+    # Forcing virtual addressing names the regional host. A dotted bucket is already presigned
+    # path-style on the regional endpoint (a dotted virtual host fails S3's TLS certificate),
+    # and a custom endpoint (a local S3) is left as configured.
+    host = urlsplit(s3.meta.endpoint_url).hostname or ""
+    if "." not in bucket and host.endswith((".amazonaws.com", ".amazonaws.com.cn")):
+        s3 = aws_client("s3", s3.meta.region_name, signature_version="s3v4", s3={"addressing_style": "virtual"})
     return s3
 
 
@@ -643,6 +653,9 @@ def execute(
 def find_instances(ec2, run_id: str, states: list[str] | None = None) -> list[dict[str, Any]]:
     from botocore.exceptions import BotoCoreError, ClientError
 
+    # EC2 reads * and ? in filter values as wildcards: `cancel '*'` would reach every run.
+    if not run_id or any(c in run_id for c in "*?\\"):
+        raise UserError(f"invalid run id {run_id!r}")
     filters = [{"Name": f"tag:{TAG_RUN}", "Values": [run_id]}, {"Name": f"tag:{TAG_ROLE}", "Values": [ROLE_PROBE]}]
     if states:
         filters.append({"Name": "instance-state-name", "Values": states})

@@ -7,6 +7,7 @@ import base64
 import copy
 import io
 import json
+import re
 from datetime import datetime, timezone
 
 import pytest
@@ -418,3 +419,40 @@ def test_temporary_credentials_warn_for_long_probes(aws, run_calls, cli, monkeyp
     assert "signed with temporary credentials; they stop working when those expire, which may be before the 110 minutes" in err
     code, _out, err = cli(*base_args(aws, "t3.micro", "--max-minutes", "20", "--yes"))
     assert code == 0 and "temporary credentials" not in err
+
+
+def test_presigned_urls_name_the_buckets_regional_endpoint(aws, run_calls, cli):
+    # botocore's default presigned host, bucket.s3.amazonaws.com, answers 307 for a bucket younger
+    # than a day and fails in opt-in regions; curl --fail takes a 307 as success: results lost
+    aws.s3.create_bucket(Bucket="probe-bucket-eu", CreateBucketConfiguration={"LocationConstraint": "eu-west-1"})
+    code, _out, err = cli("launch", "--instance-types", "t3.micro", "--s3", "s3://probe-bucket-eu/probes",
+                          "--region", REGION, "--package", aws.wheel, "--yes")
+    assert code == 0, err
+    (call,) = launched(run_calls.calls)
+    urls = re.findall(r"https?://[^'\s]+", call["UserData"])
+    assert len(urls) == 3
+    assert all(u.startswith("https://probe-bucket-eu.s3.eu-west-1.amazonaws.com/probes/") for u in urls), urls
+    # a dotted name stays path-style on the regional endpoint (a dotted virtual host fails TLS)
+    aws.s3.create_bucket(Bucket="probe.bucket.eu", CreateBucketConfiguration={"LocationConstraint": "eu-west-1"})
+    code, _out, err = cli("launch", "--instance-types", "t3.micro", "--s3", "s3://probe.bucket.eu/probes",
+                          "--region", REGION, "--package", aws.wheel, "--yes")
+    assert code == 0, err
+    urls = re.findall(r"https?://[^'\s]+", launched(run_calls.calls)[-1]["UserData"])
+    assert all(u.startswith("https://s3.eu-west-1.amazonaws.com/probe.bucket.eu/probes/") for u in urls), urls
+
+
+@pytest.mark.parametrize("pattern", ["*", "2026*", "????????-??????-??????"])
+def test_cancel_with_a_wildcard_run_id_terminates_nothing(aws, run_calls, cli, pattern):
+    # EC2 tag filters treat * and ? as wildcards: a pattern must not reach other runs
+    code, _, err = cli(*base_args(aws, "t3.micro", "--ami", aws.amis["old"], "--yes"))
+    assert code == 0, err
+    (run_id,) = manifests.list_run_ids()
+    code, out, err = cli("launch", "cancel", pattern, "--region", REGION)
+    assert code == 2 and out == ""
+    assert errors(err) == [f"advisor: error: invalid run id {pattern!r}"]
+    (inst,) = [i for r in aws.ec2.describe_instances()["Reservations"] for i in r["Instances"]]
+    assert inst["State"]["Name"] == "running"
+    code, out, err = cli("launch", "status", run_id[:-1] + "?", "--region", REGION)
+    assert code == 2 and "invalid run id" in err
+    code, out, err = cli("launch", "cancel", run_id, "--format", "json")
+    assert code == 0 and [r["instance_id"] for r in json.loads(out)] == [inst["InstanceId"]]
