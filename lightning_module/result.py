@@ -177,12 +177,27 @@ class ProbeResult(BaseModel):
         return v
 
 
-def parse_result(text: str | bytes, where: str = "result") -> ProbeResult:
-    """Validate one ProbeResult from JSON text; any problem becomes a one-line ResultError."""
+def _loads(text: str | bytes, where: str):
     try:
-        data = json.loads(text)
+        return json.loads(text)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise ResultError(f"{where}: not valid JSON ({e.msg if hasattr(e, 'msg') else e})") from None
+
+
+def parse_result(text: str | bytes, where: str = "result") -> ProbeResult:
+    """Validate one ProbeResult from JSON text; any problem becomes a one-line ResultError."""
+    return _validate(_loads(text, where), where)
+
+
+def parse_results(text: str | bytes, where: str = "results") -> list[ProbeResult]:
+    """One ProbeResult, or a JSON list of them as `advisor results export` writes."""
+    data = _loads(text, where)
+    if isinstance(data, list):
+        return [_validate(d, f"{where}[{i}]") for i, d in enumerate(data)]
+    return [_validate(data, where)]
+
+
+def _validate(data, where: str) -> ProbeResult:
     if not isinstance(data, dict) or "workload_id" not in data or "samples_per_sec" not in data:
         raise ResultError(f"{where}: not a probe result (no workload_id / samples_per_sec)")
     try:

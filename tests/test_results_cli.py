@@ -85,3 +85,18 @@ def test_exported_file_imports_into_another_store(cli, tmp_path):
     f.write_text(out)
     code, _, err = cli("results", "import", str(f), "--store", str(tmp_path / "other.db"))
     assert code == 0 and "imported 1 new" in err
+
+
+def test_export_json_imports_back_into_a_fresh_store(cli, tmp_path):
+    db, rs = _store(tmp_path, 3)
+    code, out, _ = cli("results", "export", "--store", db)
+    f = tmp_path / "all.json"
+    f.write_text(out)
+    other = str(tmp_path / "other.db")
+    code, _, err = cli("results", "import", str(f), "--store", other)
+    assert code == 0 and "imported 3 new" in err, err
+    code, _, err = cli("results", "import", str(f), "--store", other)
+    assert code == 0 and "imported 0 new result(s), 3 already stored" in err
+    f.write_text(json.dumps([rs[0].model_dump(mode="json"), {"workload_id": "x", "samples_per_sec": 1}]))
+    code, _, err = cli("results", "import", str(f), "--store", str(tmp_path / "third.db"))
+    assert code == 2 and "all.json[1]" in err

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from lightning_module.result import ResultError, parse_result
+from lightning_module.result import ResultError, parse_results
 
 from ..output import FORMATS, add_format_option, emit
 from .common import add_store_option, open_store
@@ -38,7 +38,8 @@ def register(sub) -> None:
     sp.set_defaults(func=handle_show)
 
     ip = rsub.add_parser(
-        "import", help="add ProbeResult JSON files to the store (already stored ones are skipped)",
+        "import", help="add ProbeResult JSON files (one result, or a list as export writes) to the store; "
+        "already stored ones are skipped",
         description="Validate each file and store the good ones; a bad file is reported on one line "
         "and makes the exit status 2, but does not stop the others from being imported.",
     )
@@ -137,7 +138,7 @@ def handle_import(args) -> int:
             bad += 1
             continue
         try:
-            results.append(parse_result(text, where=name))
+            results.extend(parse_results(text, where=name))
         except ResultError as e:
             print(f"advisor: error: {e}", file=sys.stderr)
             bad += 1
