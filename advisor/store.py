@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sqlite3
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 
 if sys.version_info >= (3, 11):
@@ -67,7 +68,7 @@ class ResultStore:
                 result.instance_type,
                 result.config.accelerator,
                 result.samples_per_sec,
-                result.finished_at.isoformat(),
+                _sortable(result.finished_at),
                 result.software.torch,
                 result.model_dump_json(),
             ),
@@ -94,7 +95,8 @@ class ResultStore:
 
     def get(self, result_id: str) -> ProbeResult:
         rows = self._db.execute(
-            "SELECT result_id, json FROM results WHERE result_id LIKE ? || '%'", (result_id,)
+            # Not LIKE: a '_' or '%' typed as part of an id would match any result.
+            "SELECT result_id, json FROM results WHERE substr(result_id, 1, ?) = ?", (len(result_id), result_id)
         ).fetchall()
         if not rows:
             raise UserError(f"no result with id {result_id!r}; 'advisor results list' shows the ids")
@@ -104,6 +106,13 @@ class ResultStore:
 
     def count(self) -> int:
         return self._db.execute("SELECT COUNT(*) FROM results").fetchone()[0]
+
+
+def _sortable(t: datetime) -> str:
+    """UTC with a fixed-width fraction, so the text sorts in time order ("newest first") even for
+    imported results stamped with another offset (11:30+02:00 is before 10:00+00:00)."""
+    t = t.replace(tzinfo=timezone.utc) if t.tzinfo is None else t.astimezone(timezone.utc)
+    return t.isoformat(timespec="microseconds")
 
 
 __all__ = ["ResultError", "ResultStore"]

@@ -77,3 +77,27 @@ def test_eight_processes_writing_fifty_results_each_lose_nothing(tmp_path):
         got = s.results()
         assert len({r.result_id for r in got}) == 400  # every row parses back as a valid result
         assert sorted(r.samples_per_sec for r in got) == sorted(40.0 + w * 100 + i for w in range(8) for i in range(50))
+
+
+def test_newest_first_across_utc_offsets(tmp_path):
+    from datetime import datetime, timedelta, timezone
+
+    utc = make_result(0, result_id="a" * 32).model_copy(
+        update={"finished_at": datetime(2026, 1, 1, 10, 0, tzinfo=timezone.utc)})
+    # 11:30 at +02:00 is 09:30 UTC: older, though its text sorts later.
+    plus2 = make_result(1, result_id="b" * 32).model_copy(
+        update={"finished_at": datetime(2026, 1, 1, 11, 30, tzinfo=timezone(timedelta(hours=2)))})
+    with ResultStore(tmp_path / "r.db") as s:
+        s.add(plus2)
+        s.add(utc)
+        assert [r.result_id for r in s.results()] == ["a" * 32, "b" * 32]
+        assert s.get("b").finished_at == plus2.finished_at  # the record itself keeps its offset
+
+
+def test_id_prefix_is_literal_not_a_pattern(tmp_path):
+    with ResultStore(tmp_path / "r.db") as s:
+        s.add(make_result(0, result_id="ab" + "0" * 30))
+        for pattern in ("%", "_", "a_"):
+            with pytest.raises(UserError, match="no result"):
+                s.get(pattern)
+        assert s.get("ab").result_id.startswith("ab")
