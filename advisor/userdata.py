@@ -6,6 +6,14 @@ presigned URLs, so the instance needs no role. Order matters for cost safety: th
 powers off whatever happens; with InstanceInitiatedShutdownBehavior=terminate a power-off is
 a termination, so billing stops.
 
+What the URLs do carry: the access key id (X-Amz-Credential, not a secret) and, when the
+launcher's credentials are temporary (SSO, an assumed role), the session token
+(X-Amz-Security-Token). Neither signs anything without the secret key, which never leaves the
+launching machine, so each URL allows only its own GET or PUT of one key until it expires
+(--max-minutes plus a grace) or the session does. They are bearer tokens all the same, readable
+on the instance through the metadata service and by anyone allowed
+ec2:DescribeInstanceAttribute; the local run manifest keeps none of them.
+
 Install choice: the Deep Learning AMI's PyTorch environment (/opt/pytorch) already has a CUDA
 torch and torchvision matched to the driver. The wheel is pip-installed into that environment
 with every installed torch-family package pinned by a constraints file, so pip can add
@@ -26,6 +34,11 @@ from dataclasses import dataclass, field
 PINNED_PACKAGE_PATTERN = r"^(torch|torchvision|torchaudio|triton|pytorch-triton|nvidia-[a-z0-9-]+)=="
 
 DLAMI_PYTHON = "/opt/pytorch/bin/python"
+
+# curl has no overall timeout of its own: a stalled transfer in the EXIT trap would keep the
+# instance running (and billed) until the watchdog. Each attempt and the retries are bounded,
+# so a transfer gives up after at most ~7 minutes. --fail makes an HTTP error a failure.
+CURL = "curl -fsS --connect-timeout 20 --max-time 120 --retry 5 --retry-delay 5 --retry-max-time 300"
 
 
 @dataclass(frozen=True)
@@ -60,7 +73,7 @@ def render(s: ProbeScript) -> str:
     )
     if s.package_url is not None:
         fetch = (
-            f'curl -fsS --retry 5 --retry-delay 5 -o "$WORK/{s.package_filename}" {q(s.package_url)} '
+            f'{CURL} -o "$WORK/{s.package_filename}" {q(s.package_url)} '
             '|| { echo "advisor-probe: downloading the package failed"; exit 10; }\n'
         )
         target = f'"$WORK/{s.package_filename}"'
@@ -87,10 +100,10 @@ finish() {{
     status=$?
     echo "advisor-probe: finished with exit status $status at $(date -u +%FT%TZ)"
     if [ "$status" -eq 0 ] && [ -s "$WORK/result.json" ]; then
-        curl -fsS --retry 5 --retry-delay 5 -X PUT -T "$WORK/result.json" "$RESULT_URL" \\
+        {CURL} -X PUT -T "$WORK/result.json" "$RESULT_URL" \\
             || echo "advisor-probe: uploading the result failed"
     fi
-    curl -fsS --retry 5 --retry-delay 5 -X PUT -T "$LOG" "$LOG_URL" || true
+    {CURL} -X PUT -T "$LOG" "$LOG_URL" || true
     shutdown -h now
 }}
 trap finish EXIT
@@ -114,4 +127,4 @@ export PATH="$(dirname "$PY"):$PATH"
 """
 
 
-__all__ = ["DLAMI_PYTHON", "PINNED_PACKAGE_PATTERN", "ProbeScript", "render"]
+__all__ = ["CURL", "DLAMI_PYTHON", "PINNED_PACKAGE_PATTERN", "ProbeScript", "render"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 
@@ -83,3 +84,14 @@ def test_exactly_one_package_source():
         script(package_url=None, package_filename=None)
     with pytest.raises(ValueError):
         script(package_filename="pkg.tar.gz")
+
+
+def test_every_transfer_is_time_bounded():
+    # curl has no total timeout of its own: a stalled upload in the EXIT trap would keep the
+    # instance billing until the watchdog instead of powering off after the probe
+    text = script()
+    curls = [c for c in commands(text) if c.startswith("curl ")]
+    assert len(curls) == 3  # the wheel, the result, the log
+    for c in curls:
+        assert re.search(r"--connect-timeout \d+ ", c) and re.search(r"--max-time \d+ ", c), c
+        assert re.search(r"--retry-max-time \d+ ", c), c
