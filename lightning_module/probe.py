@@ -223,6 +223,8 @@ def measure(settings: MeasureSettings, rung: str, config: ProbeConfig, extra_cal
     _free_memory(config.accelerator)
     if config.accelerator == "gpu":
         torch.cuda.reset_peak_memory_stats()
+    else:
+        reset_peak_rss()
     torch.manual_seed(settings.seed)
     synthetic = not spec.datamodule
     module = build_module(spec, config, synthetic)
@@ -259,9 +261,10 @@ def measure(settings: MeasureSettings, rung: str, config: ProbeConfig, extra_cal
         raise RuntimeError("no steps were timed (the data ran out during warm-up?)")
     world = config.devices * config.num_nodes
     tp = throughput(t.step_times, config.batch_size * world)
-    peak = None
     if config.accelerator == "gpu":
         peak = torch.cuda.max_memory_allocated() / 2**30
+    else:
+        peak = peak_rss_gib()
     compile_s = None
     if config.compile and t.first_step_seconds is not None:
         # The first step minus an ordinary step is the compiler's share.
@@ -383,7 +386,24 @@ def datasheet_peak_tflops(hw, accelerator: str, precision: str) -> float | None:
     return None
 
 
+def reset_peak_rss() -> None:
+    """Restart the process's RSS high-water mark (Linux 4.0+), so a rung's peak is its own and not
+    that of a bigger batch tried before it; elsewhere the peak stays the process's lifetime one."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
+
+
 def peak_rss_gib() -> float:
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 2**20  # kB
+    except (OSError, ValueError, IndexError):
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB on Linux
 
 
@@ -545,7 +565,8 @@ def run_probe(opts: ProbeOptions, on_rung: Callable[[RungResult, RungResult | No
     mm = matmul_peak_tflops(accelerator, best.config.precision, opts.matmul_seconds)
     share = ranks if accelerator != "cpu" else max(1.0, min(ranks, (os.cpu_count() or 1) / torch.get_num_threads()))
     peak_mm = mm * share if mm else None
-    peak_mem = best.peak_memory_gib if accelerator == "gpu" else peak_rss_gib()
+    # The winning rung's own peak: the process's would include every larger batch tried.
+    peak_mem = best.peak_memory_gib if best.peak_memory_gib is not None else peak_rss_gib()
 
     instance_type, source = opts.instance_type, "given" if opts.instance_type else None
     if instance_type is None and (found := hardware.ec2_instance_type()):

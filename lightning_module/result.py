@@ -89,7 +89,7 @@ class RungResult(BaseModel):
     compile_seconds: float | None = None
     kept: bool = False
     error: str | None = None  # why it failed or was skipped
-    peak_memory_gib: float | None = None  # CUDA max allocated during the rung (None on CPU)
+    peak_memory_gib: float | None = None  # CUDA max allocated during the rung; elsewhere the process's peak RSS
 
 
 class StepTimeStats(BaseModel):

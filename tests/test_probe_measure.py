@@ -56,3 +56,35 @@ def test_a_step_past_the_slow_limit_is_cut_short(sleepy):
     m = probe.measure(fast, "baseline", ProbeConfig(accelerator="cpu", batch_size=4), slow_step_s=0.5)
     assert m.samples_per_sec > 0 and m.steps_timed >= 2
     time.sleep(0.6)  # a stray SIGALRM would raise here
+
+
+def test_peak_rss_is_per_rung_not_the_process_lifetime():
+    from lightning_module import probe
+
+    probe.reset_peak_rss()
+    before = probe.peak_rss_gib()
+    big = bytearray(512 * 2**20)  # zero pages are not resident until touched
+    big[:: 4096] = b"\1" * (len(big) // 4096)
+    assert probe.peak_rss_gib() - before > 0.4
+    del big
+    probe.reset_peak_rss()
+    assert probe.peak_rss_gib() - before < 0.2  # a later rung does not inherit the 512 MiB
+
+
+def test_the_result_reports_the_winning_rungs_peak_memory_on_cpu():
+    from lightning_module import probe
+    from lightning_module.ladder import Measurement
+    from lightning_module.result import WorkloadSpec
+    from lightning_module.timing import Timing
+
+    def measure(rung, cfg):
+        v = 100.0 / cfg.batch_size  # smaller batches win; the bigger ones used more memory
+        return Measurement(v, v * 0.99, v * 1.01, 20, peak_memory_gib=cfg.batch_size / 100,
+                           extra=Timing([0.1] * 20, 1, 0.5, 0.1, "converged"))
+
+    spec = WorkloadSpec(model="mlp", image_size=8, num_classes=10, batch_size=16)
+    opts = probe.ProbeOptions(spec=spec, accelerator="cpu", matmul_seconds=0.05,
+                              skip=frozenset({"precision", "channels_last", "compile", "workers", "ipex"}))
+    result = probe.run_probe(opts, measure_fn=measure)
+    assert result.config.batch_size < 16
+    assert result.peak_memory_gib == result.config.batch_size / 100
