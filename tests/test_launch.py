@@ -456,3 +456,25 @@ def test_cancel_with_a_wildcard_run_id_terminates_nothing(aws, run_calls, cli, p
     assert code == 2 and "invalid run id" in err
     code, out, err = cli("launch", "cancel", run_id, "--format", "json")
     assert code == 0 and [r["instance_id"] for r in json.loads(out)] == [inst["InstanceId"]]
+
+
+@pytest.mark.parametrize(
+    "probe_args,message",
+    [
+        ("--precison bf16-mixed", "--probe-args: unrecognized arguments: --precison bf16-mixed"),  # a typo
+        ("--max-seconds abc", "--probe-args: argument --max-seconds: 'abc' is not a number"),
+        ("--out elsewhere.json", "--probe-args must not contain --output: launch sets it"),  # argparse abbreviation
+        ("--instance g6.xlarge", "--probe-args must not contain --instance-type: launch sets it"),
+        ("--help", "--probe-args: --help is not a probe setting"),
+    ],
+)
+def test_probe_args_are_checked_before_any_instance_pays_for_them(cli, monkeypatch, probe_args, message):
+    # every instance would boot, install and then fail on the same bad argument
+    def no_aws(*a, **k):
+        raise AssertionError("no AWS call expected")
+
+    monkeypatch.setattr(launch, "aws_client", no_aws)
+    code, out, err = cli("launch", "--instance-types", "g5.xlarge", "--s3", "s3://bkt/p", "--region", REGION,
+                         f"--probe-args={probe_args}", "--yes")
+    assert code == 2 and out == ""
+    assert errors(err) == [f"advisor: error: {message}"]

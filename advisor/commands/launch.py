@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import argparse
+import contextlib
+import io
 import shlex
 import sys
 
@@ -68,6 +71,7 @@ def _request(args):
         probe_args = shlex.split(args.probe_args)
     except ValueError as e:
         raise UserError(f"--probe-args: {e}") from None
+    check_probe_args(args.workload, probe_args)
     return LaunchRequest(
         instance_types=[t.strip() for t in args.instance_types.split(",") if t.strip()],
         s3=parse_s3_url(args.s3),
@@ -83,6 +87,33 @@ def _request(args):
         iam_instance_profile=args.iam_instance_profile,
         package=args.package,
     )
+
+
+class _ProbeArgsParser(argparse.ArgumentParser):
+    def error(self, message: str):
+        raise UserError(f"--probe-args: {message}")
+
+
+def check_probe_args(workload: str, probe_args: list[str]) -> None:
+    """Parse the instance's `advisor probe` command line here, with this advisor's own probe
+    parser: a typo would otherwise fail on every instance, after each has booted and installed
+    at the user's expense. The launcher's own options must come out as it set them (argparse
+    accepts abbreviations, so `--out x` would redirect the result away from the upload)."""
+    from . import probe
+
+    sub = _ProbeArgsParser(prog="advisor").add_subparsers(parser_class=_ProbeArgsParser)
+    probe.register(sub)
+    set_by_launch = {"workload": ("--workload", workload), "instance_type": ("--instance-type", "x.large"),
+                     "output": ("--output", "result.json")}
+    argv = [*(a for opt, v in set_by_launch.values() for a in (opt, v)), "--no-store", *probe_args]
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            ns = sub.choices["probe"].parse_args(argv)
+    except SystemExit:  # --help: argparse printed (to nowhere) and exited
+        raise UserError("--probe-args: --help is not a probe setting") from None
+    for dest, (opt, value) in set_by_launch.items():
+        if getattr(ns, dest) != value:
+            raise UserError(f"--probe-args must not contain {opt}: launch sets it")
 
 
 def _catalog_or_none(args):
