@@ -95,3 +95,25 @@ def test_every_transfer_is_time_bounded():
     for c in curls:
         assert re.search(r"--connect-timeout \d+ ", c) and re.search(r"--max-time \d+ ", c), c
         assert re.search(r"--retry-max-time \d+ ", c), c
+
+
+def test_worst_case_script_fits_ec2s_16_kib(monkeypatch):
+    # presigned URLs signed with temporary credentials carry the session token (base64, ~1,000 to
+    # 1,300 characters from STS and SSO; 2,000 here) in each of the three URLs
+    import base64
+
+    import boto3
+    from botocore.config import Config
+
+    from advisor.launch import USER_DATA_LIMIT
+
+    s3 = boto3.client("s3", region_name="ap-southeast-2", aws_access_key_id="ASIAEXAMPLEEXAMPLE00",
+                      aws_secret_access_key="x", aws_session_token=base64.b64encode(bytes(range(256)) * 6).decode()[:2000],
+                      config=Config(signature_version="s3v4", s3={"addressing_style": "virtual"}))
+    key = "a/fairly/long/team/prefix/20261121-070000-abcdef/p4de.24xlarge/"
+    url = lambda op, name: s3.generate_presigned_url(
+        op, Params={"Bucket": "an-organisations-probe-results-bucket", "Key": key + name}, ExpiresIn=(1440 + 20) * 60)
+    text = script(instance_type="p4de.24xlarge", max_minutes=1440, result_url=url("put_object", "result.json"),
+                  log_url=url("put_object", "probe.log"), package_url=url("get_object", "instance_advisor-0.1.0-py3-none-any.whl"))
+    assert "X-Amz-Security-Token" in text
+    assert len(text.encode()) < USER_DATA_LIMIT * 0.75, len(text.encode())
