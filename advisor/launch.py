@@ -140,6 +140,9 @@ def parse_s3_url(url: str) -> S3Location:
     return S3Location(bucket, prefix.strip("/"))
 
 
+_AWS_S3_HOST_RE = re.compile(r"s3([.-][a-z0-9-]+)*\.amazonaws\.com(\.cn)?")
+
+
 def s3_client_for(bucket: str, region: str | None):
     """An S3 client in the bucket's own region, so presigned URLs are signed for it."""
     from botocore.exceptions import BotoCoreError, ClientError
@@ -166,9 +169,9 @@ def s3_client_for(bucket: str, region: str | None):
     # (boto/boto3#3015); curl --fail takes a 307 as success, so a result would be lost silently.
     # Forcing virtual addressing names the regional host. A dotted bucket is already presigned
     # path-style on the regional endpoint (a dotted virtual host fails S3's TLS certificate),
-    # and a custom endpoint (a local S3) is left as configured.
+    # and a custom endpoint (a local S3, a VPC endpoint) is left as configured.
     host = urlsplit(s3.meta.endpoint_url).hostname or ""
-    if "." not in bucket and host.endswith((".amazonaws.com", ".amazonaws.com.cn")):
+    if "." not in bucket and _AWS_S3_HOST_RE.fullmatch(host):
         s3 = aws_client("s3", s3.meta.region_name, signature_version="s3v4", s3={"addressing_style": "virtual"})
     return s3
 
