@@ -190,6 +190,7 @@ class PlannedLaunch:
     check_error: str | None = None  # the DryRun check failed for this type: it is skipped
     root_device: str | None = None  # set when the AMI would keep its root volume after termination
     root_volume_gib: int | None = None
+    kept_volumes: dict[str, int | None] = field(default_factory=dict)  # other EBS devices the AMI would keep: GiB
 
     def row(self) -> dict[str, Any]:
         return {
@@ -325,6 +326,7 @@ def run_instances_params(
     user_data: str | None,
     root_device: str | None = None,
     root_volume_gib: int | None = None,
+    kept_volumes: dict[str, int | None] | None = None,
 ) -> dict[str, Any]:
     tags = [
         {"Key": TAG_RUN, "Value": run_id},
@@ -351,6 +353,9 @@ def run_instances_params(
         if root_volume_gib:
             ebs["VolumeSize"] = root_volume_gib
         params["BlockDeviceMappings"] = [{"DeviceName": root_device, "Ebs": ebs}]
+    for device, gib in (kept_volumes or {}).items():  # the AMI's snapshot and size; only the deletion changes
+        ebs = {"DeleteOnTermination": True, **({"VolumeSize": gib} if gib else {})}
+        params.setdefault("BlockDeviceMappings", []).append({"DeviceName": device, "Ebs": ebs})
     if user_data is not None:
         params["UserData"] = user_data
         # botocore retries a RunInstances whose answer was lost; the token makes EC2 answer the
@@ -394,12 +399,14 @@ def dry_run_check(ec2, params: dict[str, Any]) -> None:
 class AmiFacts:
     arch: str | None = None
     root_override: tuple[str, int | None] | None = None  # (device, GiB) when the root volume would be kept
+    kept_volumes: dict[str, int | None] = field(default_factory=dict)  # non-root EBS devices that would be kept: GiB
 
 
 def describe_amis(ec2, amis: set[str]) -> dict[str, AmiFacts]:
-    """Each AMI's architecture, and (device, size) for AMIs whose root volume would outlive the
-    instance (DeleteOnTermination false), which the launch then overrides. An AMI that cannot
-    be described is left to its own mapping and to EC2's DryRun check."""
+    """Each AMI's architecture, and (device, size) of every EBS volume that would outlive the
+    instance (DeleteOnTermination false: common for data volumes of an AMI made from an
+    instance), which the launch then overrides. An AMI that cannot be described is left to its
+    own mapping and to EC2's DryRun check."""
     from botocore.exceptions import BotoCoreError, ClientError
 
     try:
@@ -417,8 +424,12 @@ def describe_amis(ec2, amis: set[str]) -> dict[str, AmiFacts]:
         root = img.get("RootDeviceName")
         for bdm in img.get("BlockDeviceMappings", []):
             ebs = bdm.get("Ebs")
-            if root and bdm.get("DeviceName") == root and ebs and not ebs.get("DeleteOnTermination", False):
+            if not ebs or ebs.get("DeleteOnTermination", False):
+                continue
+            if root and bdm.get("DeviceName") == root:
                 facts.root_override = (root, ebs.get("VolumeSize"))
+            elif bdm.get("DeviceName"):
+                facts.kept_volumes[bdm["DeviceName"]] = ebs.get("VolumeSize")
     return out
 
 
@@ -452,11 +463,13 @@ def plan_launch(req: LaunchRequest, catalog=None) -> list[PlannedLaunch]:
         )
         f = facts.get(p.ami, AmiFacts())
         p.root_device, p.root_volume_gib = f.root_override or (None, None)
+        p.kept_volumes = dict(f.kept_volumes)
         if f.arch and f.arch != p.arch:
             p.check_error = f"AMI {p.ami} is {f.arch}; {t} needs {p.arch} (give --ami per architecture: launch them separately)"
         else:
             params = run_instances_params(req=req, run_id="dry-run", instance_type=t, ami=p.ami, user_data=None,
-                                          root_device=p.root_device, root_volume_gib=p.root_volume_gib)
+                                          root_device=p.root_device, root_volume_gib=p.root_volume_gib,
+                                          kept_volumes=p.kept_volumes)
             p.check_error = dry_run_check(ec2, params)
         plan.append(p)
     return plan
@@ -595,7 +608,7 @@ def execute(
         m.entries.append(
             LaunchEntry(instance_type=p.instance_type, arch=p.arch, ami=p.ami, market=p.market,
                         usd_per_hour=p.usd_per_hour, result_key=result_key, log_key=log_key,
-                        root_device=p.root_device, root_volume_gib=p.root_volume_gib)
+                        root_device=p.root_device, root_volume_gib=p.root_volume_gib, kept_volumes=p.kept_volumes)
         )
     path = manifests.save(m)
     try:
@@ -632,7 +645,7 @@ def execute(
         else:
             params = run_instances_params(req=req, run_id=run_id, instance_type=entry.instance_type,
                                           ami=entry.ami, user_data=user_data, root_device=entry.root_device,
-                                          root_volume_gib=entry.root_volume_gib)
+                                          root_volume_gib=entry.root_volume_gib, kept_volumes=entry.kept_volumes)
             try:
                 resp = ec2.run_instances(**params)
                 inst = resp["Instances"][0]

@@ -32,6 +32,7 @@ class LaunchEntry(BaseModel):
     ami: str
     root_device: str | None = None  # set when DeleteOnTermination had to be overridden
     root_volume_gib: int | None = None
+    kept_volumes: dict[str, int | None] = {}  # other EBS devices (GiB) whose DeleteOnTermination was overridden
     market: Literal["on-demand", "spot"]
     usd_per_hour: float | None = None  # from the catalog at launch time; None when unknown
     state: Literal["pending", "launched", "failed"] = "pending"

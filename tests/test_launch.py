@@ -478,3 +478,37 @@ def test_probe_args_are_checked_before_any_instance_pays_for_them(cli, monkeypat
                          f"--probe-args={probe_args}", "--yes")
     assert code == 2 and out == ""
     assert errors(err) == [f"advisor: error: {message}"]
+
+
+def test_every_ebs_volume_the_ami_would_keep_is_deleted_with_the_instance(aws, run_calls, cli, monkeypatch):
+    # an AMI made from an instance with an attached data volume maps it with DeleteOnTermination
+    # false: every probe would leave a billed, orphaned volume behind
+    import boto3
+    from botocore.stub import Stubber
+
+    ec2 = boto3.client("ec2", region_name=REGION, aws_access_key_id="x", aws_secret_access_key="y")
+    image = {"ImageId": "ami-data", "RootDeviceName": "/dev/xvda", "Architecture": "x86_64",
+             "BlockDeviceMappings": [
+                 {"DeviceName": "/dev/xvda", "Ebs": {"DeleteOnTermination": True, "VolumeSize": 100}},
+                 {"DeviceName": "/dev/sdf", "Ebs": {"DeleteOnTermination": False, "VolumeSize": 500}},
+                 {"DeviceName": "/dev/sdg", "Ebs": {"VolumeSize": 50}},  # EC2 leaves it out: false
+                 {"DeviceName": "/dev/sdh", "Ebs": {"DeleteOnTermination": True, "VolumeSize": 10}},
+                 {"DeviceName": "/dev/sdb", "VirtualName": "ephemeral0"}]}
+    with Stubber(ec2) as stub:
+        stub.add_response("describe_images", {"Images": [image]}, {"ImageIds": ["ami-data"]})
+        facts = launch.describe_amis(ec2, {"ami-data"})
+    assert facts["ami-data"].root_override is None
+    assert facts["ami-data"].kept_volumes == {"/dev/sdf": 500, "/dev/sdg": 50}
+
+    # and the launch (DryRun and real) overrides them, recorded in the manifest for the real one
+    monkeypatch.setattr(launch, "describe_amis", lambda ec2, amis: {a: launch.AmiFacts(
+        arch="x86_64", root_override=("/dev/sda1", 15), kept_volumes={"/dev/sdf": 20}) for a in amis})
+    code, _out, err = cli(*base_args(aws, "t3.micro", "--ami", aws.amis["old"], "--yes"))
+    assert code == 0, err
+    assert len(run_calls.calls) == 2
+    for call in run_calls.calls:
+        assert call["BlockDeviceMappings"] == [
+            {"DeviceName": "/dev/sda1", "Ebs": {"DeleteOnTermination": True, "VolumeSize": 15}},
+            {"DeviceName": "/dev/sdf", "Ebs": {"DeleteOnTermination": True, "VolumeSize": 20}}]
+    (run_id,) = manifests.list_run_ids()
+    assert manifests.load(run_id).entry("t3.micro").kept_volumes == {"/dev/sdf": 20}
