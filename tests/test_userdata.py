@@ -117,3 +117,22 @@ def test_worst_case_script_fits_ec2s_16_kib(monkeypatch):
                   log_url=url("put_object", "probe.log"), package_url=url("get_object", "instance_advisor-0.1.0-py3-none-any.whl"))
     assert "X-Amz-Security-Token" in text
     assert len(text.encode()) < USER_DATA_LIMIT * 0.75, len(text.encode())
+
+
+@pytest.mark.skipif(shutil.which("bash") is None or shutil.which("curl") is None, reason="bash and curl run the script")
+def test_a_failed_download_still_powers_off(tmp_path):
+    # nothing listens on the URLs' port: the wheel download fails before any install
+    dead = "http://127.0.0.1:9/p/{}?X-Amz-Signature=a%2Fb&x=1"
+    path = tmp_path / "user-data.sh"
+    path.write_text(script(result_url=dead.format("result.json"), log_url=dead.format("probe.log"),
+                           package_url=dead.format("pkg.whl")))
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    calls = tmp_path / "shutdown-calls"
+    for tool, body in (("shutdown", f'echo "$*" >> {calls}\n'), ("python3", "exit 99\n"), ("advisor", "exit 99\n")):
+        (bin_dir / tool).write_text("#!/bin/bash\n" + body)
+        (bin_dir / tool).chmod(0o755)
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(tmp_path)}
+    proc = subprocess.run(["bash", str(path)], env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 10, proc.stdout + proc.stderr  # "downloading the package failed"
+    assert calls.read_text().splitlines() == ["-h +30", "-h now"]
