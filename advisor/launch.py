@@ -221,6 +221,10 @@ class LaunchRequest:
     package: str | None = None
 
 
+# name-version(-build)?-python-abi-platform.whl (the binary distribution format): pip refuses
+# any other name, and the name goes into the user-data script.
+_WHEEL_NAME_RE = re.compile(r"[A-Za-z0-9_.]+-[A-Za-z0-9_.!+]+(-\d[A-Za-z0-9_.]*)?(-[A-Za-z0-9_.]+){3}\.whl")
+
 # Options the launcher sets itself; a user passing them in --probe-args would contradict it.
 _RESERVED_PROBE_ARGS = ("--workload", "--instance-type", "--output")
 
@@ -240,6 +244,14 @@ def validate_request(req: LaunchRequest) -> None:
             f"{len(types)} instance types would start {len(types)} instances, more than "
             f"--max-instances {req.max_instances}; raise --max-instances if you mean it"
         )
+    if req.package is not None and req.package.endswith(".whl"):
+        # checked here, before anything starts: otherwise every instance boots, then pip fails
+        wheel = Path(req.package)
+        if not _WHEEL_NAME_RE.fullmatch(wheel.name):
+            raise UserError(f"--package {req.package}: {wheel.name!r} is not a wheel file name "
+                            "(name-version-python-abi-platform.whl), which pip on the instance would refuse")
+        if not wheel.is_file():
+            raise UserError(f"--package {req.package}: no such wheel file")
     if req.max_minutes < 5 or req.max_minutes > 24 * 60:
         raise UserError(f"--max-minutes {req.max_minutes} is out of range (5 to 1440)")
     for a in req.probe_args:

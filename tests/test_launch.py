@@ -512,3 +512,23 @@ def test_every_ebs_volume_the_ami_would_keep_is_deleted_with_the_instance(aws, r
             {"DeviceName": "/dev/sdf", "Ebs": {"DeleteOnTermination": True, "VolumeSize": 20}}]
     (run_id,) = manifests.list_run_ids()
     assert manifests.load(run_id).entry("t3.micro").kept_volumes == {"/dev/sdf": 20}
+
+
+@pytest.mark.parametrize("name,message", [
+    ("advisor.whl", "'advisor.whl' is not a wheel file name"),  # pip on the instance refuses it
+    ('instance_advisor-0.1.0-py3-none-any"$(x).whl', "is not a wheel file name"),
+    ("missing/instance_advisor-0.1.0-py3-none-any.whl", "no such wheel file"),
+])
+def test_bad_wheel_is_refused_before_any_aws_call(cli, monkeypatch, tmp_path, name, message):
+    def no_aws(*a, **k):
+        raise AssertionError("no AWS call expected")
+
+    monkeypatch.setattr(launch, "aws_client", no_aws)
+    wheel = tmp_path / name
+    if not name.startswith("missing/"):
+        wheel.write_bytes(b"PK\x05\x06" + b"\0" * 18)
+    code, out, err = cli("launch", "--instance-types", "g5.xlarge", "--s3", "s3://bkt/p", "--region", REGION,
+                         "--package", str(wheel), "--yes")
+    assert code == 2 and out == ""
+    (line,) = errors(err)
+    assert line.startswith("advisor: error: --package ") and message in line
