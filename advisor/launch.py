@@ -450,6 +450,7 @@ def plan_launch(req: LaunchRequest, catalog=None) -> list[PlannedLaunch]:
     prices and a DryRun check per type."""
     validate_request(req)
     s3_client_for(req.s3.bucket, req.region)  # the bucket exists and is reachable
+    _warn_if_temporary_credentials((req.max_minutes + URL_GRACE_MINUTES) * 60)  # before the confirmation
     ec2 = aws_client("ec2", req.region)
     archs = instance_architectures(ec2, req.instance_types)
     amis: dict[str, str] = {}
@@ -591,7 +592,6 @@ def execute(
     run_id = run_id or manifests.new_run_id()
     s3 = s3_client_for(req.s3.bucket, req.region)
     expires = (req.max_minutes + URL_GRACE_MINUTES) * 60
-    _warn_if_temporary_credentials(expires)
 
     with tempfile.TemporaryDirectory(prefix="advisor-launch-") as tmp:
         wheel, spec = resolve_package(req.package, Path(tmp))

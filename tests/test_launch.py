@@ -532,3 +532,14 @@ def test_bad_wheel_is_refused_before_any_aws_call(cli, monkeypatch, tmp_path, na
     assert code == 2 and out == ""
     (line,) = errors(err)
     assert line.startswith("advisor: error: --package ") and message in line
+
+
+def test_temporary_credentials_warning_comes_before_the_question(aws, run_calls, cli, monkeypatch):
+    # a warning after the confirmation cannot change the decision it is about
+    monkeypatch.setenv("AWS_SESSION_TOKEN", "FwoGZXIvYXdzEXAMPLETOKEN")
+    monkeypatch.setattr("sys.stdin", _Tty("n\n"))
+    code, _out, err = cli(*base_args(aws, "t3.micro", "--max-minutes", "90"))
+    assert code == 1 and launched(run_calls.calls) == []
+    assert err.index("signed with temporary credentials") < err.index("Start 1 on-demand instance(s)")
+    code, _out, err = cli(*base_args(aws, "t3.micro", "--max-minutes", "90", "--dry-run"))
+    assert code == 0 and "signed with temporary credentials" in err
