@@ -53,6 +53,8 @@ class ProbeScript:
     package_filename: str | None = None  # the wheel's file name (pip needs the real name)
     package_spec: str | None = None  # a pip requirement, installed from the index instead
     probe_args: list[str] = field(default_factory=list)
+    # Seconds of the watchdog's time kept back from the probe for the final uploads.
+    upload_reserve_s: int = 180
 
 
 def render(s: ProbeScript) -> str:
@@ -85,6 +87,8 @@ def render(s: ProbeScript) -> str:
 # Watchdog first: whatever happens below, the instance powers off (and so terminates) after
 # {s.max_minutes} minutes.
 shutdown -h +{s.max_minutes} || true
+# The probe is stopped this much earlier, so a hung one still uploads its log.
+DEADLINE=$(( $(date +%s) + {s.max_minutes * 60 - s.upload_reserve_s} ))
 
 set -u
 export HOME="${{HOME:-/root}}"
@@ -123,7 +127,15 @@ echo "advisor-probe: pinned $(wc -l < "$WORK/constraints.txt") torch-family pack
     || {{ echo "advisor-probe: installing the package failed"; exit 12; }}
 export PATH="$(dirname "$PY"):$PATH"
 
-{probe_cmd}
+LEFT=$(( DEADLINE - $(date +%s) ))
+if [ "$LEFT" -le 0 ]; then echo "advisor-probe: no time left for the probe within --max-minutes"; exit 13; fi
+timeout --kill-after=20 "$LEFT" {probe_cmd} || {{
+    rc=$?
+    if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
+        echo "advisor-probe: stopped: out of its --max-minutes time ($LEFT s were left for the probe)"
+    fi
+    exit "$rc"
+}}
 """
 
 

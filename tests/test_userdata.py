@@ -54,10 +54,10 @@ def test_watchdog_is_armed_before_anything_else():
 
 def test_probe_command_and_quoting():
     text = script()
-    probe = [c for c in commands(text) if c.startswith("advisor probe")]
+    probe = [c for c in commands(text) if "advisor probe" in c]
     assert probe == [
-        ("advisor probe --workload resnet50 --instance-type g5.xlarge --output \"$WORK/result.json\" "
-        "--no-store --precision bf16-mixed --max-seconds 20 'it'\"'\"'s; rm -rf /'")
+        ("timeout --kill-after=20 \"$LEFT\" advisor probe --workload resnet50 --instance-type g5.xlarge "
+         "--output \"$WORK/result.json\" --no-store --precision bf16-mixed --max-seconds 20 'it'\"'\"'s; rm -rf /' || {")
     ]
     # a quote inside a URL cannot break out of its assignment
     assert "RESULT_URL='https://bkt.s3.us-east-1.amazonaws.com/p/result.json?" in text
@@ -136,3 +136,49 @@ def test_a_failed_download_still_powers_off(tmp_path):
     proc = subprocess.run(["bash", str(path)], env=env, capture_output=True, text=True, timeout=60, check=False)
     assert proc.returncode == 10, proc.stdout + proc.stderr  # "downloading the package failed"
     assert calls.read_text().splitlines() == ["-h +30", "-h now"]
+
+
+@pytest.mark.skipif(shutil.which("bash") is None or shutil.which("curl") is None, reason="bash and curl run the script")
+def test_a_hung_probe_is_stopped_in_time_to_upload_its_log(tmp_path):
+    # the watchdog alone would power off mid-probe with nothing uploaded: 'missing', no log
+    import http.server
+    import threading
+    import time
+
+    uploads: dict[str, bytes] = {}
+
+    class Put(http.server.BaseHTTPRequestHandler):
+        def do_PUT(self):
+            uploads[self.path.split("?")[0]] = self.rfile.read(int(self.headers["Content-Length"]))
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *a):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Put)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}/p/"
+    try:
+        path = tmp_path / "user-data.sh"
+        # 5 minutes, all but 2 seconds kept for the uploads: the probe gets 2 seconds
+        path.write_text(script(max_minutes=5, upload_reserve_s=5 * 60 - 2, package_url=None, package_filename=None,
+                               package_spec="instance-advisor", result_url=base + "result.json", log_url=base + "probe.log"))
+        bin_dir = tmp_path / "bin"
+        bin_dir.mkdir()
+        calls = tmp_path / "shutdown-calls"
+        for tool, body in (("shutdown", f'echo "$*" >> {calls}\n'), ("python3", "exit 0\n"),
+                           ("advisor", 'echo "probe hangs"; sleep 60\n')):
+            (bin_dir / tool).write_text("#!/bin/bash\n" + body)
+            (bin_dir / tool).chmod(0o755)
+        env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(tmp_path)}
+        t0 = time.monotonic()
+        proc = subprocess.run(["bash", str(path)], env=env, capture_output=True, text=True, timeout=60, check=False)
+        assert time.monotonic() - t0 < 30
+    finally:
+        server.shutdown()
+    assert proc.returncode == 124, proc.stdout + proc.stderr
+    assert calls.read_text().splitlines() == ["-h +5", "-h now"]
+    log = uploads["/p/probe.log"].decode()
+    assert "probe hangs" in log and "stopped: out of its --max-minutes time" in log
+    assert "/p/result.json" not in uploads
