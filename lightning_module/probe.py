@@ -476,7 +476,17 @@ def quiet_lightning(verbose: bool = False) -> None:
 def preflight(opts: ProbeOptions) -> str:
     """Everything that can be wrong with the request, checked before any training; the accelerator."""
     workloads.check(opts.spec)
-    return resolve_accelerator(opts.accelerator)
+    accelerator = resolve_accelerator(opts.accelerator)
+    if accelerator == "cpu" and opts.precision == "16-mixed":
+        # Lightning would run bf16-mixed instead, and the result would be filed as fp16.
+        raise WorkloadError("--precision 16-mixed is not supported on cpu: use bf16-mixed or 32-true")
+    if opts.strategy:
+        from lightning.pytorch.strategies import StrategyRegistry
+
+        known = ("auto", *StrategyRegistry.available_strategies())
+        if opts.strategy not in known:
+            raise WorkloadError(f"unknown --strategy {opts.strategy!r}: use auto, ddp, ddp_spawn, fsdp, deepspeed, ...")
+    return accelerator
 
 
 def run_probe(opts: ProbeOptions, on_rung: Callable[[RungResult, RungResult | None], None] | None = None,
