@@ -60,19 +60,22 @@ class ResultStore:
 
     def add(self, result: ProbeResult) -> bool:
         """Insert one result; returns False when a result with the same id is already there."""
-        cur = self._db.execute(
-            "INSERT OR IGNORE INTO results VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                result.result_id,
-                result.workload_id,
-                result.instance_type,
-                result.config.accelerator,
-                result.samples_per_sec,
-                _sortable(result.finished_at),
-                result.software.torch,
-                result.model_dump_json(),
-            ),
-        )
+        try:
+            cur = self._db.execute(
+                "INSERT OR IGNORE INTO results VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    result.result_id,
+                    result.workload_id,
+                    result.instance_type,
+                    result.config.accelerator,
+                    result.samples_per_sec,
+                    _sortable(result.finished_at),
+                    result.software.torch,
+                    result.model_dump_json(),
+                ),
+            )
+        except sqlite3.Error as e:  # read-only file, full disk, locked past the busy timeout
+            raise UserError(f"results store {self.path}: cannot write: {e}") from None
         return cur.rowcount == 1
 
     def results(self, workload_id: str | None = None, instance_type: str | None = None) -> list[ProbeResult]:

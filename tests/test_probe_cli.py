@@ -196,3 +196,12 @@ def test_profile_writes_a_tensorboard_trace(cli, tmp_path):
     assert code == 0, err
     traces = list(prof.glob("*.pt.trace.json*"))
     assert traces and f"profile: {prof}" in stdout
+
+
+def test_an_output_path_that_cannot_be_written_fails_before_measuring(cli, tmp_path):
+    blocker = tmp_path / "file.txt"
+    blocker.write_text("not a directory")
+    code, _, err = cli("probe", "--workload", "mlp", "--no-tune", "--batch-size", "8", *FAST,
+                       "--store", str(tmp_path / "r.db"), "--output", str(blocker / "out.json"))
+    assert code == 2 and "cannot create" in err and err.count("\n") == 1
+    assert "probe: baseline" not in err  # nothing was measured, so nothing was thrown away

@@ -101,3 +101,10 @@ def test_id_prefix_is_literal_not_a_pattern(tmp_path):
             with pytest.raises(UserError, match="no result"):
                 s.get(pattern)
         assert s.get("ab").result_id.startswith("ab")
+
+
+def test_a_store_that_cannot_be_written_is_a_user_error(tmp_path):
+    with ResultStore(tmp_path / "r.db") as s:
+        s._db.execute("PRAGMA query_only = ON")  # stands in for a read-only file (root ignores chmod)
+        with pytest.raises(UserError, match="cannot write"):
+            s.add(make_result(0))

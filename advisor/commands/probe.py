@@ -172,6 +172,14 @@ def handle(args) -> int:
     out_path = Path(args.output) if args.output else None
     if out_path is not None and out_path.is_dir():
         raise UserError(f"--output {out_path} is a directory; give a file name")
+    if out_path is not None:
+        # Found out now, not after the minutes of measuring that the file was to hold.
+        try:
+            out_path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise UserError(f"--output {out_path}: cannot create {out_path.parent}: {e.strerror or e}") from None
+        if not os.access(out_path.parent, os.W_OK):
+            raise UserError(f"--output {out_path}: {out_path.parent} is not writable")
 
     from lightning_module import probe
     from lightning_module.ladder import LadderFailed
