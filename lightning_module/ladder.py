@@ -59,13 +59,17 @@ class Measurement:
     extra: Any = None  # whatever the measuring side wants back for the winner (step stats, reason)
 
 
+# The CPU allocator says "DefaultCPUAllocator: can't allocate memory: ... (Cannot allocate memory)".
+_OOM_WORDS = ("out of memory", "can't allocate memory", "cannot allocate memory")
+
+
 def is_oom(exc: BaseException) -> bool:
-    """torch.OutOfMemoryError (CUDA, MPS, XPU) or the older RuntimeError('... out of memory ...')."""
+    """torch.OutOfMemoryError (CUDA, MPS, XPU), the CPU allocator's RuntimeError, or the older
+    RuntimeError('... out of memory ...')."""
     if type(exc).__name__ == "OutOfMemoryError":
         return True
-    return isinstance(exc, (RuntimeError, MemoryError)) and (
-        "out of memory" in str(exc).lower() or isinstance(exc, MemoryError)
-    )
+    msg = str(exc).lower()
+    return isinstance(exc, MemoryError) or (isinstance(exc, RuntimeError) and any(w in msg for w in _OOM_WORDS))
 
 
 def _chain(exc: BaseException):

@@ -85,6 +85,12 @@ def test_oom_is_recorded_and_the_batch_sweep_continues():
 def test_torch_out_of_memory_error_is_an_oom():
     torch = pytest.importorskip("torch")
     assert classify(torch.OutOfMemoryError("CUDA out of memory"))[0] == "oom"
+    try:  # the CPU allocator's own error, not a made-up message
+        torch.empty(2**60, dtype=torch.uint8)
+    except RuntimeError as e:
+        assert classify(e)[0] == "oom", e
+    else:
+        pytest.fail("an exabyte was allocated")
 
 
 def test_larger_batches_keep_doubling_while_they_gain_more_than_3_percent():
