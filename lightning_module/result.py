@@ -167,6 +167,13 @@ class ProbeResult(BaseModel):
     started_at: datetime
     finished_at: datetime = Field(default_factory=lambda: datetime.now(timezone.utc))
 
+    @field_validator("started_at", "finished_at")
+    @classmethod
+    def _aware(cls, v: datetime) -> datetime:
+        # A hand-made or foreign file may omit the offset; a naive time cannot be compared with
+        # the aware ones the probe writes (ranking by age would raise TypeError). Times are UTC.
+        return v.replace(tzinfo=timezone.utc) if v.tzinfo is None else v
+
     @field_validator("schema_version")
     @classmethod
     def _version_ok(cls, v: int) -> int:

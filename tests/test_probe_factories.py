@@ -47,3 +47,16 @@ def test_factory_result_round_trips():
 
     r = make_result(3)
     assert parse_result(r.model_dump_json()) == r
+
+
+def test_a_time_without_an_offset_is_read_as_utc():
+    import json
+
+    from lightning_module.result import parse_result
+
+    data = json.loads(make_result(1).model_dump_json())
+    data["finished_at"] = "2026-01-01T10:00:00"
+    data["started_at"] = "2026-01-01T09:59:00"
+    r = parse_result(json.dumps(data))
+    assert r.finished_at == datetime(2026, 1, 1, 10, 0, tzinfo=timezone.utc)
+    assert r.finished_at - T0 == timedelta(hours=10)  # comparable with the probe's own aware times
