@@ -205,3 +205,15 @@ def test_an_output_path_that_cannot_be_written_fails_before_measuring(cli, tmp_p
                        "--store", str(tmp_path / "r.db"), "--output", str(blocker / "out.json"))
     assert code == 2 and "cannot create" in err and err.count("\n") == 1
     assert "probe: baseline" not in err  # nothing was measured, so nothing was thrown away
+
+
+def test_output_interrupted_mid_write_leaves_no_file(tmp_path, monkeypatch):
+    from advisor.commands import probe as probe_cmd
+
+    def interrupted(src, dst):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(probe_cmd.os, "replace", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        probe_cmd._write_atomic(tmp_path / "out.json", "{}")
+    assert list(tmp_path.iterdir()) == []

@@ -165,6 +165,9 @@ def _write_atomic(path: Path, text: str) -> None:
     except OSError as e:
         tmp.unlink(missing_ok=True)
         raise UserError(f"cannot write {path}: {e.strerror or e}") from None
+    except BaseException:  # Ctrl-C mid-write: no stray temporary file beside the output
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def handle(args) -> int:
