@@ -74,10 +74,21 @@ class SyntheticDataModule(pl.LightningDataModule):
         )
 
 
+_STATS: dict[torch.device, tuple[torch.Tensor, torch.Tensor]] = {}
+
+
+def _stats(device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    # Made once per device: torch.tensor(list, device="cuda") is a blocking copy, which would
+    # stall every timed step until the GPU queue drains.
+    if device not in _STATS:
+        _STATS[device] = (torch.tensor(MEAN, device=device).view(1, 3, 1, 1),
+                          torch.tensor(STD, device=device).view(1, 3, 1, 1))
+    return _STATS[device]
+
+
 def normalise(x: torch.Tensor, channels_last: bool = False) -> torch.Tensor:
     """uint8 NCHW images -> normalised float32 on whatever device x is on."""
-    mean = torch.tensor(MEAN, device=x.device).view(1, 3, 1, 1)
-    std = torch.tensor(STD, device=x.device).view(1, 3, 1, 1)
+    mean, std = _stats(x.device)
     x = (x.float() - mean) / std
     if channels_last and x.dim() == 4:
         x = x.contiguous(memory_format=torch.channels_last)

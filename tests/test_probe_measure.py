@@ -88,3 +88,18 @@ def test_the_result_reports_the_winning_rungs_peak_memory_on_cpu():
     result = probe.run_probe(opts, measure_fn=measure)
     assert result.config.batch_size < 16
     assert result.peak_memory_gib == result.config.batch_size / 100
+
+
+def test_normalise_makes_its_constants_once_per_device(monkeypatch):
+    import torch
+
+    from lightning_module import data
+
+    x = torch.full((2, 3, 4, 4), 255, dtype=torch.uint8)
+    first = data.normalise(x)
+    assert first[0, 0, 0, 0].item() == pytest.approx((1 - 0.485) / 0.229, rel=1e-5)
+    made = []
+    real = torch.tensor
+    monkeypatch.setattr(torch, "tensor", lambda *a, **k: made.append(a) or real(*a, **k))
+    assert torch.equal(data.normalise(x), first)
+    assert made == []  # no host-to-device copy of the statistics on every step
