@@ -231,10 +231,14 @@ def measure(settings: MeasureSettings, rung: str, config: ProbeConfig, extra_cal
     dm = build_datamodule(spec, config, settings.seed)
     warmup = settings.warmup_steps + (1 if config.compile else 0)  # the compile step comes on top
     first_limit = step_limit = None
-    if config.compile:
+    # Each rank's alarm fires on its own clock, and a rank that leaves a step while the others wait
+    # for it in an all-reduce hangs them all (and mismatches the next rung's collectives): with
+    # several ranks, compilation and slow steps are not cut short.
+    single_rank = config.devices * config.num_nodes == 1
+    if config.compile and single_rank:
         first_limit = (settings.compile_timeout,
                        CompileTimeout(f"torch.compile took longer than --compile-timeout {settings.compile_timeout:g} s"))
-    if slow_step_s is not None:
+    if slow_step_s is not None and single_rank:
         step_limit = (slow_step_s, RungTooSlow(
             f"a step took over {slow_step_s:.1f} s, {SLOW_FACTOR:g}x the best so far: stopped, it cannot win"))
         if first_limit is None:

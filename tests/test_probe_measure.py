@@ -103,3 +103,27 @@ def test_normalise_makes_its_constants_once_per_device(monkeypatch):
     monkeypatch.setattr(torch, "tensor", lambda *a, **k: made.append(a) or real(*a, **k))
     assert torch.equal(data.normalise(x), first)
     assert made == []  # no host-to-device copy of the statistics on every step
+
+
+@pytest.mark.parametrize("devices", [1, 2])
+def test_step_alarms_only_bound_a_single_rank(monkeypatch, devices):
+    """One DDP rank cut short by its own alarm would leave the others waiting in an all-reduce."""
+    from lightning_module import probe
+    from lightning_module.result import ProbeConfig, WorkloadSpec
+
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    def capture(*args, **kwargs):
+        seen.update(kwargs)
+        raise Stop  # before any Trainer or process group is made
+
+    monkeypatch.setattr(probe, "make_callback", capture)
+    settings = probe.MeasureSettings(WorkloadSpec(model="mlp", image_size=4, num_classes=10))
+    cfg = ProbeConfig(accelerator="cpu", devices=devices, strategy="ddp", compile=True, batch_size=4)
+    with pytest.raises(Stop):
+        probe.measure(settings, "compile", cfg, slow_step_s=5.0)
+    bounded = seen["first_step_limit"] is not None and seen["step_limit"] is not None
+    assert bounded == (devices == 1)
