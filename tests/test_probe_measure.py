@@ -127,3 +127,21 @@ def test_step_alarms_only_bound_a_single_rank(monkeypatch, devices):
         probe.measure(settings, "compile", cfg, slow_step_s=5.0)
     bounded = seen["first_step_limit"] is not None and seen["step_limit"] is not None
     assert bounded == (devices == 1)
+
+
+def test_the_matmul_peak_is_not_below_what_a_linear_layer_reaches():
+    """The peak is the bound for utilisation: a bf16 nn.Linear-shaped product must not beat it
+    (on an AVX2-only CPU a bf16 a @ b is ~10x slower than the a @ b.T that layers run)."""
+    import torch
+
+    from lightning_module import probe
+
+    peak = probe.matmul_peak_tflops("cpu", "bf16-mixed", seconds=0.3)
+    x, w = torch.randn(512, 512, dtype=torch.bfloat16), torch.randn(512, 512, dtype=torch.bfloat16)
+    torch.nn.functional.linear(x, w)
+    t0, reps = time.perf_counter(), 0
+    while time.perf_counter() - t0 < 0.3 or reps < 2:
+        torch.nn.functional.linear(x, w)
+        reps += 1
+    linear = 2 * 512**3 * reps / (time.perf_counter() - t0) / 1e12
+    assert peak is not None and peak > 0.4 * linear, (peak, linear)  # 0.4: two shared cores are noisy
