@@ -18,7 +18,9 @@ Market = Literal["on-demand", "spot"]
 Source = Literal["aws-api", "snapshot", "file"]
 
 # The Spot Instance Advisor's frequency-of-interruption buckets: share of capacity reclaimed
-# over the trailing month, as (low, high) fractions. Bucket 4 is ">20%"; its high end is open.
+# over the trailing month, as (low, high) fractions. Bucket 4 is ">20%" with no upper end from
+# AWS: we close it at 30% so that its midpoint is the 25% the advisor uses for ">20%"; that 30%
+# (the pessimistic deadline check's rate) is our assumption, not an AWS figure.
 INTERRUPTION_BUCKETS: tuple[tuple[float, float], ...] = (
     (0.0, 0.05),
     (0.05, 0.10),
