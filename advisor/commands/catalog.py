@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from pathlib import Path
 
 from ..errors import UserError
 from ..output import add_format_option, emit
-from .common import add_catalog_options, load_catalog
+from .common import add_catalog_options, catalog_path, load_catalog
 
 SHOW_COLUMNS = ("instance_type", "region", "market", "usd_per_hour", "vcpus", "memory_gib", "accelerator",
                 "network_gbps", "efa", "interruption")
@@ -49,17 +48,6 @@ def _split(values: str | list[str] | None) -> list[str]:
     if isinstance(values, str):
         values = [values]
     return [x.strip() for v in values for x in v.split(",") if x.strip()]
-
-
-def _catalog_path(args) -> Path:
-    from catalog.io import SNAPSHOT_PATH
-
-    from ..paths import catalog_cache_path
-
-    if getattr(args, "catalog", None):
-        return Path(args.catalog)
-    cache = catalog_cache_path()
-    return cache if cache.exists() else SNAPSHOT_PATH
 
 
 def _accelerator_filter(name: str):
@@ -146,7 +134,7 @@ def cmd_info(args) -> int:
         for m in ro.market:
             markets[m] += 1
     info = {
-        "path": str(_catalog_path(args)),
+        "path": str(catalog_path(args)),
         "source": cat.source,
         "fetched_at": cat.fetched_at.isoformat(),
         "age_days": round((now - cat.fetched_at).total_seconds() / 86400, 1),
@@ -160,13 +148,12 @@ def cmd_info(args) -> int:
     }
     if args.format == "json":
         emit([info], "json")
-    elif args.format == "table":
+        return 0
+    if args.format == "table":
         import textwrap
 
         info["provenance"] = textwrap.fill(cat.provenance, width=100)
-        emit([{"field": k, "value": v} for k, v in info.items()], args.format, columns=("field", "value"))
-    else:
-        emit([{"field": k, "value": v} for k, v in info.items()], args.format, columns=("field", "value"))
+    emit([{"field": k, "value": v} for k, v in info.items()], args.format, columns=("field", "value"))
     return 0
 
 

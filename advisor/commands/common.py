@@ -18,14 +18,17 @@ def add_catalog_options(parser) -> None:
     parser.add_argument("--max-age", type=float, default=30.0, metavar="DAYS", help="warn when the catalog is older than this (default 30)")
 
 
-def load_catalog(args) -> Catalog:
+def catalog_path(args) -> Path:
     """--catalog FILE, else the cache written by 'catalog refresh', else the shipped snapshot."""
-    path = Path(args.catalog) if getattr(args, "catalog", None) else None
-    if path is None:
-        cache = catalog_cache_path()
-        path = cache if cache.exists() else SNAPSHOT_PATH
+    if getattr(args, "catalog", None):
+        return Path(args.catalog)
+    cache = catalog_cache_path()
+    return cache if cache.exists() else SNAPSHOT_PATH
+
+
+def load_catalog(args) -> Catalog:
     try:
-        cat = load(path)
+        cat = load(catalog_path(args))
     except CatalogError as e:
         raise UserError(str(e)) from None
     max_age = getattr(args, "max_age", 30.0)
