@@ -112,11 +112,10 @@ def handle(args) -> int:
     if args.plot and not args.plot.lower().endswith(".png"):
         raise UserError(f"--plot writes a PNG: give a file name ending in .png, not {args.plot!r}")
     catalog = load_catalog(args)
-    from ..planner import build_plan, check_filters, workload_spec
+    from ..planner import build_plan, workload_spec
     from ..report import write
 
-    check_filters(catalog, job)
-    spec = workload_spec(job)
+    spec = workload_spec(job)  # its id picks the measurements; build_plan checks the filters
     measurements = load_measurements(args, spec.workload_id)
     plan = build_plan(catalog, job, measurements, top=args.top)
     for w in plan.warnings:
