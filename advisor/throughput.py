@@ -90,8 +90,9 @@ SOCKET_VCPUS: dict[str, int] = {
     "c8g": 96, "m8g": 96, "r8g": 96,
 }
 
-# AWS's "Up to N Gigabit" is a burst figure; hours of all-reduce run at the instance's baseline.
-# When the catalog has no baseline, assume 1/8 of the burst: BaselineBandwidthInGbps /
+# AWS's "Up to N Gigabit" is a burst figure; hours of all-reduce run at the instance's baseline
+# (InstanceType.network_baseline_gbps). For a type without it (p3, dl1: not in moto's copy of
+# DescribeInstanceTypes), assume 1/8 of the burst: BaselineBandwidthInGbps /
 # PeakBandwidthInGbps in DescribeInstanceTypes is 0.125 for the smallest GPU sizes (g5g.xlarge,
 # g6e.xlarge) and ranges 0.03-0.8 over the snapshot's 58 "up to" types (larger sizes keep more).
 UP_TO_BASELINE_SHARE = 0.125
@@ -200,9 +201,8 @@ def interconnect(it: InstanceType) -> tuple[str, float] | None:
 
 def sustained_network_gbps(it: InstanceType) -> tuple[float | None, str | None]:
     """(Gbit/s the scale-out model uses, a note when it is an assumption)."""
-    baseline = getattr(it, "network_baseline_gbps", None)  # newer catalogs carry AWS's baseline
-    if baseline:
-        return float(baseline), None
+    if it.network_baseline_gbps:
+        return it.network_baseline_gbps, None
     if not it.network_gbps:
         return None, None
     if it.network_up_to:
