@@ -148,16 +148,6 @@ def device_kind(it: InstanceType) -> str:
     return "cpu" if it.accelerator_kind == "none" else it.accelerator_kind
 
 
-def cpu_manufacturer(it: InstanceType) -> str | None:
-    fam = acc.cpu_family(it)
-    return it.cpu_manufacturer or (fam.manufacturer if fam else None)
-
-
-def cpu_model(it: InstanceType) -> str | None:
-    fam = acc.cpu_family(it)
-    return it.cpu_model or (fam.cpu_model if fam else None)
-
-
 def gpu_spec(it: InstanceType) -> acc.AcceleratorSpec | None:
     if it.accelerator_kind == "none" or not it.accelerator_model:
         return None
@@ -168,7 +158,7 @@ def best_dtype(it: InstanceType) -> str | None:
     """bf16 where the device computes it natively, else fp16, else fp32."""
     if it.accelerator_kind == "none":
         isa = acc.cpu_isa(it)
-        man = cpu_manufacturer(it)
+        man = acc.cpu_manufacturer(it)
         native_bf16 = acc.cpu_flops_per_cycle_per_core(isa, "bf16", man) > acc.cpu_flops_per_cycle_per_core(isa, "fp32", man)
         return "bf16" if native_bf16 else "fp32"
     spec = gpu_spec(it)
@@ -217,10 +207,10 @@ def distance(anchor: InstanceType, target: InstanceType) -> tuple[int, float, st
     if (ka == "cpu") != (kt == "cpu"):
         return 3, BAND_CPU_GPU, "CPU<->accelerator"
     if ka == "cpu":
-        ma, mt = cpu_model(anchor), cpu_model(target)
+        ma, mt = acc.cpu_model(anchor), acc.cpu_model(target)
         if anchor.family == target.family or (ma is not None and ma == mt):
             return 0, BAND_SAME_MODEL, "same CPU model"
-        va, vt = cpu_manufacturer(anchor), cpu_manufacturer(target)
+        va, vt = acc.cpu_manufacturer(anchor), acc.cpu_manufacturer(target)
         if va is not None and vt is not None and va.lower() == vt.lower() and anchor.arch == target.arch:
             return 1, BAND_SAME_CLASS, "same CPU vendor"
         return 2, BAND_OTHER_CLASS, "other CPU vendor/architecture"
@@ -354,7 +344,7 @@ class ThroughputModel:
                 kind != "cpu" and (spec := gpu_spec(it)) is not None
                 and getattr(spec, f"{require_dtype}_supported"))
             if not ok:
-                return Exclusion(name, f"no native {require_dtype} on {it.accelerator_model or cpu_model(it) or 'this CPU'}")
+                return Exclusion(name, f"no native {require_dtype} on {it.accelerator_model or acc.cpu_model(it) or 'this CPU'}")
         if measured is not None:
             return self._from_measurement(it, measured)
         ref = self._reference(name)

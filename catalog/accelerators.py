@@ -181,6 +181,17 @@ def cpu_family(instance: InstanceType) -> CpuFamily | None:
     return cpu_families().get(instance.family)
 
 
+def cpu_manufacturer(instance: InstanceType) -> str | None:
+    """The catalog's figure, else the family table's (catalogs built from other sources)."""
+    fam = cpu_family(instance)
+    return instance.cpu_manufacturer or (fam.manufacturer if fam else None)
+
+
+def cpu_model(instance: InstanceType) -> str | None:
+    fam = cpu_family(instance)
+    return instance.cpu_model or (fam.cpu_model if fam else None)
+
+
 def cpu_isa(instance: InstanceType) -> frozenset[str]:
     """ISA features of the instance's host CPU (Linux cpuinfo / arm64 hwcap names).
 
@@ -270,6 +281,5 @@ def instance_cpu_peak_tflops(instance: InstanceType, dtype: str) -> float | None
     """The host CPU's peak for an instance type; None without a clock figure."""
     if not instance.cpu_clock_ghz:
         return None
-    fam = cpu_family(instance)
-    manufacturer = instance.cpu_manufacturer or (fam.manufacturer if fam else None)
-    return cpu_peak_tflops(physical_cores(instance), instance.cpu_clock_ghz, cpu_isa(instance), dtype, manufacturer)
+    return cpu_peak_tflops(physical_cores(instance), instance.cpu_clock_ghz, cpu_isa(instance), dtype,
+                           cpu_manufacturer(instance))
