@@ -196,13 +196,12 @@ def evaluate(types: TypeTable, offers: OfferTable, job: Job) -> Candidates:
             cost += job.setup_h * k * np.repeat(offers.price, K)
         spd = job.samples / cost
     feasible = (cost <= job.budget_usd) & (hours_pess <= job.deadline_h)  # False for NaN/inf too
-    unc_t = np.log(types.high / types.low)
     r_low, r_high = types.low / types.sps, types.high / types.sps
     return Candidates(
         offer=np.repeat(np.arange(n_off), K), k=k.astype(np.int64), type_idx=type_idx,
         sps=thr, sps_low=thr * r_low[type_idx], sps_high=thr * r_high[type_idx], efficiency=rel,
         hours=hours, hours_pess=hours_pess, cost=cost, interruptions=interruptions,
-        samples_per_dollar=spd, feasible=feasible, uncertainty=unc_t[type_idx],
+        samples_per_dollar=spd, feasible=feasible, uncertainty=types.uncertainty[type_idx],
     )
 
 
@@ -281,12 +280,9 @@ def probe_next(c: Candidates, types: TypeTable, best: int, objective: str, job: 
                offers: OfferTable, limit: int = 5) -> list[tuple[int, int]]:
     """Unmeasured types that could beat or match the best option within their bands:
     [(type index, offer index of its cheapest one-instance price)], cheapest probe first."""
-    if objective == "fastest":
-        lo, hi = c.hours_band()
-    else:
-        lo, hi = c.cost_band()
-    cost_lo, _ = c.cost_band()
-    hours_lo, _ = c.hours_band()
+    cost_lo, cost_hi = c.cost_band()
+    hours_lo, hours_hi = c.hours_band()
+    lo, hi = (hours_lo, hours_hi) if objective == "fastest" else (cost_lo, cost_hi)
     could = (types.source[c.type_idx] != 0) & (lo <= hi[best]) & (cost_lo <= job.budget_usd) & (
         hours_lo * (c.hours_pess / c.hours) <= job.deadline_h)
     # bincount, not np.unique: unique imports numpy.ma (~30 ms of a sub-second command)
