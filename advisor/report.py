@@ -21,8 +21,10 @@ CSV_COLUMNS = ("rank", "instance_type", "count", "region", "market", "samples_pe
                "throughput_low", "throughput_high", "hours", "hours_pessimistic", "cost_usd",
                "samples_per_dollar", "feasible", "reason", "budget_needed_usd", "deadline_needed_hours",
                "usd_per_hour", "precision", "scale_out_efficiency", "expected_interruptions", "interruption_bucket")
-# One probe: boot, install, the optimisation ladder and steady-state timing. The probe's own
-# time limits decide the real figure; this is for ordering and a rough price only.
+# One probe: boot, install, the optimisation ladder and steady-state timing, for ordering and a
+# rough price only. An assumption, bounded by measurement: the full ResNet-50 ladder took 615 s
+# on a 2-core CPU (benchmarks/probe_ladder.py), GPUs step far faster, and boot plus install add
+# minutes; `advisor launch`'s watchdog (--max-minutes, default 45) caps what a probe can cost.
 PROBE_HOURS = 0.5
 
 
@@ -142,7 +144,7 @@ def rows(plan: Plan) -> list[dict[str, Any]]:
     return [candidate_row(plan, int(i), None) for i in plan.closest]
 
 
-def probe_rows(plan: Plan, workload: str) -> list[dict[str, Any]]:
+def probe_rows(plan: Plan) -> list[dict[str, Any]]:
     out = []
     best_t = int(plan.candidates.type_idx[plan.ranked[0]]) if len(plan.ranked) else -1
     for ti, off in plan.probe:
@@ -227,7 +229,7 @@ def write(plan: Plan, fmt: str, show_excluded: bool = False, stream=None) -> Non
             "candidates_evaluated": len(plan.candidates),
             "recommendations": rs if feasible else [],
             "closest": [] if feasible else rs,
-            "probe_next": probe_rows(plan, plan.job.workload),
+            "probe_next": probe_rows(plan),
             "probe_commands": probe_commands(plan, plan.job.workload),
             "excluded": exclusion_rows(plan),
             "warnings": plan.warnings,
@@ -259,7 +261,7 @@ def write(plan: Plan, fmt: str, show_excluded: bool = False, stream=None) -> Non
         emit(disp, fmt, list(TABLE_COLUMNS) + ([] if feasible else ["needs"]), stream=stream)
     else:
         print("(no candidates: every instance type was excluded or has no price; see --show-excluded)", file=stream)
-    pr = probe_rows(plan, plan.job.workload)
+    pr = probe_rows(plan)
     if pr:
         print(f"\nProbe next (unmeasured types whose band overlaps the best option; cheapest probe first, "
               f"~{PROBE_HOURS:g} h each):", file=stream)
