@@ -28,6 +28,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from advisor import rank as rk
+from catalog.models import INTERRUPTION_BUCKETS
+from lightning_module.workload_facts import FACTS
 
 N_TYPES, N_REGIONS, K = 1300, 30, 16
 
@@ -39,7 +41,7 @@ def synthetic_tables(seed: int = 0):
     types = rk.TypeTable(
         names=[f"x{i}.large" for i in range(N_TYPES)], sps=sps, low=sps / spread, high=sps * spread,
         source=rng.integers(0, 3, N_TYPES), step_s=128 / sps, intra_s=np.zeros(N_TYPES),
-        inter_unit_s=2 * 102e6 / (rng.choice([12.5, 25, 50, 100, 400], N_TYPES) * 1e9 / 8),
+        inter_unit_s=2 * FACTS["resnet50"].gradient_bytes() / (rng.choice([12.5, 25, 50, 100, 400], N_TYPES) * 1e9 / 8),
     )
     t_idx = np.tile(np.arange(N_TYPES), N_REGIONS * 2)
     n = len(t_idx)
@@ -47,8 +49,8 @@ def synthetic_tables(seed: int = 0):
     base = rng.lognormal(0, 1.2, N_TYPES)[t_idx] * rng.uniform(0.9, 1.2, n)
     price = np.where(market == rk.SPOT, base * rng.uniform(0.3, 0.7, n), base)
     bucket = rng.integers(0, 5, n)
-    mids = np.array([0.025, 0.075, 0.125, 0.175, 0.25])
-    highs = np.array([0.05, 0.10, 0.15, 0.20, 0.30])
+    mids = np.array([(lo + hi) / 2 for lo, hi in INTERRUPTION_BUCKETS])
+    highs = np.array([hi for _, hi in INTERRUPTION_BUCKETS])
     offers = rk.OfferTable(
         type_idx=t_idx, region_idx=np.tile(np.repeat(np.arange(N_REGIONS), N_TYPES), 2), market=market,
         price=price, od_price=np.full(n, np.nan),
