@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any
 
 from lightning_module.result import ResultError, parse_result
 
@@ -39,17 +38,6 @@ class PullRow:
     samples_per_sec: float | None = None
     detail: str | None = None
     log_tail: list[str] = field(default_factory=list)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "run_id": self.run_id,
-            "instance_type": self.instance_type,
-            "status": self.status,
-            "result_id": self.result_id,
-            "samples_per_sec": self.samples_per_sec,
-            "detail": self.detail,
-            "log_tail": self.log_tail,
-        }
 
 
 def _list_keys(s3, bucket: str, prefix: str) -> list[str]:

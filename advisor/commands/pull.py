@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import asdict
 
 from ..output import add_format_option, emit
 from .common import add_store_option, open_store
@@ -35,10 +36,7 @@ def handle_pull(args) -> int:
     loc = parse_s3_url(args.s3)
     with open_store(args) as store:
         rows = pull(loc, store, run_id=args.run, region=args.region)
-    data = [r.as_dict() for r in rows]
-    if args.format != "json":
-        for d in data:
-            d.pop("log_tail")
-    emit(data, args.format, PULL_COLUMNS)
+    # table/csv/markdown show PULL_COLUMNS only; json carries log_tail too
+    emit([asdict(r) for r in rows], args.format, PULL_COLUMNS)
     print(f"advisor: {summary(rows)}", file=sys.stderr)
     return 1 if any(r.status in ("failed", "corrupt") for r in rows) else 0
