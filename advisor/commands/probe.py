@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ..errors import UserError
 from ..output import add_format_option, emit
-from .common import add_store_option, store_path
+from .common import add_store_option, open_store
 
 ACCELERATORS = ("auto", "cpu", "gpu", "mps", "tpu")
 PRECISIONS = ("32-true", "bf16-mixed", "16-mixed")
@@ -224,11 +224,9 @@ def handle(args) -> int:
         _write_atomic(out_path, text + "\n")
     saved = None
     if not args.no_store:
-        from ..store import ResultStore
-
-        with ResultStore(store_path(args)) as store:
+        with open_store(args) as store:
             store.add(result)
-        saved = store_path(args)
+        saved = store.path
 
     emit(ladder_rows(result.ladder), args.format, LADDER_COLUMNS)
     if args.format in ("table", "markdown"):
