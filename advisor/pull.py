@@ -19,7 +19,7 @@ from lightning_module.result import ResultError, parse_result
 
 from . import manifest as manifests
 from .errors import UserError
-from .launch import S3Location, aws_user_error, error_line, s3_client_for
+from .launch import S3Location, aws_user_error, error_line, run_keys, s3_client_for
 
 log = logging.getLogger(__name__)
 
@@ -125,8 +125,7 @@ def pull(loc: S3Location, store, run_id: str | None = None, region: str | None =
 
 
 def _pull_one(s3, loc: S3Location, store, run_id: str, itype: str, keys: set[str], launch_error: str | None) -> PullRow:
-    result_key = loc.key(run_id, itype, "result.json")
-    log_key = loc.key(run_id, itype, "probe.log")
+    result_key, log_key = run_keys(loc, run_id, itype)
     row = PullRow(run_id=run_id, instance_type=itype, status="missing")
     if result_key in keys:
         where = f"s3://{loc.bucket}/{result_key}"
