@@ -208,8 +208,7 @@ def build_module(spec: WorkloadSpec, config: ProbeConfig, synthetic: bool) -> pl
 
 def build_datamodule(spec: WorkloadSpec, config: ProbeConfig, seed: int = 0):
     if spec.datamodule:
-        dm, _ = workloads.build_user_datamodule(spec, config.batch_size, config.num_workers, config.pin_memory)
-        return dm
+        return workloads.build_user_datamodule(spec, config.batch_size, config.num_workers, config.pin_memory)
     return SyntheticDataModule(
         spec.image_size, spec.num_classes, config.batch_size,
         num_workers=config.num_workers, pin_memory=config.pin_memory, seed=seed,

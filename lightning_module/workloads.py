@@ -9,8 +9,6 @@ from typing import Any
 
 from .result import BUILTIN_MODELS, WorkloadSpec
 
-VISION_MODELS = ("resnet50", "resnet18", "vit_b_16")
-
 
 class WorkloadError(ValueError):
     """A workload that cannot be built; the message is one line for the user."""
@@ -41,8 +39,7 @@ def build_net(spec: WorkloadSpec):
     if spec.model == "resnet18":
         return tvm.resnet18(weights=None, num_classes=spec.num_classes)
     if spec.model == "vit_b_16":
-        if spec.image_size % 16:
-            raise WorkloadError(f"vit_b_16 needs --image-size divisible by 16 (got {spec.image_size})")
+        _check_builtin(spec)
         return tvm.vit_b_16(weights=None, num_classes=spec.num_classes, image_size=spec.image_size)
     raise WorkloadError(f"{spec.model!r} is not a builtin workload")
 
@@ -97,10 +94,14 @@ def user_classes(spec: WorkloadSpec) -> tuple[type, type | None]:
 def check(spec: WorkloadSpec) -> None:
     """Fail early, before any training, on a workload that cannot be built."""
     if is_builtin(spec):
-        if spec.model == "vit_b_16" and spec.image_size % 16:
-            raise WorkloadError(f"vit_b_16 needs --image-size divisible by 16 (got {spec.image_size})")
+        _check_builtin(spec)
         return
     user_classes(spec)
+
+
+def _check_builtin(spec: WorkloadSpec) -> None:
+    if spec.model == "vit_b_16" and spec.image_size % 16:
+        raise WorkloadError(f"vit_b_16 needs --image-size divisible by 16 (got {spec.image_size})")
 
 
 def build_user_module(spec: WorkloadSpec, batch_size: int):
@@ -113,11 +114,10 @@ def build_user_module(spec: WorkloadSpec, batch_size: int):
 
 
 def build_user_datamodule(spec: WorkloadSpec, batch_size: int, num_workers: int, pin_memory: bool):
-    """The user's DataModule; returns (datamodule, whether it took num_workers)."""
+    """The user's DataModule, given those of the arguments its constructor takes."""
     _, dm_cls = user_classes(spec)
     offered = {"batch_size": batch_size, "num_workers": num_workers, "pin_memory": pin_memory}
-    kwargs = _kwargs_for(dm_cls, offered)
     try:
-        return dm_cls(**kwargs), "num_workers" in kwargs
+        return dm_cls(**_kwargs_for(dm_cls, offered))
     except Exception as e:  # noqa: BLE001
         raise WorkloadError(f"datamodule {spec.datamodule!r} could not be constructed: {type(e).__name__}: {e}".splitlines()[0]) from None
