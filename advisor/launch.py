@@ -551,12 +551,6 @@ def resolve_package(package: str | None, workdir: Path) -> tuple[Path | None, st
 # ---------------------------------------------------------------- launching
 
 
-@dataclass
-class LaunchOutcome:
-    manifest: RunManifest
-    manifest_path: Path
-
-
 def _warn_if_temporary_credentials(expires_s: int) -> None:
     """A presigned URL dies with the credentials that signed it: with temporary ones (SSO, an
     assumed role) an upload at the end of a long probe can be refused."""
@@ -581,7 +575,7 @@ def execute(
     *,
     run_id: str | None = None,
     on_launch: Callable[[LaunchEntry], None] | None = None,
-) -> LaunchOutcome:
+) -> RunManifest:
     """Upload the package, write the manifest, start one instance per planned type."""
     from boto3.exceptions import S3UploadFailedError
     from botocore.exceptions import BotoCoreError, ClientError
@@ -622,7 +616,7 @@ def execute(
                         usd_per_hour=p.usd_per_hour, result_key=result_key, log_key=log_key,
                         root_device=p.root_device, root_volume_gib=p.root_volume_gib, kept_volumes=p.kept_volumes)
         )
-    path = manifests.save(m)
+    manifests.save(m)
     try:
         s3.put_object(
             Bucket=req.s3.bucket,
@@ -672,7 +666,7 @@ def execute(
         manifests.save(m)
         if on_launch is not None:
             on_launch(entry)
-    return LaunchOutcome(m, path)
+    return m
 
 
 # ---------------------------------------------------------------- status and cancel

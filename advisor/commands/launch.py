@@ -145,6 +145,7 @@ def confirm(question: str) -> bool:
 
 def handle_launch(args) -> int:
     from ..launch import execute, plan_launch, validate_request
+    from ..manifest import manifest_path
 
     req = _request(args)
     validate_request(req)  # before any AWS call: --max-instances refusal costs nothing
@@ -180,8 +181,7 @@ def handle_launch(args) -> int:
         else:
             print(f"advisor: {entry.instance_type}: launch failed: {entry.error}", file=sys.stderr)
 
-    outcome = execute(req, plan, on_launch=progress)
-    m = outcome.manifest
+    m = execute(req, plan, on_launch=progress)
     emit(
         [{"run_id": m.run_id, **e.model_dump(include={"instance_type", "state", "instance_id", "error"})} for e in m.entries],
         args.format,
@@ -189,7 +189,7 @@ def handle_launch(args) -> int:
     )
     launched = sum(e.state == "launched" for e in m.entries)
     print(
-        f"advisor: run {m.run_id}: {launched} of {len(m.entries)} launched; manifest {outcome.manifest_path}\n"
+        f"advisor: run {m.run_id}: {launched} of {len(m.entries)} launched; manifest {manifest_path(m.run_id)}\n"
         f"advisor: follow with 'advisor launch status {m.run_id}', then "
         f"'advisor results pull {req.s3} --run {m.run_id}'",
         file=sys.stderr,
