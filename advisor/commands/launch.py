@@ -183,7 +183,7 @@ def handle_launch(args) -> int:
 
     m = execute(req, plan, on_launch=progress)
     emit(
-        [{"run_id": m.run_id, **e.model_dump(include={"instance_type", "state", "instance_id", "error"})} for e in m.entries],
+        [{"run_id": m.run_id, **e.model_dump(include=set(LAUNCH_COLUMNS))} for e in m.entries],
         args.format,
         ("run_id", *LAUNCH_COLUMNS),
     )
