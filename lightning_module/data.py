@@ -20,15 +20,13 @@ EPOCH_LENGTH = 1_000_000  # virtual length: a rung ends on the stopping rule, no
 
 
 class SyntheticImages(Dataset):
-    def __init__(self, image_size: int, num_classes: int, seed: int = 0, pool: int = POOL_IMAGES,
-                 length: int = EPOCH_LENGTH):
+    def __init__(self, image_size: int, num_classes: int, seed: int = 0):
         g = torch.Generator().manual_seed(seed)
-        self.images = torch.randint(0, 256, (pool, 3, image_size, image_size), dtype=torch.uint8, generator=g)
+        self.images = torch.randint(0, 256, (POOL_IMAGES, 3, image_size, image_size), dtype=torch.uint8, generator=g)
         self.num_classes = num_classes
-        self.length = length
 
     def __len__(self) -> int:
-        return self.length
+        return EPOCH_LENGTH
 
     def __getitem__(self, i: int):
         # Labels follow the articles' toy: index % classes.
@@ -43,15 +41,13 @@ def worker_init(_worker_id: int) -> None:
 
 class SyntheticDataModule(pl.LightningDataModule):
     def __init__(self, image_size: int = 224, num_classes: int = 1000, batch_size: int = 128,
-                 num_workers: int = 0, pin_memory: bool = False, persistent_workers: bool = True,
-                 seed: int = 0):
+                 num_workers: int = 0, pin_memory: bool = False, seed: int = 0):
         super().__init__()
         self.image_size = image_size
         self.num_classes = num_classes
         self.batch_size = batch_size
         self.num_workers = num_workers
         self.pin_memory = pin_memory
-        self.persistent_workers = persistent_workers
         self.seed = seed
         self._ds: SyntheticImages | None = None
 
@@ -69,7 +65,7 @@ class SyntheticDataModule(pl.LightningDataModule):
             drop_last=True,
             num_workers=workers,
             pin_memory=self.pin_memory,
-            persistent_workers=self.persistent_workers and workers > 0,
+            persistent_workers=workers > 0,
             worker_init_fn=worker_init if workers > 0 else None,
         )
 
