@@ -9,14 +9,14 @@ credentials. A copy without local details goes to S3 as `<prefix>/<run_id>/run.j
 
 from __future__ import annotations
 
-import os
 import secrets
-import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from catalog.io import save_atomic
 
 from .errors import UserError
 from .paths import data_dir
@@ -84,17 +84,7 @@ def manifest_path(run_id: str) -> Path:
 
 def save(manifest: RunManifest) -> Path:
     path = manifest_path(manifest.run_id)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{manifest.run_id}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(manifest.model_dump_json(indent=2))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    save_atomic(manifest, path, indent=2)  # it only needs a pydantic model's model_dump_json
     return path
 
 
