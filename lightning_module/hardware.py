@@ -11,6 +11,7 @@ import os
 import platform
 import re
 import urllib.request
+from importlib.metadata import version
 from pathlib import Path
 
 from .result import GpuInfo, HardwareFingerprint, SoftwareVersions
@@ -149,15 +150,10 @@ def ec2_instance_type(timeout: float = 0.5) -> str | None:
         return None
 
 
-def _version(module: str) -> str | None:
+def _version(distribution: str) -> str | None:
     try:
-        from importlib.metadata import PackageNotFoundError, version
-
-        try:
-            return version(module)
-        except PackageNotFoundError:
-            return None
-    except Exception:  # noqa: BLE001
+        return version(distribution)
+    except Exception:  # noqa: BLE001 - not installed, or broken metadata: unknown, never fatal
         return None
 
 
