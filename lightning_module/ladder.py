@@ -137,7 +137,7 @@ def run_ladder(
     def record(rung: RungResult) -> RungResult:
         lad.rungs.append(rung)
         if on_rung:
-            on_rung(rung, lad.rungs[0] if lad.rungs else None)
+            on_rung(rung, lad.rungs[0])  # the baseline (for the baseline itself, too)
         return rung
 
     def attempt(name: str, config: ProbeConfig, gain: float = 0.0) -> RungResult:
