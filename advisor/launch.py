@@ -387,7 +387,7 @@ def run_instances_params(
     return params
 
 
-def dry_run_check(ec2, params: dict[str, Any]) -> None:
+def dry_run_check(ec2, params: dict[str, Any]) -> str | None:
     """EC2's own permission and parameter check. Raises UserError when the caller may not
     launch at all; returns an error line (not raised) when only this type is refused."""
     from botocore.exceptions import BotoCoreError, ClientError
