@@ -53,7 +53,9 @@ class ProbeScript:
     package_filename: str | None = None  # the wheel's file name (pip needs the real name)
     package_spec: str | None = None  # a pip requirement, installed from the index instead
     probe_args: list[str] = field(default_factory=list)
-    # Seconds of the watchdog's time kept back from the probe for the final uploads.
+    # Seconds of the watchdog's time kept back from the probe for the final uploads: the hung
+    # probe's kill grace (timeout --kill-after=20) plus one whole attempt of the log upload
+    # (curl --max-time 120), with 40 s to spare; a retried upload may still meet the watchdog.
     upload_reserve_s: int = 180
 
 
