@@ -46,10 +46,14 @@ DLAMI_PARAMETER_RE = re.compile(
     r"/oss-nvidia-driver-gpu-pytorch-(\d+)\.(\d+)-ubuntu-(\d+)\.(\d+)/latest/ami-id$"
 )
 
-# Presigned URLs outlive the watchdog by this much: the instance needs a few minutes to boot
-# before its --max-minutes clock starts, and the final uploads happen after the probe.
+# Presigned URLs outlive the watchdog by this much: they are signed before RunInstances, and
+# the --max-minutes clock starts only when the user-data runs (pending, boot, cloud-init). The
+# uploads themselves end before the watchdog (userdata.ProbeScript.upload_reserve_s). 20 minutes
+# is a chosen margin for that start-up, not a measurement of it.
 URL_GRACE_MINUTES = 20
-USER_DATA_LIMIT = 16 * 1024  # EC2's limit on user-data before base64
+# EC2's limit on user-data before base64:
+# https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/user-data.html
+USER_DATA_LIMIT = 16 * 1024
 
 # Launch errors that concern one instance type only; the others still launch.
 PER_TYPE_ERRORS = {
