@@ -215,7 +215,7 @@ def build_datamodule(spec: WorkloadSpec, config: ProbeConfig, seed: int = 0):
     )
 
 
-def measure(settings: MeasureSettings, rung: str, config: ProbeConfig, extra_callbacks=(),
+def measure(settings: MeasureSettings, config: ProbeConfig, extra_callbacks=(),
             max_steps: int | None = None, slow_step_s: float | None = None) -> Measurement:
     """Train `config` until the stopping rule says the throughput is known; raise on failure."""
     spec = settings.spec
@@ -528,7 +528,7 @@ def run_probe(opts: ProbeOptions, on_rung: Callable[[RungResult, RungResult | No
     def measure_one(rung: str, cfg: ProbeConfig) -> Measurement:
         if measure_fn is not None:
             return measure_fn(rung, cfg)
-        return measure(settings, rung, cfg, slow_step_s=slow_limit(cfg))
+        return measure(settings, cfg, slow_step_s=slow_limit(cfg))
 
     def track(rung: RungResult, base: RungResult | None) -> None:
         if rung.kept:
@@ -560,8 +560,8 @@ def run_probe(opts: ProbeOptions, on_rung: Callable[[RungResult, RungResult | No
             # The trace is written only once the schedule's 8 steps have run, so the stopping rule
             # (a converged CI, --max-seconds) must not end this pass early: the step cap does.
             whole = replace(settings, target_ci=0.0, max_seconds=math.inf, max_steps=None)
-            measure(whole, "profile", best.config,
-                    extra_callbacks=[profiler_callback(opts.profile_dir, accelerator)], max_steps=9)
+            measure(whole, best.config, extra_callbacks=[profiler_callback(opts.profile_dir, accelerator)],
+                    max_steps=9)
             profile_dir = os.path.abspath(opts.profile_dir)
         except Exception as e:  # noqa: BLE001
             log.warning("profile failed: %s", e)

@@ -48,12 +48,12 @@ def test_a_step_past_the_slow_limit_is_cut_short(sleepy):
                                      warmup_steps=1, max_seconds=30)
     t0 = time.monotonic()
     with pytest.raises(RungTooSlow, match="cannot win"):
-        probe.measure(settings, "bf16", ProbeConfig(accelerator="cpu", batch_size=4), slow_step_s=0.5)
+        probe.measure(settings, ProbeConfig(accelerator="cpu", batch_size=4), slow_step_s=0.5)
     assert time.monotonic() - t0 < 4.0  # the 5 s step was interrupted
     # The alarm is disarmed afterwards: a normal rung in the same process runs to its end.
     fast = probe.MeasureSettings(WorkloadSpec(model="mlp", image_size=4, num_classes=10), warmup_steps=1,
                                  max_seconds=0.2)
-    m = probe.measure(fast, "baseline", ProbeConfig(accelerator="cpu", batch_size=4), slow_step_s=0.5)
+    m = probe.measure(fast, ProbeConfig(accelerator="cpu", batch_size=4), slow_step_s=0.5)
     assert m.samples_per_sec > 0 and m.steps_timed >= 2
     time.sleep(0.6)  # a stray SIGALRM would raise here
 
@@ -124,7 +124,7 @@ def test_step_alarms_only_bound_a_single_rank(monkeypatch, devices):
     settings = probe.MeasureSettings(WorkloadSpec(model="mlp", image_size=4, num_classes=10))
     cfg = ProbeConfig(accelerator="cpu", devices=devices, strategy="ddp", compile=True, batch_size=4)
     with pytest.raises(Stop):
-        probe.measure(settings, "compile", cfg, slow_step_s=5.0)
+        probe.measure(settings, cfg, slow_step_s=5.0)
     bounded = seen["first_step_limit"] is not None and seen["step_limit"] is not None
     assert bounded == (devices == 1)
 
