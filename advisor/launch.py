@@ -51,8 +51,8 @@ DLAMI_PARAMETER_RE = re.compile(
 # uploads themselves end before the watchdog (userdata.ProbeScript.upload_reserve_s). 20 minutes
 # is a chosen margin for that start-up, not a measurement of it.
 URL_GRACE_MINUTES = 20
-# EC2's limit on user-data before base64:
-# https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/user-data.html
+# EC2's limit on user-data: "limited to 16 KB, in raw form, before it is base64-encoded",
+# https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/instancedata-add-user-data.html
 USER_DATA_LIMIT = 16 * 1024
 
 # Launch errors that concern one instance type only; the others still launch.
