@@ -12,7 +12,6 @@ import logging
 import math
 import os
 import resource
-import sys
 import time
 import warnings
 from collections.abc import Callable
@@ -603,7 +602,3 @@ def run_probe(opts: ProbeOptions, on_rung: Callable[[RungResult, RungResult | No
 def is_global_zero() -> bool:
     """False in the extra processes a DDP launch starts: only rank 0 writes files and the store."""
     return int(os.environ.get("LOCAL_RANK", "0")) == 0 and int(os.environ.get("NODE_RANK", "0")) == 0
-
-
-def stderr_is_terminal() -> bool:
-    return sys.stderr.isatty()

@@ -194,7 +194,7 @@ def handle(args) -> int:
         precision=args.precision, tune=args.tune, target_ci=args.target_ci, max_seconds=args.max_seconds,
         warmup_steps=args.warmup_steps, max_steps=args.max_steps, compile_timeout=args.compile_timeout,
         instance_type=args.instance_type, profile_dir=args.profile, skip=args.skip,
-        progress_bar=probe.stderr_is_terminal(),
+        progress_bar=sys.stderr.isatty(),
     )
     try:
         accelerator = probe.preflight(opts)
