@@ -55,7 +55,10 @@ URL_GRACE_MINUTES = 20
 # https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/instancedata-add-user-data.html
 USER_DATA_LIMIT = 16 * 1024
 
-# Launch errors that concern one instance type only; the others still launch.
+# Launch errors expected to concern one instance type only (capacity, quotas, a type the AMI or
+# subnet cannot take). Every failure fails only its own entry and the others still launch (the
+# DryRun check passed the same parameters); a code outside this set is logged as well, since it
+# may be a problem with the request that every type will meet.
 PER_TYPE_ERRORS = {
     "InsufficientInstanceCapacity",
     "InstanceLimitExceeded",
