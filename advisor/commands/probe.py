@@ -123,11 +123,16 @@ def _spec(args):
         raise UserError(e.errors()[0]["msg"].removeprefix("Value error, ")) from None
 
 
+def ci_text(samples_per_sec: float, ci_low: float, ci_high: float) -> str:
+    """The 95% CI as a relative half-width, for tables."""
+    rel = (ci_high - ci_low) / 2 / samples_per_sec
+    return f"±{rel:.1%}" if rel < 1 else ">±100%"
+
+
 def _pct(r) -> str:
     if r.samples_per_sec is None or r.ci_high is None or r.ci_low is None:
         return ""
-    rel = (r.ci_high - r.ci_low) / 2 / r.samples_per_sec
-    return f"±{rel:.1%}" if rel < 1 else ">±100%"
+    return ci_text(r.samples_per_sec, r.ci_low, r.ci_high)
 
 
 def ladder_rows(rungs) -> list[dict]:

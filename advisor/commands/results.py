@@ -9,6 +9,7 @@ from lightning_module.result import ResultError, parse_results
 
 from ..output import FORMATS, add_format_option, emit
 from .common import add_store_option, open_store
+from .probe import LADDER_COLUMNS, ci_text, describe, ladder_rows
 
 LIST_COLUMNS = ("id", "workload", "instance_type", "accelerator", "precision", "batch", "samples/s",
                 "ci", "x baseline", "finished")
@@ -65,7 +66,6 @@ def _ratio(r) -> float | None:
 
 
 def list_row(r) -> dict:
-    lo, hi = r.samples_per_sec_ci
     return {
         "id": r.result_id[:12],
         "workload": r.workload_id,
@@ -74,7 +74,7 @@ def list_row(r) -> dict:
         "precision": r.config.precision,
         "batch": r.config.batch_size,
         "samples/s": round(r.samples_per_sec, 2),
-        "ci": f"±{rel:.1%}" if (rel := (hi - lo) / 2 / r.samples_per_sec) < 1 else ">±100%",
+        "ci": ci_text(r.samples_per_sec, *r.samples_per_sec_ci),
         "x baseline": _ratio(r),
         "finished": r.finished_at.strftime("%Y-%m-%d %H:%M"),
     }
@@ -96,8 +96,6 @@ def handle_show(args) -> int:
     if args.format == "json":
         print(r.model_dump_json(indent=2))
         return 0
-    from .probe import LADDER_COLUMNS, describe, ladder_rows
-
     fields = [
         ("result_id", r.result_id),
         ("workload", f"{r.workload_id} ({r.workload.model}, {r.workload.image_size}px, {r.workload.num_classes} classes)"),
