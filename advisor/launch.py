@@ -251,14 +251,8 @@ def validate_request(req: LaunchRequest) -> None:
             f"{len(types)} instance types would start {len(types)} instances, more than "
             f"--max-instances {req.max_instances}; raise --max-instances if you mean it"
         )
-    if req.package is not None and req.package.endswith(".whl"):
-        # checked here, before anything starts: otherwise every instance boots, then pip fails
-        wheel = Path(req.package)
-        if not _WHEEL_NAME_RE.fullmatch(wheel.name):
-            raise UserError(f"--package {req.package}: {wheel.name!r} is not a wheel file name "
-                            "(name-version-python-abi-platform.whl), which pip on the instance would refuse")
-        if not wheel.is_file():
-            raise UserError(f"--package {req.package}: no such wheel file")
+    if req.package is not None:
+        _check_package(req.package)
     if req.max_minutes < 5 or req.max_minutes > 24 * 60:
         raise UserError(f"--max-minutes {req.max_minutes} is out of range (5 to 1440)")
     for a in req.probe_args:
@@ -272,6 +266,26 @@ def validate_request(req: LaunchRequest) -> None:
         WorkloadSpec(model=req.workload)
     except ValidationError as e:
         raise UserError(str(e.errors()[0]["msg"]).removeprefix("Value error, ")) from None
+
+
+def _is_local_package(package: str) -> bool:
+    return package.endswith(".whl") or Path(package).exists()
+
+
+def _check_package(package: str) -> None:
+    """Checked here, before anything starts or is confirmed: otherwise every instance boots,
+    then pip fails."""
+    if _is_local_package(package):
+        wheel = Path(package)
+        if wheel.suffix != ".whl":
+            raise UserError(f"--package {package}: a local package must be a .whl file")
+        if not _WHEEL_NAME_RE.fullmatch(wheel.name):
+            raise UserError(f"--package {package}: {wheel.name!r} is not a wheel file name "
+                            "(name-version-python-abi-platform.whl), which pip on the instance would refuse")
+        if not wheel.is_file():
+            raise UserError(f"--package {package}: no such wheel file")
+    elif not package.strip() or any(c in package for c in "\n\r\0"):
+        raise UserError(f"--package {package!r} is not a pip requirement")
 
 
 def instance_architectures(ec2, types: list[str]) -> dict[str, str]:
@@ -540,18 +554,12 @@ def build_wheel(dest: Path) -> Path:
 
 
 def resolve_package(package: str | None, workdir: Path) -> tuple[Path | None, str | None]:
-    """(wheel file to upload, None) or (None, pip requirement spec)."""
+    """(wheel file to upload, None) or (None, pip requirement spec); validate_request has
+    checked either."""
     if package is None:
         return build_wheel(workdir), None
-    if package.endswith(".whl") or Path(package).exists():
-        p = Path(package)
-        if not p.is_file():
-            raise UserError(f"--package {package}: no such wheel file")
-        if p.suffix != ".whl":
-            raise UserError(f"--package {package}: a local package must be a .whl file")
-        return p, None
-    if not package.strip() or any(c in package for c in "\n\r\0"):
-        raise UserError(f"--package {package!r} is not a pip requirement")
+    if _is_local_package(package):
+        return Path(package), None
     return None, package
 
 
@@ -605,6 +613,8 @@ def execute(
             raise aws_user_error(e, f"uploading the package to {req.s3}") from None
         except S3UploadFailedError as e:  # the transfer manager's wrapper of client errors
             raise UserError(f"uploading the package to {req.s3}: {error_line(e)}") from None
+        except OSError as e:  # the wheel went away since it was checked
+            raise UserError(f"--package {wheel}: {e.strerror or e}") from None
 
     m = RunManifest(
         run_id=run_id,

@@ -518,6 +518,7 @@ def test_every_ebs_volume_the_ami_would_keep_is_deleted_with_the_instance(aws, r
     ("advisor.whl", "'advisor.whl' is not a wheel file name"),  # pip on the instance refuses it
     ('instance_advisor-0.1.0-py3-none-any"$(x).whl', "is not a wheel file name"),
     ("missing/instance_advisor-0.1.0-py3-none-any.whl", "no such wheel file"),
+    ("instance_advisor-0.1.0.tar.gz", "a local package must be a .whl file"),  # not after the confirmation
 ])
 def test_bad_wheel_is_refused_before_any_aws_call(cli, monkeypatch, tmp_path, name, message):
     def no_aws(*a, **k):
