@@ -7,7 +7,7 @@ from pathlib import Path
 
 from lightning_module.result import ResultError, parse_results
 
-from ..output import FORMATS, add_format_option, emit
+from ..output import add_format_option, emit
 from .common import add_store_option, open_store
 from .probe import LADDER_COLUMNS, ci_text, describe, ladder_rows
 
@@ -51,7 +51,7 @@ def register(sub) -> None:
     ep = rsub.add_parser("export", help="every stored result (json: full records; csv and others: one row each)")
     ep.add_argument("--workload", metavar="ID")
     ep.add_argument("--instance-type", metavar="TYPE")
-    ep.add_argument("--format", choices=FORMATS, default="json", help="output format (default json)")
+    add_format_option(ep, default="json")
     add_store_option(ep)
     ep.set_defaults(func=handle_export)
 
