@@ -19,26 +19,20 @@ import torch
 import torchvision
 from torch.utils.flop_counter import FlopCounterMode
 
+from lightning_module.result import BUILTIN_MODELS, WorkloadSpec
+from lightning_module.workloads import build_net
+
 IMAGE_SIZE = 224
 NUM_CLASSES = 1000
 BATCH = 2  # BatchNorm in training mode needs more than one sample
 
 
-def build(name: str) -> torch.nn.Module:
-    if name in ("resnet50", "resnet18", "vit_b_16"):
-        return getattr(torchvision.models, name)(weights=None, num_classes=NUM_CLASSES)
-    if name == "mlp":
-        # The probe's own MLP, so the facts describe exactly what the probe trains.
-        from lightning_module.result import WorkloadSpec
-        from lightning_module.workloads import build_net
-
-        return build_net(WorkloadSpec(model="mlp", image_size=IMAGE_SIZE, num_classes=NUM_CLASSES))
-    raise SystemExit(f"unknown model {name}")
-
-
 def measure(name: str) -> dict:
+    if name not in BUILTIN_MODELS:
+        raise SystemExit(f"unknown model {name}: use {', '.join(BUILTIN_MODELS)}")
     torch.manual_seed(0)
-    model = build(name).train()
+    # The probe's own builder, so the facts describe exactly the network the probe trains.
+    model = build_net(WorkloadSpec(model=name, image_size=IMAGE_SIZE, num_classes=NUM_CLASSES)).train()
     x = torch.randn(BATCH, 3, IMAGE_SIZE, IMAGE_SIZE)
     y = torch.randint(0, NUM_CLASSES, (BATCH,))
     loss_fn = torch.nn.CrossEntropyLoss()
@@ -73,14 +67,10 @@ def measure(name: str) -> dict:
 
 
 def main() -> None:
-    names = sys.argv[1:] or ["resnet50", "resnet18", "vit_b_16", "mlp"]
+    names = sys.argv[1:] or list(BUILTIN_MODELS)
     facts = {}
     for name in names:
-        try:
-            facts[name] = measure(name)
-        except ImportError as e:  # the probe's MLP lives in lightning_module.workloads
-            print(f"skipping {name}: {e}", file=sys.stderr)
-            continue
+        facts[name] = measure(name)
         print(f"{name}: {facts[name]}", file=sys.stderr)
     json.dump(
         {"torch": torch.__version__, "torchvision": torchvision.__version__,
