@@ -84,7 +84,7 @@ def manifest_path(run_id: str) -> Path:
 
 def save(manifest: RunManifest) -> Path:
     path = manifest_path(manifest.run_id)
-    save_atomic(manifest, path, indent=2)  # it only needs a pydantic model's model_dump_json
+    save_atomic(manifest, path, indent=2)
     return path
 
 

@@ -8,7 +8,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from .models import SCHEMA_VERSION, Catalog
 
@@ -73,15 +73,16 @@ def _offer_name(data: dict, loc: tuple) -> str:
         return ""
 
 
-def save_atomic(catalog: Catalog, path: str | Path, indent: int | None = None) -> None:
-    """Write to a temporary file beside the target, then rename: a crash never leaves half a file.
-    `indent` is for files kept in git (the shipped snapshot), where readable diffs matter."""
+def save_atomic(model: BaseModel, path: str | Path, indent: int | None = None) -> None:
+    """Write a pydantic model (a catalog, a launch manifest) as JSON to a temporary file beside the
+    target, then rename: a crash never leaves half a file. `indent` is for files people read or
+    keep in git (the shipped snapshot, run manifests), where readable diffs matter."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w") as f:
-            f.write(catalog.model_dump_json(indent=indent))
+            f.write(model.model_dump_json(indent=indent))
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
