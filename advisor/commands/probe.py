@@ -7,6 +7,8 @@ import os
 import sys
 from pathlib import Path
 
+from catalog.io import save_atomic
+
 from ..errors import UserError
 from ..output import add_format_option, emit
 from .common import add_store_option, open_store
@@ -161,18 +163,11 @@ def _rung_line(rung, base) -> str:
     return f"probe: {rung.rung:<14} {rung.status}: {rung.error}"
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+def _write_result(path: Path, result) -> None:
     try:
-        tmp.write_text(text)
-        os.replace(tmp, path)
+        save_atomic(result, path, indent=2)  # removes its temporary file on any failure, Ctrl-C too
     except OSError as e:
-        tmp.unlink(missing_ok=True)
         raise UserError(f"cannot write {path}: {e.strerror or e}") from None
-    except BaseException:  # Ctrl-C mid-write: no stray temporary file beside the output
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 def handle(args) -> int:
@@ -224,9 +219,8 @@ def handle(args) -> int:
     if result is None:
         return 0  # another DDP rank: it measured along, rank 0 reports
 
-    text = result.model_dump_json(indent=2)
     if out_path is not None:
-        _write_atomic(out_path, text + "\n")
+        _write_result(out_path, result)
     saved = None
     if not args.no_store:
         with open_store(args) as store:
