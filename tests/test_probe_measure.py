@@ -30,9 +30,14 @@ class Sleepy(pl.LightningModule):
 '''
 
 
+SLOW_START = SLOW_MODULE.replace("Sleepy", "SlowStart").replace(
+    "time.sleep(0.02 if batch_idx < 3 else 5.0)  # fast warm-up, then a step that never ends in time",
+    "time.sleep(1.0 if batch_idx == 0 else 0.02)  # a slow set-up step, then steady fast steps")
+
+
 @pytest.fixture
 def sleepy(tmp_path, monkeypatch):
-    (tmp_path / "sleepywork.py").write_text(textwrap.dedent(SLOW_MODULE))
+    (tmp_path / "sleepywork.py").write_text(textwrap.dedent(SLOW_MODULE) + textwrap.dedent(SLOW_START))
     monkeypatch.syspath_prepend(str(tmp_path))
     yield
     sys.modules.pop("sleepywork", None)
@@ -56,6 +61,19 @@ def test_a_step_past_the_slow_limit_is_cut_short(sleepy):
     m = probe.measure(fast, ProbeConfig(accelerator="cpu", batch_size=4), slow_step_s=0.5)
     assert m.samples_per_sec > 0 and m.steps_timed >= 2
     time.sleep(0.6)  # a stray SIGALRM would raise here
+
+
+def test_a_slow_first_step_does_not_cut_the_rung(sleepy):
+    """The first step is set-up and warm-up: a 1 s first step under a 0.5 s step limit is no
+    reason to drop a rung whose steady steps are fast."""
+    from lightning_module import probe
+    from lightning_module.result import ProbeConfig, WorkloadSpec
+
+    probe.quiet_lightning()
+    settings = probe.MeasureSettings(WorkloadSpec(model="sleepywork:SlowStart", image_size=4, num_classes=10),
+                                     warmup_steps=1, max_seconds=0.3)
+    m = probe.measure(settings, ProbeConfig(accelerator="cpu", batch_size=4), slow_step_s=0.5)
+    assert m.steps_timed >= 2
 
 
 def test_peak_rss_is_per_rung_not_the_process_lifetime():
