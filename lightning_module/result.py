@@ -164,6 +164,10 @@ class ProbeResult(BaseModel):
     stop_reason: str | None = None  # why the winning rung stopped timing: "converged" | "time-limit" | "max-steps"
     devices_in_peak: int = 1  # how many devices the peak figures cover (all ranks together)
     profile_dir: str | None = None  # where --profile wrote the TensorBoard trace
+    # False when the probe could not trust its own number (CI target not reached, machine
+    # contended, ...); unreliable_reasons says why, one short phrase each. Old results: True.
+    reliable: bool = True
+    unreliable_reasons: list[str] = []
     started_at: datetime
     finished_at: datetime = Field(default_factory=lambda: datetime.now(timezone.utc))
 
