@@ -13,8 +13,8 @@ from datetime import datetime, timezone
 import pytest
 from botocore.exceptions import ClientError
 
-from advisor import launch
-from advisor import manifest as manifests
+from advisor.ec2 import launch
+from advisor.ec2 import manifest as manifests
 
 moto = pytest.importorskip("moto")
 
@@ -383,7 +383,7 @@ def test_build_wheel_from_source(tmp_path):
     before = sorted(p.name for p in root.iterdir())
     wheel = launch.build_wheel(tmp_path)
     names = zipfile.ZipFile(wheel).namelist()
-    assert "advisor/launch.py" in names and "lightning_module/result.py" in names
+    assert "advisor/ec2/launch.py" in names and "lightning_module/result.py" in names
     assert wheel.name.startswith("instance_advisor-")
     # the build ran on a copy: no build/ or egg-info appears in the checkout
     assert sorted(p.name for p in root.iterdir()) == before

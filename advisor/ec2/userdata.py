@@ -122,7 +122,7 @@ if [ -z "$PY" ]; then echo "advisor-probe: no python3 on this image"; exit 11; f
 # An environment made by uv has no pip; the standard library can bootstrap one.
 "$PY" -m pip --version >/dev/null 2>&1 || "$PY" -m ensurepip --upgrade \\
     || {{ echo "advisor-probe: no pip for $PY"; exit 11; }}
-# Keep the image's torch stack exactly as installed (see advisor/userdata.py).
+# Keep the image's torch stack exactly as installed (see advisor/ec2/userdata.py).
 "$PY" -m pip list --format=freeze 2>/dev/null | grep -iE '{PINNED_PACKAGE_PATTERN}' > "$WORK/constraints.txt"
 echo "advisor-probe: pinned $(wc -l < "$WORK/constraints.txt") torch-family packages"
 "$PY" -m pip install --constraint "$WORK/constraints.txt" {target} \\

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 
 from lightning_module.result import ResultError, parse_result
 
+from ..errors import UserError
 from . import manifest as manifests
-from .errors import UserError
 from .launch import S3Location, aws_user_error, error_line, run_keys, s3_client_for
 
 log = logging.getLogger(__name__)

@@ -18,8 +18,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from catalog.io import save_atomic
 
-from .errors import UserError
-from .paths import data_dir
+from ..errors import UserError
+from ..paths import data_dir
 
 MANIFEST_VERSION = 1
 

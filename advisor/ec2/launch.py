@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from ..errors import UserError
 from . import manifest as manifests
-from .errors import UserError
 from .manifest import LaunchEntry, RunManifest
 from .userdata import ProbeScript, render
 
@@ -514,7 +514,7 @@ def plan_launch(req: LaunchRequest, catalog=None) -> list[PlannedLaunch]:
 
 def project_root() -> Path | None:
     """The source tree this advisor runs from, or None for an installed (non-editable) copy."""
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     pyproject = root / "pyproject.toml"
     if pyproject.is_file() and 'name = "instance-advisor"' in pyproject.read_text():
         return root
@@ -571,7 +571,7 @@ def _warn_if_temporary_credentials(expires_s: int) -> None:
     assumed role) an upload at the end of a long probe can be refused."""
     import boto3
 
-    from .output import warn
+    from ..output import warn
 
     creds = boto3.session.Session().get_credentials()
     if creds is not None and creds.get_frozen_credentials().token and expires_s > 3600:
