@@ -108,7 +108,7 @@ def test_worst_case_script_fits_ec2s_16_kib(monkeypatch):
     import boto3
     from botocore.config import Config
 
-    from advisor.ec2.launch import USER_DATA_LIMIT
+    from advisor.ec2.userdata import USER_DATA_LIMIT
 
     s3 = boto3.client("s3", region_name="ap-southeast-2", aws_access_key_id="ASIAEXAMPLEEXAMPLE00",
                       aws_secret_access_key="x", aws_session_token=base64.b64encode(bytes(range(256)) * 6).decode()[:2000],

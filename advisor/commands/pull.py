@@ -30,7 +30,7 @@ def register(results_sub) -> None:
 
 
 def handle_pull(args) -> int:
-    from ..ec2.launch import parse_s3_url
+    from ..ec2.aws import parse_s3_url
     from ..ec2.pull import pull, summary
 
     loc = parse_s3_url(args.s3)

@@ -29,6 +29,10 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass, field
 
+# EC2's limit on user-data: "limited to 16 KB, in raw form, before it is base64-encoded",
+# https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/instancedata-add-user-data.html
+USER_DATA_LIMIT = 16 * 1024
+
 # Packages whose installed versions are pinned on the instance: the AMI's GPU build of torch
 # and everything built against it.
 PINNED_PACKAGE_PATTERN = r"^(torch|torchvision|torchaudio|triton|pytorch-triton|nvidia-[a-z0-9-]+)=="
@@ -141,4 +145,4 @@ timeout --kill-after=20 "$LEFT" {probe_cmd} || {{
 """
 
 
-__all__ = ["CURL", "DLAMI_PYTHON", "PINNED_PACKAGE_PATTERN", "ProbeScript", "render"]
+__all__ = ["CURL", "DLAMI_PYTHON", "PINNED_PACKAGE_PATTERN", "USER_DATA_LIMIT", "ProbeScript", "render"]
