@@ -3,6 +3,10 @@ profiler callback that traces the winner."""
 
 from __future__ import annotations
 
+import glob
+import os
+import shutil
+
 import lightning.pytorch as pl
 import torch
 from torch import nn
@@ -71,6 +75,34 @@ def build_module(spec: WorkloadSpec, config: ProbeConfig, synthetic: bool) -> pl
     return module
 
 
+def compiled(module: pl.LightningModule, backend: str) -> pl.LightningModule:
+    """torch.compile with inductor, or with AMD's zentorch backend (importing it registers it)."""
+    if backend == "zentorch":
+        import zentorch  # noqa: F401
+    return torch.compile(module, backend=backend)
+
+
+def xla_trainer_kwargs() -> dict:
+    """Lightning's XLA accelerator counts TPU chips only, so on torch_xla's CPU device
+    (PJRT_DEVICE=CPU) it says none are there: train there through one XLA device named directly."""
+    import torch_xla.core.xla_model as xm
+    from lightning.pytorch.accelerators import XLAAccelerator
+    from lightning.pytorch.strategies import SingleDeviceXLAStrategy
+
+    class XLACPUAccelerator(XLAAccelerator):
+        @staticmethod
+        def auto_device_count() -> int:
+            return 1
+
+        @staticmethod
+        def is_available() -> bool:
+            return True
+
+    accelerator = XLACPUAccelerator()
+    return {"accelerator": accelerator, "devices": 1,
+            "strategy": SingleDeviceXLAStrategy(device=xm.xla_device(), accelerator=accelerator)}
+
+
 def build_datamodule(spec: WorkloadSpec, config: ProbeConfig, seed: int = 0):
     if spec.datamodule:
         return workloads.build_user_datamodule(spec, config.batch_size, config.num_workers, config.pin_memory)
@@ -80,16 +112,32 @@ def build_datamodule(spec: WorkloadSpec, config: ProbeConfig, seed: int = 0):
     )
 
 
+CHROME_TRACE = "trace.json"  # the profile as one Chrome/Perfetto trace file in the --profile directory
+
+
 def profiler_callback(out_dir: str, accelerator: str):
+    """torch.profiler over steps 2-8 of a pass (wait 1, warm-up 4, active 3), written both for
+    TensorBoard's profiler plugin and as CHROME_TRACE for Perfetto / chrome://tracing."""
     from lightning.pytorch.callbacks import Callback
     from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
+
+    tensorboard = tensorboard_trace_handler(out_dir)
+
+    def write(prof) -> None:
+        # TensorBoard's file is a Chrome trace already, and a profile can be exported only once:
+        # the same file under a name a person can find.
+        before = set(glob.glob(os.path.join(out_dir, "*.pt.trace.json")))
+        tensorboard(prof)
+        new = sorted(set(glob.glob(os.path.join(out_dir, "*.pt.trace.json"))) - before, key=os.path.getmtime)
+        if new:
+            shutil.copyfile(new[-1], os.path.join(out_dir, CHROME_TRACE))
 
     class TraceCallback(Callback):
         def on_train_start(self, trainer, pl_module):
             acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if accelerator == "gpu" else [])
             self.prof = profile(
                 activities=acts, schedule=schedule(wait=1, warmup=4, active=3, repeat=1),
-                on_trace_ready=tensorboard_trace_handler(out_dir), record_shapes=True, profile_memory=True,
+                on_trace_ready=write, record_shapes=True, profile_memory=True,
             )
             self.prof.__enter__()
 

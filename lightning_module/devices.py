@@ -70,19 +70,6 @@ def half_precision(accelerator: str) -> str | None:
     return "bf16-mixed"
 
 
-def ipex_missing() -> str | None:
-    """None when Intel Extension for PyTorch imports and matches torch; else why not."""
-    try:
-        import intel_extension_for_pytorch as ipex
-    except Exception as e:  # noqa: BLE001
-        return f"intel_extension_for_pytorch is not installed ({type(e).__name__})"
-    want = ".".join(torch.__version__.split("+")[0].split(".")[:2])
-    have = ".".join(str(getattr(ipex, "__version__", "")).split("+")[0].split(".")[:2])
-    if want != have:
-        return f"intel_extension_for_pytorch {have} does not match torch {want}"
-    return None
-
-
 def worker_counts() -> tuple[int, ...]:
     try:
         cores = len(os.sched_getaffinity(0))

@@ -7,6 +7,10 @@ the best's samples/s. A gain inside the noise would otherwise adopt a change (to
 minutes of compilation, more workers) for nothing and report the luckiest draw as the winner.
 A failure (out of memory, a compile error or timeout, a missing extension) is recorded
 as the rung's result and the ladder goes on.
+
+After the tuning rungs come the extensions (ipex, run_cpu, zentorch, xla): each is detected at
+run time by the caller and arrives here as an `Extension`, either to try or with the status
+(`not-installed`, `not-applicable`, `skipped`) and reason it is recorded with.
 """
 
 from __future__ import annotations
@@ -16,11 +20,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .result import ProbeConfig, RungResult
+from .result import Contention, ProbeConfig, RungResult
 
 log = logging.getLogger(__name__)
 
-RUNGS = ("baseline", "precision", "channels_last", "compile", "workers", "batch", "ipex")
+TUNING_RUNGS = ("precision", "channels_last", "compile", "workers", "batch")
+EXTENSION_RUNGS = ("run_cpu", "ipex", "zentorch", "xla")
+RUNGS = ("baseline", *TUNING_RUNGS, *EXTENSION_RUNGS)
 BATCH_GAIN = 0.03  # a batch size step must beat the best by more than this to count
 
 
@@ -40,6 +46,26 @@ class RungTooSlow(Exception):
     """A step took so long that the rung cannot beat the best so far: cut short."""
 
 
+class RungContended(Exception):
+    """A step ran far past its limit while the machine was busy with other work: no verdict."""
+
+
+class RungError(Exception):
+    """A rung's outcome with its status already known (a child process reports it this way)."""
+
+    def __init__(self, status: str, message: str):
+        super().__init__(message)
+        self.status = status
+
+
+class ProbeStopped(BaseException):
+    """A signal (SIGINT, SIGTERM) asked the probe to stop: nothing is recorded, nothing stored."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
 class LadderFailed(Exception):
     """The baseline could not be measured, so there is nothing to tune."""
 
@@ -57,6 +83,9 @@ class Measurement:
     compile_seconds: float | None = None
     peak_memory_gib: float | None = None
     extra: Any = None  # whatever the measuring side wants back for the winner (step stats, reason)
+    contention: Contention | None = None
+    remeasured: int = 0
+    ci_target_met: bool | None = None
 
 
 # The CPU allocator says "DefaultCPUAllocator: can't allocate memory: ... (Cannot allocate memory)".
@@ -84,11 +113,16 @@ def _chain(exc: BaseException):
 
 def classify(exc: BaseException) -> tuple[str, str]:
     """A rung's status and a one-line reason from the exception it raised."""
+    known = (NotInstalled, RungSkipped, CompileTimeout, RungTooSlow, RungContended, RungError)
     for inner in _chain(exc):
-        if isinstance(inner, (NotInstalled, RungSkipped, CompileTimeout, RungTooSlow)) or is_oom(inner):
+        if isinstance(inner, known) or is_oom(inner):
             exc = inner
             break
     msg = (str(exc).strip().splitlines() or [""])[0][:300]
+    if isinstance(exc, RungError):
+        return exc.status, msg
+    if isinstance(exc, RungContended):
+        return "contended", msg
     if isinstance(exc, NotInstalled):
         return "not-installed", msg
     if isinstance(exc, RungSkipped):
@@ -100,6 +134,16 @@ def classify(exc: BaseException) -> tuple[str, str]:
     return "failed", f"{type(exc).__name__}: {msg}"
 
 
+@dataclass(frozen=True)
+class Extension:
+    """A rung that changes the software stack: tried with `update`, or recorded with `status`."""
+
+    name: str
+    update: dict = field(default_factory=dict)
+    status: str | None = None  # None: try it; else "not-installed" | "not-applicable" | "skipped"
+    why: str | None = None
+
+
 @dataclass
 class LadderOptions:
     tune: bool = True
@@ -109,8 +153,7 @@ class LadderOptions:
     worker_counts: tuple[int, ...] = (2, 4)
     workers_supported: bool = True
     pin_memory: bool = False  # set pin_memory with workers (GPU)
-    ipex_missing: str | None = "intel_extension_for_pytorch is not installed"  # None: try ipex
-    ipex_skip: str | None = None  # why ipex does not apply here (not a CPU, a user's module)
+    extensions: tuple[Extension, ...] = ()
     skip: frozenset[str] = frozenset()
     batch_gain: float = BATCH_GAIN
     max_batch: int = 1 << 16
@@ -143,7 +186,7 @@ def run_ladder(
     def attempt(name: str, config: ProbeConfig, gain: float = 0.0) -> RungResult:
         try:
             m = measure(name, config)
-        except (KeyboardInterrupt, SystemExit):
+        except (KeyboardInterrupt, SystemExit, ProbeStopped):
             raise
         except BaseException as e:  # every failure is a result; torch errors are not all Exceptions
             status, why = classify(e)
@@ -157,6 +200,7 @@ def run_ladder(
             rung=name, config=config, status="ok", samples_per_sec=m.samples_per_sec,
             ci_low=m.ci_low, ci_high=m.ci_high, steps_timed=m.steps_timed,
             compile_seconds=m.compile_seconds, kept=kept, peak_memory_gib=m.peak_memory_gib,
+            contention=m.contention, remeasured=m.remeasured, ci_target_met=m.ci_target_met,
         )
         if kept:
             lad.best, lad.best_measurement = rung, m
@@ -210,13 +254,13 @@ def run_ladder(
     if not skipped_by_user("batch", "batch") and not opts.batch_fixed:
         _batch_search(lad, attempt, opts)
 
-    if not skipped_by_user("ipex", "ipex"):
-        if opts.ipex_skip:
-            skip("ipex", opts.ipex_skip)
-        elif opts.ipex_missing:
-            skip("ipex", opts.ipex_missing, status="not-installed")
+    for ext in opts.extensions:
+        if skipped_by_user(ext.name, ext.name):
+            continue
+        if ext.status is not None:
+            skip(ext.name, ext.why or ext.status, status=ext.status)
         else:
-            attempt("ipex", lad.best.config.model_copy(update={"ipex": True}))
+            attempt(ext.name, lad.best.config.model_copy(update=ext.update))
     return lad
 
 

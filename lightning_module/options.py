@@ -17,6 +17,8 @@ MAX_SECONDS = 60.0  # timed seconds per rung at most
 WARMUP_STEPS = 3  # untimed steps at the start of every rung (compilation adds one)
 COMPILE_TIMEOUT = 300.0  # seconds torch.compile may take before the rung is given up
 MATMUL_SECONDS = 1.0  # how long the matmul peak is measured
+REMEASURE_ROUNDS = 1  # extra measurements of a rung whose CI is still wider than the target
+CONFIRM_ROUNDS = 3  # A B pairs measured to confirm the winner against the baseline (0: no confirmation)
 
 
 @dataclass
@@ -38,6 +40,8 @@ class ProbeOptions:
     skip: frozenset[str] = frozenset()
     progress_bar: bool = False
     matmul_seconds: float = MATMUL_SECONDS
+    remeasure_rounds: int = REMEASURE_ROUNDS
+    confirm_rounds: int = CONFIRM_ROUNDS
 
 
 @dataclass

@@ -1,8 +1,10 @@
-"""Run the probe: measure one configuration with Lightning, and climb the ladder.
+"""Run the probe: measure one configuration with Lightning, climb the ladder, confirm the winner.
 
-`measure()` runs one configuration in a Trainer with the StepTimer callback; `run_probe()`
-climbs the ladder and hands the winner to `assemble_result()`. What is trained lives in
-builders.py, the device in devices.py, FLOPs and peaks in peaks.py, the defaults in options.py.
+`measure()` runs one configuration in a Trainer with the StepTimer callback (which also watches
+for contention); `run_probe()` climbs the ladder (re-measuring a rung whose CI stays too wide),
+measures the winner against the baseline in alternation, and hands the outcome to
+`assemble_result()`. What is trained lives in builders.py, the device in devices.py, FLOPs and
+peaks in peaks.py, the extension rungs in extensions.py, the defaults in options.py.
 """
 
 from __future__ import annotations
@@ -18,24 +20,40 @@ from datetime import datetime, timezone
 import lightning.pytorch as pl
 import torch
 
-from . import hardware, workloads
+from . import extensions, hardware, workloads
 from .assemble import assemble_result
-from .builders import build_datamodule, build_module, profiler_callback
+from .builders import (
+    CHROME_TRACE,
+    build_datamodule,
+    build_module,
+    compiled,
+    profiler_callback,
+    xla_trainer_kwargs,
+)
+from .child import measure_in_child
+from .contention import gpu_state, own_process_tree, usable_cpus
 from .devices import (
     default_devices,
     free_memory,
     half_precision,
-    ipex_missing,
     is_global_zero,
     peak_rss_gib,
     reset_peak_rss,
     resolve_accelerator,
     worker_counts,
 )
-from .ladder import CompileTimeout, LadderOptions, Measurement, RungTooSlow, run_ladder
+from .ladder import (
+    CompileTimeout,
+    LadderOptions,
+    Measurement,
+    RungContended,
+    RungTooSlow,
+    run_ladder,
+)
 from .options import MeasureSettings, ProbeOptions
+from .reliability import confirm, measure_until_known, summarise
 from .result import ProbeConfig, ProbeResult, RungResult
-from .timing import make_callback, throughput
+from .timing import Watch, make_callback
 from .workloads import WorkloadError
 
 log = logging.getLogger(__name__)
@@ -45,6 +63,21 @@ log = logging.getLogger(__name__)
 # scheduler hiccup cannot trigger it.
 SLOW_FACTOR = 3.0
 MIN_SLOW_STEP_S = 2.0
+
+
+def samples_per_step(config: ProbeConfig) -> int:
+    return config.batch_size * config.devices * config.num_nodes
+
+
+def watch_for(config: ProbeConfig) -> Watch:
+    """What the step timer watches on this configuration's device."""
+    cpu = config.accelerator == "cpu"
+    threads = torch.get_num_threads() if cpu else 1
+    gpu = None
+    if config.accelerator == "gpu":
+        index = torch.cuda.current_device()
+        gpu = lambda: gpu_state(index, own_process_tree())
+    return Watch(cores_in_use=threads, cpus=usable_cpus(), cpu_bound=cpu, own_load=threads + config.num_workers, gpu=gpu)
 
 
 def measure(settings: MeasureSettings, config: ProbeConfig, extra_callbacks=(),
@@ -77,18 +110,24 @@ def measure(settings: MeasureSettings, config: ProbeConfig, extra_callbacks=(),
             # new memory format) and is warm-up, not timed: under load it crossed a 2 s limit that
             # the steady steps kept. Bound it, more loosely.
             first_limit = (SLOW_FACTOR * slow_step_s, step_limit[1])
-    timer = make_callback(config.accelerator, warmup, settings.target_ci, settings.max_seconds,
-                          max_steps=settings.max_steps, first_step_limit=first_limit, step_limit=step_limit)
+    timer = make_callback(
+        config.accelerator if not config.xla else "tpu", warmup, settings.target_ci, settings.max_seconds,
+        max_steps=settings.max_steps, first_step_limit=first_limit, step_limit=step_limit, watch=watch_for(config),
+        contended_exc=lambda ran: RungContended(
+            f"a step ran {ran:.0f} s while the machine was busy with other work: stopped without a verdict on speed"),
+    )
     cap = max_steps if max_steps is not None else (warmup + settings.max_steps if settings.max_steps else -1)
+    device = (xla_trainer_kwargs() if config.xla else
+              {"accelerator": config.accelerator, "devices": config.devices, "num_nodes": config.num_nodes,
+               "strategy": config.strategy})
     trainer = pl.Trainer(
-        accelerator=config.accelerator, devices=config.devices, num_nodes=config.num_nodes,
-        strategy=config.strategy, precision=config.precision,
+        **device, precision=config.precision,
         max_epochs=-1, max_steps=cap, limit_val_batches=0, num_sanity_val_steps=0,
         enable_checkpointing=False, logger=False, enable_model_summary=False,
         enable_progress_bar=settings.progress_bar, callbacks=[timer, *extra_callbacks],
     )
     if config.compile:
-        module = torch.compile(module)
+        module = compiled(module, config.compile_backend)
     try:
         trainer.fit(module, datamodule=dm)
     finally:
@@ -97,22 +136,22 @@ def measure(settings: MeasureSettings, config: ProbeConfig, extra_callbacks=(),
     t = timer.timing
     if len(t.step_times) < 1:
         raise RuntimeError("no steps were timed (the data ran out during warm-up?)")
-    world = config.devices * config.num_nodes
-    tp = throughput(t.step_times, config.batch_size * world)
-    if config.accelerator == "gpu":
-        peak = torch.cuda.max_memory_allocated() / 2**30
-    else:
-        peak = peak_rss_gib()
+    peak = torch.cuda.max_memory_allocated() / 2**30 if config.accelerator == "gpu" else peak_rss_gib()
     compile_s = None
     if config.compile and t.first_step_seconds is not None:
         # The first step minus an ordinary step is the compiler's share.
         compile_s = max(0.0, t.first_step_seconds - sum(t.step_times) / len(t.step_times))
-    # An unbounded CI (one timed step) is inf, which JSON writes as null and the result then
-    # fails to read back: a finite stand-in far above any throughput keeps the record valid.
-    return Measurement(
-        samples_per_sec=tp.samples_per_sec, ci_low=tp.ci_low, ci_high=min(tp.ci_high, 1e18),
-        steps_timed=len(t.step_times), compile_seconds=compile_s, peak_memory_gib=peak, extra=t,
-    )
+    return summarise(t, samples_per_step(config), settings.target_ci, compile_seconds=compile_s, peak_memory_gib=peak)
+
+
+def measure_anywhere(settings: MeasureSettings, config: ProbeConfig, **kw) -> Measurement:
+    """In this process, or in a child for what acts at process start (run_cpu, xla)."""
+    if config.run_cpu or config.xla:
+        return measure_in_child(settings, config, slow_step_s=kw.get("slow_step_s"),
+                                profile_dir=kw.get("profile_dir"), max_steps=kw.get("max_steps"))
+    extra = [profiler_callback(kw["profile_dir"], config.accelerator)] if kw.get("profile_dir") else []
+    return measure(settings, config, extra_callbacks=extra, max_steps=kw.get("max_steps"),
+                   slow_step_s=kw.get("slow_step_s"))
 
 
 def quiet_lightning(verbose: bool = False) -> None:
@@ -137,6 +176,13 @@ def preflight(opts: ProbeOptions) -> str:
     if accelerator == "cpu" and opts.precision == "16-mixed":
         # Lightning would run bf16-mixed instead, and the result would be filed as fp16.
         raise WorkloadError("--precision 16-mixed is not supported on cpu: use bf16-mixed or 32-true")
+    if opts.devices is not None:
+        if accelerator == "cpu" and opts.devices > usable_cpus():
+            # Each CPU rank is a training process: more of them than cores only fight for the cores.
+            raise WorkloadError(f"--devices {opts.devices}: this process may run on {usable_cpus()} CPU core(s); "
+                                "use at most that many CPU ranks")
+        if accelerator == "gpu" and opts.devices > torch.cuda.device_count():
+            raise WorkloadError(f"--devices {opts.devices}: this machine has {torch.cuda.device_count()} GPU(s)")
     if opts.strategy:
         from lightning.pytorch.strategies import StrategyRegistry
 
@@ -147,10 +193,11 @@ def preflight(opts: ProbeOptions) -> str:
 
 
 def run_probe(opts: ProbeOptions, on_rung: Callable[[RungResult, RungResult | None], None] | None = None,
-              measure_fn: Callable[[str, ProbeConfig], Measurement] | None = None) -> ProbeResult | None:
-    """Climb the ladder and return the finished result (raises on a failed baseline).
-
-    None on the extra ranks of a DDP run: only rank 0 reports."""
+              measure_fn: Callable[[str, ProbeConfig], Measurement] | None = None,
+              on_leg: Callable[[str, Measurement], None] | None = None) -> ProbeResult | None:
+    """Climb the ladder, confirm the winner and return the finished result (raises on a failed
+    baseline). `measure_fn(rung, config)` replaces the real measuring (tests); `on_leg` hears each
+    confirmation leg. None on the extra ranks of a DDP run: only rank 0 reports."""
     started = datetime.now(timezone.utc)
     spec = opts.spec
     accelerator = preflight(opts)
@@ -162,8 +209,6 @@ def run_probe(opts: ProbeOptions, on_rung: Callable[[RungResult, RungResult | No
         strategy = opts.strategy
     if devices < 1:
         raise WorkloadError(f"no {accelerator} devices to train on")
-    if accelerator == "gpu" and devices > torch.cuda.device_count():
-        raise WorkloadError(f"--devices {devices}: this machine has {torch.cuda.device_count()} GPU(s)")
 
     start = ProbeConfig(accelerator=accelerator, devices=devices, num_nodes=opts.num_nodes,
                         strategy=strategy, precision=opts.precision, batch_size=spec.batch_size)
@@ -173,13 +218,17 @@ def run_probe(opts: ProbeOptions, on_rung: Callable[[RungResult, RungResult | No
     def slow_limit(cfg: ProbeConfig) -> float | None:
         if not best_sps:
             return None
-        expected = cfg.batch_size * cfg.devices * cfg.num_nodes / best_sps[-1]
+        expected = samples_per_step(cfg) / best_sps[-1]
         return max(SLOW_FACTOR * expected, MIN_SLOW_STEP_S)
 
     def measure_one(rung: str, cfg: ProbeConfig) -> Measurement:
         if measure_fn is not None:
-            return measure_fn(rung, cfg)
-        return measure(settings, cfg, slow_step_s=slow_limit(cfg))
+            once = lambda: measure_fn(rung, cfg)
+        else:
+            once = lambda: measure_anywhere(settings, cfg, slow_step_s=slow_limit(cfg))
+        # Re-measured only while the rung could still change the decision: its CI reaches the best.
+        return measure_until_known(once, samples_per_step(cfg), opts.target_ci, opts.remeasure_rounds,
+                                   matters=lambda m: not best_sps or m.ci_high >= best_sps[-1])
 
     def track(rung: RungResult, base: RungResult | None) -> None:
         if rung.kept:
@@ -194,27 +243,50 @@ def run_probe(opts: ProbeOptions, on_rung: Callable[[RungResult, RungResult | No
     ladder_opts = LadderOptions(
         tune=opts.tune, batch_fixed=spec.batch_size_fixed, half_precision=half_precision(accelerator),
         vision=workloads.is_vision(spec), worker_counts=worker_counts(), workers_supported=workers_ok,
-        pin_memory=accelerator == "gpu",
-        ipex_missing=ipex_missing() if accelerator == "cpu" else None,
-        ipex_skip=(None if accelerator == "cpu" and workloads.is_builtin(spec)
-                   else "ipex.optimize is applied to builtin workloads on CPU only"),
-        skip=opts.skip,
+        pin_memory=accelerator == "gpu", skip=opts.skip,
+        extensions=extensions.detect(accelerator, hw, spec, devices * opts.num_nodes),
     )
     lad = run_ladder(start, measure_one, ladder_opts, track)
 
-    profile_dir = None
+    # Confirm the pick against the baseline, in alternation: the ladder's winner is the best of
+    # several noisy draws, and the machine may have changed since the baseline was measured.
+    final_cfg, final_m, confirmation, notes = lad.best.config, lad.best_measurement, None, []
+    if opts.tune and opts.confirm_rounds > 0 and lad.best is not lad.rungs[0]:
+        legs = replace(settings, max_seconds=settings.max_seconds / opts.confirm_rounds)
+
+        def leg(name: str, cfg: ProbeConfig) -> Measurement:
+            m = measure_fn(f"confirm {name}", cfg) if measure_fn is not None else measure_anywhere(legs, cfg)
+            if on_leg is not None:
+                on_leg(name, m)
+            return m
+
+        try:
+            done = confirm(leg, lad.rungs[0].config, lad.best.config, samples_per_step, opts.target_ci,
+                           opts.confirm_rounds)
+        except Exception as e:  # noqa: BLE001 - a leg that fails leaves the ladder's pick, said to be unconfirmed
+            notes.append(f"the A-B confirmation could not run ({type(e).__name__}: {str(e)[:200]})")
+        else:
+            confirmation = done.record
+            if done.record.held:
+                final_m = done.tuned  # fresh draws: the ladder's own number is the luckiest of several
+            else:
+                final_cfg, final_m = lad.rungs[0].config, done.base
+
+    profile_dir = profile_trace = None
     if opts.profile_dir:
         os.makedirs(opts.profile_dir, exist_ok=True)
         try:
             # The trace is written only once the schedule's 8 steps have run, so the stopping rule
             # (a converged CI, --max-seconds) must not end this pass early: the step cap does.
             whole = replace(settings, target_ci=0.0, max_seconds=math.inf, max_steps=None)
-            measure(whole, lad.best.config, extra_callbacks=[profiler_callback(opts.profile_dir, accelerator)],
-                    max_steps=9)
+            measure_anywhere(whole, final_cfg, profile_dir=opts.profile_dir, max_steps=9)
             profile_dir = os.path.abspath(opts.profile_dir)
+            trace = os.path.join(profile_dir, CHROME_TRACE)
+            profile_trace = trace if os.path.isfile(trace) else None
         except Exception as e:  # noqa: BLE001
             log.warning("profile failed: %s", e)
 
     if not is_global_zero():
         return None  # the other DDP ranks trained along; measuring peaks there would slow rank 0's
-    return assemble_result(opts, accelerator, hw, lad, started, profile_dir)
+    return assemble_result(opts, accelerator, hw, lad, started, final_cfg, final_m, confirmation,
+                           notes, profile_dir, profile_trace)

@@ -74,6 +74,47 @@ class ProbeConfig(BaseModel):
     num_workers: int = Field(default=0, ge=0)
     pin_memory: bool = False
     ipex: bool = False
+    # The run_cpu rung (torch.backends.xeon.run_cpu's set-up): measured in a child process whose
+    # OpenMP threads are pinned to the physical cores, with these libraries preloaded.
+    run_cpu: bool = False
+    allocator: Literal["tcmalloc", "jemalloc"] | None = None
+    openmp: Literal["intel"] | None = None  # None: the OpenMP runtime torch ships with
+    compile_backend: Literal["inductor", "zentorch"] = "inductor"  # when compile is on
+    xla: bool = False  # trained on torch_xla's device (PJRT_DEVICE=CPU on a CPU)
+
+
+class Contention(BaseModel):
+    """What else was using the machine while a rung was timed (Linux /proc; NVML on a GPU)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    contended: bool = False
+    steps: int = 0  # timed steps observed
+    contended_steps: int = 0  # steps that waited for a CPU (run queue) or lost time to steal
+    cpu_share: float | None = None  # process CPU time / (wall time x cores in use), mean over steps
+    wait_share: float | None = None  # the training thread's run-queue wait / wall time
+    steal_share: float | None = None  # hypervisor steal / all CPU time
+    load_average: float | None = None  # 1-minute load average at the rung's end
+    cpus: int | None = None  # CPUs this process may run on
+    cores_in_use: int | None = None  # threads the training runs (torch intra-op threads)
+    own_load: float | None = None  # runnable threads the probe itself adds to the load average
+    gpu_other_processes: int | None = None  # compute processes on the GPU that are not this probe
+    gpu_clock_ratio: float | None = None  # SM clock / its maximum, lowest seen
+    reasons: list[str] = []
+
+
+class Confirmation(BaseModel):
+    """The winner and the baseline measured again in alternation (A B A B ...)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    rounds: int
+    baseline_samples_per_sec: list[float]  # one per round
+    tuned_samples_per_sec: list[float]
+    speedup: float  # tuned / baseline
+    speedup_ci: tuple[float, float]  # 95%
+    held: bool  # the speed-up's CI lies above 1: the ladder's pick is kept
+    contended: bool = False
 
 
 class RungResult(BaseModel):
@@ -81,7 +122,7 @@ class RungResult(BaseModel):
 
     rung: str  # e.g. "baseline", "bf16", "channels_last", "compile", "workers=4", "batch=64", "ipex"
     config: ProbeConfig
-    status: Literal["ok", "failed", "oom", "timeout", "not-installed", "skipped"]
+    status: Literal["ok", "failed", "oom", "timeout", "not-installed", "not-applicable", "skipped", "contended"]
     samples_per_sec: float | None = None
     ci_low: float | None = None
     ci_high: float | None = None
@@ -90,6 +131,9 @@ class RungResult(BaseModel):
     kept: bool = False
     error: str | None = None  # why it failed or was skipped
     peak_memory_gib: float | None = None  # CUDA max allocated during the rung; elsewhere the process's peak RSS
+    contention: Contention | None = None
+    remeasured: int = 0  # extra measurements pooled in because the CI stayed wider than the target
+    ci_target_met: bool | None = None  # None: not known (older results)
 
 
 class StepTimeStats(BaseModel):
@@ -164,6 +208,9 @@ class ProbeResult(BaseModel):
     stop_reason: str | None = None  # why the winning rung stopped timing: "converged" | "time-limit" | "max-steps"
     devices_in_peak: int = 1  # how many devices the peak figures cover (all ranks together)
     profile_dir: str | None = None  # where --profile wrote the TensorBoard trace
+    profile_trace: str | None = None  # the same trace as one Chrome/Perfetto JSON file
+    contention: Contention | None = None  # the winner's final measurement
+    confirmation: Confirmation | None = None  # the winner against the baseline, in alternation
     # False when the probe could not trust its own number (CI target not reached, machine
     # contended, ...); unreliable_reasons says why, one short phrase each. Old results: True.
     reliable: bool = True

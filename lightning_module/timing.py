@@ -12,10 +12,11 @@ import signal
 import statistics
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from .result import StepTimeStats
+from .contention import ContentionMeter, GpuState, Reading, load_average, read_now, step_load
+from .result import Contention, StepTimeStats
 
 # Two-sided 95% Student t critical values by degrees of freedom; beyond 30 the normal 1.96 is close.
 _T95 = {
@@ -26,6 +27,9 @@ _T95 = {
 }
 
 MIN_TIMED_STEPS = 5
+# A step the machine was contended for may run this many times its limit before the rung is given
+# up as "contended": never cut as too slow to win on a step someone else slowed down.
+CONTENDED_EXTENSION = 4
 
 
 def t95(df: int) -> float:
@@ -64,19 +68,22 @@ def stop_reason(
     max_seconds: float,
     min_steps: int = MIN_TIMED_STEPS,
     max_steps: int | None = None,
+    steps_taken: int | None = None,
 ) -> str | None:
     """Why timing should stop now, or None to keep going.
 
     "converged": the 95% CI half-width of samples/s is within target_ci (a fraction) after at
     least min_steps steps; "time-limit": max_seconds of timed steps have passed (at least two
-    steps are kept so there is a spread); "max-steps": the step cap was reached.
+    steps are kept so there is a spread); "max-steps": the step cap was reached. `step_times` are
+    the steps that count (the clean ones); `steps_taken` all of them, when more.
     """
     n = len(step_times)
-    if max_steps is not None and n >= max_steps:
+    taken = max(n, steps_taken or 0)
+    if max_steps is not None and taken >= max_steps:
         return "max-steps"
     if n >= min_steps and throughput(step_times, 1).rel_half_width <= target_ci:
         return "converged"
-    if elapsed_s >= max_seconds and n >= 2:
+    if elapsed_s >= max_seconds and taken >= 2:
         return "time-limit"
     return None
 
@@ -105,6 +112,34 @@ class Timing:
     warmup_seconds: float = 0.0
     first_step_seconds: float | None = None  # includes compilation when the model is compiled
     reason: str | None = None
+    contended: list[bool] = field(default_factory=list)  # per timed step: the machine was contended
+    contention: Contention | None = None
+
+
+def clean_steps(timing: Timing) -> list[float]:
+    """The timed steps nothing else slowed down (all of them where contention was not watched)."""
+    if len(timing.contended) != len(timing.step_times):
+        return list(timing.step_times)
+    return [s for s, c in zip(timing.step_times, timing.contended) if not c]
+
+
+def usable_steps(timing: Timing) -> list[float]:
+    """What the throughput is computed from: the clean steps when there are enough of them to
+    stop on, else every step (and the rung is reported as contended)."""
+    clean = clean_steps(timing)
+    return clean if len(clean) >= MIN_TIMED_STEPS else list(timing.step_times)
+
+
+@dataclass
+class Watch:
+    """What the step timer watches besides the clock: whether the machine is contended."""
+
+    cores_in_use: int
+    cpus: int
+    cpu_bound: bool = True  # a CPU rung (its CPU share means something)
+    own_load: float | None = None  # runnable threads this probe itself adds to the load average
+    read: Callable[[], Reading] = read_now
+    gpu: Callable[[], GpuState | None] | None = None
 
 
 def synchronize(accelerator: str) -> None:
@@ -126,20 +161,29 @@ class StepAlarm:
 
     Python runs the handler between operations, so a long step built of many kernels is cut off
     within one kernel of the limit. Off the main thread (where signals cannot be used) it does nothing.
+    `judge`, when given, is asked when the alarm fires: it returns the exception to raise, or None
+    to give the step the same time again (a step slowed down by someone else's work).
     """
 
     def __init__(self):
         self._active = threading.current_thread() is threading.main_thread()
         self._old = None
         self._exc = None
+        self._judge = None
+        self._seconds = 0.0
 
-    def arm(self, seconds: float | None, exc: Exception) -> None:
+    def arm(self, seconds: float | None, exc: Exception,
+            judge: Callable[[Exception], Exception | None] | None = None) -> None:
         if not self._active or not seconds:
             return
-        self._exc = exc
+        self._exc, self._judge, self._seconds = exc, judge, seconds
 
         def fire(signum, frame):
-            raise self._exc
+            exc = self._judge(self._exc) if self._judge is not None else self._exc
+            if exc is None:
+                signal.setitimer(signal.ITIMER_REAL, self._seconds)
+                return
+            raise exc
 
         if self._old is None:
             self._old = signal.signal(signal.SIGALRM, fire)
@@ -161,11 +205,16 @@ def make_callback(
     max_steps: int | None = None,
     first_step_limit: tuple[float, Exception] | None = None,
     step_limit: tuple[float, Exception] | None = None,
+    watch: Watch | None = None,
+    contended_exc: Callable[[float], Exception] | None = None,
 ):
     """A Lightning Callback timing steps; built in a function so importing this module needs no lightning.
 
     first_step_limit bounds the first step (compilation); step_limit every other step (a rung
-    so slow it cannot win is cut short instead of spending minutes per step).
+    so slow it cannot win is cut short instead of spending minutes per step). With a `watch`,
+    each step is also judged for contention: contended steps do not count towards the CI, and a
+    limit that runs out while the machine is contended is extended (up to CONTENDED_EXTENSION
+    times, then `contended_exc(seconds)` is raised) instead of cutting the rung.
     """
     from lightning.pytorch.callbacks import Callback
 
@@ -177,20 +226,46 @@ def make_callback(
             self._start: float | None = None
             self._timed_start: float | None = None
             self._batches = 0
+            self._reading: Reading | None = None
+            self._meter = ContentionMeter(watch.cores_in_use, watch.cpus, watch.cpu_bound) if watch else None
+            self._gpu: list[GpuState] = []
+
+        def _look_at_gpu(self):
+            if watch is not None and watch.gpu is not None and (g := watch.gpu()) is not None:
+                self._gpu.append(g)
+
+        def _judge(self, limit: float):
+            step_start = time.perf_counter()
+
+            def judge(exc: Exception) -> Exception | None:
+                if watch is None or self._reading is None:
+                    return exc
+                if not step_load(self._reading, watch.read(), watch.cores_in_use, watch.cpu_bound).contended:
+                    return exc
+                ran = time.perf_counter() - step_start
+                if ran < CONTENDED_EXTENSION * limit or contended_exc is None:
+                    return None  # someone else's work slowed this step: give it more time
+                return contended_exc(ran)
+
+            return judge
 
         def on_train_start(self, trainer, pl_module):
             synchronize(accelerator)
             self._start = time.perf_counter()
+            if watch is not None:
+                self._reading = watch.read()
+                self._look_at_gpu()
 
         def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
             limit = first_step_limit if self._batches == 0 else step_limit
             if limit is not None:
-                self.alarm.arm(*limit)
+                self.alarm.arm(*limit, judge=self._judge(limit[0]))
 
         def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
             synchronize(accelerator)
             self.alarm.disarm()
             now = time.perf_counter()
+            reading = watch.read() if watch is not None else None
             self._batches += 1
             t = self.timing
             if self._batches == 1:
@@ -200,12 +275,16 @@ def make_callback(
                 t.warmup_seconds = now - self._start
             else:
                 t.step_times.append(now - self._last)
+                if self._meter is not None and self._reading is not None:
+                    t.contended.append(self._meter.add(self._reading, reading).contended)
                 if self._timed_start is None:
                     self._timed_start = self._last
             self._last = now
+            self._reading = reading
             reason = None
             if t.step_times and trainer.is_global_zero:
-                reason = stop_reason(t.step_times, now - self._timed_start, target_ci, max_seconds, max_steps=max_steps)
+                reason = stop_reason(clean_steps(t), now - self._timed_start, target_ci, max_seconds,
+                                     max_steps=max_steps, steps_taken=len(t.step_times))
             # Rank 0 decides; every rank must stop on the same step or DDP hangs.
             stop = trainer.strategy.reduce_boolean_decision(reason is not None, all=False)
             if stop:
@@ -214,6 +293,9 @@ def make_callback(
 
         def on_train_end(self, trainer, pl_module):
             self.alarm.disarm()
+            if self._meter is not None:
+                self._look_at_gpu()
+                self.timing.contention = self._meter.record(load_average(), watch.own_load, self._gpu)
             if trainer.world_size > 1:
                 self.timing = trainer.strategy.broadcast(self.timing, src=0)
 

@@ -12,26 +12,39 @@ from advisor.store import ResultStore
 from lightning_module.result import parse_result
 from lightning_module.workload_facts import FACTS
 
-FAST = ("--max-seconds", "0.3", "--warmup-steps", "1", "--num-classes", "10", "--image-size", "32")
+FAST = ("--max-seconds", "0.3", "--warmup-steps", "1", "--num-classes", "10", "--image-size", "32",
+        "--remeasure", "0", "--confirm-rounds", "1")
+EXTENSIONS = ["run_cpu", "ipex", "zentorch", "xla"]
+
+
+def fake_measurement(v: float, batch: int, steps: int = 20, **kw):
+    """A Measurement whose step times agree with its samples/s (the confirmation pools them)."""
+    from lightning_module.ladder import Measurement
+    from lightning_module.timing import Timing
+
+    return Measurement(v, v, v, steps, extra=Timing([batch / v] * steps, 1, 0.5, batch / v, "converged"),
+                       ci_target_met=True, **kw)
 
 
 def test_mlp_probe_end_to_end_lands_in_the_store_and_results_list(cli, tmp_path):
     db, out = str(tmp_path / "r.db"), tmp_path / "res" / "mlp.json"
     code, stdout, err = cli("probe", "--workload", "mlp", "--start-batch-size", "16", *FAST,
-                            "--skip", "compile", "--store", db, "--output", str(out))
+                            "--skip", "compile,run_cpu", "--store", db, "--output", str(out))
     assert code == 0, err
     result = parse_result(out.read_text())
     assert result.workload_id == "mlp-32px-10c" and result.samples_per_sec > 0
     names = [r.rung for r in result.ladder]
     assert names[:4] == ["baseline", "bf16", "channels_last", "compile"]
-    assert any(n.startswith("batch=") for n in names) and names[-1] == "ipex"
+    assert any(n.startswith("batch=") for n in names) and names[-4:] == EXTENSIONS
     assert result.ladder[0].kept and result.ladder[0].status == "ok"
     # forward 2 x MACs; backward 2 x MACs for weights plus 2 x MACs for inputs, except the first layer
     assert result.flops_per_sample == 2 * (2 * 3 * 32 * 32 * 64 + 3 * 64 * 10)
     assert result.peak_tflops_matmul and result.utilisation_matmul and result.peak_memory_gib
     assert result.hardware.physical_cores and result.software.torch
     # One progress line per rung on stderr; the ladder table and summary on stdout.
-    assert sum(l.startswith("probe: ") for l in err.splitlines()) == len(result.ladder) + 1
+    rung_lines = [x for x in err.splitlines() if x.startswith("probe: ") and not x.startswith("probe: confirm")]
+    assert len(rung_lines) == len(result.ladder) + 1
+    assert "reliable: " in stdout and result.reliable == (not result.unreliable_reasons)
     assert stdout.splitlines()[0].split()[:3] == ["rung", "status", "samples/s"]
     assert f"saved: result {result.result_id[:12]}" in stdout
     with ResultStore(db) as s:
@@ -43,11 +56,11 @@ def test_mlp_probe_end_to_end_lands_in_the_store_and_results_list(cli, tmp_path)
 def test_resnet18_at_32px_end_to_end(cli, tmp_path):
     db = str(tmp_path / "r.db")
     code, stdout, err = cli("probe", "--workload", "resnet18", "--batch-size", "8", *FAST, "--max-steps", "3",
-                            "--skip", "compile,workers,precision", "--store", db, "--format", "json",
+                            "--skip", "compile,workers,precision,run_cpu", "--store", db, "--format", "json",
                             "--instance-type", "c7i.2xlarge")
     assert code == 0, err
     rows = json.loads(stdout)
-    assert [r["rung"] for r in rows] == ["baseline", "bf16", "channels_last", "compile", "workers", "ipex"]
+    assert [r["rung"] for r in rows] == ["baseline", "bf16", "channels_last", "compile", "workers", *EXTENSIONS]
     assert rows[2]["status"] == "ok"  # a convolutional model: channels_last is tried
     with ResultStore(db) as s:
         (result,) = s.results(instance_type="c7i.2xlarge")
@@ -106,7 +119,7 @@ def test_user_lightning_module_with_and_without_its_datamodule(cli, tmp_path, us
     code, _, err = cli("probe", "--workload", "userwork:Tiny", "--no-tune", "--batch-size", "4", *common)
     assert code == 0, err
     code, _, err = cli("probe", "--workload", "userwork:Tiny", "--datamodule", "userwork:Data",
-                       "--batch-size", "4", "--skip", "compile,precision", *common)
+                       "--batch-size", "4", "--skip", "compile,precision,run_cpu", "--confirm-rounds", "1", *common)
     assert code == 0, err
     with ResultStore(db) as s:
         with_dm, synthetic = s.results()
@@ -155,7 +168,7 @@ def test_gpu_not_available_here(cli, tmp_path):
 def test_an_interrupted_probe_stores_nothing(cli, tmp_path, monkeypatch):
     from lightning_module import probe
 
-    def interrupted(opts, on_rung=None, measure_fn=None):
+    def interrupted(opts, **kwargs):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(probe, "run_probe", interrupted)
@@ -169,9 +182,7 @@ def test_an_interrupted_probe_stores_nothing(cli, tmp_path, monkeypatch):
 def test_run_probe_records_injected_compile_failure_and_oom(tmp_path):
     """The whole result assembly with the measuring seam replaced: failures are rungs, not crashes."""
     from lightning_module import probe
-    from lightning_module.ladder import Measurement
     from lightning_module.result import WorkloadSpec
-    from lightning_module.timing import Timing
 
     def measure(rung, cfg):
         if cfg.compile:
@@ -179,7 +190,8 @@ def test_run_probe_records_injected_compile_failure_and_oom(tmp_path):
         if cfg.batch_size > 16:
             raise RuntimeError("DefaultCPUAllocator: not enough memory: you tried to allocate 1 GB. out of memory")
         v = 100.0 * (2 if cfg.precision == "bf16-mixed" else 1) * (0.5 if cfg.num_workers else 1) * (16 / cfg.batch_size) ** 0.1
-        return Measurement(v, v * 0.99, v * 1.01, 20, extra=Timing([0.1] * 20, 1, 0.5, 0.1, "converged"))
+        v *= 0.9 if cfg.run_cpu else 1
+        return fake_measurement(v, cfg.batch_size)
 
     spec = WorkloadSpec(model="mlp", image_size=8, num_classes=10, batch_size=16)
     result = probe.run_probe(probe.ProbeOptions(spec=spec, matmul_seconds=0.05), measure_fn=measure)
@@ -199,7 +211,9 @@ def test_profile_writes_a_tensorboard_trace(cli, tmp_path):
                             "--max-seconds", "0.001", "--profile", str(prof), "--no-store")
     assert code == 0, err
     traces = list(prof.glob("*.pt.trace.json*"))
-    assert traces and f"profile: {prof}" in stdout
+    assert traces and f"profile: {prof / 'trace.json'}" in stdout
+    chrome = json.loads((prof / "trace.json").read_text())  # Chrome/Perfetto: a traceEvents list
+    assert any(e.get("name") == "ProfilerStep#5" for e in chrome["traceEvents"])
 
 
 def test_an_output_path_that_cannot_be_written_fails_before_measuring(cli, tmp_path):

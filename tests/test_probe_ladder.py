@@ -6,6 +6,7 @@ import pytest
 
 from lightning_module.ladder import (
     CompileTimeout,
+    Extension,
     LadderFailed,
     LadderOptions,
     Measurement,
@@ -15,6 +16,7 @@ from lightning_module.ladder import (
 from lightning_module.result import ProbeConfig
 
 START = ProbeConfig(accelerator="cpu", batch_size=32)
+IPEX_MISSING = (Extension("ipex", status="not-installed", why="intel_extension_for_pytorch is not installed"),)
 
 
 def fake(speed, failures=None, log=None):
@@ -48,7 +50,7 @@ def rungs_by_name(lad):
 
 
 def test_article_a_shaped_ladder_keeps_only_faster_rungs():
-    lad = run_ladder(START, fake(article_a), LadderOptions(worker_counts=(2, 4)))
+    lad = run_ladder(START, fake(article_a), LadderOptions(worker_counts=(2, 4), extensions=IPEX_MISSING))
     r = rungs_by_name(lad)
     assert [x.rung for x in lad.rungs] == [
         "baseline", "bf16", "channels_last", "compile", "workers=2", "batch=64", "batch=16", "batch=8", "ipex"]
@@ -96,7 +98,8 @@ def test_torch_out_of_memory_error_is_an_oom():
 def test_larger_batches_keep_doubling_while_they_gain_more_than_3_percent():
     speeds = {16: 80, 32: 100, 64: 120, 128: 130, 256: 132, 512: 140}
     lad = run_ladder(START, fake(lambda c: float(speeds[c.batch_size])),
-                     LadderOptions(skip=frozenset({"precision", "channels_last", "compile", "workers", "ipex"})))
+                     LadderOptions(skip=frozenset({"precision", "channels_last", "compile", "workers", "ipex"}),
+                                   extensions=IPEX_MISSING))
     assert [x.rung for x in lad.rungs if x.status == "ok"][1:] == ["batch=64", "batch=16", "batch=128", "batch=256"]
     assert {x.rung for x in lad.rungs if x.status == "skipped"} == {"bf16", "channels_last", "compile", "workers", "ipex"}
     assert lad.best.config.batch_size == 128  # 256 gains only 1.5%: not kept, and the search stops
@@ -106,7 +109,8 @@ def test_compile_failure_and_timeout_are_recorded():
     def broken(cfg):
         return RuntimeError("inductor: C++ compile error\nlong traceback") if cfg.compile else None
 
-    lad = run_ladder(START, fake(lambda c: 10.0, broken), LadderOptions(skip=frozenset({"batch", "workers"})))
+    lad = run_ladder(START, fake(lambda c: 10.0, broken),
+                     LadderOptions(skip=frozenset({"batch", "workers"}), extensions=IPEX_MISSING))
     r = rungs_by_name(lad)
     assert r["compile"].status == "failed" and r["compile"].error == "RuntimeError: inductor: C++ compile error"
     assert r["ipex"].status == "not-installed"  # the ladder went on after the failure
@@ -143,7 +147,7 @@ def test_baseline_failure_raises_and_no_tune_measures_only_the_baseline():
 def test_fixed_batch_fp16_device_and_non_vision_model():
     lad = run_ladder(START, fake(lambda c: 2.0 if c.precision == "16-mixed" else 1.0),
                      LadderOptions(batch_fixed=True, half_precision="16-mixed", vision=False,
-                                   ipex_skip="ipex.optimize is applied to builtin workloads on CPU only",
+                                   extensions=(Extension("ipex", status="skipped", why="CPU only"),),
                                    skip=frozenset({"workers", "compile"})))
     r = rungs_by_name(lad)
     assert r["fp16"].kept and r["fp16"].config.precision == "16-mixed"
@@ -154,7 +158,8 @@ def test_fixed_batch_fp16_device_and_non_vision_model():
 
 def test_progress_callback_sees_every_rung():
     seen = []
-    run_ladder(START, fake(article_a), LadderOptions(), on_rung=lambda r, base: seen.append((r.rung, base.rung)))
+    run_ladder(START, fake(article_a), LadderOptions(extensions=IPEX_MISSING),
+               on_rung=lambda r, base: seen.append((r.rung, base.rung)))
     assert seen[0] == ("baseline", "baseline") and len(seen) == 9
 
 

@@ -90,19 +90,18 @@ def test_peak_rss_is_per_rung_not_the_process_lifetime():
 
 
 def test_the_result_reports_the_winning_rungs_peak_memory_on_cpu():
+    from test_probe_cli import fake_measurement
+
     from lightning_module import probe
-    from lightning_module.ladder import Measurement
     from lightning_module.result import WorkloadSpec
-    from lightning_module.timing import Timing
 
     def measure(rung, cfg):
         v = 100.0 / cfg.batch_size  # smaller batches win; the bigger ones used more memory
-        return Measurement(v, v * 0.99, v * 1.01, 20, peak_memory_gib=cfg.batch_size / 100,
-                           extra=Timing([0.1] * 20, 1, 0.5, 0.1, "converged"))
+        return fake_measurement(v, cfg.batch_size, peak_memory_gib=cfg.batch_size / 100)
 
     spec = WorkloadSpec(model="mlp", image_size=8, num_classes=10, batch_size=16)
     opts = probe.ProbeOptions(spec=spec, accelerator="cpu", matmul_seconds=0.05,
-                              skip=frozenset({"precision", "channels_last", "compile", "workers", "ipex"}))
+                              skip=frozenset({"precision", "channels_last", "compile", "workers", "run_cpu"}))
     result = probe.run_probe(opts, measure_fn=measure)
     assert result.config.batch_size < 16
     assert result.peak_memory_gib == result.config.batch_size / 100

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 from catalog.io import save_atomic
 from lightning_module import options as defaults
+from lightning_module.ladder import EXTENSION_RUNGS, TUNING_RUNGS, ProbeStopped
 from lightning_module.result import BUILTIN_MODELS, WorkloadSpec
 
 from ..errors import UserError
@@ -17,9 +20,9 @@ from .common import add_store_option, open_store
 
 ACCELERATORS = ("auto", "cpu", "gpu", "mps", "tpu")
 PRECISIONS = ("32-true", "bf16-mixed", "16-mixed")
-SKIPPABLE = ("precision", "channels_last", "compile", "workers", "batch", "ipex")
+SKIPPABLE = TUNING_RUNGS + EXTENSION_RUNGS
 _WORKLOAD = WorkloadSpec()  # the workload defaults live on the contract
-LADDER_COLUMNS = ("rung", "status", "samples/s", "ci", "x baseline", "batch", "precision", "kept", "note")
+LADDER_COLUMNS = ("rung", "status", "samples/s", "ci", "x baseline", "batch", "precision", "kept", "reliable", "note")
 
 
 def _positive_int(text: str) -> int:
@@ -29,6 +32,16 @@ def _positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
     if v < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1 (got {v})")
+    return v
+
+
+def _count(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if not 0 <= v <= 10:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 10 (got {v})")
     return v
 
 
@@ -67,8 +80,10 @@ def register(sub) -> None:
         "probe",
         help="measure a training workload's throughput here and tune it (the optimisation ladder)",
         description="Train a workload for a short while on this machine, tune it rung by rung "
-        "(bf16, channels_last, torch.compile, loader workers, batch size, ipex) and record the best "
-        "throughput in the results store.",
+        "(bf16, channels_last, torch.compile, loader workers, batch size, run_cpu, ipex, zentorch, xla), "
+        "confirm the winner against the baseline in alternation and record it in the results store. "
+        "Exit status: 0 done, 1 the baseline could not be measured, 2 bad input, 130 stopped by SIGINT "
+        "(Ctrl-C), 143 stopped by SIGTERM; a stopped probe stores nothing.",
     )
     w = p.add_argument_group("workload")
     w.add_argument("--workload", default=_WORKLOAD.model, metavar="NAME",
@@ -103,7 +118,16 @@ def register(sub) -> None:
     m.add_argument("--max-steps", type=_positive_int, metavar="N", help="timed steps per rung at most")
     m.add_argument("--compile-timeout", type=_positive_float, default=defaults.COMPILE_TIMEOUT, metavar="S",
                    help=f"give up on torch.compile after this long (default {defaults.COMPILE_TIMEOUT:g})")
-    m.add_argument("--profile", metavar="DIR", help="write a torch.profiler TensorBoard trace of the winner here")
+    m.add_argument("--remeasure", type=_count, default=defaults.REMEASURE_ROUNDS, metavar="N",
+                   help="measure a rung again, at most N more times, while its CI is wider than the target "
+                   f"and it could still win (default {defaults.REMEASURE_ROUNDS})")
+    m.add_argument("--confirm-rounds", type=_count, default=defaults.CONFIRM_ROUNDS, metavar="N",
+                   help="A-B rounds measuring the winner against the baseline in alternation before the "
+                   f"result is written; the pick is kept only if its speed-up holds (default "
+                   f"{defaults.CONFIRM_ROUNDS}; 0: no confirmation)")
+    m.add_argument("--profile", metavar="DIR",
+                   help="write a torch.profiler trace of the winner into this new (or empty) directory: "
+                   "DIR/trace.json for Perfetto, and TensorBoard's format")
     o = p.add_argument_group("result")
     o.add_argument("--instance-type", metavar="TYPE",
                    help="the EC2 instance type to file the result under (default: from instance metadata)")
@@ -139,10 +163,29 @@ def _pct(r) -> str:
     return ci_text(r.samples_per_sec, r.ci_low, r.ci_high)
 
 
+def rung_doubts(r) -> list[str]:
+    """Why a measured rung's number is shaky, briefly: contended, or its CI never reached the
+    target (`results show` and the JSON carry the whole record)."""
+    from lightning_module.contention import brief
+
+    out = []
+    if r.contention is not None and r.contention.contended:
+        out.append(brief(r.contention))
+    if r.ci_target_met is False:
+        out.append("CI above target" + (f" after {r.remeasured} re-measurement(s)" if r.remeasured else ""))
+    return out
+
+
 def ladder_rows(rungs) -> list[dict]:
     base = rungs[0].samples_per_sec if rungs and rungs[0].samples_per_sec else None
     rows = []
     for r in rungs:
+        doubts = rung_doubts(r) if r.status == "ok" else []
+        note = [r.error] if r.error else []
+        if r.compile_seconds:
+            note.append(f"compile {r.compile_seconds:.0f} s")
+        if r.remeasured and r.ci_target_met:
+            note.append(f"re-measured {r.remeasured}x")
         rows.append({
             "rung": r.rung,
             "status": r.status,
@@ -152,7 +195,8 @@ def ladder_rows(rungs) -> list[dict]:
             "batch": r.config.batch_size,
             "precision": r.config.precision,
             "kept": "yes" if r.kept else "",
-            "note": r.error or (f"compile {r.compile_seconds:.0f} s" if r.compile_seconds else ""),
+            "reliable": ("no" if doubts else "yes") if r.status == "ok" else "",
+            "note": "; ".join(note + doubts),
         })
     return rows
 
@@ -160,9 +204,16 @@ def ladder_rows(rungs) -> list[dict]:
 def _rung_line(rung, base) -> str:
     if rung.status == "ok":
         ratio = f" {rung.samples_per_sec / base.samples_per_sec:.2f}x" if base and base.samples_per_sec else ""
+        doubts = rung_doubts(rung)
         return (f"probe: {rung.rung:<14} {rung.samples_per_sec:10.2f} samples/s {_pct(rung):>7} "
-                f"({rung.steps_timed} steps){ratio}{'  kept' if rung.kept else ''}")
+                f"({rung.steps_timed} steps){ratio}{'  kept' if rung.kept else ''}"
+                + (f"  [{'; '.join(doubts)}]" if doubts else ""))
     return f"probe: {rung.rung:<14} {rung.status}: {rung.error}"
+
+
+def _leg_line(name: str, m) -> str:
+    contended = "  [contended]" if m.contention is not None and m.contention.contended else ""
+    return f"probe: confirm {name:<8} {m.samples_per_sec:10.2f} samples/s ({m.steps_timed} steps){contended}"
 
 
 def _write_result(path: Path, result) -> None:
@@ -170,6 +221,66 @@ def _write_result(path: Path, result) -> None:
         save_atomic(result, path, indent=2)  # removes its temporary file on any failure, Ctrl-C too
     except OSError as e:
         raise UserError(f"cannot write {path}: {e.strerror or e}") from None
+
+
+class SignalStop:
+    """SIGINT and SIGTERM stop a probe with ProbeStopped: Lightning turns a KeyboardInterrupt
+    into a silent exit 1 and its own SIGTERM handler into a silent exit 0 (it raises
+    SIGTERMException, a SystemExit), so the command catches both signals itself. While the result
+    is being written they are held and act once it is written, so a result is stored whole or not at all."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self):
+        self.holding = False
+        self.pending: int | None = None
+        self.stored = False
+
+    def _handler(self, signum, frame):
+        if self.holding:
+            self.pending = signum
+            return
+        raise ProbeStopped(signum)
+
+    @contextmanager
+    def installed(self):
+        old = {s: signal.signal(s, self._handler) for s in self.SIGNALS}
+        try:
+            yield self
+        finally:
+            for s, h in old.items():
+                signal.signal(s, h)
+
+    @contextmanager
+    def held(self):
+        self.holding = True
+        try:
+            yield
+        finally:
+            self.holding = False
+            if self.pending is not None:
+                raise ProbeStopped(self.pending)
+
+    def message(self, signum: int) -> str:
+        name = signal.Signals(signum).name
+        if self.stored:
+            return f"advisor: probe stopped by {name} after its result was saved"
+        return f"advisor: probe stopped by {name}: nothing was stored"
+
+
+def _check_profile_dir(text: str) -> None:
+    """Found out now, not after the minutes of measuring the trace was to come from."""
+    prof = Path(text)
+    if prof.exists() and not prof.is_dir():
+        raise UserError(f"--profile {prof} is a file; give a new or empty directory for the trace")
+    if prof.is_dir() and any(prof.iterdir()):
+        raise UserError(f"--profile {prof} is not empty; give a new or empty directory, so the trace is this probe's alone")
+    try:
+        prof.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UserError(f"--profile {prof}: cannot create it: {e.strerror or e}") from None
+    if not os.access(prof, os.W_OK):
+        raise UserError(f"--profile {prof} is not writable")
 
 
 def handle(args) -> int:
@@ -185,6 +296,8 @@ def handle(args) -> int:
             raise UserError(f"--output {out_path}: cannot create {out_path.parent}: {e.strerror or e}") from None
         if not os.access(out_path.parent, os.W_OK):
             raise UserError(f"--output {out_path}: {out_path.parent} is not writable")
+    if args.profile:
+        _check_profile_dir(args.profile)
 
     from lightning_module import probe
     from lightning_module.devices import is_global_zero
@@ -197,38 +310,46 @@ def handle(args) -> int:
         precision=args.precision, tune=args.tune, target_ci=args.target_ci, max_seconds=args.max_seconds,
         warmup_steps=args.warmup_steps, max_steps=args.max_steps, compile_timeout=args.compile_timeout,
         instance_type=args.instance_type, profile_dir=args.profile, skip=args.skip,
-        progress_bar=sys.stderr.isatty(),
+        progress_bar=sys.stderr.isatty(), remeasure_rounds=args.remeasure, confirm_rounds=args.confirm_rounds,
     )
     try:
         accelerator = probe.preflight(opts)
     except WorkloadError as e:
         raise UserError(str(e)) from None
     rank0 = is_global_zero()
-    if rank0:
-        print(f"probe: {spec.workload_id} on {accelerator}, batch {spec.batch_size}{' (fixed)' if spec.batch_size_fixed else ''}, "
-              f"{'tuning' if args.tune else 'baseline only'}; up to {args.max_seconds:g} s per rung", file=sys.stderr)
 
-    def on_rung(rung, base):
+    def say(line: str) -> None:
         if rank0:
-            print(_rung_line(rung, base), file=sys.stderr, flush=True)
+            print(line, file=sys.stderr, flush=True)
 
-    try:
-        result = probe.run_probe(opts, on_rung=on_rung)
-    except WorkloadError as e:
-        raise UserError(str(e)) from None
-    except LadderFailed as e:
-        print(f"advisor: error: probe failed, nothing stored: {e}", file=sys.stderr)
-        return 1
-    if result is None:
-        return 0  # another DDP rank: it measured along, rank 0 reports
-
-    if out_path is not None:
-        _write_result(out_path, result)
+    stop = SignalStop()
     saved = None
-    if not args.no_store:
-        with open_store(args) as store:
-            store.add(result)
-        saved = store.path
+    try:
+        with stop.installed():
+            say(f"probe: {spec.workload_id} on {accelerator}, batch {spec.batch_size}"
+                f"{' (fixed)' if spec.batch_size_fixed else ''}, {'tuning' if args.tune else 'baseline only'}; "
+                f"up to {args.max_seconds:g} s per rung")
+            try:
+                result = probe.run_probe(opts, on_rung=lambda r, base: say(_rung_line(r, base)),
+                                         on_leg=lambda name, m: say(_leg_line(name, m)))
+            except WorkloadError as e:
+                raise UserError(str(e)) from None
+            except LadderFailed as e:
+                print(f"advisor: error: probe failed, nothing stored: {e}", file=sys.stderr)
+                return 1
+            if result is None:
+                return 0  # another DDP rank: it measured along, rank 0 reports
+            with stop.held():
+                if out_path is not None:
+                    _write_result(out_path, result)
+                if not args.no_store:
+                    with open_store(args) as store:
+                        store.add(result)
+                    saved = store.path
+                stop.stored = out_path is not None or saved is not None
+    except ProbeStopped as e:
+        print(stop.message(e.signum), file=sys.stderr)
+        return 128 + e.signum
 
     emit(ladder_rows(result.ladder), args.format, LADDER_COLUMNS)
     if args.format in ("table", "markdown"):
@@ -243,12 +364,46 @@ def describe(config) -> str:
     if config.channels_last:
         parts.append("channels_last")
     if config.compile:
-        parts.append("compiled")
+        parts.append("compiled" + (f" ({config.compile_backend})" if config.compile_backend != "inductor" else ""))
     parts.append(f"batch {config.batch_size}")
     parts.append(f"{config.num_workers} workers" + (" +pin_memory" if config.pin_memory else ""))
+    if config.run_cpu:
+        parts.append("run_cpu (" + ", ".join([config.allocator or "default allocator",
+                                              "Intel OpenMP" if config.openmp == "intel" else "default OpenMP",
+                                              "pinned cores"]) + ")")
     if config.ipex:
         parts.append("ipex")
+    if config.xla:
+        parts.append("torch_xla")
     return ", ".join(parts)
+
+
+def confirmation_line(c) -> str:
+    verdict = "held: the tuned configuration is kept" if c.held else "did not hold: the baseline is kept"
+    high = f"{c.speedup_ci[1]:.2f}" if c.speedup_ci[1] < 1e6 else "unbounded"
+    return (f"{c.speedup:.2f}x baseline (95% CI {c.speedup_ci[0]:.2f}-{high}) over {c.rounds} "
+            f"A-B rounds; {verdict}" + ("; contended" if c.contended else ""))
+
+
+def contention_line(c) -> str:
+    parts = [f"{c.contended_steps} of {c.steps} steps contended"]
+    if c.wait_share is not None:
+        parts.append(f"run-queue wait {c.wait_share:.0%}")
+    if c.steal_share is not None:
+        parts.append(f"steal {c.steal_share:.0%}")
+    if c.cpu_share is not None:
+        parts.append(f"CPU share {c.cpu_share:.0%} of {c.cores_in_use} core(s)")
+    if c.load_average is not None:
+        parts.append(f"load {c.load_average:.1f} on {c.cpus} CPU(s)")
+    if c.gpu_other_processes:
+        parts.append(f"{c.gpu_other_processes} other GPU process(es)")
+    if c.gpu_clock_ratio is not None:
+        parts.append(f"GPU clock {c.gpu_clock_ratio:.0%} of max")
+    return ", ".join(parts)
+
+
+def reliability_line(r) -> str:
+    return "yes" if r.reliable else "no: " + "; ".join(r.unreliable_reasons)
 
 
 def summary_lines(result, saved, out_path) -> list[str]:
@@ -259,6 +414,11 @@ def summary_lines(result, saved, out_path) -> list[str]:
         f"{r.step_time.n_steps} steps, {r.stop_reason})" + (f", {r.samples_per_sec / base:.2f}x baseline" if base else ""),
         f"config: {describe(r.config)}",
     ]
+    if r.confirmation is not None:
+        lines.append(f"confirmed: {confirmation_line(r.confirmation)}")
+    lines.append(f"reliable: {reliability_line(r)}")
+    if r.contention is not None:
+        lines.append(f"contention: {contention_line(r.contention)}")
     if r.flops_per_sample:
         util = []
         if r.utilisation_matmul is not None:
@@ -272,7 +432,9 @@ def summary_lines(result, saved, out_path) -> list[str]:
     where = r.instance_type or "unknown instance type"
     lines.append(f"machine: {where}; {r.hardware.cpu_model or 'unknown CPU'}"
                  + (f"; {len(r.hardware.gpus)}x {r.hardware.gpus[0].name}" if r.hardware.gpus else ""))
-    if r.profile_dir:
+    if r.profile_trace:
+        lines.append(f"profile: {r.profile_trace} (open in https://ui.perfetto.dev or chrome://tracing)")
+    elif r.profile_dir:
         lines.append(f"profile: {r.profile_dir} (tensorboard --logdir {r.profile_dir})")
     if saved:
         lines.append(f"saved: result {r.result_id[:12]} in {saved}")

@@ -1,0 +1,166 @@
+"""Whether a probe's numbers can be believed: pure maths on step-time series, no torch.
+
+- `summarise` turns a rung's timed steps into a Measurement, from the steps nothing else slowed
+  down when there are enough of them.
+- `measure_until_known` re-measures a configuration whose CI is still wider than the target when
+  its time ran out, pooling the steps (a bounded number of times).
+- `confirm` measures the ladder's pick and the baseline again in alternation (A B A B ...) and
+  gives the speed-up as a ratio with its 95% CI: the pick is kept only if the CI lies above 1.
+- `reasons` says why a finished result is not reliable.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+from . import contention
+from .ladder import Measurement
+from .options import CONFIRM_ROUNDS, REMEASURE_ROUNDS
+from .result import Confirmation, ProbeConfig
+from .timing import Timing, t95, throughput, usable_steps
+
+CI_CAP = 1e18  # an unbounded CI (one timed step) as a finite number JSON can hold
+
+
+def summarise(timing: Timing, samples_per_step: int, target_ci: float, **extra) -> Measurement:
+    """A Measurement from a rung's timing: throughput and CI over the usable steps."""
+    steps = usable_steps(timing)
+    if not steps:
+        raise RuntimeError("no steps were timed (the data ran out during warm-up?)")
+    tp = throughput(steps, samples_per_step)
+    # An unbounded CI (one timed step) is inf, which JSON writes as null and the result then
+    # fails to read back: a finite stand-in far above any throughput keeps the record valid.
+    return Measurement(
+        samples_per_sec=tp.samples_per_sec, ci_low=tp.ci_low, ci_high=min(tp.ci_high, CI_CAP),
+        steps_timed=len(timing.step_times), extra=timing, contention=timing.contention,
+        ci_target_met=tp.rel_half_width <= target_ci, **extra,
+    )
+
+
+def pooled(a: Measurement, b: Measurement, samples_per_step: int, target_ci: float) -> Measurement:
+    """Two measurements of one configuration as one: their timed steps together."""
+    ta, tb = a.extra, b.extra
+    aligned = len(ta.contended) == len(ta.step_times) and len(tb.contended) == len(tb.step_times)
+    timing = Timing(
+        step_times=ta.step_times + tb.step_times, warmup_steps=ta.warmup_steps,
+        warmup_seconds=ta.warmup_seconds, first_step_seconds=ta.first_step_seconds, reason=tb.reason,
+        contended=ta.contended + tb.contended if aligned else [],
+        contention=contention.merge([ta.contention, tb.contention]),
+    )
+    peaks = [p for p in (a.peak_memory_gib, b.peak_memory_gib) if p is not None]
+    return summarise(timing, samples_per_step, target_ci, compile_seconds=a.compile_seconds,
+                     peak_memory_gib=max(peaks) if peaks else None, remeasured=a.remeasured + 1)
+
+
+def measure_until_known(measure_once: Callable[[], Measurement], samples_per_step: int, target_ci: float,
+                        rounds: int = REMEASURE_ROUNDS,
+                        matters: Callable[[Measurement], bool] = lambda m: True) -> Measurement:
+    """Measure; while the CI is wider than the target and the answer `matters` (the rung could
+    still change the ladder's decision), measure again (at most `rounds` more times) and pool the
+    steps. A measurement without a timing to pool is returned as it is."""
+    m = measure_once()
+    while m.ci_target_met is False and m.remeasured < rounds and isinstance(m.extra, Timing) and matters(m):
+        m = pooled(m, measure_once(), samples_per_step, target_ci)
+    return m
+
+
+# ---------------------------------------------------------------------------------------------
+# Confirmation: the pick against the baseline, in alternation
+
+
+@dataclass
+class Speedup:
+    ratio: float
+    ci_low: float
+    ci_high: float
+
+    @property
+    def held(self) -> bool:
+        return self.ci_low > 1.0
+
+
+def _rel_sd(m: Measurement) -> float:
+    """The relative standard error of one leg's samples/s, from its own CI (normal approximation)."""
+    if m.samples_per_sec <= 0 or m.ci_high >= CI_CAP:
+        return math.inf
+    return (m.ci_high - m.ci_low) / 2 / m.samples_per_sec / 1.96
+
+
+def speedup(base: list[Measurement], tuned: list[Measurement]) -> Speedup:
+    """tuned / baseline from paired rounds, with a 95% CI.
+
+    Each round's log-ratio log(tuned_i / base_i) is one observation: pairs measured back to back
+    share the machine's conditions, so drift between rounds cancels within a pair. The CI is the
+    t interval of their mean, never narrower than the legs' own step-level noise allows (two
+    rounds that agree by chance must not claim a certainty their steps do not have).
+    """
+    k = min(len(base), len(tuned))
+    if k == 0:
+        raise ValueError("no rounds to compare")
+    d = [math.log(tuned[i].samples_per_sec / base[i].samples_per_sec) for i in range(k)]
+    mean = statistics.fmean(d)
+    between = t95(k - 1) * statistics.stdev(d) / math.sqrt(k) if k >= 2 else math.inf
+    # A leg with an unbounded CI (two steps far apart) says nothing about the step-level noise.
+    sds = [x for i in range(k) for x in (_rel_sd(base[i]), _rel_sd(tuned[i])) if math.isfinite(x)]
+    within = 1.96 * math.sqrt(sum(x * x for x in sds) * 2 * k / len(sds)) / k if sds else math.inf
+    half = max(between, within) if k >= 2 and math.isfinite(within) else (between if k >= 2 else within)
+    if not math.isfinite(half):
+        return Speedup(math.exp(mean), 0.0, CI_CAP)
+    return Speedup(math.exp(mean), math.exp(mean - half), math.exp(mean + half))
+
+
+@dataclass
+class Confirmed:
+    record: Confirmation
+    base: Measurement  # every baseline leg pooled
+    tuned: Measurement  # every tuned leg pooled
+    legs: list[tuple[str, Measurement]] = field(default_factory=list)
+
+
+def confirm(measure: Callable[[str, ProbeConfig], Measurement], base_cfg: ProbeConfig, tuned_cfg: ProbeConfig,
+            samples_per_step: Callable[[ProbeConfig], int], target_ci: float,
+            rounds: int = CONFIRM_ROUNDS) -> Confirmed:
+    """A B A B ...: `rounds` pairs, baseline first in each; `measure(leg name, config)`."""
+    base, tuned = [], []
+    legs: list[tuple[str, Measurement]] = []
+    for _ in range(rounds):
+        for name, cfg, out in (("baseline", base_cfg, base), ("tuned", tuned_cfg, tuned)):
+            m = measure(name, cfg)
+            out.append(m)
+            legs.append((name, m))
+    s = speedup(base, tuned)
+
+    def pool(ms: list[Measurement], cfg: ProbeConfig) -> Measurement:
+        acc = ms[0]
+        for m in ms[1:]:
+            acc = pooled(acc, m, samples_per_step(cfg), target_ci)
+        return replace(acc, remeasured=0)
+
+    record = Confirmation(
+        rounds=rounds, baseline_samples_per_sec=[m.samples_per_sec for m in base],
+        tuned_samples_per_sec=[m.samples_per_sec for m in tuned], speedup=s.ratio,
+        speedup_ci=(s.ci_low, s.ci_high), held=s.held,
+        contended=any(m.contention is not None and m.contention.contended for _, m in legs),
+    )
+    return Confirmed(record, pool(base, base_cfg), pool(tuned, tuned_cfg), legs)
+
+
+# ---------------------------------------------------------------------------------------------
+# What makes a finished result unreliable
+
+
+def reasons(m: Measurement, target_ci: float, confirmation: Confirmation | None = None) -> list[str]:
+    out = []
+    if m.ci_target_met is False:
+        rel = (m.ci_high - m.ci_low) / 2 / m.samples_per_sec if m.ci_high < CI_CAP else math.inf
+        width = f"±{rel:.1%}" if math.isfinite(rel) and rel < 1 else "over ±100%"
+        again = f" after {m.remeasured} re-measurement(s)" if m.remeasured else ""
+        out.append(f"95% CI {width} is wider than the ±{target_ci:.0%} target{again}")
+    if m.contention is not None and m.contention.contended:
+        out.extend(f"contended: {r}" for r in m.contention.reasons)
+    if confirmation is not None and confirmation.contended:
+        out.append("contended during the A-B confirmation")
+    return out
