@@ -1,0 +1,163 @@
+"""Contention detection: the maths on synthetic readings, a real busy neighbour, the GPU seam."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from lightning_module.contention import (
+    ContentionMeter,
+    GpuState,
+    Reading,
+    gpu_state,
+    merge,
+    read_now,
+    step_load,
+)
+
+
+def steps(meter, wall, cpu, wait, n=10, steal=0, total=100):
+    """n synthetic steps of `wall` seconds each, with `cpu` CPU seconds and `wait` run-queue seconds."""
+    r = Reading(0.0, 0.0, run=0.0, wait=0.0, steal=0, total=0)
+    for i in range(1, n + 1):
+        b = Reading(i * wall, i * cpu, run=i * cpu / 2, wait=i * wait, steal=i * steal, total=i * total)
+        meter.add(r, b)
+        r = b
+
+
+def test_an_idle_machine_is_not_contended():
+    m = ContentionMeter(cores_in_use=2, cpus=2)
+    steps(m, wall=0.5, cpu=0.95, wait=0.002)
+    c = m.record(load_average=2.1, own_load=2)
+    assert not c.contended and c.reasons == [] and c.contended_steps == 0
+    assert c.cpu_share == pytest.approx(0.95) and c.wait_share == pytest.approx(0.004)
+
+
+def test_run_queue_wait_steal_and_load_each_make_a_rung_contended():
+    m = ContentionMeter(cores_in_use=2, cpus=2)
+    steps(m, wall=0.5, cpu=0.5, wait=0.2)  # the training thread queued 40% of the time
+    c = m.record(load_average=2.0, own_load=2)
+    assert c.contended and c.contended_steps == 10 and "waited for a CPU 40%" in c.reasons[0]
+
+    m = ContentionMeter(cores_in_use=2, cpus=2)
+    steps(m, wall=0.5, cpu=0.9, wait=0.0, steal=10, total=100)  # 10% stolen by the hypervisor
+    assert m.record().contended
+
+    m = ContentionMeter(cores_in_use=1, cpus=2)
+    steps(m, wall=0.5, cpu=0.45, wait=0.0)
+    c = m.record(load_average=4.5, own_load=1)  # 3.5 others on the one core left idle
+    assert c.contended and c.contended_steps == 0 and c.reasons == ["load average 4.5 on 2 CPU(s), 1 of it this probe's"]
+    assert not m.record(load_average=1.8, own_load=1).contended  # one neighbour on the idle core is fine
+
+
+def test_a_few_contended_steps_do_not_make_the_rung_contended():
+    m = ContentionMeter(cores_in_use=2, cpus=2)
+    steps(m, wall=0.5, cpu=0.95, wait=0.0, n=9)
+    m.add(Reading(0, 0, run=0, wait=0), Reading(0.5, 0.5, run=0.2, wait=0.3))
+    c = m.record()
+    assert c.contended_steps == 1 and not c.contended
+
+
+def test_without_schedstat_the_cpu_share_decides_on_cpu_only():
+    a, b = Reading(0.0, 0.0), Reading(1.0, 0.6)  # 0.6 CPU-seconds in 1 s over 2 cores: 30%
+    assert step_load(a, b, cores_in_use=2, cpu_bound=True).contended
+    assert not step_load(a, b, cores_in_use=2, cpu_bound=False).contended  # a GPU step waits on the device
+
+
+def test_merged_records_keep_one_reason_of_each_kind():
+    m1, m2 = ContentionMeter(2, 2), ContentionMeter(2, 2)
+    steps(m1, 0.5, 0.5, 0.2)
+    steps(m2, 0.5, 0.5, 0.25, n=5)
+    c = merge([m1.record(load_average=5.0, own_load=2), m2.record(load_average=6.0, own_load=2)])
+    assert c.steps == 15 and c.contended_steps == 15 and c.load_average == 6.0
+    assert len(c.reasons) == 2 and c.reasons[1].startswith("load average 6.0")
+    assert merge([None, None]) is None
+
+
+BUSY = textwrap.dedent("""
+    import os, sys, time
+    sys.path.insert(0, {root!r})
+    os.sched_setaffinity(0, {{{cpu}}})
+    from lightning_module.contention import read_now, step_load
+    a = read_now()
+    t = time.perf_counter()
+    while time.perf_counter() - t < 1.5:
+        pass
+    s = step_load(a, read_now(), cores_in_use=1)
+    print(s.wait_share, s.cpu_share, s.contended)
+""")
+
+BURNER = "import os, time\nos.sched_setaffinity(0, {%d})\nt = time.time()\nwhile time.time() - t < 30: pass\n"
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/thread-self/schedstat"), reason="needs Linux schedstat")
+def test_a_busy_neighbour_on_the_same_core_is_detected():
+    """A synthetic busy process: two CPU burners pinned to the core the measured loop runs on take
+    about two thirds of it, and the loop's own reading says so."""
+    cpu = min(os.sched_getaffinity(0))
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    burners = [subprocess.Popen([sys.executable, "-c", BURNER % cpu]) for _ in range(2)]
+    try:
+        time.sleep(0.3)
+        out = subprocess.run([sys.executable, "-c", BUSY.format(root=root, cpu=cpu)], capture_output=True,
+                             text=True, timeout=60, check=True).stdout.split()
+    finally:
+        for b in burners:
+            b.kill()
+            b.wait()
+    wait_share, cpu_share, contended = float(out[0]), float(out[1]), out[2] == "True"
+    assert contended and wait_share > 0.3 and cpu_share < 0.7, out
+
+
+def test_read_now_reads_this_machine():
+    r = read_now()
+    assert r.wall > 0 and r.cpu > 0
+    if os.path.exists("/proc/thread-self/schedstat"):
+        assert r.run is not None and r.wait is not None and r.total and r.total > 0
+
+
+class FakeNvml:
+    NVML_CLOCK_SM = 1
+
+    def __init__(self, pids, clock=(1980, 1980), fail=False):
+        self.pids, self.clock, self.fail = pids, clock, fail
+
+    def nvmlInit(self):
+        if self.fail:
+            raise RuntimeError("NVML Shared Library Not Found")
+
+    def nvmlShutdown(self):
+        pass
+
+    def nvmlDeviceGetHandleByPciBusId(self, bus):
+        raise RuntimeError("not found")
+
+    def nvmlDeviceGetHandleByIndex(self, i):
+        return i
+
+    def nvmlDeviceGetComputeRunningProcesses(self, h):
+        return [type("P", (), {"pid": p})() for p in self.pids]
+
+    def nvmlDeviceGetClockInfo(self, h, kind):
+        return self.clock[0]
+
+    def nvmlDeviceGetMaxClockInfo(self, h, kind):
+        return self.clock[1]
+
+
+def test_gpu_state_counts_other_processes_and_low_clocks():
+    me = os.getpid()
+    g = gpu_state(0, {me}, nvml=FakeNvml([me, 4242, 4343], clock=(1200, 1980)))
+    assert g == GpuState(2, pytest.approx(1200 / 1980))
+    m = ContentionMeter(cores_in_use=1, cpus=8, cpu_bound=False)
+    steps(m, 0.1, 0.1, 0.0)
+    c = m.record(gpu=[g])
+    assert c.contended and c.gpu_other_processes == 2
+    assert any("GPU clock at 61%" in r for r in c.reasons)
+    assert not ContentionMeter(1, 8, False).record(gpu=[gpu_state(0, {me}, nvml=FakeNvml([me]))]).contended
+    assert gpu_state(0, {me}, nvml=FakeNvml([], fail=True)) is None  # no NVML: nothing to say

@@ -1,0 +1,188 @@
+"""Re-measuring, confirming and judging a probe's numbers, on synthetic step-time series."""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+
+import pytest
+from test_probe_cli import fake_measurement
+
+from lightning_module.assemble import utilisation
+from lightning_module.contention import ContentionMeter, Reading
+from lightning_module.ladder import Measurement, RungTooSlow
+from lightning_module.reliability import confirm, measure_until_known, reasons, speedup, summarise
+from lightning_module.result import Contention, ProbeConfig
+from lightning_module.timing import StepAlarm, Timing
+
+BATCH = 32
+BASE = ProbeConfig(accelerator="cpu", batch_size=BATCH)
+TUNED = BASE.model_copy(update={"precision": "bf16-mixed"})
+
+
+def series(mean_step: float, rel_noise: float, n: int, rng: random.Random) -> Measurement:
+    """A rung measured over n steps whose times scatter by rel_noise around mean_step."""
+    t = Timing([mean_step * (1 + rng.gauss(0, rel_noise)) for _ in range(n)], 1, 0.1, mean_step, "time-limit")
+    return summarise(t, BATCH, target_ci=0.03)
+
+
+def test_a_noisy_rung_is_re_measured_and_its_steps_pooled():
+    rng = random.Random(1)
+    calls = []
+
+    def once():
+        calls.append(1)
+        return series(0.1, 0.08, 12, rng)  # +-8% per step, 12 steps: CI about +-5%, wider than 3%
+
+    m = measure_until_known(once, BATCH, 0.03, rounds=1)
+    assert len(calls) == 2 and m.remeasured == 1 and m.steps_timed == 24
+    assert m.samples_per_sec == pytest.approx(BATCH / 0.1, rel=0.05)
+
+    calls.clear()
+    quiet = measure_until_known(lambda: calls.append(1) or series(0.1, 0.005, 12, rng), BATCH, 0.03, rounds=1)
+    assert len(calls) == 1 and quiet.remeasured == 0 and quiet.ci_target_met
+
+    calls.clear()  # bounded: at most `rounds` more, and not at all when the rung cannot change the decision
+    assert measure_until_known(once, BATCH, 0.03, rounds=3).remeasured <= 3
+    calls.clear()
+    measure_until_known(once, BATCH, 0.03, rounds=3, matters=lambda m: False)
+    assert len(calls) == 1
+
+
+def test_contended_steps_are_left_out_when_enough_clean_ones_remain():
+    steps = [0.1] * 8 + [0.3] * 4
+    t = Timing(steps, 1, 0.1, 0.1, "converged", contended=[False] * 8 + [True] * 4)
+    m = summarise(t, BATCH, 0.03)
+    assert m.samples_per_sec == pytest.approx(BATCH / 0.1) and m.steps_timed == 12
+    t.contended = [True] * 9 + [False] * 3  # too few clean steps to stop on: all of them count
+    assert summarise(t, BATCH, 0.03).samples_per_sec < BATCH / 0.1
+
+
+def test_speedup_ratio_and_its_ci():
+    base = [fake_measurement(100.0, BATCH), fake_measurement(104.0, BATCH), fake_measurement(98.0, BATCH)]
+    tuned = [fake_measurement(150.0, BATCH), fake_measurement(151.0, BATCH), fake_measurement(149.0, BATCH)]
+    s = speedup(base, tuned)
+    d = [math.log(150 / 100), math.log(151 / 104), math.log(149 / 98)]
+    assert s.ratio == pytest.approx(math.exp(sum(d) / 3))
+    assert s.ci_low < s.ratio < s.ci_high and s.held
+    # Two legs that agree by chance are still only as certain as their own steps allow.
+    noisy = [Measurement(100.0, 80.0, 120.0, 5), Measurement(100.0, 80.0, 120.0, 5)]
+    same = [Measurement(110.0, 88.0, 132.0, 5), Measurement(110.0, 88.0, 132.0, 5)]
+    s = speedup(noisy, same)
+    assert s.ratio == pytest.approx(1.1) and s.ci_low < 1 and not s.held
+
+
+def test_a_false_win_is_not_kept():
+    """The ladder kept bf16 on one lucky draw; measured again in alternation it is no faster."""
+    rng = random.Random(7)
+
+    def measure(name, cfg):
+        return series(0.1, 0.04, 15, rng)  # the same speed whatever the configuration
+
+    done = confirm(measure, BASE, TUNED, lambda c: BATCH, 0.03, rounds=3)
+    assert not done.record.held and done.record.speedup_ci[0] < 1 < done.record.speedup_ci[1]
+    assert [n for n, _ in done.legs] == ["baseline", "tuned"] * 3  # A B A B A B
+
+    def real_win(name, cfg):
+        return series(0.1 / (1.4 if cfg.precision == "bf16-mixed" else 1), 0.04, 15, rng)
+
+    done = confirm(real_win, BASE, TUNED, lambda c: BATCH, 0.03, rounds=3)
+    assert done.record.held and done.record.speedup == pytest.approx(1.4, rel=0.05)
+    assert done.tuned.steps_timed == 45  # the result is the pooled tuned legs, not the ladder's lucky draw
+
+
+def test_run_probe_drops_a_pick_that_does_not_hold():
+    from lightning_module import probe
+    from lightning_module.result import WorkloadSpec
+
+    def measure(rung, cfg):
+        lucky = rung == "batch=16"  # the ladder's own draw of batch 16 was lucky; confirmation legs are not
+        return fake_measurement(200.0 if lucky else 100.0, cfg.batch_size)
+
+    spec = WorkloadSpec(model="mlp", image_size=8, num_classes=10, batch_size=32)
+    opts = probe.ProbeOptions(spec=spec, accelerator="cpu", matmul_seconds=0.05, confirm_rounds=2,
+                              skip=frozenset({"precision", "channels_last", "compile", "workers", "run_cpu"}))
+    legs = []
+    result = probe.run_probe(opts, measure_fn=measure, on_leg=lambda name, m: legs.append(name))
+    kept = {r.rung for r in result.ladder if r.kept}
+    assert "batch=16" in kept  # the ladder picked it ...
+    assert legs == ["baseline", "tuned"] * 2
+    assert not result.confirmation.held and result.config.batch_size == 32  # ... and the probe did not keep it
+    assert result.samples_per_sec == pytest.approx(100.0)
+
+
+def test_reasons_for_an_unreliable_result():
+    t = Timing([0.1, 0.12, 0.1, 0.11, 0.1], 1, 0.1, 0.1, "time-limit")
+    m = summarise(t, BATCH, 0.03)
+    assert m.ci_target_met is False
+    assert reasons(m, 0.03)[0].startswith("95% CI ±") and "wider than the ±3% target" in reasons(m, 0.03)[0]
+    busy = Contention(contended=True, steps=5, contended_steps=5, reasons=["5 of 5 timed steps contended"])
+    m2 = summarise(Timing([0.1] * 6, 1, 0.1, 0.1, "converged", contention=busy), BATCH, 0.03)
+    assert reasons(m2, 0.03) == ["contended: 5 of 5 timed steps contended"]
+    assert reasons(summarise(Timing([0.1] * 6, 1, 0.1, 0.1, "converged"), BATCH, 0.03), 0.03) == []
+
+
+def test_utilisation_above_a_peak_is_an_error_not_a_result():
+    assert utilisation(0.08, 0.16, "measured matmul") == (0.5, None)
+    u, why = utilisation(0.163, 0.16, "measured matmul")
+    assert u is None and "102% of the measured matmul peak" in why and "measurement error" in why
+    assert utilisation(None, 0.16, "datasheet") == (None, None)
+
+
+def test_an_alarm_on_a_contended_step_is_extended_not_fired():
+    alarm, asked = StepAlarm(), []
+
+    def judge(exc):
+        asked.append(time.perf_counter())
+        return None if len(asked) < 3 else exc  # contended twice, then the step is really too slow
+
+    t0 = time.perf_counter()
+    with pytest.raises(RungTooSlow):
+        alarm.arm(0.1, RungTooSlow("too slow"), judge=judge)
+        while time.perf_counter() - t0 < 5:
+            pass
+    alarm.disarm()
+    assert len(asked) == 3 and 0.25 < time.perf_counter() - t0 < 2
+
+
+def test_measure_does_not_cut_a_slow_step_the_machine_was_contended_for(monkeypatch, tmp_path):
+    """measure() with a reader that says every step waits for a CPU: the 5 s step outlives its
+    0.5 s limit and ends as `contended` (no verdict on speed), not as `timeout` (cannot win)."""
+    import sys
+    import textwrap
+
+    from test_probe_measure import SLOW_MODULE
+
+    from lightning_module import probe
+    from lightning_module.ladder import RungContended, classify
+    from lightning_module.result import WorkloadSpec
+    from lightning_module.timing import Watch
+
+    (tmp_path / "sleepy2.py").write_text(textwrap.dedent(SLOW_MODULE))
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    def busy_reading():
+        now = time.perf_counter()
+        return Reading(now, time.process_time(), run=0.0, wait=now)  # queued the whole time
+
+    monkeypatch.setattr(probe, "watch_for", lambda cfg: Watch(1, 2, read=busy_reading))
+    probe.quiet_lightning()
+    settings = probe.MeasureSettings(WorkloadSpec(model="sleepy2:Sleepy", image_size=4, num_classes=10),
+                                     warmup_steps=1, max_seconds=30)
+    t0 = time.monotonic()
+    with pytest.raises(RungContended) as err:
+        probe.measure(settings, ProbeConfig(accelerator="cpu", batch_size=4), slow_step_s=0.5)
+    assert 1.5 < time.monotonic() - t0 < 4.9  # 4x the limit, and still before the 5 s step ended
+    assert classify(err.value)[0] == "contended"
+    sys.modules.pop("sleepy2", None)
+
+
+def test_contention_meter_counts_synthetic_busy_steps():
+    m = ContentionMeter(cores_in_use=1, cpus=1)
+    a = Reading(0, 0, run=0, wait=0)
+    for i in range(1, 6):
+        b = Reading(i, i * 0.4, run=i * 0.4, wait=i * 0.6)
+        assert m.add(a, b).contended
+        a = b
+    assert m.record().contended_steps == 5
