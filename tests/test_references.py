@@ -106,7 +106,8 @@ def _with_row(**change) -> str:
 
 def test_bad_files_are_one_line():
     assert "not valid JSON" in _bad("{not json")
-    assert "not valid JSON" in _bad(b"\xff\xfe")
+    assert "not UTF-8" in _bad(b'{"about": "\xff"}')
+    assert "number too long" in _bad('{"measurements": [' + "1" * 5000 + "]}")
     assert "nested too deeply" in _bad("[" * 100_000 + "]" * 100_000)
     assert "no 'measurements'" in _bad("[1, 2]")
     assert "schema_version 1" in _bad(json.dumps({"schema_version": 1, "measurements": []}))
@@ -147,9 +148,18 @@ def test_duplicate_ids_are_refused():
     assert "more than once" in _bad(json.dumps(data))
 
 
-def test_missing_file(tmp_path):
+def test_missing_directory_and_oversize_files(tmp_path, monkeypatch):
     with pytest.raises(ReferenceError, match="does not exist"):
         load_references(tmp_path / "nope.json")
+    with pytest.raises(ReferenceError, match="is a directory"):
+        load_references(tmp_path)
+    from advisor import references
+
+    monkeypatch.setattr(references, "MAX_BYTES", 1000)
+    big = tmp_path / "big.json"
+    big.write_text(REFERENCE_PATH.read_text())
+    with pytest.raises(ReferenceError, match="larger than"):
+        load_references(big)
 
 
 # -- the CLI -------------------------------------------------------------------------------------
