@@ -29,7 +29,7 @@ def test_shipped_dataset_meets_the_minimums(refs):
     assert len(rows) >= 30
     gpu_models = {m.device for m in rows if m.device != "cpu"}
     assert len(gpu_models) >= 8
-    assert {"V100", "A100", "H100", "A10G"} <= gpu_models
+    assert {"V100", "A100", "H100", "H200", "L40S", "A10G", "Gaudi2", "Trainium"} <= gpu_models
     assert len({m.model for m in rows}) >= 2
     assert {m.stack for m in rows} == {"tuned", "default"}
     # both stacks on the same GPU model, for the same workload
