@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from catalog.hardware import sustained_network_gbps
 from catalog.models import INTERRUPTION_BUCKETS, INTERRUPTION_LABELS, Catalog
 from lightning_module.result import WorkloadSpec
 from lightning_module.workload_facts import facts_for, facts_from_probes
@@ -18,7 +19,7 @@ from lightning_module.workload_facts import facts_for, facts_from_probes
 from . import rank as rk
 from .errors import UserError
 from .jobspec import JobSpec
-from .throughput import Exclusion, Throughput, ThroughputModel, sustained_network_gbps
+from .throughput import Exclusion, Throughput, ThroughputModel
 
 WORST_BUCKET = len(INTERRUPTION_BUCKETS) - 1
 # Counts of one offer whose costs differ by less than this share are one row (cheapest): a spot

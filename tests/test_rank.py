@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from advisor import rank as rk
+from advisor import scaling as sc
 
 NAN = math.nan
 
@@ -207,11 +208,11 @@ def test_pareto_front_helper():
 
 
 def test_efficiency_model_values():
-    assert rk.allreduce_seconds(1, 1e8, 1e9) == 0.0
-    assert rk.allreduce_seconds(2, 1e8, 1e9) == pytest.approx(0.1)
-    assert rk.allreduce_seconds(4, 1e8, 1e9) == pytest.approx(0.15)
-    assert rk.overlap_efficiency(1.0, 0.5) == 1.0  # hidden behind backward
-    assert rk.overlap_efficiency(1.0, 1.0) == pytest.approx(1 / (1 + 1 / 3))
+    assert sc.allreduce_seconds(1, 1e8, 1e9) == 0.0
+    assert sc.allreduce_seconds(2, 1e8, 1e9) == pytest.approx(0.1)
+    assert sc.allreduce_seconds(4, 1e8, 1e9) == pytest.approx(0.15)
+    assert sc.overlap_efficiency(1.0, 0.5) == 1.0  # hidden behind backward
+    assert sc.overlap_efficiency(1.0, 1.0) == pytest.approx(1 / (1 + 1 / 3))
 
 
 def test_probe_next_lists_overlapping_unmeasured_cheapest_first():
