@@ -109,8 +109,8 @@ def draw(plan: Plan, rows: Rows):
     c, job = plan.candidates, plan.job
     pts = plot_points(plan, rows)
     # A fixed layout: the labels are placed in display space, which must not move afterwards.
-    fig = plt.figure(figsize=(13, 7), dpi=110)
-    ax = fig.add_axes((0.065, 0.085, 0.63, 0.85))
+    fig = plt.figure(figsize=(12, 6.5), dpi=110)
+    ax = fig.add_axes((0.07, 0.09, 0.65, 0.84))
     src = plan.types.source[c.type_idx]
     for code, (label, marker, colour) in STYLES.items():
         idx = pts.drawn[src[pts.drawn] == code]
@@ -156,7 +156,7 @@ def draw(plan: Plan, rows: Rows):
         head = "best options" if rows.feasible else "nothing feasible; closest"
         lines = [f"{t} {r.count}x {r.instance_type}, {r.market}:\n    {duration(r.hours)}, ${money(r.cost_usd)}"
                  for t, r in zip(tags, shown)]
-        fig.text(0.715, key_bottom - 0.03, head + "\n" + "\n".join(lines), va="top", ha="left", fontsize=8, family="monospace",
+        fig.text(0.74, key_bottom - 0.03, head + "\n" + "\n".join(lines), va="top", ha="left", fontsize=8, family="monospace",
                  bbox={"boxstyle": "round", "fc": "white", "ec": "grey"})
         _label(ax, np.array([[r.hours, r.cost_usd] for r in shown]), tags)
     return fig

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+import textwrap
 from typing import Any, Literal
 
 import numpy as np
@@ -222,9 +223,10 @@ def write(plan: Plan, rows: Rows, fmt: str, *, probe_commands: list[str], show_e
         emit(disp, fmt, list(TABLE_COLUMNS) + ([] if feasible else ["needs"]), stream=stream,
              wrap={"note": NOTE_WIDTH})
         if short_run(plan.job, rs[0]):
-            print(f"\nThe first option runs {duration(rs[0].hours)}. Booting, installing and staging data are not "
-                  "counted (--setup-minutes 0); at this length they can be much of the time and cost: "
-                  "--setup-minutes M bills them on every instance.", file=stream)
+            print("\n" + textwrap.fill(
+                f"The first option runs {duration(rs[0].hours)}. Booting, installing and staging data are not "
+                "counted; at this length they can be much of the time and cost: "
+                "--setup-minutes M bills them on every instance.", 100), file=stream)
     else:
         print("(no candidates: every instance type was excluded or has no price; see --show-excluded)", file=stream)
     pr = rows.probes
