@@ -11,6 +11,8 @@ The signals, strongest first:
 - steal (/proc/stat): time the hypervisor gave this VM's CPUs to someone else.
 - the process's CPU share of wall time per step, against the cores it trains on: a fallback where
   schedstat is missing (it is also low for honest serial work, so it is read loosely).
+- what other processes kept the probe's CPUs busy with (their busy time in /proc/stat less this
+  process tree's CPU time): waiting behind the probe's own loader workers is not contention.
 - the 1-minute load average against the CPUs the probe leaves idle (it lags: corroboration).
 - on a GPU: other compute processes on it, and SM clocks held below their maximum.
 """
@@ -31,6 +33,9 @@ log = logging.getLogger(__name__)
 WAIT_LIMIT = 0.10  # a step whose training thread spent more of its wall time queued for a CPU was contended
 STEAL_LIMIT = 0.05  # ... or that lost this share of all CPU time to the hypervisor
 CPU_SHARE_LIMIT = 0.5  # fallback without schedstat: CPU time below half the wall time x cores in use
+# ... and only while other processes kept this share of our CPUs busy: a thread that waits behind
+# this probe's own loader workers is not contended by anyone else.
+OTHERS_LIMIT = 0.10
 CONTENDED_STEP_SHARE = 0.2  # a rung with this share of contended steps ran contended
 LOAD_MARGIN = 1.0  # load beyond the CPUs the probe leaves idle, in whole CPUs
 GPU_CLOCK_LIMIT = 0.85  # SM clock below this share of its maximum while training: throttled
@@ -41,11 +46,12 @@ class Reading:
     """One look at the clocks, taken at a step boundary."""
 
     wall: float  # seconds, monotonic
-    cpu: float  # this process's CPU seconds, all threads
+    cpu: float  # CPU seconds of this process (all threads) and its children (loader workers)
     run: float | None = None  # the training thread's on-CPU seconds (schedstat)
     wait: float | None = None  # the training thread's run-queue seconds (schedstat)
-    steal: int | None = None  # machine-wide steal ticks (/proc/stat)
-    total: int | None = None  # machine-wide ticks of every kind
+    steal: int | None = None  # steal ticks of the CPUs this process may use (/proc/stat)
+    total: int | None = None  # ticks of every kind on those CPUs
+    busy: float | None = None  # seconds those CPUs were busy, whoever with (/proc/stat)
 
 
 @dataclass(frozen=True)
@@ -54,12 +60,16 @@ class StepLoad:
     wait_share: float | None
     steal_share: float | None
     contended: bool
+    others_share: float | None = None
 
 
-def step_load(a: Reading, b: Reading, cores_in_use: int, cpu_bound: bool = True) -> StepLoad:
-    """How contended the interval between two readings was."""
+def step_load(a: Reading, b: Reading, cores_in_use: int, cpu_bound: bool = True, cpus: int | None = None) -> StepLoad:
+    """How contended the interval between two readings was (`cpus`: those this process may use)."""
     wall = b.wall - a.wall
     cpu_share = (b.cpu - a.cpu) / (wall * max(cores_in_use, 1)) if wall > 0 else None
+    others = None
+    if a.busy is not None and b.busy is not None and cpus and wall > 0:
+        others = max(0.0, (b.busy - a.busy) - (b.cpu - a.cpu)) / (wall * cpus)
     # Against wall time, not against the thread's own runnable time: a step that mostly sleeps
     # (a GPU kernel, I/O) waits little in absolute terms however busy the machine is.
     wait_share = None
@@ -70,11 +80,12 @@ def step_load(a: Reading, b: Reading, cores_in_use: int, cpu_bound: bool = True)
         ticks = b.total - a.total
         if ticks > 0:
             steal_share = (b.steal - a.steal) / ticks
-    contended = (wait_share is not None and wait_share > WAIT_LIMIT) or (
-        steal_share is not None and steal_share > STEAL_LIMIT)
+    someone_else = others is None or others > OTHERS_LIMIT
+    contended = (steal_share is not None and steal_share > STEAL_LIMIT) or (
+        someone_else and wait_share is not None and wait_share > WAIT_LIMIT)
     if wait_share is None and cpu_bound and cpu_share is not None:
-        contended = contended or cpu_share < CPU_SHARE_LIMIT
-    return StepLoad(cpu_share, wait_share, steal_share, contended)
+        contended = contended or (someone_else and cpu_share < CPU_SHARE_LIMIT)
+    return StepLoad(cpu_share, wait_share, steal_share, contended, others)
 
 
 @dataclass(frozen=True)
@@ -98,7 +109,7 @@ class ContentionMeter:
     steps: list[StepLoad] = field(default_factory=list)
 
     def add(self, a: Reading, b: Reading) -> StepLoad:
-        s = step_load(a, b, self.cores_in_use, self.cpu_bound)
+        s = step_load(a, b, self.cores_in_use, self.cpu_bound, self.cpus)
         self.steps.append(s)
         return s
 
@@ -108,7 +119,8 @@ class ContentionMeter:
         c = Contention(
             steps=len(self.steps), contended_steps=sum(s.contended for s in self.steps),
             cpu_share=_mean(s.cpu_share for s in self.steps), wait_share=_mean(s.wait_share for s in self.steps),
-            steal_share=_mean(s.steal_share for s in self.steps), load_average=load_average, cpus=self.cpus,
+            steal_share=_mean(s.steal_share for s in self.steps), others_share=_mean(s.others_share for s in self.steps),
+            load_average=load_average, cpus=self.cpus,
             cores_in_use=self.cores_in_use, own_load=own_load if own_load is not None else self.cores_in_use,
             gpu_other_processes=max((g.other_processes for g in states), default=None),
             gpu_clock_ratio=min((g.clock_ratio for g in states if g.clock_ratio is not None), default=None),
@@ -127,6 +139,8 @@ def judged(c: Contention) -> Contention:
             why.append(f"{c.steal_share:.0%} steal time")
         if c.wait_share is None and c.cpu_share is not None:
             why.append(f"CPU share {c.cpu_share:.0%} of {c.cores_in_use} core(s)")
+        if c.others_share is not None:
+            why.append(f"other processes kept {c.others_share:.0%} of its CPUs busy")
         reasons.append(f"{c.contended_steps} of {c.steps} timed steps contended" + (f" ({', '.join(why)})" if why else ""))
     own = c.own_load or 0.0
     if c.load_average is not None and c.cpus and c.load_average - own > max(c.cpus - own, 0) + LOAD_MARGIN:
@@ -145,6 +159,8 @@ def brief(c: Contention) -> str:
         parts.append(f"run-queue wait {c.wait_share:.0%}")
     if c.steal_share is not None and c.steal_share > STEAL_LIMIT / 2:
         parts.append(f"steal {c.steal_share:.0%}")
+    if c.others_share is not None:
+        parts.append(f"others {c.others_share:.0%} of CPUs")
     if c.load_average is not None and c.cpus:
         parts.append(f"load {c.load_average:.1f}/{c.cpus} CPUs")
     if c.gpu_other_processes:
@@ -172,7 +188,7 @@ def merge(records: Iterable[Contention | None]) -> Contention | None:
     return judged(Contention(
         steps=sum(r.steps for r in rs), contended_steps=sum(r.contended_steps for r in rs),
         cpu_share=weighted("cpu_share"), wait_share=weighted("wait_share"), steal_share=weighted("steal_share"),
-        load_average=busiest.load_average, own_load=busiest.own_load, cpus=rs[-1].cpus,
+        others_share=weighted("others_share"), load_average=busiest.load_average, own_load=busiest.own_load, cpus=rs[-1].cpus,
         cores_in_use=rs[-1].cores_in_use,
         gpu_other_processes=max((r.gpu_other_processes for r in rs if r.gpu_other_processes is not None), default=None),
         gpu_clock_ratio=min((r.gpu_clock_ratio for r in rs if r.gpu_clock_ratio is not None), default=None),
@@ -192,25 +208,70 @@ def _schedstat(path: str = "/proc/thread-self/schedstat") -> tuple[float, float]
         return None
 
 
-def _stat_ticks(path: str = "/proc/stat") -> tuple[int, int] | None:
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def parse_stat(text: str, cpus: set[int] | None) -> tuple[int, int, int] | None:
+    """(steal, total, busy) ticks over the given CPUs' lines of /proc/stat (all CPUs: None)."""
+    steal = total = busy = 0
+    seen = False
+    for line in text.splitlines():
+        if not line.startswith("cpu"):
+            continue
+        name, *vals = line.split()
+        if cpus is None and name != "cpu":
+            continue
+        if cpus is not None and (name == "cpu" or int(name[3:]) not in cpus):
+            continue
+        # user nice system idle iowait irq softirq steal (guest is inside user)
+        t = [int(x) for x in vals[:8]]
+        steal, total, busy = steal + t[7], total + sum(t), busy + t[0] + t[1] + t[2] + t[5] + t[6]
+        seen = True
+    return (steal, total, busy) if seen else None
+
+
+def _stat(cpus: set[int] | None) -> tuple[int, int, int] | None:
     try:
-        with open(path) as f:
-            fields = f.readline().split()
-        # cpu user nice system idle iowait irq softirq steal guest guest_nice (guest is inside user)
-        ticks = [int(x) for x in fields[1:9]]
-        return ticks[7], sum(ticks)
+        with open("/proc/stat") as f:
+            return parse_stat(f.read(), cpus)
     except (OSError, ValueError, IndexError):
+        return None
+
+
+def _children_cpu() -> float:
+    """CPU seconds of this process's live children (loader workers), from /proc."""
+    pid, total = os.getpid(), 0.0
+    try:
+        with open(f"/proc/self/task/{pid}/children") as f:
+            kids = f.read().split()
+    except OSError:
+        return 0.0
+    for k in kids:
+        try:
+            with open(f"/proc/{k}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / _TICK  # utime, stime
+        except (OSError, ValueError, IndexError):
+            continue
+    return total
+
+
+def _allowed() -> set[int] | None:
+    try:
+        return set(os.sched_getaffinity(0))
+    except AttributeError:
         return None
 
 
 def read_now() -> Reading:
     """The clocks now, from the calling thread (the one that trains)."""
     sched = _schedstat()
-    stat = _stat_ticks()
+    stat = _stat(_allowed())
     return Reading(
-        wall=time.perf_counter(), cpu=time.process_time(),
+        wall=time.perf_counter(), cpu=time.process_time() + _children_cpu(),
         run=sched[0] if sched else None, wait=sched[1] if sched else None,
         steal=stat[0] if stat else None, total=stat[1] if stat else None,
+        busy=stat[2] / _TICK if stat else None,
     )
 
 

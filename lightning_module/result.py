@@ -94,6 +94,7 @@ class Contention(BaseModel):
     cpu_share: float | None = None  # process CPU time / (wall time x cores in use), mean over steps
     wait_share: float | None = None  # the training thread's run-queue wait / wall time
     steal_share: float | None = None  # hypervisor steal / all CPU time
+    others_share: float | None = None  # the probe's CPUs' time other processes kept busy
     load_average: float | None = None  # 1-minute load average at the rung's end
     cpus: int | None = None  # CPUs this process may run on
     cores_in_use: int | None = None  # threads the training runs (torch intra-op threads)

@@ -240,7 +240,7 @@ def make_callback(
             def judge(exc: Exception) -> Exception | None:
                 if watch is None or self._reading is None:
                     return exc
-                if not step_load(self._reading, watch.read(), watch.cores_in_use, watch.cpu_bound).contended:
+                if not step_load(self._reading, watch.read(), watch.cores_in_use, watch.cpu_bound, watch.cpus).contended:
                     return exc
                 ran = time.perf_counter() - step_start
                 if ran < CONTENDED_EXTENSION * limit or contended_exc is None:

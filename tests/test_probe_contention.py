@@ -63,6 +63,27 @@ def test_a_few_contended_steps_do_not_make_the_rung_contended():
     assert c.contended_steps == 1 and not c.contended
 
 
+def test_waiting_behind_the_probes_own_workers_is_not_contention():
+    """The training thread queued 40% of the step, but the CPUs were busy only with this process
+    tree (its loader workers): nobody else to blame."""
+    a = Reading(0.0, 0.0, run=0.0, wait=0.0, busy=0.0)
+    own = Reading(1.0, 1.95, run=0.6, wait=0.4, busy=1.98)
+    s = step_load(a, own, cores_in_use=2, cpus=2)
+    assert s.wait_share == pytest.approx(0.4) and s.others_share < 0.05 and not s.contended
+    others = Reading(1.0, 1.2, run=0.6, wait=0.4, busy=1.98)  # 0.78 CPU-seconds were someone else's
+    assert step_load(a, others, cores_in_use=2, cpus=2).contended
+
+
+def test_proc_stat_is_read_for_the_cpus_this_process_may_use():
+    from lightning_module.contention import parse_stat
+
+    text = ("cpu  30 0 10 100 0 0 0 6 0 0\ncpu0 10 0 5 50 0 0 0 1 0 0\ncpu1 20 0 5 50 0 0 0 5 0 0\n"
+            "intr 123\n")
+    assert parse_stat(text, None) == (6, 146, 40)
+    assert parse_stat(text, {1}) == (5, 80, 25)
+    assert parse_stat(text, {7}) is None
+
+
 def test_without_schedstat_the_cpu_share_decides_on_cpu_only():
     a, b = Reading(0.0, 0.0), Reading(1.0, 0.6)  # 0.6 CPU-seconds in 1 s over 2 cores: 30%
     assert step_load(a, b, cores_in_use=2, cpu_bound=True).contended
@@ -88,8 +109,8 @@ BUSY = textwrap.dedent("""
     t = time.perf_counter()
     while time.perf_counter() - t < 1.5:
         pass
-    s = step_load(a, read_now(), cores_in_use=1)
-    print(s.wait_share, s.cpu_share, s.contended)
+    s = step_load(a, read_now(), cores_in_use=1, cpus=1)
+    print(s.wait_share, s.cpu_share, s.contended, s.others_share)
 """)
 
 BURNER = "import os, time\nos.sched_setaffinity(0, {%d})\nt = time.time()\nwhile time.time() - t < 30: pass\n"
@@ -110,8 +131,8 @@ def test_a_busy_neighbour_on_the_same_core_is_detected():
         for b in burners:
             b.kill()
             b.wait()
-    wait_share, cpu_share, contended = float(out[0]), float(out[1]), out[2] == "True"
-    assert contended and wait_share > 0.3 and cpu_share < 0.7, out
+    wait_share, cpu_share, contended, others = float(out[0]), float(out[1]), out[2] == "True", float(out[3])
+    assert contended and wait_share > 0.3 and cpu_share < 0.7 and others > 0.3, out
 
 
 def test_read_now_reads_this_machine():

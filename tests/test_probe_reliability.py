@@ -186,3 +186,46 @@ def test_contention_meter_counts_synthetic_busy_steps():
         assert m.add(a, b).contended
         a = b
     assert m.record().contended_steps == 5
+
+
+def test_results_show_and_json_say_why_a_result_is_unreliable(cli, tmp_path):
+    import json
+
+    from test_probe_factories import make_result
+
+    from advisor.store import ResultStore
+    from lightning_module.result import Confirmation, parse_result
+
+    busy = Contention(contended=True, steps=9, contended_steps=7, wait_share=0.42, load_average=5.5, cpus=2,
+                      cores_in_use=2, own_load=2, reasons=["7 of 9 timed steps contended"])
+    r = make_result().model_copy(update={
+        "reliable": False, "unreliable_reasons": ["contended: 7 of 9 timed steps contended"], "contention": busy,
+        "confirmation": Confirmation(rounds=3, baseline_samples_per_sec=[10, 11, 10], tuned_samples_per_sec=[40, 41, 39],
+                                     speedup=3.9, speedup_ci=(3.7, 4.1), held=True, contended=True),
+    })
+    r.ladder[1] = r.ladder[1].model_copy(update={"contention": busy, "ci_target_met": False, "remeasured": 1})
+    db = tmp_path / "r.db"
+    with ResultStore(db) as s:
+        s.add(r)
+    code, out, _ = cli("results", "show", r.result_id[:12], "--store", str(db))
+    assert code == 0
+    assert "no: contended: 7 of 9 timed steps contended" in out
+    assert "7 of 9 steps contended, run-queue wait 42%, load 5.5 on 2 CPU(s)" in out
+    assert "3.90x baseline (95% CI 3.70-4.10) over 3 A-B rounds; held" in out
+    bf16 = next(x for x in out.splitlines() if x.startswith("bf16"))
+    assert " no " in bf16 and "contended (run-queue wait 42%, load 5.5/2 CPUs)" in bf16
+    assert "CI above target after 1 re-measurement(s)" in bf16
+    code, out, _ = cli("results", "show", r.result_id[:12], "--store", str(db), "--format", "json")
+    back = parse_result(out)
+    assert back.reliable is False and back.contention == busy and back.confirmation.held
+    # A result written before these fields existed still loads, as reliable, with no contention record.
+    old = json.loads(make_result().model_dump_json())
+    for k in ("contention", "confirmation", "profile_trace", "reliable", "unreliable_reasons"):
+        old.pop(k)
+    for rung in old["ladder"]:
+        for k in ("contention", "remeasured", "ci_target_met"):
+            rung.pop(k)
+    for k in ("run_cpu", "allocator", "openmp", "compile_backend", "xla"):
+        old["config"].pop(k)
+    legacy = parse_result(json.dumps(old))
+    assert legacy.reliable and legacy.contention is None and legacy.config.compile_backend == "inductor"

@@ -391,6 +391,8 @@ def contention_line(c) -> str:
         parts.append(f"run-queue wait {c.wait_share:.0%}")
     if c.steal_share is not None:
         parts.append(f"steal {c.steal_share:.0%}")
+    if c.others_share is not None:
+        parts.append(f"other processes {c.others_share:.0%} of its CPUs")
     if c.cpu_share is not None:
         parts.append(f"CPU share {c.cpu_share:.0%} of {c.cores_in_use} core(s)")
     if c.load_average is not None:

@@ -9,7 +9,15 @@ from lightning_module.result import ResultError, parse_results
 
 from ..output import add_format_option, emit
 from .common import add_store_option, open_store
-from .probe import LADDER_COLUMNS, ci_text, describe, ladder_rows
+from .probe import (
+    LADDER_COLUMNS,
+    ci_text,
+    confirmation_line,
+    contention_line,
+    describe,
+    ladder_rows,
+    reliability_line,
+)
 
 LIST_COLUMNS = ("id", "workload", "instance_type", "accelerator", "precision", "batch", "samples/s",
                 "ci", "x baseline", "finished")
@@ -112,6 +120,10 @@ def handle_show(args) -> int:
         ("datasheet peak", f"{r.peak_tflops_datasheet:.3g} TFLOP/s, utilisation {r.utilisation_datasheet:.0%}"
          if r.peak_tflops_datasheet and r.utilisation_datasheet is not None else ""),
         ("peak memory", f"{r.peak_memory_gib:.2f} GiB" if r.peak_memory_gib is not None else ""),
+        ("reliable", reliability_line(r)),
+        ("contention", contention_line(r.contention) if r.contention else ""),
+        ("confirmed", confirmation_line(r.confirmation) if r.confirmation else ""),
+        ("profile", r.profile_trace or r.profile_dir or ""),
         ("cpu", f"{r.hardware.cpu_model}, {r.hardware.physical_cores} cores, {', '.join(r.hardware.isa_flags)}"),
         ("gpus", ", ".join(f"{g.name} ({g.memory_gib:g} GiB)" for g in r.hardware.gpus)),
         ("software", f"torch {r.software.torch}, lightning {r.software.lightning}"
