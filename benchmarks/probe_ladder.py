@@ -14,7 +14,7 @@ and prints:
 - the probe's cost per kept rung: warm-up + timed steps until its CI reached +-3%, against 30% of
   the articles' 100-step budget (30 steps);
 - the result's reliability and contention record.
-Load mode starts one CPU-burning process per usable CPU beside the probe and checks that the
+Load mode starts a CPU-burning process (--burners N) beside the probe and checks that the
 result is flagged contended and that the confirmed speed-up stays within 15% of the idle run's
 (read from the idle run of the same invocation, or from --out DIR/idle.json of an earlier one).
 Do not run it on a machine others are using: it times things.
@@ -214,7 +214,7 @@ def idle_mode(args) -> float | None:
 
 
 def load_mode(args, idle_speedup: float | None) -> None:
-    n = len(os.sched_getaffinity(0))
+    n = args.burners
     stop_at = time.time() + args.load_limit
     burners = [mp.Process(target=burn, args=(stop_at,), daemon=True) for _ in range(n)]
     for b in burners:
@@ -232,6 +232,12 @@ def load_mode(args, idle_speedup: float | None) -> None:
     print(f"flagged as contended / unreliable under load: {'yes' if flagged else 'NO'}  (target: yes)")
     if idle_speedup is None:
         idle_speedup = saved_speedup(args)
+    idle = saved_config(args)
+    if idle is not None:
+        from advisor.commands.probe import describe
+
+        same = "the same" if idle == result.config else "a different"
+        print(f"winner idle: {describe(idle)}; under load: {describe(result.config)} ({same} configuration)")
     if idle_speedup is None or speedup is None:
         print("confirmed speed-up under load vs idle: not comparable (a run without a confirmation)")
         return
@@ -246,6 +252,16 @@ def save(args, label: str, result) -> None:
     with open(path, "w") as f:
         f.write(result.model_dump_json(indent=2))
     print(f"[{label}] result written to {path}", flush=True)
+
+
+def saved_config(args):
+    from lightning_module.result import parse_result
+
+    try:
+        with open(os.path.join(args.out, "idle.json")) as f:
+            return parse_result(f.read()).config
+    except (OSError, ValueError):
+        return None
 
 
 def saved_speedup(args) -> float | None:
@@ -271,6 +287,7 @@ def main() -> int:
     ap.add_argument("--confirm-rounds", type=int, default=2, help="A-B rounds (the probe's default is 3)")
     ap.add_argument("--remeasure", type=int, default=1)
     ap.add_argument("--skip", default="", help="probe rungs to skip, e.g. compile")
+    ap.add_argument("--burners", type=int, default=1, help="CPU-burning processes beside the probe in load mode")
     ap.add_argument("--load-limit", type=float, default=1800.0, help="the burners stop after this many seconds")
     ap.add_argument("--out", default="probe_ladder_out", help="where each mode's ProbeResult JSON goes")
     args = ap.parse_args()

@@ -114,7 +114,7 @@ def measure(settings: MeasureSettings, config: ProbeConfig, extra_callbacks=(),
         config.accelerator if not config.xla else "tpu", warmup, settings.target_ci, settings.max_seconds,
         max_steps=settings.max_steps, first_step_limit=first_limit, step_limit=step_limit, watch=watch_for(config),
         contended_exc=lambda ran: RungContended(
-            f"a step ran {ran:.0f} s while the machine was busy with other work: stopped without a verdict on speed"),
+            f"a step ran {ran:.1f} s while the machine was busy with other work: stopped without a verdict on speed"),
     )
     cap = max_steps if max_steps is not None else (warmup + settings.max_steps if settings.max_steps else -1)
     device = (xla_trainer_kwargs() if config.xla else

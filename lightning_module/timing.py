@@ -29,7 +29,7 @@ _T95 = {
 MIN_TIMED_STEPS = 5
 # A step the machine was contended for may run this many times its limit before the rung is given
 # up as "contended": never cut as too slow to win on a step someone else slowed down.
-CONTENDED_EXTENSION = 4
+CONTENDED_EXTENSION = 2
 
 
 def t95(df: int) -> float:

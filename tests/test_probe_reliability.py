@@ -170,10 +170,10 @@ def test_measure_does_not_cut_a_slow_step_the_machine_was_contended_for(monkeypa
     probe.quiet_lightning()
     settings = probe.MeasureSettings(WorkloadSpec(model="sleepy2:Sleepy", image_size=4, num_classes=10),
                                      warmup_steps=1, max_seconds=30)
-    t0 = time.monotonic()
     with pytest.raises(RungContended) as err:
         probe.measure(settings, ProbeConfig(accelerator="cpu", batch_size=4), slow_step_s=0.5)
-    assert 1.5 < time.monotonic() - t0 < 4.9  # 4x the limit, and still before the 5 s step ended
+    ran = float(str(err.value).split("a step ran ")[1].split(" s ")[0])
+    assert 0.9 < ran < 4.9  # twice the limit, and still before the 5 s step ended
     assert classify(err.value)[0] == "contended"
     sys.modules.pop("sleepy2", None)
 
