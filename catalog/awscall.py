@@ -26,8 +26,11 @@ READ_TIMEOUT_S = 20
 # one retry covers a lost packet, and a silent endpoint costs 2 x READ_TIMEOUT_S, not botocore's
 # max_attempts x 60 s (550 s measured before this guard).
 TIMEOUT_ATTEMPTS = 2
-# Throttling and 5xx are retried by botocore's own retry modes up to this many attempts.
+# Throttling is retried by botocore's own retry modes (with backoff) up to this many attempts;
+# a server error (5xx) only up to SERVER_ERROR_ATTEMPTS: an endpoint that fails three times in
+# a row is not going to answer this command.
 MAX_ATTEMPTS = 8
+SERVER_ERROR_ATTEMPTS = 3
 
 DENIED = {"AccessDenied", "AccessDeniedException", "UnauthorizedOperation", "AuthFailure",
           "UnrecognizedClientException", "InvalidClientTokenId", "ExpiredToken", "ExpiredTokenException",
@@ -118,8 +121,8 @@ def check_response(protocol: str, operation: str, status: int, body: bytes | Non
     stripped = body.strip()
     if not stripped:
         return None
-    if status >= 500 and (stripped.startswith(b"<html>") or _looks_like_html(stripped)):
-        return None  # botocore's "generic error response": a ClientError, retried
+    if status >= 500 and stripped.startswith(b"<html>"):
+        return None  # botocore's "generic error response" (a load balancer's page): a ClientError, retried
     if _looks_like_html(stripped):
         return f"an HTML page (HTTP {status})"
     if protocol in ("json", "rest-json"):
@@ -146,7 +149,12 @@ def check_response(protocol: str, operation: str, status: int, body: bytes | Non
 
 def guard(client, deadline: Deadline | None = None) -> None:
     """Hook the checks above into one client's event stream."""
-    from botocore.exceptions import ConnectionClosedError, ConnectionError, ReadTimeoutError
+    from botocore.exceptions import (
+        ClientError,
+        ConnectionClosedError,
+        ConnectionError,
+        ReadTimeoutError,
+    )
 
     not_aws, too_late, _ = error_classes()
     endpoint = client.meta.endpoint_url
@@ -158,11 +166,13 @@ def guard(client, deadline: Deadline | None = None) -> None:
         if problem:
             raise not_aws(endpoint_url=endpoint, operation=operation_model.name, what=problem)
 
-    def needs_retry(attempts, caught_exception=None, **_):
+    def needs_retry(attempts, operation, response=None, caught_exception=None, **_):
         # Raised here, the exception ends the call: botocore's retry handler never sees it.
         if isinstance(caught_exception, (ReadTimeoutError, ConnectionError, ConnectionClosedError)) \
                 and attempts >= TIMEOUT_ATTEMPTS:
             raise caught_exception
+        if response is not None and response[0].status_code >= 500 and attempts >= SERVER_ERROR_ATTEMPTS:
+            raise ClientError(response[1], operation.name)
         if deadline is not None and deadline.passed():
             raise too_late(seconds=deadline.seconds)
 
@@ -220,6 +230,9 @@ def explain(e: BaseException, doing: str, *, denied_hint: str = "") -> str:
         err = e.response.get("Error", {})
         code = str(err.get("Code") or "Error")
         msg = _line(str(err.get("Message") or ""))[:300]
+        if code.isdigit():  # no AWS error: botocore's code is the HTTP status
+            what = "an HTML error page" if "<html" in msg.lower() else (msg[:120] or "no message")
+            return f"{doing}: the endpoint answered HTTP {code} ({what}); try again later, or check AWS_ENDPOINT_URL and any proxy"
         if code in DENIED:
             return f"{doing}: AWS refused ({code}{': ' + msg if msg else ''}){'; ' + denied_hint if denied_hint else ''}"
         if code in THROTTLED:
