@@ -34,6 +34,7 @@ INTERRUPTION_LABELS = ("<5%", "5-10%", "10-15%", "15-20%", ">20%")
 # Reservations), whether or not a catalog's source lists "capacity-block" for them; p6 covers
 # every p6 family (p6-b200, p6-b300, p6e-gb200).
 RESERVATION_FAMILIES = frozenset({"p4d", "p4de", "p5", "p5e", "p5en"})
+RESERVATION_NOTE = "usually needs a Capacity Block or reservation"
 
 
 class InstanceType(BaseModel):

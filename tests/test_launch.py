@@ -11,6 +11,7 @@ import re
 from datetime import datetime, timezone
 
 import pytest
+from aws_fakes import serve_account
 from botocore.exceptions import ClientError
 
 from advisor.ec2 import aws as ec2_aws
@@ -38,39 +39,12 @@ def put_public_parameter(name: str, value: str, region: str = REGION) -> None:
     )
 
 
-def serve_quotas(monkeypatch, values: dict[str, float] | None = None) -> dict[str, float]:
-    """moto has no EC2 quotas: Service Quotas clients answer ListServiceQuotas with `values`
-    (quota code -> vCPUs; every class 1024 unless given). Returns the dict, to change later."""
-    from botocore.awsrequest import AWSResponse
-
-    from advisor.ec2.quotas import CLASSES
-
-    quotas = {q.code: 1024.0 for c in CLASSES for q in (c.on_demand, c.spot) if q}
-    quotas.update(values or {})
-    names = {q.code: q.name for c in CLASSES for q in (c.on_demand, c.spot) if q}
-    real = ec2_aws.client
-
-    def answer(**_):
-        return AWSResponse(None, 200, {}, None), {"Quotas": [
-            {"ServiceCode": "ec2", "QuotaCode": code, "QuotaName": names.get(code, code), "Value": v}
-            for code, v in quotas.items()]}
-
-    def client(service, region, **cfg):
-        c = real(service, region, **cfg)
-        if service == "service-quotas":
-            c.meta.events.register("before-call.service-quotas.ListServiceQuotas", answer)
-        return c
-
-    monkeypatch.setattr(ec2_aws, "client", client)
-    return quotas
-
-
 @pytest.fixture
 def aws(monkeypatch, tmp_path):
     import boto3
     from moto import mock_aws
 
-    quotas = serve_quotas(monkeypatch)
+    account = serve_account(monkeypatch)
     # moto's ~thousand default AMIs take seconds to load in every test; three of our own do
     monkeypatch.setenv("MOTO_EC2_LOAD_DEFAULT_AMIS", "false")
     with mock_aws():
@@ -88,7 +62,8 @@ def aws(monkeypatch, tmp_path):
         wheel = tmp_path / "instance_advisor-0.1.0-py3-none-any.whl"
         wheel.write_bytes(b"PK\x05\x06" + b"\0" * 18)  # an empty zip: the instances are not real
         creds = boto3.Session().get_credentials()  # mock_aws sets its own fake ones
-        yield type("AWS", (), {"ec2": ec2, "s3": s3, "amis": amis, "wheel": str(wheel), "quotas": quotas,
+        yield type("AWS", (), {"ec2": ec2, "s3": s3, "amis": amis, "wheel": str(wheel), "account": account,
+                                   "quotas": account.quotas,
                                    "key": creds.access_key, "secret": creds.secret_key})
 
 
@@ -582,11 +557,11 @@ def test_a_type_over_its_quota_is_refused_before_any_run_instances(aws, run_call
     aws.quotas["L-DB2E81BA"] = 0  # Running On-Demand G and VT instances
     code, _out, err = cli(*base_args(aws, "g5.xlarge", "--yes"))
     assert code == 2
-    assert errors(err) == [
+    assert errors(err) == [(
         "advisor: error: g5.xlarge: needs 4 vCPUs of the quota 'Running On-Demand G and VT instances' (L-DB2E81BA), "
         "which is 0 in us-east-1: request an increase at https://us-east-1.console.aws.amazon.com/servicequotas/home/"
         "services/ec2/quotas/L-DB2E81BA or with 'aws service-quotas request-service-quota-increase --service-code ec2 "
-        "--quota-code L-DB2E81BA --desired-value 4 --region us-east-1'; nothing launched"]
+        "--quota-code L-DB2E81BA --desired-value 4 --region us-east-1'; nothing launched")]
     assert run_calls.calls == []  # not even a DryRun
     assert manifests.list_run_ids() == []
 
@@ -601,23 +576,10 @@ def test_spot_quota_refuses_one_type_and_the_others_launch(aws, run_calls, cli):
     assert "g6.xlarge" not in {c["InstanceType"] for c in run_calls.calls}  # no DryRun for it either
 
 
-def test_unreadable_quotas_warn_and_launch(aws, run_calls, cli, monkeypatch):
-    from botocore.exceptions import ClientError
-
-    def denied(**_):
-        raise ClientError({"Error": {"Code": "AccessDeniedException", "Message": "no"}}, "ListServiceQuotas")
-
-    real = ec2_aws.client
-
-    def client(service, region, **cfg):
-        c = real(service, region, **cfg)
-        if service == "service-quotas":
-            c.meta.events.register_first("before-call.service-quotas.ListServiceQuotas", denied)
-        return c
-
-    monkeypatch.setattr(ec2_aws, "client", client)
+def test_unreadable_quotas_warn_and_launch(aws, run_calls, cli):
+    aws.account.deny.add("ListServiceQuotas")
     code, _out, err = cli(*base_args(aws, "g5.xlarge", "--yes"))
     assert code == 0, err
-    assert ("advisor: warning: servicequotas:ListServiceQuotas in us-east-1: AWS refused (AccessDeniedException: no)"
-            in err and "the launch may still fail on a vCPU limit" in err)
+    assert ("advisor: warning: servicequotas:ListServiceQuotas in us-east-1: AWS refused (AccessDeniedException: "
+            "not allowed to ListServiceQuotas)" in err and "the launch may still fail on a vCPU limit" in err)
     assert [c["InstanceType"] for c in launched(run_calls.calls)] == ["g5.xlarge"]

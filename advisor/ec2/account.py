@@ -22,6 +22,7 @@ from pathlib import Path
 from pydantic import BaseModel, ValidationError
 
 from catalog import awscall
+from catalog.models import RESERVATION_NOTE
 
 from ..errors import UserError
 from ..paths import cache_dir
@@ -30,7 +31,6 @@ from .quotas import Quota, find, quota_class
 
 CACHE_SECONDS = 3600
 IAM_ACTIONS = ("servicequotas:ListServiceQuotas", "servicequotas:GetServiceQuota", "ec2:GetSpotPlacementScores")
-DENIED_HINT = f"--check-account needs IAM permissions {', '.join(IAM_ACTIONS)}"
 # AWS scores 1 to 10 and says only that 10 is "highly likely" and 1 "not likely" to succeed;
 # where yes and no begin is our reading of that scale, not an AWS figure.
 SCORE_YES = 7
@@ -39,7 +39,6 @@ SCORE_NO = 3
 # instance types ... the returned placement score will always be low." (GetSpotPlacementScores)
 MIN_SCORED_TYPES = 3
 MAX_REGIONS_PER_CALL = 10  # the API's limit on RegionNames
-RESERVATION_NOTE = "usually needs a Capacity Block or reservation"
 
 
 @dataclass(frozen=True)
@@ -84,7 +83,7 @@ class _CacheFile(BaseModel):
     scores: dict[str, _Scores] = {}  # "count|types|regions" ->
 
 
-def _credentials_key() -> str:
+def _credentials_key(purpose: str = "--check-account") -> str:
     """A stable, non-secret name for the credentials in use: what one account sees is not
     another's. A hash of the access key id; no credentials -> a one-line error."""
     import boto3
@@ -92,10 +91,10 @@ def _credentials_key() -> str:
     try:
         creds = boto3.session.Session().get_credentials()
     except awscall.errors() as e:
-        raise aws.user_error(e, "--check-account") from None
+        raise aws.user_error(e, purpose) from None
     if creds is None:
-        raise UserError("--check-account: no AWS credentials found (set AWS_PROFILE, run 'aws configure', "
-                        "or leave --check-account out to rank offline)")
+        raise UserError(f"{purpose}: no AWS credentials found (set AWS_PROFILE or run 'aws configure'"
+                        f"{'; or leave --check-account out to rank offline' if purpose == '--check-account' else ''})")
     return hashlib.sha256(creds.get_frozen_credentials().access_key.encode()).hexdigest()[:16]
 
 
@@ -123,6 +122,7 @@ class Account:
     client: Callable[..., object] | None = None  # (service, region) -> boto3 client; None: aws.client
     cache_path: Path | None = None  # None: cache_dir()/account-<credentials>.json
     cache_seconds: float = CACHE_SECONDS  # 0: ask AWS again (launch), still writing the answers
+    purpose: str = "--check-account"  # what the messages say is asking
     now: Callable[[], float] = time.time
     warnings: list[str] = field(default_factory=list)
     _cache: _CacheFile | None = None
@@ -135,7 +135,7 @@ class Account:
     def _load(self) -> _CacheFile:
         if self._cache is None:
             if self.cache_path is None:
-                self.cache_path = cache_dir() / f"account-{_credentials_key()}.json"
+                self.cache_path = cache_dir() / f"account-{_credentials_key(self.purpose)}.json"
             try:
                 self._cache = _CacheFile.model_validate_json(self.cache_path.read_bytes())
             except (OSError, ValueError, ValidationError, RecursionError):
@@ -168,12 +168,13 @@ class Account:
         from botocore.exceptions import ClientError
 
         if _credentials_problem(e):
-            raise aws.user_error(e, "--check-account") from None
+            raise aws.user_error(e, self.purpose) from None
         where = region if isinstance(e, ClientError) else "*"
         if (api, where) in self._failed:
             return
         self._failed.add((api, where))
-        self.warnings.append(awscall.explain(e, f"{api} in {region}", denied_hint=DENIED_HINT)
+        hint = f"{self.purpose} needs IAM permissions {', '.join(IAM_ACTIONS)}"
+        self.warnings.append(awscall.explain(e, f"{api} in {region}", denied_hint=hint)
                              + "; what it would tell is unknown")
 
     def _gave_up(self, api: str, region: str) -> bool:

@@ -311,7 +311,7 @@ def plan_launch(req: LaunchRequest, catalog=None) -> list[PlannedLaunch]:
     ec2 = aws.client("ec2", req.region)
     described = describe_types(ec2, req.instance_types)
     archs = {t: arch for t, (arch, _) in described.items()}
-    quotas = account.Account(cache_seconds=0)
+    quotas = account.Account(cache_seconds=0, purpose="the launch's quota check")
     over_quota = account.launch_refusals(req.region, req.market, {t: v for t, (_, v) in described.items()}, quotas)
     for w in quotas.warnings:
         warn(f"{w}: the launch may still fail on a vCPU limit")
