@@ -272,3 +272,25 @@ def test_catalog_commands_do_not_import_boto3_until_refresh():
             "assert not heavy, heavy")
     r = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
+
+
+@mock_aws
+def test_capacity_block_note_from_describe_instance_types(cli, monkeypatch):
+    # moto ships AWS's real DescribeInstanceTypes records: p5.48xlarge lists "capacity-block" in
+    # SupportedUsageClasses, g6e.xlarge does not; refresh keeps them, recommend says so
+    client, _stub = _stub_pricing("us-east-1", [[_price_item("p5.48xlarge", "55.04"), _price_item("g6e.xlarge", "1.861"),
+                                                  _price_item("c7i.2xlarge", "0.357")]])  # c7i: published figures to estimate from
+    monkeypatch.setattr(aws, "pricing_client", lambda session, deadline=None: client)
+    code, _out, err = cli("catalog", "refresh", "--regions", "us-east-1", "--families", "p5,g6e,c7i")
+    assert code == 0, err
+    cat = load(catalog_cache_path())
+    assert "capacity-block" in cat.instance_types["p5.48xlarge"].usage_classes
+    assert cat.instance_types["g6e.xlarge"].usage_classes == ["on-demand", "spot"]
+    code, out, err = cli("recommend", "--budget", "100000", "--deadline", "30d", "--samples", "1e9",
+                         "--format", "json", "--top", "50", "--max-instances", "1")
+    assert code == 0, err
+    doc = json.loads(out)
+    rows = doc["recommendations"]
+    notes = {r["instance_type"]: r["notes"] for r in rows if r["market"] == "on-demand"}
+    assert "usually needs a Capacity Block or reservation" in notes["p5.48xlarge"]
+    assert "usually needs a Capacity Block or reservation" not in notes["g6e.xlarge"]

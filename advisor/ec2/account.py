@@ -169,7 +169,9 @@ class Account:
 
         if _credentials_problem(e):
             raise aws.user_error(e, self.purpose) from None
-        where = region if isinstance(e, ClientError) else "*"
+        # AWS's own refusal (denied, throttled) is about this region; anything else (no answer,
+        # no AWS answer, a bare HTTP status) is about the endpoint
+        where = region if isinstance(e, ClientError) and not aws.error_code(e).isdigit() else "*"
         if (api, where) in self._failed:
             return
         self._failed.add((api, where))

@@ -26,13 +26,14 @@ def client(service: str, region: str | None, **config: Any):
 
 
 def error_code(e: Exception) -> str:
-    return getattr(e, "response", {}).get("Error", {}).get("Code", type(e).__name__)
+    resp = getattr(e, "response", None)  # None on botocore's HTTP errors (a read timeout)
+    return (resp if isinstance(resp, dict) else {}).get("Error", {}).get("Code", type(e).__name__)
 
 
 def error_line(e: Exception) -> str:
     """`Code: message` on one line, from a botocore ClientError or any exception."""
     resp = getattr(e, "response", None)
-    if resp:
+    if isinstance(resp, dict) and resp:
         err = resp.get("Error", {})
         msg = str(err.get("Message") or e)
         return f"{err.get('Code', 'Error')}: {' '.join(msg.split())}"
