@@ -281,8 +281,8 @@ def test_launch_refusals_share_a_class_quota_in_order(clients, tmp_path):
     refused = launch_refusals("us-east-1", "on-demand",
                               {"g5.xlarge": 4, "g6.2xlarge": 8, "g6e.xlarge": 4, "c7i.large": 2, "p5.48xlarge": 192}, acct)
     assert set(refused) == {"g6e.xlarge", "p5.48xlarge"}  # 4 + 8 fit in 12; 4 more do not
-    assert refused["g6e.xlarge"].startswith("needs 4 vCPUs beside the 12 vCPUs of the types before it of the quota "
-                                            "'Running On-Demand G and VT instances' (L-DB2E81BA), which is 12 in us-east-1")
+    assert refused["g6e.xlarge"].startswith("the quota 'Running On-Demand G and VT instances' (L-DB2E81BA) is 12 vCPUs "
+                                            "in us-east-1, and it needs 4 beside the 12 of the types before it; ")
     assert "--quota-code L-417A185B --desired-value 192 --region us-east-1" in refused["p5.48xlarge"]
 
 

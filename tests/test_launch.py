@@ -558,8 +558,8 @@ def test_a_type_over_its_quota_is_refused_before_any_run_instances(aws, run_call
     code, _out, err = cli(*base_args(aws, "g5.xlarge", "--yes"))
     assert code == 2
     assert errors(err) == [(
-        "advisor: error: g5.xlarge: needs 4 vCPUs of the quota 'Running On-Demand G and VT instances' (L-DB2E81BA), "
-        "which is 0 in us-east-1: request an increase at https://us-east-1.console.aws.amazon.com/servicequotas/home/"
+        "advisor: error: g5.xlarge: the quota 'Running On-Demand G and VT instances' (L-DB2E81BA) is 0 vCPUs in "
+        "us-east-1, and it needs 4; request an increase at https://us-east-1.console.aws.amazon.com/servicequotas/home/"
         "services/ec2/quotas/L-DB2E81BA or with 'aws service-quotas request-service-quota-increase --service-code ec2 "
         "--quota-code L-DB2E81BA --desired-value 4 --region us-east-1'; nothing launched")]
     assert run_calls.calls == []  # not even a DryRun
@@ -570,8 +570,8 @@ def test_spot_quota_refuses_one_type_and_the_others_launch(aws, run_calls, cli):
     aws.quotas["L-3819A6DF"] = 4  # All G and VT Spot Instance Requests: one xlarge
     code, _out, err = cli(*base_args(aws, "g5.xlarge,g6.xlarge,c7i.large", "--market", "spot", "--yes"))
     assert code == 1, err  # not every planned type launched
-    assert "g6.xlarge: skipped: needs 4 vCPUs beside the 4 vCPUs of the types before it of the quota " \
-           "'All G and VT Spot Instance Requests' (L-3819A6DF), which is 4 in us-east-1" in err
+    assert ("g6.xlarge: skipped: the quota 'All G and VT Spot Instance Requests' (L-3819A6DF) is 4 vCPUs in "
+            "us-east-1, and it needs 4 beside the 4 of the types before it; request an increase") in err
     assert [c["InstanceType"] for c in launched(run_calls.calls)] == ["g5.xlarge", "c7i.large"]
     assert "g6.xlarge" not in {c["InstanceType"] for c in run_calls.calls}  # no DryRun for it either
 

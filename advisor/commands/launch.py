@@ -159,7 +159,8 @@ def handle_launch(args) -> int:
         _warn_unsupported_accelerators(catalog, req.instance_types)
     # A real launch prints the plan as part of the confirmation, on stderr, so stdout carries
     # one document: what was launched.
-    emit([p.row() for p in plan], args.format, PLAN_COLUMNS, stream=None if args.dry_run else sys.stderr)
+    emit([p.row() for p in plan], args.format, PLAN_COLUMNS, stream=None if args.dry_run else sys.stderr,
+         wrap={"check": 60})
     ok = [p for p in plan if p.check_error is None]
     for p in plan:
         if p.check_error:

@@ -352,8 +352,8 @@ def launch_refusals(region: str, market: str, vcpus: dict[str, int],
             if used + vcpus[t] <= value:
                 used += vcpus[t]
                 continue
-            beside = f" beside the {used} vCPUs of the types before it" if used else ""
-            refused[t] = (f"needs {vcpus[t]} vCPUs{beside} of the quota '{quota.name}' ({quota.code}), which is "
-                          f"{value:g} in {region}: {quota.how_to_raise(region, used + vcpus[t])}")
+            beside = f" beside the {used} of the types before it" if used else ""
+            refused[t] = (f"the quota '{quota.name}' ({quota.code}) is {value:g} vCPUs in {region}, and it needs "
+                          f"{vcpus[t]}{beside}; {quota.how_to_raise(region, used + vcpus[t])}")
     account.save()
     return refused
