@@ -52,6 +52,7 @@ def test_every_number_has_a_source_and_uncertain_names_real_fields():
         ("Trainium", 32.0, "Trainium"),
         ("Inferentia2", None, "Inferentia2"),
         ("Gaudi HL-205", None, "Gaudi"),
+        ("HL-205", None, "Gaudi"),
         ("B200", 179.06, "B200"),
     ],
 )
@@ -73,6 +74,12 @@ def test_lookup_maps_real_device_names(name, memory_gib, key):
         ("Trainium2", None),
         ("Inferentia", None),  # inf1, not inf2
         ("Intel Gaudi 2", None),
+        ("Gaudi HL-225", None),  # Gaudi2's part number: not the Gaudi 1 in the table
+        ("Gaudi2 HL-225H", None),
+        ("Intel Gaudi 3 HL-325L", None),
+        ("HL-325L", None),
+        ("NVIDIA H200 NVL", None),  # the PCIe card, not the SXM part
+        ("NVIDIA H200 NVL", 141.0),
         ("Qualcomm AI100", None),
         ("NVIDIA GeForce RTX 4090", None),
         ("AMD Radeon Pro V520", None),
