@@ -27,16 +27,17 @@ WORST_BUCKET = len(INTERRUPTION_BUCKETS) - 1
 SAME_COST = 0.005
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Plan:
     job: JobSpec
+    rank_job: rk.Job  # the job as advisor.rank sees it (limits, losses, setup)
     workload_id: str
     types: rk.TypeTable
     offers: rk.OfferTable
     candidates: rk.Candidates
     ranked: np.ndarray
     closest: np.ndarray  # filled when nothing is feasible
-    probe: list[tuple[int, int]]
+    probe: list[tuple[int, int]]  # (type index, offer index) of each type worth probing
     throughputs: list[Throughput]  # index-aligned with types.names
     exclusions: list[Exclusion]
     regions: list[str]
@@ -132,13 +133,17 @@ def build_plan(catalog: Catalog, job: JobSpec, measurements: list | None = None,
         n_close = min(top, 5)
         # A count that already meets the deadline stands for the larger counts at its cost: they
         # need the same budget and add nothing.
+        _, need_deadline = rk.shortfall(cands.cost, cands.hours_pess, rjob)
         closest, also, close_counts = collapse(
             cands, offers, rk.closest(cands, rjob, n_close * max(1, len(regions)) * K), n_close, True,
-            cands.hours_pess <= job.deadline_hours)
+            need_deadline <= rjob.deadline_h)
         counts.update(close_counts)
     probe = rk.probe_next(cands, types, int(ranked[0]), job.objective, rjob, offers) if len(ranked) else []
-    return Plan(job, spec.workload_id, types, offers, cands, ranked, closest, probe, throughputs, exclusions,
-                regions, bucket, model.warnings, ordered if job.objective == "pareto" else None, also, front_size, counts)
+    return Plan(job=job, rank_job=rjob, workload_id=spec.workload_id, types=types, offers=offers, candidates=cands,
+                ranked=ranked, closest=closest, probe=probe, throughputs=throughputs, exclusions=exclusions,
+                regions=regions, bucket=bucket, warnings=model.warnings,
+                pareto=ordered if job.objective == "pareto" else None, also_regions=also, front_size=front_size,
+                also_counts=counts)
 
 
 def collapse(c: rk.Candidates, offers: rk.OfferTable, idx: np.ndarray, top: int, merge_counts: bool = False,

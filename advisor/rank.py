@@ -108,6 +108,19 @@ class Candidates:
         return self.hours * self.sps / self.sps_high, self.hours * self.sps / self.sps_low
 
 
+def shortfall(cost, hours_pess, job: Job) -> tuple[np.ndarray, np.ndarray]:
+    """The (budget, deadline) each candidate needs: its cost and pessimistic hours where they
+    exceed the job's limits, else the limits themselves; NaN where there is no figure (the
+    feasibility rule, feasible_mask, is both equal to the limits)."""
+    return np.maximum(cost, job.budget_usd), np.maximum(hours_pess, job.deadline_h)
+
+
+def feasible_mask(cost, hours_pess, job: Job) -> np.ndarray:
+    """Within the budget (cost) and the deadline (pessimistic hours); False for NaN/inf."""
+    need_budget, need_deadline = shortfall(cost, hours_pess, job)
+    return (need_budget <= job.budget_usd) & (need_deadline <= job.deadline_h)
+
+
 def evaluate(types: TypeTable, offers: OfferTable, job: Job) -> Candidates:
     K = job.max_instances
     thr_tk, rel_tk = scale_out(types, K)
@@ -160,7 +173,7 @@ def evaluate(types: TypeTable, offers: OfferTable, job: Job) -> Candidates:
             # Setup is billed at the price the run starts on (spot for the fallback).
             cost += job.setup_h * k * np.repeat(offers.price, K)
         spd = job.samples / cost
-    feasible = (cost <= job.budget_usd) & (hours_pess <= job.deadline_h)  # False for NaN/inf too
+    feasible = feasible_mask(cost, hours_pess, job)
     r_low, r_high = types.low / types.sps, types.high / types.sps
     return Candidates(
         offer=np.repeat(np.arange(n_off), K), k=k.astype(np.int64), type_idx=type_idx,
@@ -236,9 +249,9 @@ def rank(c: Candidates, objective: str, top: int) -> np.ndarray:
 
 def closest(c: Candidates, job: Job, top: int) -> np.ndarray:
     """When nothing fits: the candidates needing the smallest relative stretch of budget or deadline."""
-    ok = np.flatnonzero(np.isfinite(c.cost) & np.isfinite(c.hours_pess))
-    stretch = np.maximum(c.cost / job.budget_usd, c.hours_pess / job.deadline_h)
-    return _top(stretch, c, ok, top)
+    need_budget, need_deadline = shortfall(c.cost, c.hours_pess, job)
+    stretch = np.maximum(need_budget / job.budget_usd, need_deadline / job.deadline_h)
+    return _top(stretch, c, np.flatnonzero(np.isfinite(stretch)), top)
 
 
 def probe_next(c: Candidates, types: TypeTable, best: int, objective: str, job: Job,
@@ -248,8 +261,9 @@ def probe_next(c: Candidates, types: TypeTable, best: int, objective: str, job: 
     cost_lo, cost_hi = c.cost_band()
     hours_lo, hours_hi = c.hours_band()
     lo, hi = (hours_lo, hours_hi) if objective == "fastest" else (cost_lo, cost_hi)
-    could = (types.source[c.type_idx] != 0) & (lo <= hi[best]) & (cost_lo <= job.budget_usd) & (
-        hours_lo * (c.hours_pess / c.hours) <= job.deadline_h)
+    # Feasible at the optimistic end of the band.
+    could = (types.source[c.type_idx] != 0) & (lo <= hi[best]) & feasible_mask(
+        cost_lo, hours_lo * (c.hours_pess / c.hours), job)
     # bincount, not np.unique: unique imports numpy.ma (~30 ms of a sub-second command)
     t_hits = np.flatnonzero(np.bincount(c.type_idx[could], minlength=len(types.names)))
     if len(t_hits) == 0:

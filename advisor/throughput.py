@@ -74,6 +74,10 @@ class Throughput:
     basis: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     multi_node: dict[int, float] = field(default_factory=dict)  # k -> measured samples/s at k nodes
+    # The same facts as basis, typed for the report:
+    anchor: str | None = None  # estimated: the measured or published instance type it scales from
+    intra_efficiency: float = 1.0  # its own devices' all-reduce efficiency inside samples_per_sec (1: measured whole)
+    network_note: str | None = None  # the assumption made about its network, when one was
 
 
 @dataclass
@@ -255,7 +259,8 @@ class ThroughputModel:
         return None
 
     def _finish(self, it: InstanceType, per_dev: float, low_f: float, high_f: float, source: str,
-                precision: str, basis: dict, notes: list[str], whole_instance: float | None = None) -> Throughput:
+                precision: str, basis: dict, notes: list[str], whole_instance: float | None = None,
+                anchor: str | None = None) -> Throughput:
         step, intra, eff, ic_words = intra_instance(device_count(it), interconnect(it), per_dev, self.facts.gradient_bytes())
         n = device_count(it)
         sps = whole_instance if whole_instance is not None else n * per_dev * eff
@@ -269,7 +274,8 @@ class ThroughputModel:
             basis = {**basis, "devices": n, "interconnect": ic_words,
                      "intra_instance_efficiency": round(eff, 4) if whole_instance is None else "measured"}
         return Throughput(it.name, sps, sps * low_f, sps * high_f, source, precision, n, step, intra,
-                          basis, notes, self._multi.get(it.name, {}))
+                          basis, notes, self._multi.get(it.name, {}), anchor=anchor,
+                          intra_efficiency=eff if whole_instance is None else 1.0, network_note=net_note if gbps else None)
 
     def _from_measurement(self, it: InstanceType, r) -> Throughput:
         n = device_count(it)
@@ -371,4 +377,5 @@ class ThroughputModel:
             basis["ingest_bound"] = ingest
             notes.append(f"capped by the host link ({ingest['link'].split(' (')[0]}): "
                          f"{ingest['max_samples_per_sec_per_device']:,}/s per GPU")
-        return self._finish(it, per_dev, low_f, high_f, "estimated", _PRECISION_OF[dtype], basis, notes)
+        return self._finish(it, per_dev, low_f, high_f, "estimated", _PRECISION_OF[dtype], basis, notes,
+                            anchor=a.instance.name)
