@@ -206,3 +206,10 @@ def test_counts_per_device_are_reported(refs):
     # keeps the README's counts honest: every device named there has rows
     counts = Counter(m.device for m in refs.measurements)
     assert all(n > 0 for n in counts.values())
+
+
+def test_readme_states_the_row_count(refs):
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    assert f"{len(refs.measurements)} rows from" in readme, "update README 'Reference dataset' counts"
