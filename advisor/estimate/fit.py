@@ -11,6 +11,8 @@ per workload, so with lambda_w = log(eta / F) the model in log space is
 
     log sps = lambda_w + sigma [tuned stack] + kappa_kind - log(1/P + theta_m beta/B + theta_o)
 
+(sigma for accelerators only: the CPU rows are Article A's ladder, the probe's own CPU stack)
+
 with theta_m = 1000 eta / I and theta_o = eta c in units of 1/(TFLOP/s). It saturates: past the
 point where the memory and fixed terms dominate, more FLOP/s buys little (within one stack an
 H200 is ~1.1x an H100, not the 1.4x its bandwidth alone would say). CPUs have no bandwidth figure
@@ -30,8 +32,10 @@ import numpy as np
 
 from .points import Device, Point
 
-THETA_M_GRID = np.concatenate(([0.0], np.logspace(-1, 2.5, 36)))
-THETA_O_GRID = np.concatenate(([0.0], np.logspace(-4.5, -1.0, 36)))
+# Coarse grids (0 = the term absent); the best point is then refined between its neighbours.
+THETA_M_GRID = np.concatenate(([0.0], np.logspace(-1, 2.5, 15)))
+THETA_O_GRID = np.concatenate(([0.0], np.logspace(-4.5, -1.0, 15)))
+REFINE_STEPS = 9
 # A device's own rows move its prediction by their mean residual, shrunk towards the model:
 # n rows count n / (n + SHRINK_ROWS).
 SHRINK_ROWS = 2.0
@@ -56,7 +60,8 @@ class Fit:
                     own_rows: bool = True) -> float:
         """log per-device samples/s; `level` overrides the workload's (another workload, or probes)."""
         lam = self.level[workload] if level is None else level
-        y = lam + (self.sigma if stack == "tuned" else 0.0) + self.kappa.get(dev.kind, 0.0) - self.offset(dev)
+        y = lam + (self.sigma if stack == "tuned" and dev.kind != "cpu" else 0.0) + self.kappa.get(dev.kind, 0.0) \
+            - self.offset(dev)
         if own_rows and dev.group in self.resid:
             mean, n = self.resid[dev.group]
             y += mean * n / (n + SHRINK_ROWS)
@@ -95,7 +100,10 @@ def fit(points: list[Point]) -> Fit:
     workloads = sorted({p.workload for p in points})
     kinds = sorted({p.device.kind for p in points} - {"gpu"})
     cols = [np.array([p.workload == wl for p in points], float) for wl in workloads]
-    tuned = np.array([p.stack == "tuned" for p in points], float)
+    # The stack factor is an accelerator matter (NHWC + DALI vs NCHW on synthetic data). The CPU
+    # rows are Article A's ladder, which the probe's CPU ladder repeats: their offset kappa_cpu
+    # already describes the probe's stack.
+    tuned = np.array([p.stack == "tuned" and p.device.kind != "cpu" for p in points], float)
     has_sigma = 0 < tuned.sum() < n
     if has_sigma:
         cols.append(tuned)
@@ -109,19 +117,26 @@ def fit(points: list[Point]) -> Fit:
     u, s, _ = np.linalg.svd(Xw, full_matrices=False)
     U = u[:, s > s[0] * 1e-10]
 
-    tm, to = np.meshgrid(THETA_M_GRID, THETA_O_GRID, indexing="ij")
-    tm, to = tm.ravel(), to.ravel()
+    def sse_of(tm: np.ndarray, to: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        inner = inv_p[None, :] + tm[:, None] * mem[None, :] + to[:, None] * has_bw[None, :]
+        R = (y[None, :] + np.log(inner)) * sw[None, :]  # target of the linear part, weighted
+        resid = R - (R @ U) @ U.T
+        return np.einsum("gi,gi->g", resid, resid), R
+
     if not has_bw.any():  # CPUs only: the memory and fixed terms do not apply
-        tm, to = tm[:1], to[:1]
-    inner = inv_p[None, :] + tm[:, None] * mem[None, :] + to[:, None] * has_bw[None, :]
-    O = np.log(inner)  # (G, n)
-    R = (y[None, :] + O) * sw[None, :]  # target of the linear part, weighted
-    resid = R - (R @ U) @ U.T
-    sse = np.einsum("gi,gi->g", resid, resid)
-    g = int(np.argmin(sse))
-    theta_m, theta_o = float(tm[g]), float(to[g])
-    beta, *_ = np.linalg.lstsq(Xw, R[g], rcond=None)
-    r = (y + O[g]) - X @ beta  # unweighted residuals in log space
+        theta_m = theta_o = 0.0
+    else:
+        tm, to = (a.ravel() for a in np.meshgrid(THETA_M_GRID, THETA_O_GRID, indexing="ij"))
+        g = int(np.argmin(sse_of(tm, to)[0]))
+        fine_m = _between(THETA_M_GRID, g // len(THETA_O_GRID))
+        fine_o = _between(THETA_O_GRID, g % len(THETA_O_GRID))
+        tm, to = (a.ravel() for a in np.meshgrid(fine_m, fine_o, indexing="ij"))
+        g = int(np.argmin(sse_of(tm, to)[0]))
+        theta_m, theta_o = float(tm[g]), float(to[g])
+    _, R = sse_of(np.array([theta_m]), np.array([theta_o]))
+    O = np.log(inv_p + theta_m * mem + theta_o * has_bw)
+    beta, *_ = np.linalg.lstsq(Xw, R[0], rcond=None)
+    r = (y + O) - X @ beta  # unweighted residuals in log space
 
     level = {wl: float(beta[i]) for i, wl in enumerate(workloads)}
     k = len(workloads)
@@ -137,3 +152,11 @@ def fit(points: list[Point]) -> Fit:
         groups.setdefault(p.device.group, p.device)
     rms = float(np.sqrt(np.sum(w * r**2) / np.sum(w)))
     return Fit(theta_m, theta_o, sigma, kappa, level, res, groups, n, rms)
+
+
+def _between(grid: np.ndarray, i: int) -> np.ndarray:
+    """REFINE_STEPS values spanning grid[i]'s neighbours (geometric; 0 kept as a candidate)."""
+    lo, hi = grid[max(i - 1, 0)], grid[min(i + 1, len(grid) - 1)]
+    pos = [v for v in (lo, grid[i], hi) if v > 0]
+    fine = np.geomspace(min(pos), max(pos), REFINE_STEPS) if pos else np.array([])
+    return np.concatenate(([0.0], fine)) if lo == 0 else fine

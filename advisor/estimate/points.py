@@ -12,7 +12,14 @@ import math
 from dataclasses import dataclass
 
 from catalog import accelerators as acc
-from catalog.hardware import SOCKET_VCPUS, best_dtype, device_kind, device_peak_tflops, device_share, gpu_spec
+from catalog.hardware import (
+    SOCKET_VCPUS,
+    best_dtype,
+    device_kind,
+    device_peak_tflops,
+    device_share,
+    gpu_spec,
+)
 from catalog.models import Catalog, InstanceType
 from lightning_module.workload_facts import FACTS, REFERENCE_IMAGE_SIZE
 
@@ -59,9 +66,14 @@ class Point:
     reliable: bool = True
 
 
+# Variants that are one chip under another name: held out together.
+SAME_CHIP = {"A10G": "A10"}  # AWS's A10G is a GA102 A10 variant
+
+
 def group_of(spec: acc.AcceleratorSpec) -> str:
     """The device model: variants (memory, form factor) of one chip are held out together."""
-    return spec.key.split("-")[0]
+    base = spec.key.split("-")[0]
+    return SAME_CHIP.get(base, base)
 
 
 def gpu_device(spec: acc.AcceleratorSpec, precision: str, share: float = 1.0) -> Device | None:
@@ -119,6 +131,9 @@ def reference_points(rows, catalog: Catalog | None, efficiency) -> tuple[list[Po
             continue
         if m.nodes > 1:
             skipped.append((m.id, "multi-node run"))
+            continue
+        if not m.framework.startswith("PyTorch"):
+            skipped.append((m.id, f"framework {m.framework.split(' (')[0]}: the probe runs PyTorch"))
             continue
         per_dev = m.samples_per_sec / m.gpus / efficiency(m.gpus)
         if m.image_size and m.image_size != REFERENCE_IMAGE_SIZE and m.model in FACTS:
