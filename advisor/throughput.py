@@ -83,7 +83,8 @@ class Exclusion:
 
 
 
-_MODELS: dict[tuple[str, int], tuple[CrossDeviceModel, ReferenceSet]] = {}
+# (references, catalog) -> model; the catalog is kept in the value so its id cannot be reused.
+_MODELS: dict[tuple, tuple[CrossDeviceModel, ReferenceSet, Catalog]] = {}
 
 
 def cross_device_model(references: str | Path | ReferenceSet,
@@ -92,6 +93,8 @@ def cross_device_model(references: str | Path | ReferenceSet,
     the builtin model's calibration, whose rows are then not used as anchors). Built once per
     process, reference set and catalog."""
     key = (id(references) if isinstance(references, ReferenceSet) else str(references), id(catalog))
+    if key in _MODELS and isinstance(references, ReferenceSet) and _MODELS[key][1] is not references:
+        del _MODELS[key]  # another set at a reused id
     if key not in _MODELS:
         if isinstance(references, ReferenceSet):
             origin, refs = "given reference set", references
@@ -102,8 +105,8 @@ def cross_device_model(references: str | Path | ReferenceSet,
             model = build(refs.measurements, catalog, origin)
         except ValueError as e:
             raise ReferenceError(f"reference set {origin}: {e}") from None
-        _MODELS[key] = (model, refs)
-    return _MODELS[key]
+        _MODELS[key] = (model, refs, catalog)
+    return _MODELS[key][:2]
 
 
 class ThroughputModel:

@@ -93,7 +93,7 @@ def efficiency_from_pairs(rows) -> Efficiency:
 def distance(dev: Device, workload: str, f: Fit) -> tuple[float, list[str]]:
     """How far `dev` lies outside what fit `f` was fitted on, and why (empty: inside)."""
     d, why = 0.0, []
-    same_kind = [g for g in f.groups.values() if g.kind == dev.kind]
+    same_kind = [g for g in f.devices.values() if g.kind == dev.kind]
     if not same_kind:
         d += NEW_KIND
         why.append(NEW_KIND_WORDS)
@@ -108,7 +108,8 @@ def distance(dev: Device, workload: str, f: Fit) -> tuple[float, list[str]]:
             d += OUTSIDE_PER_DOUBLING * out
             faster = dev.peak > max(g.peak for g in same_kind) or (
                 dev.bandwidth and dev.bandwidth > max(g.bandwidth or 0 for g in same_kind))
-            why.append(f"{out:.2g} doublings {'beyond the fastest' if faster else 'below the slowest'} anchor")
+            why.append(f"{2 ** out:.2g}x {'beyond the fastest' if faster else 'below the slowest'} anchor "
+                       "(peak FLOP/s or bandwidth)")
     if workload not in f.level:
         d += NEW_WORKLOAD
         why.append(f"no {workload} anchor rows")

@@ -49,7 +49,7 @@ class Fit:
     kappa: dict[str, float]  # device kind -> offset (gpu: 0)
     level: dict[str, float]  # workload -> lambda_w
     resid: dict[str, tuple[float, int]]  # device group -> (mean residual, rows)
-    groups: dict[str, Device] = field(default_factory=dict)  # one device per group in the fit
+    devices: dict[str, Device] = field(default_factory=dict)  # every device variant in the fit, by key
     rows: int = 0
     rms: float = 0.0  # weighted rms residual (log)
 
@@ -73,7 +73,7 @@ class Fit:
             "theta_m": round(self.theta_m, 4), "theta_o": round(self.theta_o, 6),
             "tuned_over_default": round(math.exp(self.sigma), 3),
             "kappa": {k: round(v, 3) for k, v in self.kappa.items()},
-            "rows": self.rows, "devices": len(self.groups), "rms_log_residual": round(self.rms, 3),
+            "rows": self.rows, "devices": len({d.group for d in self.devices.values()}), "rms_log_residual": round(self.rms, 3),
         }
 
 
@@ -147,11 +147,11 @@ def fit(points: list[Point]) -> Fit:
     for p, ri in zip(points, r):
         sums.setdefault(p.device.group, []).append(float(ri))
     res = {grp: (float(np.mean(v)), len(v)) for grp, v in sums.items()}
-    groups = {}
+    devices = {}
     for p in points:
-        groups.setdefault(p.device.group, p.device)
+        devices.setdefault(p.device.key, p.device)
     rms = float(np.sqrt(np.sum(w * r**2) / np.sum(w)))
-    return Fit(theta_m, theta_o, sigma, kappa, level, res, groups, n, rms)
+    return Fit(theta_m, theta_o, sigma, kappa, level, res, devices, n, rms)
 
 
 def _between(grid: np.ndarray, i: int) -> np.ndarray:

@@ -132,6 +132,9 @@ def reference_points(rows, catalog: Catalog | None, efficiency) -> tuple[list[Po
         if m.nodes > 1:
             skipped.append((m.id, "multi-node run"))
             continue
+        if m.rung and not m.tuned:
+            skipped.append((m.id, f"intermediate rung {m.rung!r} of a published ladder (its final rung is fitted)"))
+            continue
         if not m.framework.startswith("PyTorch"):
             skipped.append((m.id, f"framework {m.framework.split(' (')[0]}: the probe runs PyTorch"))
             continue

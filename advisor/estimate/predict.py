@@ -162,7 +162,7 @@ class Estimator:
     def _basis(self, dev: Device, precision: str, log_mid: float) -> dict:
         f = self.model.fit
         rows = [p.label for p in self.model.points if p.device.group == dev.group] if self.use_references else []
-        near = sorted(f.groups.values(), key=lambda g: pair_distance(g, dev))[:3]
+        near = sorted(f.devices.values(), key=lambda g: pair_distance(g, dev))[:3]
         return {
             "model": f.describe() | {"reference": self.model.origin if self.use_references else "none (probes only)"},
             "device": dev.key, "precision": precision, "peak_tflops": round(dev.peak, 2),
