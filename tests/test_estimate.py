@@ -46,7 +46,7 @@ def test_the_fit_recovers_a_known_saturating_model():
 
 
 def test_leave_one_device_out_is_exact_on_noiseless_rows_and_not_on_noisy_ones():
-    held, probe = leave_one_device_out(synthetic_points(), FLOPS)
+    held, _ = leave_one_device_out(synthetic_points(), FLOPS)
     assert len(held) == 2 * len(GPUS)
     assert max(abs(h.resid) for h in held) < 0.05
     noisy, _ = leave_one_device_out(synthetic_points(noise=[0.2, -0.2, 0.1]), FLOPS)
@@ -124,8 +124,8 @@ def test_a_file_nothing_can_be_fitted_from_is_one_line(cli, tmp_path, catalog_fi
     data["measurements"] = [m for m in data["measurements"] if m["device"] == "Gaudi"]  # no peak figures
     own = tmp_path / "gaudi.json"
     own.write_text(json.dumps(data))
-    code, out, err = cli("recommend", "--budget", "100", "--deadline", "1d", "--samples", "1e6",
-                         "--catalog", catalog_file, "--references", str(own))
+    code, _, err = cli("recommend", "--budget", "100", "--deadline", "1d", "--samples", "1e6",
+                       "--catalog", catalog_file, "--references", str(own))
     assert code == 2 and err.count("\n") == 1 and "can be fitted" in err
 
 
