@@ -25,9 +25,11 @@ import platform
 import sys
 from pathlib import Path
 
+import numpy as np
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from advisor.estimate.evaluate import check
+from advisor.estimate.evaluate import check, out_of_fit_ratios
 from advisor.estimate.model import build
 from advisor.references import load_references
 from advisor.throughput import ThroughputModel
@@ -83,6 +85,15 @@ def main(argv: list[str] | None = None) -> int:
     if result.not_estimable:
         print("\nnot counted (held out, no other anchor of their kind left): "
               + ", ".join(f"{r.row} {r.error:+.0%}" for r in result.not_estimable))
+
+    ratios = out_of_fit_ratios(model, refs.measurements, catalog)
+    if ratios:
+        print("\nsame-suite device ratios in rows the fit does not use (other frameworks), against the model's:")
+        for r in ratios:
+            print(f"  {r.suite[:48]:48} {r.device:>12} / {r.baseline:<10} published {r.published:5.2f}  "
+                  f"model {r.predicted:5.2f}  ({r.error:+.0%})")
+        errs = [abs(r.error) for r in ratios]
+        print(f"  median |error| of the ratios: {float(np.median(errs)):.0%} over {len(ratios)} ratios")
 
     print("\nResNet-50 per GPU for the probe's stack, AWS devices (estimated unless published on that type):")
     tm = ThroughputModel(catalog, FACTS["resnet50"], "resnet50-224px-1000c", references=args.references or "builtin")

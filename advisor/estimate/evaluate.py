@@ -113,3 +113,55 @@ def _weighted_median(x: np.ndarray, w: np.ndarray) -> float:
     order = np.argsort(x)
     cum = np.cumsum(w[order]) / w.sum()
     return float(x[order][np.searchsorted(cum, 0.5)])
+
+
+@dataclass
+class RatioCheck:
+    suite: str
+    device: str
+    baseline: str  # the suite's device the ratio is taken to
+    published: float  # device / baseline, per device, as published
+    predicted: float  # the same ratio from the model
+
+    @property
+    def error(self) -> float:
+        return self.predicted / self.published - 1.0
+
+
+def out_of_fit_ratios(model: CrossDeviceModel, rows, catalog) -> list[RatioCheck]:
+    """Figures the fit never sees (other frameworks: MLPerf's MXNet, ...) still say how devices
+    compare within one stack: each suite's per-device ratios to its most common device, against
+    the model's. A check on data outside the dataset's fitted rows, not a fit."""
+    from .points import _row_device
+
+    fitted = {p.label for p in model.points}
+    suites: dict[str, list] = {}
+    for m in rows:
+        if m.id in fitted or m.nodes > 1:
+            continue
+        dev, _ = _row_device(m, catalog)
+        if dev is None or dev.kind != "gpu":
+            continue
+        # One framework family is one stack here (MLPerf's MXNet submissions across rounds).
+        suites.setdefault(f"{m.model} {m.precision} {m.framework.split()[0]}", []).append((m, dev))
+    out = []
+    for suite, members in sorted(suites.items()):
+        keys = {dev.key for _, dev in members}
+        if len(keys) < 2:
+            continue
+        by_key: dict[str, list] = {}
+        for m, dev in members:
+            by_key.setdefault(dev.key, []).append((m, dev))
+        base_key = min(by_key, key=lambda k: (-len(by_key[k]), k))
+        base_m, base_dev = by_key[base_key][0]
+        base_sps = float(np.median([m.per_device_sps / model.efficiency(m.gpus) for m, _ in by_key[base_key]]))
+        f = model.fit
+        for key, ms in sorted(by_key.items()):
+            if key == base_key:
+                continue
+            m, dev = ms[0]
+            sps = float(np.median([x.per_device_sps / model.efficiency(x.gpus) for x, _ in ms]))
+            pred = math.exp(f.log_predict(dev, m.model, m.stack, level=0.0) -
+                            f.log_predict(base_dev, base_m.model, base_m.stack, level=0.0))
+            out.append(RatioCheck(suite, key, base_key, sps / base_sps, pred))
+    return out
