@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 from recommend_catalogs import NOW, instance, make_catalog, probe_result
 
-from advisor.estimate.host import default_rate_per_vcpu
+from advisor.estimate.host import default_rate_per_process, default_rate_per_vcpu
 from advisor.scaling import allreduce_seconds, overlap_efficiency
 from advisor.throughput import Exclusion, ThroughputModel
 from catalog.hardware import UP_TO_BASELINE_SHARE, sustained_network_gbps
@@ -215,13 +215,19 @@ def test_host_cap_binds_for_a_tiny_model(snapshot):
     """The probe's mlp is data-loader bound: 4 vCPUs cannot feed an L4 hundreds of thousands of images/s."""
     _, m = model(workload="mlp", catalog=snapshot)
     t = ev(m, snapshot, "g6.xlarge")
-    cap = 4 * default_rate_per_vcpu(224)
+    cap = 3 * default_rate_per_vcpu(224)  # 4 vCPUs, one of them runs the training process
     assert t.samples_per_sec == pytest.approx(cap)
     assert t.samples_per_sec < 20_000
     assert t.basis["host_cap"]["binding"] == "vCPUs"
     assert any("capped by the host" in n for n in t.notes)
-    # vCPUs per GPU matter: the 8-vCPU size of the same GPU is fed twice as fast.
-    assert ev(m, snapshot, "g6.2xlarge").samples_per_sec == pytest.approx(2 * cap)
+    # vCPUs per GPU matter: the 8-vCPU size of the same GPU has 7 worker vCPUs.
+    two = ev(m, snapshot, "g6.2xlarge").samples_per_sec
+    assert two > 1.4 * cap
+    assert two == pytest.approx(min(7 * default_rate_per_vcpu(224), default_rate_per_process(224)))
+    # However many vCPUs, one GPU's training process takes in only so much.
+    big = ev(m, snapshot, "g6.16xlarge")
+    assert big.basis["host_cap"]["binding"] == "training processes"
+    assert big.samples_per_sec == pytest.approx(default_rate_per_process(224)) and big.samples_per_sec < 30_000
     # ResNet-50's ~1,000 samples/s per GPU is nowhere near it: no cap, no note.
     _, m50 = model(catalog=snapshot)
     r = ev(m50, snapshot, "g6.xlarge")
@@ -232,9 +238,9 @@ def test_a_measured_pipeline_rate_sets_the_cap(snapshot):
     r = probe_result("g6.xlarge", 5000.0, accelerator="gpu", model="mlp")
     r = r.model_copy(update={"pipeline_samples_per_sec_per_worker": 500.0})
     _, m = model([r], workload="mlp", catalog=snapshot)
-    t = ev(m, snapshot, "g6.2xlarge")  # the same L4 with 8 vCPUs: fed at 8 x 500 at most
+    t = ev(m, snapshot, "g6.2xlarge")  # the same L4 with 8 vCPUs: 7 workers at 500 at most
     assert t.basis["host_cap"]["pipeline_rate_from"] == "your probe"
-    assert t.samples_per_sec == pytest.approx(8 * 500.0)
+    assert t.samples_per_sec == pytest.approx(7 * 500.0)
 
 
 def test_a_user_probe_moves_its_neighbours(snapshot):
