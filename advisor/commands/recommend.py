@@ -75,6 +75,10 @@ def register(sub) -> None:
                    help="only candidates the account can get (obtainable yes); implies --check-account")
     p.add_argument("--plot", metavar="FILE", help="write a cost-vs-time plot to FILE.png, .svg or .pdf (needs matplotlib)")
     p.add_argument("--format", choices=FORMATS, default="table", help="output format")
+    p.add_argument("--references", default="builtin", metavar="builtin|none|FILE",
+                   help="published figures estimates are fitted on: builtin (the shipped dataset, default), none "
+                        "(estimate from your probes alone; the calibration still applies) or a file in the same "
+                        "schema (see 'advisor references list')")
     add_catalog_options(p)
     add_store_option(p)
     p.set_defaults(func=handle)
@@ -133,7 +137,8 @@ def handle(args) -> int:
     spec = workload_spec(job)  # its id picks the measurements; build_plan checks the filters
     measurements = load_measurements(args, spec.workload_id)
     # --obtainable-only ranks a deeper pool, so that --top rows remain after the unobtainable go
-    plan = build_plan(catalog, job, measurements, top=args.top * OBTAINABLE_POOL if args.obtainable_only else args.top)
+    plan = build_plan(catalog, job, measurements, top=args.top * OBTAINABLE_POOL if args.obtainable_only else args.top,
+                      references=args.references)
     for w in plan.warnings:
         warn(w)
     rows = with_account_facts(build(plan), catalog, check=args.check_account or args.obtainable_only,
