@@ -61,38 +61,20 @@ def serve_account(monkeypatch, account: FakeAccount | None = None) -> FakeAccoun
     return account
 
 
-class BadEndpoint:
-    """An HTTP server on 127.0.0.1 that accepts AWS calls and answers them wrongly, for
-    AWS_ENDPOINT_URL: mode html (a proxy's 200 page), garbage (a 500 that is not XML or JSON),
-    html500 (a load balancer's <html> 5xx: botocore retries it), xml (well-formed XML that is no
-    AWS answer), hang (accepts, reads the request, never answers)."""
+class LocalServer:
+    """An HTTP server on 127.0.0.1, on a free port, in a thread: `answer(handler)` writes each
+    reply (any method). `stop` is set on close, for answers that wait."""
 
-    def __init__(self, mode: str):
+    def __init__(self, answer, path: str = ""):
         import http.server
         import threading
 
-        self.mode = mode
-        self.requests = 0
-        server = self
-
         class Handler(http.server.BaseHTTPRequestHandler):
             def _answer(self):
-                server.requests += 1
                 n = int(self.headers.get("Content-Length") or 0)
                 if n:
                     self.rfile.read(n)
-                if server.mode == "hang":
-                    server.stop.wait(30)
-                    return
-                status, body = {"html": (200, b"<!DOCTYPE html><html><body>Sign in to the proxy</body></html>"),
-                                "garbage": (500, b"oops \x00\xff not xml"),
-                                "html500": (503, b"<html><body>Service Unavailable</body></html>"),
-                                "xml": (200, b"<?xml version='1.0'?><status>ok</status>")}[server.mode]
-                self.send_response(status)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                if self.command != "HEAD":
-                    self.wfile.write(body)
+                answer(self)
 
             do_GET = do_POST = do_PUT = do_HEAD = do_DELETE = _answer
 
@@ -102,10 +84,37 @@ class BadEndpoint:
         self.stop = threading.Event()
         self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}{path}"
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
 
     def close(self):
         self.stop.set()
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+class BadEndpoint(LocalServer):
+    """An endpoint for AWS_ENDPOINT_URL that accepts AWS calls and answers them wrongly: mode
+    html (a proxy's 200 page), garbage (a 500 that is not XML or JSON), html500 (a load
+    balancer's <html> 5xx: botocore retries it), xml (well-formed XML that is no AWS answer),
+    hang (accepts, reads the request, never answers)."""
+
+    def __init__(self, mode: str):
+        self.mode = mode
+        self.requests = 0
+        super().__init__(self._reply)
+
+    def _reply(self, h) -> None:
+        self.requests += 1
+        if self.mode == "hang":
+            self.stop.wait(30)
+            return
+        status, body = {"html": (200, b"<!DOCTYPE html><html><body>Sign in to the proxy</body></html>"),
+                        "garbage": (500, b"oops \x00\xff not xml"),
+                        "html500": (503, b"<html><body>Service Unavailable</body></html>"),
+                        "xml": (200, b"<?xml version='1.0'?><status>ok</status>")}[self.mode]
+        h.send_response(status)
+        h.send_header("Content-Length", str(len(body)))
+        h.end_headers()
+        if h.command != "HEAD":
+            h.wfile.write(body)

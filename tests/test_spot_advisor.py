@@ -7,14 +7,13 @@ says which)."""
 
 from __future__ import annotations
 
-import http.server
 import json
-import threading
 import time
 from pathlib import Path
 
 import boto3
 import pytest
+from aws_fakes import LocalServer
 from moto import mock_aws
 from test_catalog_aws import _price_item, _stub_pricing
 
@@ -25,46 +24,32 @@ from catalog.io import CatalogError, load
 EXCERPT = (Path(__file__).parent / "data" / "spot-advisor-excerpt.json").read_bytes()
 
 
-class Server:
-    """One HTTP server on 127.0.0.1 whose answer the test sets: mode good | truncated | cut |
-    404 | hang | html | tiny."""
+class Server(LocalServer):
+    """Stands in for AWS's public URL: mode good | truncated (short of its Content-Length) | cut
+    (no Content-Length, ends mid-document) | 404 | hang | html | tiny (valid, 1 entry)."""
 
     def __init__(self):
         self.mode = "good"
         self.hits = 0
-        server = self
+        super().__init__(self._reply, "/spot-advisor-data.json")
 
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self):
-                server.hits += 1
-                mode = server.mode
-                if mode == "hang":
-                    time.sleep(3)
-                    return
-                if mode == "404":
-                    self.send_error(404, "Not Found")
-                    return
-                body = {"good": EXCERPT, "truncated": EXCERPT, "cut": EXCERPT[: len(EXCERPT) // 2],
-                        "html": b"<html><body>Access Denied</body></html>",
-                        "tiny": json.dumps({"spot_advisor": {"us-east-1": {"Linux": {
-                            "c7i.2xlarge": {"s": 59, "r": 4}}}}}).encode()}[mode]
-                self.send_response(200)
-                if mode != "cut":  # cut: no Content-Length, the connection just ends
-                    self.send_header("Content-Length", str(len(EXCERPT) if mode == "truncated" else len(body)))
-                self.end_headers()
-                self.wfile.write(body[: len(body) // 2] if mode == "truncated" else body)
-
-            def log_message(self, *a):
-                pass
-
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/spot-advisor-data.json"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+    def _reply(self, h) -> None:
+        self.hits += 1
+        if self.mode == "hang":
+            self.stop.wait(3)
+            return
+        if self.mode == "404":
+            h.send_error(404, "Not Found")
+            return
+        body = {"good": EXCERPT, "truncated": EXCERPT, "cut": EXCERPT[: len(EXCERPT) // 2],
+                "html": b"<html><body>Access Denied</body></html>",
+                "tiny": json.dumps({"spot_advisor": {"us-east-1": {"Linux": {
+                    "c7i.2xlarge": {"s": 59, "r": 4}}}}}).encode()}[self.mode]
+        h.send_response(200)
+        if self.mode != "cut":
+            h.send_header("Content-Length", str(len(EXCERPT) if self.mode == "truncated" else len(body)))
+        h.end_headers()
+        h.wfile.write(body[: len(body) // 2] if self.mode == "truncated" else body)
 
 
 @pytest.fixture
