@@ -20,7 +20,7 @@ from . import contention
 from .ladder import Measurement
 from .options import CONFIRM_ROUNDS, REMEASURE_ROUNDS
 from .result import Confirmation, ProbeConfig
-from .timing import Timing, t95, throughput, usable_steps
+from .timing import MIN_TIMED_STEPS, Timing, t95, throughput, usable_steps
 
 CI_CAP = 1e18  # an unbounded CI (one timed step) as a finite number JSON can hold
 
@@ -36,7 +36,8 @@ def summarise(timing: Timing, samples_per_step: int, target_ci: float, **extra) 
     return Measurement(
         samples_per_sec=tp.samples_per_sec, ci_low=tp.ci_low, ci_high=min(tp.ci_high, CI_CAP),
         steps_timed=len(timing.step_times), extra=timing, contention=timing.contention,
-        ci_target_met=tp.rel_half_width <= target_ci, **extra,
+        # As the stopping rule: a CI from fewer than MIN_TIMED_STEPS steps is not known to be narrow.
+        ci_target_met=tp.rel_half_width <= target_ci and len(steps) >= MIN_TIMED_STEPS, **extra,
     )
 
 

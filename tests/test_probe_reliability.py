@@ -229,3 +229,8 @@ def test_results_show_and_json_say_why_a_result_is_unreliable(cli, tmp_path):
         old["config"].pop(k)
     legacy = parse_result(json.dumps(old))
     assert legacy.reliable and legacy.contention is None and legacy.config.compile_backend == "inductor"
+
+
+def test_two_steps_that_agree_have_not_reached_the_target():
+    m = summarise(Timing([0.1, 0.1001], 1, 0.1, 0.1, "time-limit"), BATCH, 0.03)
+    assert (m.ci_high - m.ci_low) / 2 / m.samples_per_sec < 0.03 and m.ci_target_met is False
