@@ -174,4 +174,6 @@ def software_versions() -> SoftwareVersions:
         cuda=cuda_v,
         ipex=_version("intel-extension-for-pytorch"),
         torch_xla=_version("torch-xla") or _version("torch_xla"),
+        zentorch=_version("zentorch"),
+        intel_openmp=_version("intel-openmp"),
     )

@@ -181,6 +181,8 @@ class SoftwareVersions(BaseModel):
     cuda: str | None = None
     ipex: str | None = None
     torch_xla: str | None = None
+    zentorch: str | None = None
+    intel_openmp: str | None = None
 
 
 class ProbeResult(BaseModel):

@@ -128,7 +128,9 @@ def handle_show(args) -> int:
         ("gpus", ", ".join(f"{g.name} ({g.memory_gib:g} GiB)" for g in r.hardware.gpus)),
         ("software", f"torch {r.software.torch}, lightning {r.software.lightning}"
                      + (f", CUDA {r.software.cuda}" if r.software.cuda else "")
-                     + (f", ipex {r.software.ipex}" if r.software.ipex else "")),
+                     + (f", ipex {r.software.ipex}" if r.software.ipex else "")
+                     + (f", zentorch {r.software.zentorch}" if r.software.zentorch else "")
+                     + (f", torch_xla {r.software.torch_xla}" if r.software.torch_xla else "")),
         ("finished", r.finished_at.isoformat(timespec="seconds")),
     ]
     emit([{"field": k, "value": v} for k, v in fields if v], args.format, ("field", "value"))
