@@ -142,6 +142,7 @@ class Extension:
     update: dict = field(default_factory=dict)
     status: str | None = None  # None: try it; else "not-installed" | "not-applicable" | "skipped"
     why: str | None = None
+    note: str | None = None  # recorded with the rung when it is tried
 
 
 @dataclass
@@ -183,7 +184,7 @@ def run_ladder(
             on_rung(rung, lad.rungs[0])  # the baseline (for the baseline itself, too)
         return rung
 
-    def attempt(name: str, config: ProbeConfig, gain: float = 0.0) -> RungResult:
+    def attempt(name: str, config: ProbeConfig, gain: float = 0.0, note: str | None = None) -> RungResult:
         try:
             m = measure(name, config)
         except (KeyboardInterrupt, SystemExit, ProbeStopped):
@@ -191,7 +192,7 @@ def run_ladder(
         except BaseException as e:  # every failure is a result; torch errors are not all Exceptions
             status, why = classify(e)
             log.debug("rung %s: %s", name, why, exc_info=True)
-            return record(RungResult(rung=name, config=config, status=status, error=why))
+            return record(RungResult(rung=name, config=config, status=status, error=why, note=note))
         best_sps = lad.best.samples_per_sec if lad.best else 0.0
         # ci_low is 0 when one step gave no spread: then only the point estimate can decide.
         beyond_noise = m.ci_low <= 0 or m.ci_low > best_sps
@@ -200,7 +201,7 @@ def run_ladder(
             rung=name, config=config, status="ok", samples_per_sec=m.samples_per_sec,
             ci_low=m.ci_low, ci_high=m.ci_high, steps_timed=m.steps_timed,
             compile_seconds=m.compile_seconds, kept=kept, peak_memory_gib=m.peak_memory_gib,
-            contention=m.contention, remeasured=m.remeasured, ci_target_met=m.ci_target_met,
+            contention=m.contention, remeasured=m.remeasured, ci_target_met=m.ci_target_met, note=note,
         )
         if kept:
             lad.best, lad.best_measurement = rung, m
@@ -260,7 +261,7 @@ def run_ladder(
         if ext.status is not None:
             skip(ext.name, ext.why or ext.status, status=ext.status)
         else:
-            attempt(ext.name, lad.best.config.model_copy(update=ext.update))
+            attempt(ext.name, lad.best.config.model_copy(update=ext.update), note=ext.note)
     return lad
 
 

@@ -104,10 +104,13 @@ def speedup(base: list[Measurement], tuned: list[Measurement]) -> Speedup:
     d = [math.log(tuned[i].samples_per_sec / base[i].samples_per_sec) for i in range(k)]
     mean = statistics.fmean(d)
     between = t95(k - 1) * statistics.stdev(d) / math.sqrt(k) if k >= 2 else math.inf
-    # A leg with an unbounded CI (two steps far apart) says nothing about the step-level noise.
-    sds = [x for i in range(k) for x in (_rel_sd(base[i]), _rel_sd(tuned[i])) if math.isfinite(x)]
-    within = 1.96 * math.sqrt(sum(x * x for x in sds) * 2 * k / len(sds)) / k if sds else math.inf
-    half = max(between, within) if k >= 2 and math.isfinite(within) else (between if k >= 2 else within)
+    within = 1.96 * math.sqrt(sum(_rel_sd(base[i]) ** 2 + _rel_sd(tuned[i]) ** 2 for i in range(k))) / k
+    if k == 1:
+        half = within  # one pair: only its legs' own noise to go by (unbounded if a leg's CI is)
+    elif math.isfinite(within):
+        half = max(between, within)
+    else:
+        half = between  # a leg too short for a CI of its own: the pairs' spread carries its noise
     if not math.isfinite(half):
         return Speedup(math.exp(mean), 0.0, CI_CAP)
     return Speedup(math.exp(mean), math.exp(mean - half), math.exp(mean + half))

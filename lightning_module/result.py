@@ -131,6 +131,7 @@ class RungResult(BaseModel):
     compile_seconds: float | None = None
     kept: bool = False
     error: str | None = None  # why it failed or was skipped
+    note: str | None = None  # what to know about a rung that ran (e.g. an extension that had nothing to do here)
     peak_memory_gib: float | None = None  # CUDA max allocated during the rung; elsewhere the process's peak RSS
     contention: Contention | None = None
     remeasured: int = 0  # extra measurements pooled in because the CI stayed wider than the target

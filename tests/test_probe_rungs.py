@@ -166,3 +166,14 @@ def test_the_xla_rung_trains_for_real():
     cfg = ProbeConfig(accelerator="cpu", batch_size=8, xla=True)
     m = measure_in_child(MeasureSettings(SPEC, warmup_steps=1, max_seconds=1.0), cfg)
     assert m.samples_per_sec > 0
+
+
+def test_zentorch_without_avx512_is_measured_and_says_it_is_inductor_alone(monkeypatch):
+    from lightning_module import extensions
+
+    monkeypatch.setattr(extensions, "package_missing", lambda module, dist: None)
+    avx2 = {e.name: e for e in extensions.detect("cpu", fingerprint("amd"), SPEC, 1)}["zentorch"]
+    assert avx2.status is None and avx2.update == {"compile": True, "compile_backend": "zentorch"}
+    assert "AVX-512" in avx2.note
+    zen4 = HardwareFingerprint(cpu_manufacturer="amd", isa_flags=["avx2", "avx512f", "avx512_bf16"])
+    assert {e.name: e for e in extensions.detect("cpu", zen4, SPEC, 1)}["zentorch"].note is None

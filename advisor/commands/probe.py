@@ -181,7 +181,7 @@ def ladder_rows(rungs) -> list[dict]:
     rows = []
     for r in rungs:
         doubts = rung_doubts(r) if r.status == "ok" else []
-        note = [r.error] if r.error else []
+        note = [x for x in (r.error, r.note) if x]
         if r.compile_seconds:
             note.append(f"compile {r.compile_seconds:.0f} s")
         if r.remeasured and r.ci_target_met:
@@ -380,8 +380,7 @@ def describe(config) -> str:
 
 def confirmation_line(c) -> str:
     verdict = "held: the tuned configuration is kept" if c.held else "did not hold: the baseline is kept"
-    high = f"{c.speedup_ci[1]:.2f}" if c.speedup_ci[1] < 1e6 else "unbounded"
-    return (f"{c.speedup:.2f}x baseline (95% CI {c.speedup_ci[0]:.2f}-{high}) over {c.rounds} "
+    return (f"{c.speedup:.2f}x baseline (95% CI {ci_range(*c.speedup_ci)}) over {c.rounds} "
             f"A-B rounds; {verdict}" + ("; contended" if c.contended else ""))
 
 
@@ -408,11 +407,16 @@ def reliability_line(r) -> str:
     return "yes" if r.reliable else "no: " + "; ".join(r.unreliable_reasons)
 
 
+def ci_range(low: float, high: float) -> str:
+    """A 95% CI as 'low-high'; an unbounded upper end (one or two timed steps) says so."""
+    return f"{low:.2f}-{high:.2f}" if high < 1e17 else f"{low:.2f}-unbounded"
+
+
 def summary_lines(result, saved, out_path) -> list[str]:
     r = result
     base = r.ladder[0].samples_per_sec if r.ladder and r.ladder[0].samples_per_sec else None
     lines = [
-        f"best: {r.samples_per_sec:.2f} samples/s (95% CI {r.samples_per_sec_ci[0]:.2f}-{r.samples_per_sec_ci[1]:.2f}, "
+        f"best: {r.samples_per_sec:.2f} samples/s (95% CI {ci_range(*r.samples_per_sec_ci)}, "
         f"{r.step_time.n_steps} steps, {r.stop_reason})" + (f", {r.samples_per_sec / base:.2f}x baseline" if base else ""),
         f"config: {describe(r.config)}",
     ]

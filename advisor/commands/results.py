@@ -11,6 +11,7 @@ from ..output import add_format_option, emit
 from .common import add_store_option, open_store
 from .probe import (
     LADDER_COLUMNS,
+    ci_range,
     ci_text,
     confirmation_line,
     contention_line,
@@ -109,7 +110,7 @@ def handle_show(args) -> int:
         ("workload", f"{r.workload_id} ({r.workload.model}, {r.workload.image_size}px, {r.workload.num_classes} classes)"),
         ("instance_type", f"{r.instance_type} ({r.instance_type_source})" if r.instance_type else ""),
         ("config", describe(r.config)),
-        ("samples/s", f"{r.samples_per_sec:.2f} (95% CI {r.samples_per_sec_ci[0]:.2f}-{r.samples_per_sec_ci[1]:.2f})"),
+        ("samples/s", f"{r.samples_per_sec:.2f} (95% CI {ci_range(*r.samples_per_sec_ci)})"),
         ("step time", (f"mean {r.step_time.mean_s * 1000:.1f} ms, p10 {r.step_time.p10_s * 1000:.1f}, "
                        f"p90 {r.step_time.p90_s * 1000:.1f}; {r.step_time.n_steps} steps, "
                        f"{r.step_time.warmup_steps} warm-up steps ({r.step_time.warmup_seconds:.1f} s) apart")),
