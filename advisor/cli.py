@@ -8,7 +8,7 @@ import importlib
 import logging
 import sys
 
-from .errors import UserError
+from .errors import EXIT_INTERNAL, EXIT_OK, EXIT_SIGINT, EXIT_USER, UserError
 
 # Each module defines register(subparsers); its handlers take the parsed args and return an exit code.
 COMMAND_MODULES = ("catalog", "probe", "results", "recommend", "launch")
@@ -29,26 +29,38 @@ def build_parser() -> Parser:
 
 
 def user_errors() -> tuple[type[BaseException], ...]:
-    from catalog.io import CatalogError
+    from catalog.io import CatalogError, FileError
     from lightning_module.result import ResultError
 
-    return (UserError, CatalogError, ResultError)
+    return (UserError, CatalogError, FileError, ResultError)
 
 
 def main(argv: list[str] | None = None) -> int:
+    from .output import error
+
+    for stream in (sys.stdout, sys.stderr):
+        # A path or id given as non-UTF-8 bytes must print as \xff, not stop the command.
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING - 10 * min(args.verbose, 2), format="advisor: %(message)s")
     try:
-        return int(args.func(args) or 0)
+        return int(args.func(args) or EXIT_OK)
     except user_errors() as e:
-        print(f"advisor: error: {e}", file=sys.stderr)
-        return 2
+        error(str(e))
+        return EXIT_USER
     except KeyboardInterrupt:
         print("advisor: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_SIGINT
     except BrokenPipeError:
-        return 0
+        return EXIT_OK
+    except Exception as e:  # a bug: one line and its own status, never a traceback
+        if args.verbose >= 2:
+            logging.getLogger("advisor").exception("internal error")
+        error(f"internal error ({type(e).__name__}: {e}); please report it with the command you ran "
+              "(-vv prints the traceback)")
+        return EXIT_INTERNAL
 
 
 if __name__ == "__main__":

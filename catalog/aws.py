@@ -9,7 +9,6 @@ one CatalogError line; nothing is written unless the whole refresh succeeded.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import re
@@ -20,8 +19,17 @@ from pathlib import Path
 from typing import Any
 
 from .describe import family_of, instance_type_from_describe
-from .io import CatalogError
-from .models import SCHEMA_VERSION, Catalog, InstanceType, Offer, RegionOffers
+from .io import CatalogError, parse_json, read_json_file
+from .models import (
+    MAX_USD_PER_HOUR,
+    SAVINGS_PCT_MAX,
+    SAVINGS_PCT_MIN,
+    SCHEMA_VERSION,
+    Catalog,
+    InstanceType,
+    Offer,
+    RegionOffers,
+)
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +90,7 @@ def validate_regions(regions: Iterable[str], session=None) -> list[str]:
 def parse_price_list_item(item: str | dict) -> tuple[str, float] | None:
     """One Pricing API PriceList entry (a JSON string) -> (instance type, USD/h), or None when
     it is no usable hourly price (zero, not USD, unit other than Hrs)."""
-    doc = json.loads(item) if isinstance(item, str) else item
+    doc = parse_json(item, "PriceList entry", CatalogError) if isinstance(item, str) else item
     attrs = (doc.get("product") or {}).get("attributes") or {}
     itype = attrs.get("instanceType")
     if not itype:
@@ -96,7 +104,7 @@ def parse_price_list_item(item: str | dict) -> tuple[str, float] | None:
                 price = float(usd)
             except (TypeError, ValueError):
                 continue
-            if price > 0 and math.isfinite(price):
+            if 0 < price <= MAX_USD_PER_HOUR:  # NaN fails both
                 return itype, price
     return None
 
@@ -118,7 +126,7 @@ def spot_stats(history: Iterable[dict[str, Any]], region: str | None = None) -> 
             price = float(h["SpotPrice"])
         except (KeyError, TypeError, ValueError):
             continue
-        if not (price > 0 and math.isfinite(price)):
+        if not 0 < price <= MAX_USD_PER_HOUR:  # NaN fails too
             continue
         ts = h.get("Timestamp")  # botocore parses it to a datetime
         if not isinstance(ts, datetime):
@@ -140,18 +148,14 @@ def spot_stats(history: Iterable[dict[str, Any]], region: str | None = None) -> 
     return out
 
 
+SPOT_ADVISOR_MAX_BYTES = 64 * 2**20  # the public file is a few MB
+
+
 def load_spot_advisor(path: str | Path) -> dict[str, dict[str, dict[str, int]]]:
     """The public Spot Instance Advisor JSON -> {region: {type: {"s": savings %, "r": bucket}}}
     (Linux only)."""
     path = Path(path)
-    try:
-        doc = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise CatalogError(f"spot advisor file {path} does not exist") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise CatalogError(f"spot advisor file {path} is not valid JSON ({getattr(e, 'msg', e)})") from None
-    except OSError as e:
-        raise CatalogError(f"spot advisor file {path}: {e.strerror or e}") from None
+    doc = read_json_file(path, "spot advisor file", SPOT_ADVISOR_MAX_BYTES, CatalogError)
     advisor = doc.get("spot_advisor") if isinstance(doc, dict) else None
     if not isinstance(advisor, dict):
         raise CatalogError(f"spot advisor file {path} has no 'spot_advisor' object (expected the Spot Instance Advisor JSON)")
@@ -164,7 +168,8 @@ def load_spot_advisor(path: str | Path) -> dict[str, dict[str, dict[str, int]]]:
         for itype, v in linux.items():
             r, s = (v.get("r"), v.get("s")) if isinstance(v, dict) else (None, None)
             if isinstance(r, int) and 0 <= r <= 4:
-                clean[itype] = {"r": r, "s": s if isinstance(s, (int, float)) else None}
+                ok = isinstance(s, (int, float)) and not isinstance(s, bool) and SAVINGS_PCT_MIN <= s <= SAVINGS_PCT_MAX
+                clean[itype] = {"r": r, "s": s if ok else None}
         out[region] = clean
     return out
 
@@ -251,7 +256,7 @@ def fetch_on_demand_prices(pricing, region: str) -> dict[str, float]:
     for item in items:
         try:
             parsed = parse_price_list_item(item)
-        except (json.JSONDecodeError, AttributeError, TypeError):
+        except (CatalogError, AttributeError, TypeError):
             log.debug("skipping an unreadable PriceList entry")
             continue
         if parsed is None:

@@ -6,7 +6,7 @@ gives the column view the ranker vectorises over.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -31,28 +31,37 @@ INTERRUPTION_BUCKETS: tuple[tuple[float, float], ...] = (
 INTERRUPTION_LABELS = ("<5%", "5-10%", "10-15%", "15-20%", ">20%")
 
 
-class InstanceType(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+# Every number in a catalog file is checked for what it means: finite (NaN and inf are refused by
+# allow_inf_nan=False on each model), the right sign, and in a plausible unit. The upper bounds sit
+# well past the largest AWS type (u7in-32tb: 1,920 vCPUs, 32 TiB; 16 accelerators; 3,200 Gbit/s;
+# B200: 180 GB) and well below the same figure in the wrong unit (MHz, MiB, Mbit/s, cents).
+NAME_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,63}$"  # g6e.12xlarge, us-east-1, g6e: never "..", ".x", "-x"
+Name = Annotated[str, Field(pattern=NAME_PATTERN)]
+Text = Annotated[str, Field(max_length=200)]  # a CPU or accelerator model name
 
-    name: str
-    family: str
-    generation: int | None = None
-    vcpus: int = Field(gt=0)
-    physical_cores: int | None = Field(default=None, gt=0)  # DefaultCores: c7a and Graviton run one thread per core
-    memory_gib: float = Field(gt=0)
+
+class InstanceType(BaseModel):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    name: Name
+    family: Name
+    generation: int | None = Field(default=None, ge=1, le=100)
+    vcpus: int = Field(gt=0, le=16384)
+    physical_cores: int | None = Field(default=None, gt=0, le=16384)  # DefaultCores: c7a and Graviton run one thread per core
+    memory_gib: float = Field(gt=0, le=2**20)
     arch: Literal["x86_64", "arm64"]
-    cpu_manufacturer: str | None = None
-    cpu_model: str | None = None
-    cpu_clock_ghz: float | None = None
+    cpu_manufacturer: Text | None = None
+    cpu_model: Text | None = None
+    cpu_clock_ghz: float | None = Field(default=None, ge=0.1, le=10)  # GHz; 3500 would be MHz
     accelerator_kind: AcceleratorKind = "none"
-    accelerator_model: str | None = None
-    accelerator_count: int = Field(default=0, ge=0)
-    accelerator_memory_gib: float | None = None  # per device
-    network_gbps: float | None = None  # the sustained figure; "Up to 10 Gigabit" -> 10, up_to=True
+    accelerator_model: Text | None = None
+    accelerator_count: int = Field(default=0, ge=0, le=1024)
+    accelerator_memory_gib: float | None = Field(default=None, gt=0, le=4096)  # per device; 24576 would be MiB
+    network_gbps: float | None = Field(default=None, gt=0, le=100_000)  # the sustained figure; "Up to 10 Gigabit" -> 10, up_to=True
     network_up_to: bool = False
     # Sum of the network cards' BaselineBandwidthInGbps: what hours of all-reduce get on an
     # "Up to N Gigabit" type (c7i.2xlarge: 3.125 of "up to 12.5").
-    network_baseline_gbps: float | None = None
+    network_baseline_gbps: float | None = Field(default=None, gt=0, le=100_000)
     efa: bool = False
 
     @model_validator(mode="after")
@@ -62,11 +71,29 @@ class InstanceType(BaseModel):
                 f"{self.name}: accelerator_kind {self.accelerator_kind!r} does not match "
                 f"accelerator_count {self.accelerator_count}"
             )
+        if self.physical_cores is not None and self.physical_cores > self.vcpus:
+            raise ValueError(f"{self.name}: physical_cores {self.physical_cores} is more than vcpus {self.vcpus}")
         return self
 
 
-# A price in USD per hour: positive and finite (NaN, inf, 0 and negatives are file errors).
-Price = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+# A price in USD per hour: positive and finite (NaN, inf, 0 and negatives are file errors), and
+# below $10,000/h (the dearest AWS type is a few hundred dollars an hour; more is cents, not USD).
+MAX_USD_PER_HOUR = 10_000.0
+Price = Annotated[float, Field(gt=0, le=MAX_USD_PER_HOUR, allow_inf_nan=False)]
+AzCount = Annotated[int, Field(ge=1, le=100)]
+# The Spot Instance Advisor's "s": below 0 where spot costs more than on-demand (its 2025-06 file
+# has p5.48xlarge in ca-central-1 at -62); past -100 (spot at twice on-demand) is not a saving figure.
+SAVINGS_PCT_MIN, SAVINGS_PCT_MAX = -100.0, 100.0
+SavingsPct = Annotated[float, Field(ge=SAVINGS_PCT_MIN, le=SAVINGS_PCT_MAX, allow_inf_nan=False)]
+
+
+def utc(t: datetime) -> datetime:
+    """A time as UTC-aware: a file may omit the offset (read as UTC) or give another one; naive and
+    aware times cannot be compared (TypeError), and ages must not depend on the writer's zone."""
+    try:
+        return t.replace(tzinfo=timezone.utc) if t.tzinfo is None else t.astimezone(timezone.utc)
+    except OverflowError:  # 0001-01-01T00:00+01:00 has no UTC equivalent
+        raise ValueError(f"time {t.isoformat()} is out of range") from None
 
 
 class Offer(BaseModel):
@@ -76,17 +103,22 @@ class Offer(BaseModel):
     user placing a request without picking a zone can expect); the minimum is kept beside it.
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    instance_type: str
-    region: str
+    instance_type: Name
+    region: Name
     market: Market
     usd_per_hour: Price
     spot_min_usd: Price | None = None
-    az_count: int | None = None
+    az_count: AzCount | None = None
     price_at: datetime | None = None
     interruption_bucket: int | None = Field(default=None, ge=0, le=4)
-    savings_pct: float | None = None
+    savings_pct: SavingsPct | None = None
+
+    @field_validator("price_at")
+    @classmethod
+    def _utc(cls, v: datetime | None) -> datetime | None:
+        return None if v is None else utc(v)
 
 
 OFFER_COLUMNS = ("instance_type", "market", "usd_per_hour", "spot_min_usd", "az_count", "price_at",
@@ -98,18 +130,18 @@ class RegionOffers(BaseModel):
     ~550 ms to load; as columns it stays well under the 150 ms target, and the ranker wants
     columns anyway."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    instance_type: list[str] = []
+    instance_type: list[Name] = []
     market: list[Market] = []
     # Prices are checked (positive, finite) by pydantic's core while parsing: a Python loop over
     # 78,000 prices cost ~15 ms of the 150 ms load budget.
     usd_per_hour: list[Price] = []
     spot_min_usd: list[Price | None] = []
-    az_count: list[int | None] = []
+    az_count: list[AzCount | None] = []
     price_at: list[datetime | None] = []
     interruption_bucket: list[Annotated[int, Field(ge=0, le=4)] | None] = []
-    savings_pct: list[float | None] = []
+    savings_pct: list[SavingsPct | None] = []
 
     @model_validator(mode="after")
     def _columns_ok(self) -> RegionOffers:
@@ -117,6 +149,9 @@ class RegionOffers(BaseModel):
         for col in OFFER_COLUMNS:
             if len(getattr(self, col)) != n:
                 raise ValueError(f"offer column {col} has {len(getattr(self, col))} entries, expected {n}")
+        # Only a column holding a time that is not already UTC is rebuilt (the snapshot's are None).
+        if any(t is not None and t.utcoffset() != timedelta(0) for t in self.price_at):
+            self.price_at = [None if t is None else utc(t) for t in self.price_at]
         return self
 
     def __len__(self) -> int:
@@ -134,16 +169,20 @@ class RegionOffers(BaseModel):
         return ro
 
 
+# Where the numbers come from, in prose: a few KiB in practice; 1 MiB is past any honest one.
+PROVENANCE_MAX_CHARS = 2**20
+
+
 class Catalog(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     schema_version: int
     source: Source
     fetched_at: datetime
-    provenance: str = ""
-    regions: list[str]
-    instance_types: dict[str, InstanceType]
-    offers: dict[str, RegionOffers]  # region -> offers, as columns
+    provenance: str = Field(default="", max_length=PROVENANCE_MAX_CHARS)
+    regions: list[Name]
+    instance_types: dict[Name, InstanceType]
+    offers: dict[Name, RegionOffers]  # region -> offers, as columns
 
     @field_validator("schema_version")
     @classmethod
@@ -153,6 +192,15 @@ class Catalog(BaseModel):
                 f"catalog schema_version {v} is not supported (this advisor reads version "
                 f"{SCHEMA_VERSION}); run 'advisor catalog refresh' or rebuild the file"
             )
+        return v
+
+    @field_validator("fetched_at")
+    @classmethod
+    def _fetched_utc(cls, v: datetime) -> datetime:
+        v = utc(v)
+        # A date in the future would make any catalog look fresh (and never warn about its age).
+        if v > datetime.now(timezone.utc) + timedelta(days=1):
+            raise ValueError(f"fetched_at {v:%Y-%m-%d %H:%M} UTC is in the future")
         return v
 
     @model_validator(mode="after")

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
+from .. import options as opt
 from ..errors import UserError
-from ..output import add_format_option, emit
+from ..output import add_format_option, emit, safe_text
 from .common import add_catalog_options, catalog_path, load_catalog
 
+PROVENANCE_SHOWN = 1800  # characters of the provenance a table shows (wrapped, it fits a cell); json has it whole
 SHOW_COLUMNS = ("instance_type", "region", "market", "usd_per_hour", "vcpus", "memory_gib", "accelerator",
                 "network_gbps", "efa", "interruption")
 
@@ -18,9 +20,9 @@ def register(sub) -> None:
                             parser_class=type(p))
 
     show = csub.add_parser("show", help="list instance types with their offers")
-    show.add_argument("--family", metavar="F[,F...]", help="only these families (e.g. g5,p4d)")
-    show.add_argument("--region", metavar="R[,R...]", help="only these regions")
-    show.add_argument("--accelerator", metavar="NAME",
+    show.add_argument("--family", type=opt.text, metavar="F[,F...]", help="only these families (e.g. g5,p4d)")
+    show.add_argument("--region", type=opt.text, metavar="R[,R...]", help="only these regions")
+    show.add_argument("--accelerator", type=opt.text, metavar="NAME",
                       help="only this accelerator (e.g. A10G, 'NVIDIA L40S', H100) or kind (gpu, neuron, gaudi, none)")
     show.add_argument("--market", choices=("on-demand", "spot"), help="only this market")
     add_catalog_options(show)
@@ -33,10 +35,10 @@ def register(sub) -> None:
     info.set_defaults(func=cmd_info)
 
     ref = csub.add_parser("refresh", help="rebuild the catalog cache from the AWS APIs (needs credentials)")
-    ref.add_argument("--regions", nargs="+", metavar="R",
+    ref.add_argument("--regions", type=opt.text, nargs="+", metavar="R",
                      help="regions (space or comma separated; default us-east-1 us-west-2 eu-west-1)")
-    ref.add_argument("--families", metavar="F[,F...]", help="only these families (default: every type offered)")
-    ref.add_argument("--spot-advisor", metavar="FILE",
+    ref.add_argument("--families", type=opt.text, metavar="F[,F...]", help="only these families (default: every type offered)")
+    ref.add_argument("--spot-advisor", type=opt.path, metavar="FILE",
                      help="a copy of the Spot Instance Advisor JSON, for interruption buckets and savings")
     add_format_option(ref)
     ref.set_defaults(func=cmd_refresh)
@@ -152,23 +154,26 @@ def cmd_info(args) -> int:
     if args.format == "table":
         import textwrap
 
-        info["provenance"] = textwrap.fill(cat.provenance, width=100)
+        # Bounded before wrapping: textwrap is quadratic in the text's length (58 s at 16 MB).
+        info["provenance"] = textwrap.fill(safe_text(cat.provenance, PROVENANCE_SHOWN), width=100)
+    elif args.format != "json":
+        info["provenance"] = safe_text(cat.provenance, PROVENANCE_SHOWN)
     emit([{"field": k, "value": v} for k, v in info.items()], args.format, columns=("field", "value"))
     return 0
 
 
 def cmd_refresh(args) -> int:
     from catalog import aws
-    from catalog.io import save_atomic
+    from catalog.io import check_writable, save_atomic
 
     from ..paths import catalog_cache_path
 
     regions = _split(args.regions) or None
     families = _split(args.families) or None
+    path = check_writable(catalog_cache_path(), "catalog cache")  # before minutes of API calls
     # Everything is fetched and validated before anything is written: a failure leaves the
     # previous cache as it was.
     cat = aws.refresh(regions=regions, families=families, spot_advisor=args.spot_advisor)
-    path = catalog_cache_path()
     save_atomic(cat, path)
     emit([{
         "path": str(path),

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from catalog.io import save_atomic
 
+from .. import options as opt
 from ..errors import UserError
 from ..output import add_format_option, emit
 from .common import add_store_option, open_store
@@ -19,36 +20,10 @@ SKIPPABLE = ("precision", "channels_last", "compile", "workers", "batch", "ipex"
 LADDER_COLUMNS = ("rung", "status", "samples/s", "ci", "x baseline", "batch", "precision", "kept", "note")
 
 
-def _positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1 (got {v})")
-    return v
-
-
-def _positive_float(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not v > 0:
-        raise argparse.ArgumentTypeError(f"must be more than 0 (got {text})")
-    return v
-
-
-def _fraction(text: str) -> float:
-    """'3%' or '0.03'."""
-    t = text.strip()
-    try:
-        v = float(t[:-1]) / 100 if t.endswith("%") else float(t)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a fraction or percentage (e.g. 0.03 or 3%)") from None
-    if not 0 < v < 1:
-        raise argparse.ArgumentTypeError(f"must be between 0 and 1 (or 0% and 100%), got {text}")
-    return v
+# Option types and bounds live in advisor/options.py (one home for every command's options).
+_positive_int = opt.whole(1, 4096)
+_positive_float = opt.number(0, 86_400, lo_open=True)  # seconds: a day at most
+_fraction = opt.fraction
 
 
 def _skip_list(text: str) -> frozenset[str]:
@@ -68,15 +43,15 @@ def register(sub) -> None:
         "throughput in the results store.",
     )
     w = p.add_argument_group("workload")
-    w.add_argument("--workload", default="resnet50", metavar="NAME",
+    w.add_argument("--workload", type=opt.text, default="resnet50", metavar="NAME",
                    help="resnet50 (default), resnet18, vit_b_16, mlp, or package.module:LightningModuleClass")
-    w.add_argument("--datamodule", metavar="MODULE:CLASS",
+    w.add_argument("--datamodule", type=opt.text, metavar="MODULE:CLASS",
                    help="your LightningDataModule (must accept batch_size); default: synthetic images")
-    w.add_argument("--image-size", type=_positive_int, default=224, metavar="PX")
-    w.add_argument("--num-classes", type=_positive_int, default=1000, metavar="N")
-    w.add_argument("--batch-size", type=_positive_int, metavar="N",
+    w.add_argument("--image-size", type=opt.image_size, default=224, metavar="PX")
+    w.add_argument("--num-classes", type=opt.num_classes, default=1000, metavar="N")
+    w.add_argument("--batch-size", type=opt.batch_size, metavar="N",
                    help="use this batch size and do not search (per device)")
-    w.add_argument("--start-batch-size", type=_positive_int, default=128, metavar="N",
+    w.add_argument("--start-batch-size", type=opt.batch_size, default=128, metavar="N",
                    help="where the batch-size search starts (default 128, the articles' toy)")
     d = p.add_argument_group("device")
     d.add_argument("--accelerator", choices=ACCELERATORS, default="auto")
@@ -96,14 +71,14 @@ def register(sub) -> None:
                    help="time limit per rung for timed steps (default 60)")
     m.add_argument("--warmup-steps", type=_positive_int, default=3, metavar="N",
                    help="steps not timed at the start of each rung (default 3; compilation adds one)")
-    m.add_argument("--max-steps", type=_positive_int, metavar="N", help="timed steps per rung at most")
+    m.add_argument("--max-steps", type=opt.whole(1, 10**7), metavar="N", help="timed steps per rung at most")
     m.add_argument("--compile-timeout", type=_positive_float, default=300.0, metavar="S",
                    help="give up on torch.compile after this long (default 300)")
     m.add_argument("--profile", metavar="DIR", help="write a torch.profiler TensorBoard trace of the winner here")
     o = p.add_argument_group("result")
-    o.add_argument("--instance-type", metavar="TYPE",
+    o.add_argument("--instance-type", type=opt.instance_type, metavar="TYPE",
                    help="the EC2 instance type to file the result under (default: from instance metadata)")
-    o.add_argument("--output", metavar="FILE", help="also write the ProbeResult JSON here")
+    o.add_argument("--output", type=opt.path, metavar="FILE", help="also write the ProbeResult JSON here")
     o.add_argument("--no-store", action="store_true", help="do not save the result in the results store")
     add_store_option(o)
     add_format_option(p)
@@ -127,6 +102,8 @@ def _spec(args):
 
 def ci_text(samples_per_sec: float, ci_low: float, ci_high: float) -> str:
     """The 95% CI as a relative half-width, for tables."""
+    if not samples_per_sec > 0:  # a rung that measured nothing has no relative width
+        return ""
     rel = (ci_high - ci_low) / 2 / samples_per_sec
     return f"±{rel:.1%}" if rel < 1 else ">±100%"
 

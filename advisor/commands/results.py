@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
+from catalog.io import FileError, read_bytes
 from lightning_module.result import ResultError, parse_results
 
-from ..output import add_format_option, emit
-from .common import add_store_option, open_store
+from .. import options as opt
+from ..errors import UserError
+from ..output import add_format_option, emit, error
+from .common import add_store_option, open_store, read_store
 from .probe import LADDER_COLUMNS, ci_text, describe, ladder_rows
 
+IMPORT_MAX_BYTES = 256 * 2**20  # an export of ~50,000 results; a probe result is a few KiB
 LIST_COLUMNS = ("id", "workload", "instance_type", "accelerator", "precision", "batch", "samples/s",
                 "ci", "x baseline", "finished")
 EXPORT_COLUMNS = (
@@ -26,14 +29,14 @@ def register(sub) -> None:
     rsub = p.add_subparsers(dest="results_command", required=True, metavar="ACTION")
 
     lp = rsub.add_parser("list", help="the stored results, newest first")
-    lp.add_argument("--workload", metavar="ID", help="only this workload id (e.g. resnet50-224px-1000c)")
-    lp.add_argument("--instance-type", metavar="TYPE", help="only this instance type")
+    lp.add_argument("--workload", type=opt.text, metavar="ID", help="only this workload id (e.g. resnet50-224px-1000c)")
+    lp.add_argument("--instance-type", type=opt.text, metavar="TYPE", help="only this instance type")
     add_store_option(lp)
     add_format_option(lp)
     lp.set_defaults(func=handle_list)
 
     sp = rsub.add_parser("show", help="one result in full, with its optimisation ladder")
-    sp.add_argument("result_id", metavar="ID", help="a result id or a unique prefix of one")
+    sp.add_argument("result_id", type=opt.text, metavar="ID", help="a result id or a unique prefix of one")
     add_store_option(sp)
     add_format_option(sp)
     sp.set_defaults(func=handle_show)
@@ -44,16 +47,25 @@ def register(sub) -> None:
         description="Validate each file and store the good ones; a bad file is reported on one line "
         "and makes the exit status 2, but does not stop the others from being imported.",
     )
-    ip.add_argument("files", nargs="+", metavar="FILE")
+    ip.add_argument("files", type=opt.path, nargs="+", metavar="FILE")
     add_store_option(ip)
     ip.set_defaults(func=handle_import)
 
     ep = rsub.add_parser("export", help="every stored result (json: full records; csv and others: one row each)")
-    ep.add_argument("--workload", metavar="ID")
-    ep.add_argument("--instance-type", metavar="TYPE")
+    ep.add_argument("--workload", type=opt.text, metavar="ID")
+    ep.add_argument("--instance-type", type=opt.text, metavar="TYPE")
     add_format_option(ep, default="json")
     add_store_option(ep)
     ep.set_defaults(func=handle_export)
+
+    dp = rsub.add_parser(
+        "delete", help="remove results from the store (e.g. a row that no longer validates)",
+        description="Remove the results with these ids (or unique prefixes of them). All or none: "
+        "an unknown or ambiguous id removes nothing.",
+    )
+    dp.add_argument("result_ids", type=opt.text, nargs="+", metavar="ID")
+    add_store_option(dp)
+    dp.set_defaults(func=handle_delete)
 
     from . import pull
 
@@ -80,9 +92,16 @@ def list_row(r) -> dict:
     }
 
 
+def _stored(args, workload=None, instance_type=None) -> list:
+    store = read_store(args)
+    if store is None:  # nothing ever stored in the default place
+        return []
+    with store:
+        return store.results(workload, instance_type)
+
+
 def handle_list(args) -> int:
-    with open_store(args) as store:
-        rows = [list_row(r) for r in store.results(args.workload, args.instance_type)]
+    rows = [list_row(r) for r in _stored(args, args.workload, args.instance_type)]
     if not rows and args.format in ("table", "markdown"):
         print("no results stored yet: run 'advisor probe' or 'advisor results import FILE'", file=sys.stderr)
         return 0
@@ -91,7 +110,10 @@ def handle_list(args) -> int:
 
 
 def handle_show(args) -> int:
-    with open_store(args) as store:
+    store = read_store(args)
+    if store is None:
+        raise UserError(f"no result with id {args.result_id!r}: nothing is stored yet")
+    with store:
         r = store.get(args.result_id)
     if args.format == "json":
         print(r.model_dump_json(indent=2))
@@ -129,17 +151,14 @@ def handle_show(args) -> int:
 def handle_import(args) -> int:
     results, bad = [], 0
     for name in args.files:
+        errors: list[ResultError] = []
         try:
-            text = Path(name).read_bytes()
-        except OSError as e:
-            print(f"advisor: error: {name}: {e.strerror or e}", file=sys.stderr)
-            bad += 1
-            continue
-        try:
-            results.extend(parse_results(text, where=name))
-        except ResultError as e:
-            print(f"advisor: error: {e}", file=sys.stderr)
-            bad += 1
+            results.extend(parse_results(read_bytes(name, "probe result file", IMPORT_MAX_BYTES), where=name, errors=errors))
+        except (FileError, ResultError) as e:
+            errors.append(e)
+        for e in errors:
+            error(str(e))
+        bad += len(errors)
     added = 0
     with open_store(args) as store:
         for r in results:
@@ -167,8 +186,7 @@ def export_row(r) -> dict:
 
 
 def handle_export(args) -> int:
-    with open_store(args) as store:
-        results = store.results(args.workload, args.instance_type)
+    results = _stored(args, args.workload, args.instance_type)
     if args.format == "json":
         emit([r.model_dump(mode="json") for r in results], "json")
     else:
@@ -176,4 +194,9 @@ def handle_export(args) -> int:
     return 0
 
 
-
+def handle_delete(args) -> int:
+    with open_store(args, create=False) as store:
+        removed = store.delete(args.result_ids)
+        path = store.path
+    print(f"deleted {len(removed)} result(s) from {path}: {', '.join(removed)}", file=sys.stderr)
+    return 0
