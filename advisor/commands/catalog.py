@@ -20,9 +20,9 @@ def register(sub) -> None:
                             parser_class=type(p))
 
     show = csub.add_parser("show", help="list instance types with their offers")
-    show.add_argument("--family", type=opt.text, metavar="F[,F...]", help="only these families (e.g. g5,p4d)")
-    show.add_argument("--region", type=opt.text, metavar="R[,R...]", help="only these regions")
-    show.add_argument("--accelerator", type=opt.text, metavar="NAME",
+    show.add_argument("--family", metavar="F[,F...]", help="only these families (e.g. g5,p4d)")
+    show.add_argument("--region", metavar="R[,R...]", help="only these regions")
+    show.add_argument("--accelerator", metavar="NAME",
                       help="only this accelerator (e.g. A10G, 'NVIDIA L40S', H100) or kind (gpu, neuron, gaudi, none)")
     show.add_argument("--market", choices=("on-demand", "spot"), help="only this market")
     add_catalog_options(show)
@@ -35,9 +35,9 @@ def register(sub) -> None:
     info.set_defaults(func=cmd_info)
 
     ref = csub.add_parser("refresh", help="rebuild the catalog cache from the AWS APIs (needs credentials)")
-    ref.add_argument("--regions", type=opt.text, nargs="+", metavar="R",
+    ref.add_argument("--regions", nargs="+", metavar="R",
                      help="regions (space or comma separated; default us-east-1 us-west-2 eu-west-1)")
-    ref.add_argument("--families", type=opt.text, metavar="F[,F...]", help="only these families (default: every type offered)")
+    ref.add_argument("--families", metavar="F[,F...]", help="only these families (default: every type offered)")
     ref.add_argument("--spot-advisor", type=opt.path, metavar="FILE",
                      help="a copy of the Spot Instance Advisor JSON, for interruption buckets and savings")
     add_format_option(ref)

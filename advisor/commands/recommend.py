@@ -6,12 +6,16 @@ The fast, offline path: no torch, lightning, torchvision, boto3 (and matplotlib 
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from .. import options as opt
 from ..errors import UserError
 from ..jobspec import JobSpec, parse_budget, parse_deadline, work_samples
 from ..output import FORMATS, warn
 from .common import add_catalog_options, add_store_option, load_catalog, read_store
+
+if TYPE_CHECKING:
+    from ..rows import ProbeRow
 
 log = logging.getLogger(__name__)
 
@@ -42,13 +46,13 @@ def register(sub) -> None:
     p.add_argument("--num-classes", type=opt.num_classes, default=1000, help="classes (default 1000)")
     p.add_argument("--objective", choices=("cheapest", "fastest", "pareto"), default="cheapest",
                    help="cheapest meeting the deadline (default), fastest within budget, or the Pareto set")
-    p.add_argument("--region", type=opt.text, action="append", default=[], metavar="R", help="only this region (repeatable)")
+    p.add_argument("--region", action="append", default=[], metavar="R", help="only this region (repeatable)")
     p.add_argument("--market", choices=("on-demand", "spot", "any"), default="on-demand",
                    help="on-demand (default), spot, or any (both, plus spot with on-demand fallback)")
     p.add_argument("--max-instances", type=opt.whole(1, MAX_INSTANCES), default=DEFAULT_MAX_INSTANCES, metavar="K",
                    help=f"consider 1..K data-parallel instances (default {DEFAULT_MAX_INSTANCES}: past that the "
                         "all-reduce model is outside anything measured)")
-    p.add_argument("--family", type=opt.text, action="append", default=[], metavar="F", help="only this instance family, e.g. g6 (repeatable)")
+    p.add_argument("--family", action="append", default=[], metavar="F", help="only this instance family, e.g. g6 (repeatable)")
     p.add_argument("--gpu-only", action="store_true", help="leave CPU-only instance types out")
     p.add_argument("--min-accelerator-memory", type=opt.number(0, 4096, lo_open=True), metavar="GiB",
                    help="per-device memory the job needs (default: the workload's own floor)")
@@ -102,17 +106,43 @@ def handle(args) -> int:
     catalog = load_catalog(args)
     from ..planner import build_plan, workload_spec
     from ..report import write
+    from ..rows import build
 
     spec = workload_spec(job)  # its id picks the measurements; build_plan checks the filters
     measurements = load_measurements(args, spec.workload_id)
     plan = build_plan(catalog, job, measurements, top=args.top)
     for w in plan.warnings:
         warn(w)
-    write(plan, args.format, show_excluded=args.show_excluded)
+    rows = build(plan)
+    write(plan, rows, args.format, probe_commands=probe_commands(job, rows.probes), show_excluded=args.show_excluded)
     if args.plot:
         from ..plot import plot_plan
 
-        plot_plan(plan, args.plot)
+        plot_plan(plan, rows, args.plot)
         if args.format == "table":
             print(f"\nplot written to {args.plot}")
     return 0
+
+
+def probe_commands(job: JobSpec, probes: list[ProbeRow]) -> list[str]:
+    """The command lines that measure the probe rows: `advisor launch`
+    per region, then the pull that imports the results (or `advisor probe` on such a machine)."""
+    if not probes:
+        return []
+    by_region: dict[str, list[str]] = {}
+    for p in probes:
+        by_region.setdefault(p.region, []).append(p.instance_type)
+    shape = []
+    if job.datamodule:
+        shape.append(f"--datamodule {job.datamodule}")
+    if job.image_size != 224:
+        shape.append(f"--image-size {job.image_size}")
+    if job.num_classes != 1000:
+        shape.append(f"--num-classes {job.num_classes}")
+    extra = f" --probe-args '{' '.join(shape)}'" if shape else ""
+    cmds = [f"advisor launch --instance-types {','.join(names)} --region {region} --workload {job.workload}{extra} "
+            f"--s3 s3://BUCKET/prefix" for region, names in by_region.items()]
+    cmds.append("advisor results pull s3://BUCKET/prefix   # then run this recommend again")
+    cmds.append(f"(or on a machine of that type: advisor probe --workload {job.workload}"
+                f"{' ' + ' '.join(shape) if shape else ''})")
+    return cmds
