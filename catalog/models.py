@@ -6,10 +6,11 @@ gives the column view the ranker vectorises over.
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timedelta, timezone
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 SCHEMA_VERSION = 1
 
@@ -37,7 +38,17 @@ INTERRUPTION_LABELS = ("<5%", "5-10%", "10-15%", "15-20%", ">20%")
 # B200: 180 GB) and well below the same figure in the wrong unit (MHz, MiB, Mbit/s, cents).
 NAME_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,63}$"  # g6e.12xlarge, us-east-1, g6e: never "..", ".x", "-x"
 Name = Annotated[str, Field(pattern=NAME_PATTERN)]
-Text = Annotated[str, Field(max_length=200)]  # a CPU or accelerator model name
+_CONTROLS = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")
+
+
+def one_line(v: str) -> str:
+    """Text that reaches a terminal: no control characters (tab allowed), so no escape sequence."""
+    if _CONTROLS.search(v):
+        raise ValueError("contains control characters")
+    return v
+
+
+Text = Annotated[str, Field(max_length=200), AfterValidator(one_line)]  # a CPU or accelerator model name
 
 
 class InstanceType(BaseModel):

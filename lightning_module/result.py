@@ -11,10 +11,18 @@ import uuid
 from datetime import datetime, timedelta, timezone
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from catalog.io import parse_json
-from catalog.models import NAME_PATTERN
+from catalog.models import NAME_PATTERN, one_line
 
 RESULT_SCHEMA_VERSION = 1
 
@@ -36,7 +44,9 @@ _STRICT = ConfigDict(extra="forbid", allow_inf_nan=False)
 NonNegative = Annotated[float, Field(ge=0)]
 Positive = Annotated[float, Field(gt=0)]
 Count = Annotated[int, Field(ge=0, le=10**9)]
-Text = Annotated[str, Field(max_length=4096)]  # a name, a version, a path, an error line
+# A name, a version, a path, an error line: one line, no control characters (they would reach a
+# terminal through `results show --format json`, which leaves DEL and C1 unescaped).
+Text = Annotated[str, Field(max_length=4096), AfterValidator(one_line)]
 # Result ids: the probe writes uuid4 hex; an imported one may be any short, printable, typeable id.
 RESULT_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
 # A clock a little fast is fine; a result from the far future would always win as "newest".

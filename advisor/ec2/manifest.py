@@ -16,13 +16,14 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from catalog.io import save_atomic
+from catalog.io import read_json_file, save_atomic
 
 from ..errors import UserError
 from ..paths import data_dir
 from .aws import S3Location
 
 MANIFEST_VERSION = 1
+MANIFEST_MAX_BYTES = 16 * 2**20  # a run of 1,000 instances is well under 1 MB
 
 
 class LaunchEntry(BaseModel):
@@ -97,14 +98,11 @@ def save(manifest: RunManifest) -> Path:
 def load(run_id: str) -> RunManifest | None:
     """The local manifest, or None when this machine did not launch that run."""
     path = manifest_path(run_id)
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
+    if not path.exists():
         return None
-    except OSError as e:
-        raise UserError(f"run manifest {path}: {e.strerror or e}") from None
+    doc = read_json_file(path, "run manifest", MANIFEST_MAX_BYTES, UserError)
     try:
-        return RunManifest.model_validate_json(text)
+        return RunManifest.model_validate(doc)
     except ValidationError as e:
         raise UserError(f"run manifest {path} is not valid: {e.errors()[0]['msg']}") from None
 
