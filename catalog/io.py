@@ -33,6 +33,27 @@ CATALOG_MAX_BYTES = 256 * 2**20
 JSON_MAX_INT_DIGITS = 100
 
 
+# Our files nest a handful of levels (a catalog's offers: 4). Python's own limit (a RecursionError
+# somewhere near 1,000 levels, depending on the version and the stack) is no contract.
+JSON_MAX_DEPTH = 64
+
+
+def _too_deep(where: str) -> str:
+    return f"{where}: JSON nested more than {JSON_MAX_DEPTH} levels deep: not one of the advisor's files"
+
+
+def _check_depth(doc, where: str, error: type[Exception]) -> None:
+    stack = [(doc, 1)]
+    while stack:
+        node, depth = stack.pop()
+        children = node.values() if isinstance(node, dict) else node
+        for child in children:
+            if isinstance(child, (dict, list)):
+                if depth >= JSON_MAX_DEPTH:
+                    raise error(_too_deep(where))
+                stack.append((child, depth + 1))
+
+
 def _json_int(s: str) -> int:
     if len(s.lstrip("-")) > JSON_MAX_INT_DIGITS:
         raise ValueError(f"an integer with {len(s.lstrip('-')):,} digits")
@@ -41,18 +62,22 @@ def _json_int(s: str) -> int:
 
 def parse_json(text: str | bytes, where: str, error: type[Exception] = FileError):
     """JSON text -> Python objects, or `error` with one line saying why: invalid JSON, not UTF-8,
-    nested too deeply (RecursionError), integers too long. NaN, Infinity and 1e400 (inf) are
-    read: the models refuse non-finite numbers field by field, which names the field."""
+    nested more than JSON_MAX_DEPTH levels (or deep enough for a RecursionError), integers too
+    long. NaN, Infinity and 1e400 (inf) are read: the models refuse non-finite numbers field by
+    field, which names the field."""
     try:
-        return json.loads(text, parse_int=_json_int)
+        doc = json.loads(text, parse_int=_json_int)
     except RecursionError:
-        raise error(f"{where}: JSON nested too deeply to be one of the advisor's files") from None
+        raise error(_too_deep(where)) from None
     except UnicodeDecodeError:
         raise error(f"{where}: not UTF-8 text") from None
     except json.JSONDecodeError as e:
         raise error(f"{where}: not valid JSON ({e.msg} at line {e.lineno} column {e.colno})") from None
     except ValueError as e:  # from _json_int
         raise error(f"{where}: not valid JSON ({e})") from None
+    if isinstance(doc, (dict, list)):
+        _check_depth(doc, where, error)
+    return doc
 
 
 def read_bytes(path: str | Path, what: str, limit: int, error: type[Exception] = FileError) -> bytes:

@@ -10,7 +10,7 @@ from lightning_module.result import ResultError, parse_results
 from .. import options as opt
 from ..errors import UserError
 from ..output import add_format_option, emit, error
-from .common import add_store_option, open_store, read_store
+from .common import add_store_option, open_store, read_store, store_path
 from .probe import LADDER_COLUMNS, ci_text, describe, ladder_rows
 
 IMPORT_MAX_BYTES = 256 * 2**20  # an export of ~50,000 results; a probe result is a few KiB
@@ -159,11 +159,11 @@ def handle_import(args) -> int:
         for e in errors:
             error(str(e))
         bad += len(errors)
-    added = 0
-    with open_store(args) as store:
-        for r in results:
-            added += store.add(r)
-        path = store.path
+    added, path = 0, store_path(args)
+    if results:  # nothing valid: no store is created for it
+        with open_store(args) as store:
+            for r in results:
+                added += store.add(r)
     print(f"imported {added} new result(s), {len(results) - added} already stored, {bad} invalid; store {path}",
           file=sys.stderr)
     return 2 if bad else 0
