@@ -92,18 +92,21 @@ def list_row(r) -> dict:
     }
 
 
-def _stored(args, workload=None, instance_type=None) -> list:
+def _stored(args, workload=None, instance_type=None) -> tuple[list, int]:
+    """The valid results, newest first, and how many invalid rows were skipped (and named)."""
     store = read_store(args)
     if store is None:  # nothing ever stored in the default place
-        return []
+        return [], 0
     with store:
-        return store.results(workload, instance_type)
+        return store.results(workload, instance_type), len(store.invalid)
 
 
 def handle_list(args) -> int:
-    rows = [list_row(r) for r in _stored(args, args.workload, args.instance_type)]
+    results, invalid = _stored(args, args.workload, args.instance_type)
+    rows = [list_row(r) for r in results]
     if not rows and args.format in ("table", "markdown"):
-        print("no results stored yet: run 'advisor probe' or 'advisor results import FILE'", file=sys.stderr)
+        print(f"no valid results ({invalid} invalid skipped)" if invalid else
+              "no results stored yet: run 'advisor probe' or 'advisor results import FILE'", file=sys.stderr)
         return 0
     emit(rows, args.format, LIST_COLUMNS)
     return 0
@@ -186,7 +189,7 @@ def export_row(r) -> dict:
 
 
 def handle_export(args) -> int:
-    results = _stored(args, args.workload, args.instance_type)
+    results, _ = _stored(args, args.workload, args.instance_type)
     if args.format == "json":
         emit([r.model_dump(mode="json") for r in results], "json")
     else:
