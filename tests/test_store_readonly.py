@@ -5,17 +5,13 @@ clearly when a store does not exist or is not one, and can read a store the user
 from __future__ import annotations
 
 import hashlib
-import os
-import shutil
 import sqlite3
-import subprocess
-import sys
-import tempfile
 from pathlib import Path
 
 import pytest
 from recommend_catalogs import write_catalog
 from test_probe_factories import make_result
+from unprivileged import run_as_reader, shared_dir
 
 from advisor.store import ResultStore
 
@@ -134,35 +130,13 @@ def test_the_store_opened_read_only_cannot_write(tmp_path):
 
 # --- a store this user may only read: run as another user (root ignores file modes) ------------
 
-READER = os.environ.get("ADVISOR_TEST_READER_UID", "65534")
-
-
-def _run_as_reader(argv: list[str], env_dir: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "INSTANCE_ADVISOR_CACHE_DIR": str(env_dir / "cache"),
-           "INSTANCE_ADVISOR_DATA_DIR": str(env_dir / "data"), "HOME": str(env_dir)}
-    env.pop("INSTANCE_ADVISOR_STORE", None)
-    prefix = []
-    if os.geteuid() == 0:
-        prefix = ["setpriv", f"--reuid={READER}", f"--regid={READER}", "--clear-groups"]
-    return subprocess.run([*prefix, sys.executable, "-m", "advisor", *argv], check=False, env=env, cwd=ROOT,
-                          capture_output=True, text=True, timeout=120)
-
-
-@pytest.fixture
-def shared_dir():
-    if os.geteuid() == 0 and shutil.which("setpriv") is None:
-        pytest.skip("running as root without setpriv: cannot read as an unprivileged user")
-    d = Path(tempfile.mkdtemp(prefix="ro-store-"))
-    d.chmod(0o755)
-    yield d
-    for p in d.rglob("*"):
-        if p.is_dir():
-            p.chmod(0o755)
-    shutil.rmtree(d, ignore_errors=True)
-
-
 @pytest.mark.parametrize("where", ["0444 file", "read-only folder"])
-def test_a_store_the_user_may_only_read_is_readable(shared_dir, where):
+def test_a_store_the_user_may_only_read_is_readable(where):
+    with shared_dir() as d:
+        _readable_as_reader(d, where)
+
+
+def _readable_as_reader(shared_dir: Path, where: str) -> None:
     folder = shared_dir / "store"
     folder.mkdir()
     folder.chmod(0o755)
@@ -177,17 +151,17 @@ def test_a_store_the_user_may_only_read_is_readable(shared_dir, where):
         folder.chmod(0o555)
     before, files = digest(db_path), listing(folder)
     for argv in reads(str(db_path), catalog):
-        p = _run_as_reader(argv, shared_dir)
+        p = run_as_reader(argv, shared_dir)
         assert p.returncode == 0, (argv, p.stderr)
         assert "Traceback" not in p.stderr and "readonly database" not in p.stderr
     assert digest(db_path) == before
     if where == "read-only folder":
         assert listing(folder) == files
-    p = _run_as_reader(["results", "export", "--store", str(db_path)], shared_dir)
+    p = run_as_reader(["results", "export", "--store", str(db_path)], shared_dir)
     assert p.stdout.count('"result_id"') == 2
     # writing is refused in one line, and the store is unchanged
     (shared_dir / "r.json").write_text(make_result(5).model_dump_json())
     (shared_dir / "r.json").chmod(0o644)
-    p = _run_as_reader(["results", "import", str(shared_dir / "r.json"), "--store", str(db_path)], shared_dir)
+    p = run_as_reader(["results", "import", str(shared_dir / "r.json"), "--store", str(db_path)], shared_dir)
     assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
     assert digest(db_path) == before
