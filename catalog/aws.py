@@ -22,6 +22,7 @@ from .describe import family_of, instance_type_from_describe
 from .io import CatalogError, parse_json, read_json_file
 from .models import (
     MAX_USD_PER_HOUR,
+    MIN_USD_PER_HOUR,
     SAVINGS_PCT_MAX,
     SAVINGS_PCT_MIN,
     SCHEMA_VERSION,
@@ -104,7 +105,7 @@ def parse_price_list_item(item: str | dict) -> tuple[str, float] | None:
                 price = float(usd)
             except (TypeError, ValueError):
                 continue
-            if 0 < price <= MAX_USD_PER_HOUR:  # NaN fails both
+            if MIN_USD_PER_HOUR <= price <= MAX_USD_PER_HOUR:  # NaN fails both
                 return itype, price
     return None
 
@@ -126,7 +127,7 @@ def spot_stats(history: Iterable[dict[str, Any]], region: str | None = None) -> 
             price = float(h["SpotPrice"])
         except (KeyError, TypeError, ValueError):
             continue
-        if not 0 < price <= MAX_USD_PER_HOUR:  # NaN fails too
+        if not MIN_USD_PER_HOUR <= price <= MAX_USD_PER_HOUR:  # NaN fails too
             continue
         ts = h.get("Timestamp")  # botocore parses it to a datetime
         if not isinstance(ts, datetime):

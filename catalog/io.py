@@ -149,7 +149,8 @@ def loads(text: str | bytes, where: str = "catalog") -> Catalog:
             f"{SCHEMA_VERSION}; run 'advisor catalog refresh' to rebuild it"
         )
     loc = ".".join(str(p) for p in first["loc"]) or "(top)"
-    raise CatalogError(f"{where}: invalid catalog at {loc}{_offer_name(data, first['loc'])}: {first['msg']}")
+    msg = first["msg"].removeprefix("Value error, ")
+    raise CatalogError(f"{where}: invalid catalog at {loc}{_offer_name(data, first['loc'])}: {msg}")
 
 
 def _offer_name(data: dict, loc: tuple) -> str:

@@ -87,10 +87,12 @@ class InstanceType(BaseModel):
         return self
 
 
-# A price in USD per hour: positive and finite (NaN, inf, 0 and negatives are file errors), and
-# below $10,000/h (the dearest AWS type is a few hundred dollars an hour; more is cents, not USD).
-MAX_USD_PER_HOUR = 10_000.0
-Price = Annotated[float, Field(gt=0, le=MAX_USD_PER_HOUR, allow_inf_nan=False)]
+# A price in USD per hour: finite (NaN, inf, 0 and negatives are file errors), and below
+# $10,000/h (the dearest AWS type is a few hundred dollars an hour; more is cents, not USD).
+# At least a millionth of a dollar an hour (the cheapest spot offers are ~$0.001/h; moto's stand-in
+# spot price is $0.00001): a denormal "price" such as 5e-324 made samples per dollar infinite.
+MIN_USD_PER_HOUR, MAX_USD_PER_HOUR = 1e-6, 10_000.0
+Price = Annotated[float, Field(ge=MIN_USD_PER_HOUR, le=MAX_USD_PER_HOUR, allow_inf_nan=False)]
 AzCount = Annotated[int, Field(ge=1, le=100)]
 # The Spot Instance Advisor's "s": below 0 where spot costs more than on-demand (its 2025-06 file
 # has p5.48xlarge in ca-central-1 at -62); past -100 (spot at twice on-demand) is not a saving figure.
@@ -98,13 +100,13 @@ SAVINGS_PCT_MIN, SAVINGS_PCT_MAX = -100.0, 100.0
 SavingsPct = Annotated[float, Field(ge=SAVINGS_PCT_MIN, le=SAVINGS_PCT_MAX, allow_inf_nan=False)]
 
 
-def utc(t: datetime) -> datetime:
+def utc(t: datetime, what: str = "time") -> datetime:
     """A time as UTC-aware: a file may omit the offset (read as UTC) or give another one; naive and
     aware times cannot be compared (TypeError), and ages must not depend on the writer's zone."""
     try:
         return t.replace(tzinfo=timezone.utc) if t.tzinfo is None else t.astimezone(timezone.utc)
     except OverflowError:  # 0001-01-01T00:00+01:00 has no UTC equivalent
-        raise ValueError(f"time {t.isoformat()} is out of range") from None
+        raise ValueError(f"{what} {t.isoformat()} is out of range") from None
 
 
 class Offer(BaseModel):
@@ -129,7 +131,7 @@ class Offer(BaseModel):
     @field_validator("price_at")
     @classmethod
     def _utc(cls, v: datetime | None) -> datetime | None:
-        return None if v is None else utc(v)
+        return None if v is None else utc(v, "price_at")
 
 
 OFFER_COLUMNS = ("instance_type", "market", "usd_per_hour", "spot_min_usd", "az_count", "price_at",
@@ -162,7 +164,7 @@ class RegionOffers(BaseModel):
                 raise ValueError(f"offer column {col} has {len(getattr(self, col))} entries, expected {n}")
         # Only a column holding a time that is not already UTC is rebuilt (the snapshot's are None).
         if any(t is not None and t.utcoffset() != timedelta(0) for t in self.price_at):
-            self.price_at = [None if t is None else utc(t) for t in self.price_at]
+            self.price_at = [None if t is None else utc(t, "price_at") for t in self.price_at]
         return self
 
     def __len__(self) -> int:
@@ -208,7 +210,7 @@ class Catalog(BaseModel):
     @field_validator("fetched_at")
     @classmethod
     def _fetched_utc(cls, v: datetime) -> datetime:
-        v = utc(v)
+        v = utc(v, "fetched_at")
         # A date in the future would make any catalog look fresh (and never warn about its age).
         if v > datetime.now(timezone.utc) + timedelta(days=1):
             raise ValueError(f"fetched_at {v:%Y-%m-%d %H:%M} UTC is in the future")
