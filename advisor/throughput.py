@@ -15,7 +15,6 @@ from the all-reduce model in advisor.scaling with the instance's interconnect (c
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 from dataclasses import dataclass, field
@@ -37,9 +36,11 @@ from catalog.hardware import (
     interconnect,
     sustained_network_gbps,
 )
+from catalog.io import read_json_file
 from catalog.models import Catalog, InstanceType
 from lightning_module.workload_facts import FACTS, WorkloadFacts
 
+from .errors import UserError
 from .scaling import intra_instance
 
 log = logging.getLogger(__name__)
@@ -104,7 +105,7 @@ class Anchor:
 
 @lru_cache(maxsize=1)
 def reference_measurements() -> list[dict[str, Any]]:
-    return json.loads(REFERENCE_PATH.read_text())["measurements"]
+    return read_json_file(REFERENCE_PATH, "reference dataset", 64 * 2**20, UserError)["measurements"]
 
 
 def distance(anchor: InstanceType, target: InstanceType) -> tuple[int, float, str]:

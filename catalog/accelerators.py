@@ -9,7 +9,6 @@ and matched no "H200" at all, and a wrong peak silently skews every estimate bui
 from __future__ import annotations
 
 import itertools
-import json
 import re
 from functools import lru_cache
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from .io import read_json_file
 from .models import InstanceType
 
 DATA_PATH = Path(__file__).parent / "data" / "accelerators.json"
@@ -56,7 +56,7 @@ class CpuFamily(BaseModel):
 
 @lru_cache(maxsize=1)
 def _data() -> dict:
-    return json.loads(DATA_PATH.read_text())
+    return read_json_file(DATA_PATH, "accelerator table", 16 * 2**20)
 
 
 @lru_cache(maxsize=1)
