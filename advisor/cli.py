@@ -11,7 +11,7 @@ import sys
 from .errors import EXIT_INTERNAL, EXIT_OK, EXIT_SIGINT, EXIT_USER, UserError
 
 # Each module defines register(subparsers); its handlers take the parsed args and return an exit code.
-COMMAND_MODULES = ("catalog", "probe", "results", "recommend", "launch")
+COMMAND_MODULES = ("catalog", "probe", "results", "recommend", "launch", "references")
 
 
 class Parser(argparse.ArgumentParser):
@@ -32,7 +32,9 @@ def user_errors() -> tuple[type[BaseException], ...]:
     from catalog.io import CatalogError, FileError
     from lightning_module.result import ResultError
 
-    return (UserError, CatalogError, FileError, ResultError)
+    from .references import ReferenceError
+
+    return (UserError, CatalogError, FileError, ResultError, ReferenceError)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -48,6 +48,11 @@ class LadderFailed(Exception):
         self.rung = rung
 
 
+# An unbounded CI (one timed step) is inf, which a result cannot hold (every float in it is
+# finite): a finite stand-in far above any throughput keeps the record valid.
+CI_UNBOUNDED = 1e18
+
+
 @dataclass
 class Measurement:
     samples_per_sec: float
@@ -57,6 +62,9 @@ class Measurement:
     compile_seconds: float | None = None
     peak_memory_gib: float | None = None
     extra: Any = None  # whatever the measuring side wants back for the winner (step stats, reason)
+
+    def __post_init__(self) -> None:
+        self.ci_high = min(self.ci_high, CI_UNBOUNDED)
 
 
 # The CPU allocator says "DefaultCPUAllocator: can't allocate memory: ... (Cannot allocate memory)".

@@ -9,7 +9,6 @@ import logging
 from typing import TYPE_CHECKING
 
 from .. import options as opt
-from ..errors import UserError
 from ..jobspec import JobSpec, parse_budget, parse_deadline, work_samples
 from ..output import FORMATS, warn
 from .common import add_catalog_options, add_store_option, load_catalog, read_store
@@ -66,8 +65,12 @@ def register(sub) -> None:
                         "staging); default 0, the articles' arithmetic")
     p.add_argument("--top", type=opt.whole(1, 10_000), default=10, metavar="N", help="rows to show (default 10)")
     p.add_argument("--show-excluded", action="store_true", help="also list excluded instance types with the reason")
-    p.add_argument("--plot", metavar="FILE.png", help="write a cost-vs-time plot (needs matplotlib)")
+    p.add_argument("--plot", metavar="FILE", help="write a cost-vs-time plot to FILE.png, .svg or .pdf (needs matplotlib)")
     p.add_argument("--format", choices=FORMATS, default="table", help="output format")
+    p.add_argument("--references", type=opt.path, default="builtin", metavar="builtin|none|FILE",
+                   help="published figures estimates are fitted on: builtin (the shipped dataset, default), none "
+                        "(estimate from your probes alone; the calibration still applies) or a file in the same "
+                        "schema (see 'advisor references list')")
     add_catalog_options(p)
     add_store_option(p)
     p.set_defaults(func=handle)
@@ -101,8 +104,10 @@ def load_measurements(args, workload_id: str) -> list:
 
 def handle(args) -> int:
     job = job_from_args(args)
-    if args.plot and not args.plot.lower().endswith(".png"):
-        raise UserError(f"--plot writes a PNG: give a file name ending in .png, not {args.plot!r}")
+    if args.plot:  # refused before anything is computed or printed
+        from ..plot import check_target
+
+        check_target(args.plot)
     catalog = load_catalog(args)
     from ..planner import build_plan, workload_spec
     from ..report import write
@@ -110,7 +115,7 @@ def handle(args) -> int:
 
     spec = workload_spec(job)  # its id picks the measurements; build_plan checks the filters
     measurements = load_measurements(args, spec.workload_id)
-    plan = build_plan(catalog, job, measurements, top=args.top)
+    plan = build_plan(catalog, job, measurements, top=args.top, references=args.references)
     for w in plan.warnings:
         warn(w)
     rows = build(plan)
