@@ -97,12 +97,35 @@ def test_sensible_spellings_are_answered(cli, budget, samples):
     ["results", "pull", "s3://b/p", "--run", "\udcff"], ["results", "import", ""],
     ["catalog", "info", "--catalog", ""], ["catalog", "show", "--max-age", "nan"],
     ["catalog", "refresh", "--spot-advisor", ""],
+    ["launch", "status", "x" * 5000], ["launch", "cancel", "x" * 5000], ["launch", "status", ".."],
+    ["launch", "status", "a/b"],  # a run id too long for the file system, or a path: one line, not exit 70
 ])
 def test_other_commands_refuse(cli, argv):
     one_line_error(*run(cli, *argv))
 
 
 # --- every option, fuzzed ----------------------------------------------------------------------
+
+_hostile_text = st.one_of(st.text(max_size=30), st.sampled_from(["\udcff", "\x1b[2J", "", " ", "..", ".hidden", "a/b",
+                                                                 "x" * 5000, "%", "_", "*", "\u202e", "\x00"]))
+TEXT_SLOTS = [
+    ["catalog", "show", "--family"], ["catalog", "show", "--region"], ["catalog", "show", "--accelerator"],
+    ["references", "list", "--device"], ["references", "list", "--model"],
+    ["results", "list", "--workload"], ["results", "list", "--instance-type"], ["results", "show"],
+    ["recommend", *JOB, "--region"], ["recommend", *JOB, "--family"], ["recommend", *JOB, "--workload"],
+    ["recommend", *JOB, "--datamodule"],
+]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(slot=st.sampled_from(TEXT_SLOTS), value=_hostile_text)
+def test_any_text_in_any_text_option_is_answered_or_refused_in_one_line(cli, slot, value, tmp_path):
+    code, out, err = run(cli, *slot, value, *(["--store", str(tmp_path / "none.db")] if slot[0] == "results" else []))
+    assert code in (0, EXIT_USER), (slot, code, err)
+    assert "Traceback" not in err and "\x1b" not in err + out
+    if code == EXIT_USER:  # one error line (beside the catalog-age warning, if any)
+        assert [line for line in err.splitlines() if "warning: catalog" not in line] == [
+            next(line for line in err.splitlines() if "error" in line)], err
 
 _value = st.one_of(
     st.floats(allow_nan=True, allow_infinity=True).map(repr),

@@ -9,6 +9,7 @@ credentials. A copy without local details goes to S3 as `<prefix>/<run_id>/run.j
 
 from __future__ import annotations
 
+import re
 import secrets
 from datetime import datetime, timezone
 from pathlib import Path
@@ -17,6 +18,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from catalog.io import read_json_file, save_atomic
+from catalog.models import NAME_PATTERN
 
 from ..errors import UserError
 from ..paths import data_dir
@@ -84,8 +86,10 @@ def runs_dir() -> Path:
 
 
 def manifest_path(run_id: str) -> Path:
-    if not run_id or "/" in run_id or run_id.startswith("."):
-        raise UserError(f"invalid run id {run_id!r}")
+    # As new_run_id() writes them (20261121-070000-ab12cd): never "..", ".x", "a/b", nor a name
+    # too long for the file system.
+    if not re.fullmatch(NAME_PATTERN, run_id):
+        raise UserError(f"invalid run id {run_id[:80]!r}")
     return runs_dir() / f"{run_id}.json"
 
 
