@@ -232,6 +232,9 @@ class Catalog(BaseModel):
 
     @model_validator(mode="after")
     def _offers_refer_to_known_types(self) -> Catalog:
+        for key, it in self.instance_types.items():
+            if it.name != key:  # the ranker looks types up by the name an offer gives
+                raise ValueError(f"instance_types[{key!r}] describes {it.name!r}")
         known = self.instance_types.keys()
         for region, ro in self.offers.items():
             unknown = set(ro.instance_type) - known

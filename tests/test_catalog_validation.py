@@ -161,3 +161,48 @@ def test_any_number_is_refused_in_one_line_or_ranked_sanely(cli, target, data, v
             v = r.get(k)
             assert v is None or (math.isfinite(v) and v > 0), (k, r)
     assert "NaN" not in out and "Infinity" not in out
+
+
+# --- any structural change: refused in one line, or answered (never exit 70) --------------------
+
+
+def _leaves(node, path=()):
+    if isinstance(node, dict):
+        for k, v in node.items():
+            yield from _leaves(v, (*path, k))
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            yield from _leaves(v, (*path, i))
+    if path:
+        yield path
+
+
+LEAVES = list(_leaves(BASE))
+_anything = st.one_of(st.none(), st.booleans(), _number, st.text(max_size=12),
+                      st.sampled_from(["", "spot", "on-demand", "gpu", "none", "us-east-1", "c7i.2xlarge",
+                                       "2026-01-01", "\x1b[2J", [], {}, [1], {"a": 1}]))
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(edits=st.lists(st.tuples(st.sampled_from(LEAVES), _anything, st.booleans()), min_size=1, max_size=3))
+def test_any_edit_of_a_catalog_is_refused_in_one_line_or_answered(cli, edits):
+    doc = copy.deepcopy(BASE)
+    for path, value, delete in edits:
+        try:
+            node = doc
+            for k in path[:-1]:
+                node = node[k]
+            if delete and isinstance(node, dict):
+                del node[path[-1]]
+            else:
+                node[path[-1]] = value
+        except (KeyError, IndexError, TypeError):  # an earlier edit replaced a parent
+            pass
+    f = write(doc)
+    for argv in (["catalog", "show", "--catalog", f, "--format", "csv"], ["recommend", *JOB, "--catalog", f]):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", RuntimeWarning)
+            code, _out, err = cli(*argv)
+        assert code in (0, 2) and "Traceback" not in err, (argv, code, err)
+        if code == 2:
+            assert len([line for line in err.splitlines() if "error" in line]) == 1, err
