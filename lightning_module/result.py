@@ -44,6 +44,10 @@ _STRICT = ConfigDict(extra="forbid", allow_inf_nan=False)
 NonNegative = Annotated[float, Field(ge=0)]
 Positive = Annotated[float, Field(gt=0)]
 Count = Annotated[int, Field(ge=0, le=10**9)]
+# A trillion samples/s is past any training job on any machine (tiny MLPs on 8 GPUs: ~1e8); more is
+# a unit error, and would make hours and costs vanish.
+MAX_SAMPLES_PER_SEC = 1e12
+Throughput = Annotated[float, Field(ge=0, le=MAX_SAMPLES_PER_SEC)]
 # A name, a version, a path, an error line: one line, no control characters (they would reach a
 # terminal through `results show --format json`, which leaves DEL and C1 unescaped).
 Text = Annotated[str, Field(max_length=4096), AfterValidator(one_line)]
@@ -128,7 +132,7 @@ class RungResult(BaseModel):
     rung: str = Field(max_length=100)  # e.g. "baseline", "bf16", "channels_last", "compile", "workers=4", "batch=64", "ipex"
     config: ProbeConfig
     status: Literal["ok", "failed", "oom", "timeout", "not-installed", "skipped"]
-    samples_per_sec: NonNegative | None = None
+    samples_per_sec: Throughput | None = None
     ci_low: NonNegative | None = None
     ci_high: NonNegative | None = None
     steps_timed: Count = 0
@@ -206,7 +210,7 @@ class ProbeResult(BaseModel):
     hardware: HardwareFingerprint
     software: SoftwareVersions
     config: ProbeConfig  # the winning configuration
-    samples_per_sec: Positive  # all ranks together
+    samples_per_sec: Annotated[float, Field(gt=0, le=MAX_SAMPLES_PER_SEC)]  # all ranks together
     samples_per_sec_ci: tuple[NonNegative, NonNegative]  # 95% confidence interval
     step_time: StepTimeStats
     flops_per_sample: Positive | None = None  # forward + backward

@@ -66,6 +66,7 @@ def refused(doc: dict, match: str | None = None) -> str:
 
 @pytest.mark.parametrize("path, value", [
     (("samples_per_sec",), math.inf), (("samples_per_sec",), math.nan), (("samples_per_sec",), -5.0),
+    (("samples_per_sec",), 1e300), (("ladder", 0, "samples_per_sec"), 1e13),
     (("samples_per_sec_ci",), [math.nan, math.nan]), (("samples_per_sec_ci",), [math.inf, math.inf]),
     (("samples_per_sec_ci",), [50.0, 10.0]), (("samples_per_sec_ci",), [-1.0, 10.0]),
     (("step_time", "mean_s"), math.nan), (("step_time", "p90_s"), math.inf), (("step_time", "mean_s"), -0.8),
