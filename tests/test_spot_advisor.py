@@ -74,10 +74,10 @@ def test_good_file(server):
 
 @pytest.mark.parametrize(("mode", "message"), [
     ("truncated", "was cut off"),  # fewer bytes than its Content-Length
-    ("cut", "is not valid JSON"),  # no Content-Length, ends mid-document
+    ("cut", "not valid JSON"),  # no Content-Length, ends mid-document
     ("404", "HTTP 404"),
     ("hang", "timed out"),
-    ("html", "is not valid JSON"),
+    ("html", "not valid JSON"),
     ("tiny", "fewer than a complete copy"),
 ])
 def test_bad_answers_are_one_line(server, mode, message):
