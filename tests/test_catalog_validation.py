@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from json_paths import leaves
 from recommend_catalogs import make_catalog
 
 from catalog.io import CatalogError, loads
@@ -166,18 +167,7 @@ def test_any_number_is_refused_in_one_line_or_ranked_sanely(cli, target, data, v
 # --- any structural change: refused in one line, or answered (never exit 70) --------------------
 
 
-def _leaves(node, path=()):
-    if isinstance(node, dict):
-        for k, v in node.items():
-            yield from _leaves(v, (*path, k))
-    elif isinstance(node, list):
-        for i, v in enumerate(node):
-            yield from _leaves(v, (*path, i))
-    if path:
-        yield path
-
-
-LEAVES = list(_leaves(BASE))
+LEAVES = list(leaves(BASE))
 _anything = st.one_of(st.none(), st.booleans(), _number, st.text(max_size=12),
                       st.sampled_from(["", "spot", "on-demand", "gpu", "none", "us-east-1", "c7i.2xlarge",
                                        "2026-01-01", "\x1b[2J", [], {}, [1], {"a": 1}]))

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from json_paths import leaves
 from recommend_catalogs import write_catalog
 from test_probe_factories import make_result
 
@@ -37,18 +38,7 @@ def _set(doc: dict, path: tuple, value) -> dict:
     return doc
 
 
-def _leaves(node, path=()):
-    if isinstance(node, dict):
-        for k, v in node.items():
-            yield from _leaves(v, (*path, k))
-    elif isinstance(node, list):
-        for i, v in enumerate(node):
-            yield from _leaves(v, (*path, i))
-    if path:
-        yield path
-
-
-LEAVES = list(_leaves(BASE))
+LEAVES = list(leaves(BASE))
 
 
 def refused(doc: dict, match: str | None = None) -> str:
