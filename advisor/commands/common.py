@@ -30,12 +30,13 @@ AGE_STAMP_NAME = "age-warnings.json"
 
 class ListAction(argparse.Action):
     """`--family g5,g6 --family P4D` -> ['g5', 'g6', 'p4d']: a comma list, repeated, or both;
-    each item trimmed, normalised (lower case unless told otherwise), duplicates dropped, and
-    checked against `choices` when given."""
+    each item trimmed, normalised (lower case unless told otherwise), duplicates dropped (unless
+    `unique=False`: the command refuses them itself), and checked against `choices` when given."""
 
-    def __init__(self, option_strings, dest, *, normalise=str.lower, item_choices=None, **kw):
+    def __init__(self, option_strings, dest, *, normalise=str.lower, item_choices=None, unique=True, **kw):
         self.normalise = normalise
         self.item_choices = item_choices
+        self.unique = unique
         super().__init__(option_strings, dest, **kw)
 
     def __call__(self, parser, namespace, values, option_string=None):
@@ -48,23 +49,23 @@ class ListAction(argparse.Action):
             bad = [x for x in new if x not in self.item_choices]
             if bad:
                 parser.error(f"argument {option_string}: unknown {', '.join(bad)}: choose from {', '.join(self.item_choices)}")
-        items.extend(x for x in new if x not in items)
+        items.extend(x for x in new if not (self.unique and x in items))
         setattr(namespace, self.dest, items)
 
 
 def add_list_option(parser, name: str, *, metavar: str, help: str, aliases: tuple[str, ...] = (),
-                    normalise=str.lower, choices=None) -> None:
+                    normalise=str.lower, choices=None, unique: bool = True) -> None:
     """A list option (`--region R[,R...]`, repeatable). `aliases` are old spellings kept working
     but not shown in --help; an alias ending in 's' also takes space-separated values, as the
     old plural options did (`--regions us-east-1 us-west-2`)."""
     dest = name.lstrip("-").replace("-", "_")
     parser.add_argument(name, action=ListAction, default=[], metavar=f"{metavar}[,{metavar}...]",
                         help=f"{help} (a comma list, or repeat the option)", dest=dest,
-                        normalise=normalise, item_choices=choices)
+                        normalise=normalise, item_choices=choices, unique=unique)
     for alias in aliases:
         parser.add_argument(alias, action=ListAction, dest=dest, default=argparse.SUPPRESS,
                             nargs="+" if alias.endswith("s") else None, help=argparse.SUPPRESS,
-                            normalise=normalise, item_choices=choices)
+                            normalise=normalise, item_choices=choices, unique=unique)
 
 
 def add_type_filter_options(parser) -> None:
