@@ -12,7 +12,7 @@ from . import __version__
 from .errors import UserError
 
 # Each module defines register(subparsers); its handlers take the parsed args and return an exit code.
-COMMAND_MODULES = ("catalog", "probe", "results", "recommend", "launch")
+COMMAND_MODULES = ("catalog", "probe", "results", "recommend", "launch", "references")
 
 
 class Parser(argparse.ArgumentParser):
@@ -53,7 +53,9 @@ def user_errors() -> tuple[type[BaseException], ...]:
     from catalog.io import CatalogError
     from lightning_module.result import ResultError
 
-    return (UserError, CatalogError, FilterError, ResultError)
+    from .references import ReferenceError
+
+    return (UserError, CatalogError, FilterError, ResultError, ReferenceError)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -15,13 +15,11 @@ from the all-reduce model in advisor.scaling with the instance's interconnect (c
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
 from catalog import accelerators as acc
@@ -40,11 +38,11 @@ from catalog.hardware import (
 from catalog.models import Catalog, InstanceType
 from lightning_module.workload_facts import FACTS, WorkloadFacts
 
+from .references import load_references
 from .scaling import intra_instance
 
 log = logging.getLogger(__name__)
 
-REFERENCE_PATH = Path(__file__).parent / "data" / "reference_measurements.json"
 STALE_DAYS = 30
 
 # Band half-widths as multiplicative factors (low = x / f, high = x * f), by distance from the
@@ -104,7 +102,16 @@ class Anchor:
 
 @lru_cache(maxsize=1)
 def reference_measurements() -> list[dict[str, Any]]:
-    return json.loads(REFERENCE_PATH.read_text())["measurements"]
+    """The seeds' ladder rows (those with an instance type and a rung) in the shape this module
+    has always read; the estimator that uses the whole dataset replaces this adapter."""
+    return [
+        {"instance_type": m.instance_type, "workload_id": m.workload_id,
+         "accelerator": "cpu" if m.device == "cpu" else "gpu", "rung": m.rung, "tuned": m.tuned,
+         "precision": m.precision, "samples_per_sec": m.samples_per_sec,
+         "relative_uncertainty": m.uncertainty, "torch": m.torch_version,
+         "provenance": m.provenance}
+        for m in load_references().measurements if m.instance_type and m.rung
+    ]
 
 
 def distance(anchor: InstanceType, target: InstanceType) -> tuple[int, float, str]:

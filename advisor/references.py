@@ -1,0 +1,293 @@
+"""Published training throughputs: the reference dataset the estimates are built on and judged by.
+
+`advisor/data/reference_measurements.json` holds one row per figure read in a public source (a
+benchmark table, a vendor README, an article), with the hardware, the workload, the software
+stack and where the figure was read. This module is its schema and loader: a file that is
+missing, not JSON, nested past reason or off-schema is one `ReferenceError` line, never a
+traceback. Cheap to import (pydantic only): `advisor recommend` reads it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from datetime import date
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+SCHEMA_VERSION = 2
+REFERENCE_PATH = Path(__file__).parent / "data" / "reference_measurements.json"
+MAX_BYTES = 16 * 2**20  # the shipped table is ~0.5 MiB; a file far larger is not one
+
+# The probe's builtin models (lightning_module.result.BUILTIN_MODELS); rows of these models get
+# the probe's workload id, so a published figure and a probe of the same job line up.
+BUILTIN_MODELS = ("resnet50", "resnet18", "vit_b_16", "mlp")
+
+# Half-width of the band a figure gets when its row does not state one: a figure read in a table
+# is a single published run; a derived one (worked out from other published numbers) is looser.
+READ_UNCERTAINTY = 0.05
+DERIVED_UNCERTAINTY = 0.15
+
+Precision = Literal["32-true", "tf32", "16-mixed", "bf16-mixed", "fp8"]
+_SLUG = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+_COMMIT = re.compile(r"^[0-9a-f]{40}$")
+_DATE = re.compile(r"^(\d{4})-(\d{2})(?:-(\d{2}))?$")
+_TORCH = re.compile(r"PyTorch (\d+\.\d+)")
+
+
+class ReferenceError(ValueError):
+    """A reference file that cannot be used; the message is one line for the user."""
+
+
+class _Strict(BaseModel):
+    # protected_namespaces=(): the rows have fields called model and model_variant.
+    model_config = ConfigDict(extra="forbid", frozen=True, protected_namespaces=())
+
+
+class Source(_Strict):
+    """Where a figure was read: a URL, a repository file (at a commit when the reader knew it), or
+    one of the project's source articles (digested, with their figures, in the developers' SEEDS.md)."""
+
+    url: str | None = None
+    repo: str | None = None  # owner/name on GitHub
+    path: str | None = None
+    commit: str | None = None  # 40 hex digits
+    revision: str | None = None  # which version of the file, in words, when its commit is not known
+    document: str | None = None  # a source article with no public address
+    where: str = Field(min_length=1)  # the table, row or quote the figure came from
+
+    @model_validator(mode="after")
+    def _locatable(self) -> Source:
+        if self.repo is None and self.url is None and self.document is None:
+            raise ValueError("a source needs a url, a repo with a path, or a document")
+        if self.repo is not None:
+            if not self.path:
+                raise ValueError(f"source repo {self.repo!r} needs a path")
+            if self.commit is None and not self.revision:
+                raise ValueError(f"source {self.repo}/{self.path} needs a commit or a revision")
+            if self.commit is not None and not _COMMIT.match(self.commit):
+                raise ValueError(f"source commit {self.commit!r} is not 40 hex digits")
+        return self
+
+    def label(self) -> str:
+        if self.repo is not None:
+            at = f"@{self.commit[:12]}" if self.commit else " (an older version; see revision)"
+            return f"{self.repo}/{self.path}{at}"
+        if self.url is not None:
+            return self.url
+        return re.split(r"[,:]", str(self.document))[0]  # "Article A"
+
+
+class Measurement(_Strict):
+    """One published training throughput."""
+
+    id: str
+    # hardware
+    device: str = Field(min_length=1)  # "A100", "H100", "A10G", ... or "cpu"
+    device_variant: str | None = None  # "SXM4", "PCIe", "NVL", ...
+    device_memory_gib: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    gpus: int = Field(gt=0)  # devices used per node (1 for a CPU host)
+    nodes: int = Field(default=1, gt=0)
+    instance_type: str | None = None  # the AWS type when it ran on AWS
+    system: str | None = None  # "DGX A100 80GB", "Lambda Cloud", ...
+    cpu_model: str | None = None
+    # workload
+    model: str = Field(min_length=1)
+    model_variant: str | None = None
+    image_size: int | None = Field(default=None, gt=0)
+    num_classes: int | None = Field(default=None, gt=0)
+    precision: Precision
+    batch_per_device: int | None = Field(default=None, gt=0)
+    data_pipeline: Literal["synthetic", "real", "dali", "unknown"]
+    memory_format: Literal["nchw", "nhwc", "unknown"]
+    # software
+    framework: str = Field(min_length=1)
+    software: str | None = None
+    stack: Literal["tuned", "default"]
+    # the figure
+    samples_per_sec: float = Field(gt=0, allow_inf_nan=False)  # total over gpus x nodes
+    relative_uncertainty: float | None = Field(default=None, gt=0, lt=1, allow_inf_nan=False)
+    tuned: bool
+    rung: str | None = None
+    derived: str | None = None
+    source: Source
+    source_date: date | None = None  # None only where the source gives no date (say so in notes)
+    notes: str | None = None
+
+    @field_validator("id")
+    @classmethod
+    def _slug(cls, v: str) -> str:
+        if not _SLUG.match(v):
+            raise ValueError(f"id {v!r} is not a slug (lower-case letters, digits, '.', '_', '-')")
+        return v
+
+    @field_validator("model")
+    @classmethod
+    def _lower(cls, v: str) -> str:
+        if v != v.lower():
+            raise ValueError(f"model {v!r} must be lower-case")
+        return v
+
+    @field_validator("derived")
+    @classmethod
+    def _says_how(cls, v: str | None) -> str | None:
+        if v is not None and not v.strip():
+            raise ValueError("derived must say how the figure was derived (or be null)")
+        return v
+
+    @field_validator("source_date", mode="before")
+    @classmethod
+    def _date(cls, v):
+        # "YYYY-MM" (most sources give a month) or "YYYY-MM-DD"; a month reads as its first day.
+        if isinstance(v, str):
+            m = _DATE.match(v)
+            if not m:
+                raise ValueError(f"source_date {v!r} is not YYYY-MM or YYYY-MM-DD")
+            try:
+                return date(int(m[1]), int(m[2]), int(m[3] or 1))
+            except ValueError as e:
+                raise ValueError(f"source_date {v!r}: {e}") from None
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Measurement:
+        if self.device == "cpu" and self.gpus != 1:
+            raise ValueError("a CPU row has gpus 1 (the host)")
+        return self
+
+    @property
+    def workload_id(self) -> str:
+        """The probe's workload id for the builtin models (resnet50-224px-1000c), else a readable one."""
+        size = f"{self.image_size}px" if self.image_size else None
+        classes = f"{self.num_classes}c" if self.num_classes else None
+        return "-".join(p for p in (self.model, size, classes) if p)
+
+    @property
+    def builtin(self) -> bool:
+        return self.model in BUILTIN_MODELS
+
+    @property
+    def devices(self) -> int:
+        return self.gpus * self.nodes
+
+    @property
+    def per_device_sps(self) -> float:
+        return self.samples_per_sec / self.devices
+
+    @property
+    def uncertainty(self) -> float:
+        if self.relative_uncertainty is not None:
+            return self.relative_uncertainty
+        return DERIVED_UNCERTAINTY if self.derived else READ_UNCERTAINTY
+
+    @property
+    def provenance(self) -> str:
+        """One line: where the figure was read, and how it was derived when it was."""
+        text = f"{self.source.where} [{self.source.label()}]"
+        return f"{text}; derived: {self.derived}" if self.derived else text
+
+    @property
+    def torch_version(self) -> str | None:
+        m = _TORCH.search(self.framework)
+        return m[1] if m else None
+
+
+class ReferenceSet(_Strict):
+    schema_version: Literal[2]
+    about: str
+    measurements: list[Measurement]
+
+    @model_validator(mode="after")
+    def _unique_ids(self) -> ReferenceSet:
+        seen: set[str] = set()
+        for m in self.measurements:
+            if m.id in seen:
+                raise ValueError(f"measurement id {m.id!r} appears more than once")
+            seen.add(m.id)
+        return self
+
+    def select(self, devices: Iterable[str] = (), models: Iterable[str] = ()) -> list[Measurement]:
+        """Rows whose device / model is one of these (case-insensitive; empty means any)."""
+        dev = {d.lower() for d in devices}
+        mod = {m.lower() for m in models}
+        return [m for m in self.measurements
+                if (not dev or m.device.lower() in dev) and (not mod or m.model in mod)]
+
+    def by_id(self, row_id: str) -> Measurement:
+        for m in self.measurements:
+            if m.id == row_id:
+                return m
+        raise KeyError(row_id)
+
+
+def load_references(path: str | Path | None = None) -> ReferenceSet:
+    """The shipped dataset (path None; read once per process), or a team's own file in this schema."""
+    if path is None:
+        return _builtin()
+    return _load(Path(path))
+
+
+@lru_cache(maxsize=1)
+def _builtin() -> ReferenceSet:
+    return _load(REFERENCE_PATH)
+
+
+def _load(path: Path) -> ReferenceSet:
+    # TODO(issue 11): read through catalog.io.read_json_file once it is on main; same rules.
+    try:
+        with open(path, "rb") as f:
+            text = f.read(MAX_BYTES + 1)
+    except FileNotFoundError:
+        raise ReferenceError(f"reference file {path} does not exist") from None
+    except IsADirectoryError:
+        raise ReferenceError(f"reference file {path} is a directory, not a file") from None
+    except OSError as e:
+        raise ReferenceError(f"reference file {path}: {e.strerror or e}") from None
+    if len(text) > MAX_BYTES:
+        raise ReferenceError(f"reference file {path} is larger than {MAX_BYTES // 2**20} MiB: not a reference table")
+    return loads(text, where=f"reference file {path}")
+
+
+def loads(text: str | bytes, where: str = "reference data") -> ReferenceSet:
+    try:
+        data = json.loads(text)
+    except UnicodeDecodeError:
+        raise ReferenceError(f"{where} is not UTF-8 text") from None
+    except json.JSONDecodeError as e:
+        raise ReferenceError(f"{where} is not valid JSON ({e.msg} at line {e.lineno} column {e.colno})") from None
+    except RecursionError:
+        raise ReferenceError(f"{where} is nested too deeply to be a reference table") from None
+    except ValueError:  # the one other ValueError json raises: an integer of more than 4300 digits
+        raise ReferenceError(f"{where} is not valid JSON (a number too long to read)") from None
+    if not isinstance(data, dict) or "measurements" not in data:
+        raise ReferenceError(f"{where} is not a reference table (no 'measurements' list)")
+    if data.get("schema_version") != SCHEMA_VERSION:
+        raise ReferenceError(f"{where} has schema_version {data.get('schema_version')!r}; "
+                             f"this advisor reads {SCHEMA_VERSION} (see README, 'Reference dataset')")
+    try:
+        return ReferenceSet.model_validate(data)
+    except ValidationError as e:
+        errs = e.errors()
+        more = f" (and {len(errs) - 1} more)" if len(errs) > 1 else ""
+        raise ReferenceError(f"{where}: {_where_in(data, errs[0]['loc'])}: {_one_line(errs[0]['msg'])}{more}") from None
+    except RecursionError:
+        raise ReferenceError(f"{where} is nested too deeply to be a reference table") from None
+
+
+def _where_in(data: dict, loc: tuple) -> str:
+    """'measurements[3] (a100-80gb-1gpu-amp).samples_per_sec': the row's id when it has one."""
+    if len(loc) >= 2 and loc[0] == "measurements" and isinstance(loc[1], int):
+        rows = data.get("measurements")
+        row = rows[loc[1]] if isinstance(rows, list) and loc[1] < len(rows) else None
+        name = f" ({row['id']})" if isinstance(row, dict) and isinstance(row.get("id"), str) else ""
+        rest = "".join(f".{p}" for p in loc[2:])
+        return f"measurements[{loc[1]}]{name}{rest}"
+    return ".".join(str(p) for p in loc) or "(top)"
+
+
+def _one_line(msg: str) -> str:
+    return " ".join(msg.removeprefix("Value error, ").split())
