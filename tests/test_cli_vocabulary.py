@@ -298,3 +298,57 @@ def test_recent_catalog_has_no_warning_and_no_stamp(cli, tmp_path):
     save_atomic(cat, path)
     assert _warnings(cli, "--catalog", str(path)) == 0
     assert not (common.cache_dir() / common.AGE_STAMP_NAME).exists()
+
+
+# --- recommend takes the same filters, by the same rule --------------------------------------
+
+def _recommend(cli, *args):
+    code, out, err = cli("recommend", "--budget", "1e9", "--deadline", "1000d", "--samples", "1e6", "--top", "10000",
+                         "--show-excluded", "--format", "json", *QUIET, *args)
+    assert code == 0, err
+    doc = json.loads(out)
+    priced = [e for e in doc["excluded"] if not e["reason"].startswith("no on-demand price")]
+    return {r["instance_type"] for r in doc["recommendations"]}, {e["instance_type"] for e in priced}
+
+
+@pytest.mark.parametrize("filters", [
+    ("--accelerator", "NVIDIA A100"),
+    ("--accelerator", "Tesla T4,l40s"),
+    ("--accelerator", "neuron"),
+    ("--arch", "arm64", "--accelerator", "gpu"),
+    ("--min-gpus", "8"),
+    ("--family", "G5,g6", "--family", "P4D"),
+    ("--accelerator", "gpu", "--region", "EU-WEST-1,us-west-2", "--min-gpus", "4"),
+])
+def test_recommend_filters_match_catalog_show(cli, filters):
+    ranked, excluded = _recommend(cli, *filters)
+    shown = {r["instance_type"] for r in _show(cli, "--market", "on-demand", *filters)}
+    assert shown and ranked | excluded == shown  # neuron types are all excluded (no measurement)
+
+
+def test_recommend_arch_and_min_gpus_hold_in_every_row(cli):
+    code, out, err = cli("recommend", "--budget", "5000", "--deadline", "2d", "--samples", "1e8", "--arch", "arm64",
+                         "--format", "json", *QUIET)
+    cat = load(SNAPSHOT_PATH)
+    rows = json.loads(out)["recommendations"]
+    assert code == 0 and rows and all(cat.instance_types[r["instance_type"]].arch == "arm64" for r in rows)
+    code, out, err = cli("recommend", "--budget", "5000", "--deadline", "2d", "--samples", "1e8", "--min-gpus", "8",
+                         "--format", "json", *QUIET)
+    rows = json.loads(out)["recommendations"]
+    assert code == 0 and rows and all(cat.instance_types[r["instance_type"]].accelerator_count >= 8 for r in rows)
+
+
+@pytest.mark.parametrize("args, needle", [
+    (("--accelerator", "X100"), "no instance type in this catalog has accelerator 'X100'"),
+    (("--family", "g9"), "unknown instance family 'g9'"),
+    (("--region", "mars-1"), "unknown region 'mars-1'"),
+    (("--min-gpus", "-1"), "--min-gpus must be 0 or more"),
+])
+def test_recommend_bad_filters_are_one_line(cli, args, needle):
+    code, out, err = cli("recommend", "--budget", "500", "--deadline", "2d", "--samples", "1e8", *QUIET, *args)
+    assert code == 2 and out == "" and needle in err and err.count("\n") == 1
+
+
+def test_recommend_arch_choices(cli):
+    code, _out, err = cli("recommend", "--budget", "500", "--deadline", "2d", "--samples", "1e8", "--arch", "sparc")
+    assert code == 2 and "invalid choice: 'sparc'" in err and "advisor recommend --help" in err
