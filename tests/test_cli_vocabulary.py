@@ -49,7 +49,7 @@ def test_list_option_empty_is_refused(cli):
     ["catalog", "show", "--region", "us-east-1", "--region", "US-WEST-2", "--family", "g5", "--family", "g6e"],
 ])
 def test_region_and_family_lists_in_catalog_show(cli, argv):
-    code, out, err = cli(*argv[:2], *argv[2:], "--format", "json", *QUIET)
+    code, out, _err = cli(*argv[:2], *argv[2:], "--format", "json", *QUIET)
     rows = json.loads(out)
     assert code == 0 and {r["region"] for r in rows} == {"us-east-1", "us-west-2"}
     assert {r["family"] for r in rows} == {"g5", "g6e"}
@@ -327,12 +327,12 @@ def test_recommend_filters_match_catalog_show(cli, filters):
 
 
 def test_recommend_arch_and_min_gpus_hold_in_every_row(cli):
-    code, out, err = cli("recommend", "--budget", "5000", "--deadline", "2d", "--samples", "1e8", "--arch", "arm64",
+    code, out, _err = cli("recommend", "--budget", "5000", "--deadline", "2d", "--samples", "1e8", "--arch", "arm64",
                          "--format", "json", *QUIET)
     cat = load(SNAPSHOT_PATH)
     rows = json.loads(out)["recommendations"]
     assert code == 0 and rows and all(cat.instance_types[r["instance_type"]].arch == "arm64" for r in rows)
-    code, out, err = cli("recommend", "--budget", "5000", "--deadline", "2d", "--samples", "1e8", "--min-gpus", "8",
+    code, out, _err = cli("recommend", "--budget", "5000", "--deadline", "2d", "--samples", "1e8", "--min-gpus", "8",
                          "--format", "json", *QUIET)
     rows = json.loads(out)["recommendations"]
     assert code == 0 and rows and all(cat.instance_types[r["instance_type"]].accelerator_count >= 8 for r in rows)
@@ -352,3 +352,20 @@ def test_recommend_bad_filters_are_one_line(cli, args, needle):
 def test_recommend_arch_choices(cli):
     code, _out, err = cli("recommend", "--budget", "500", "--deadline", "2d", "--samples", "1e8", "--arch", "sparc")
     assert code == 2 and "invalid choice: 'sparc'" in err and "advisor recommend --help" in err
+
+
+@pytest.mark.parametrize("argv0, want", [
+    (".venv/bin/advisor", ".venv/bin/advisor"),
+    ("/opt/my tools/bin/advisor", "'/opt/my tools/bin/advisor'"),
+    ("advisor", "advisor"),
+    ("/x/advisor/__main__.py", "advisor"),  # python -m advisor
+    ("pytest", "advisor"),
+])
+def test_printed_command_lines_start_as_the_user_ran_advisor(cli, monkeypatch, argv0, want):
+    """The probe commands recommend prints are copied and run: they name the advisor as invoked."""
+    monkeypatch.setattr("sys.argv", [argv0])
+    code, out, _err = cli("recommend", "--budget", "500", "--deadline", "2d", "--samples", "1e8", "--format", "json",
+                          *QUIET)
+    cmds = json.loads(out)["probe_commands"]
+    assert code == 0 and cmds[0].startswith(f"{want} launch --instance-type ")
+    assert cmds[-2].startswith(f"{want} results pull ") and f"{want} probe --workload" in cmds[-1]

@@ -24,7 +24,7 @@ PROBE_MODULES = ("torch", "torchvision", "lightning", "matplotlib")
 
 
 def _pip(prefix: Path, *args: str, timeout: float) -> subprocess.CompletedProcess:
-    return subprocess.run([str(prefix / "bin" / "python"), "-m", "pip", *args], capture_output=True, text=True,
+    return subprocess.run([str(prefix / "bin" / "python"), "-m", "pip", *args], check=False, capture_output=True, text=True,
                           timeout=timeout, env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
 
 
@@ -54,7 +54,7 @@ def core_venv(tmp_path_factory):
 def _advisor(venv: Path, tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("INSTANCE_ADVISOR_")}
     env.update(INSTANCE_ADVISOR_CACHE_DIR=str(tmp_path / "cache"), INSTANCE_ADVISOR_DATA_DIR=str(tmp_path / "data"))
-    return subprocess.run([str(venv / "bin" / "advisor"), *args], capture_output=True, text=True, timeout=120,
+    return subprocess.run([str(venv / "bin" / "advisor"), *args], check=False, capture_output=True, text=True, timeout=120,
                           cwd=tmp_path, env=env)
 
 

@@ -96,7 +96,7 @@ def test_user_data_runs_uploads_and_shuts_down(moto_server, cli, tmp_path):
 case "$1 $2 $3" in
   "-m pip --version") echo "pip 25.0 (shim)" ;;
   "-m pip list") printf 'torch==2.9.0+cu128\\ntorchvision==0.24.0+cu128\\nnumpy==2.1.0\\nnvidia-cudnn-cu12==9.1.0\\n' ;;
-  "-m pip install") w="${{@: -1}}"; cp "${{w%\[probe\]}}" {calls}/installed.whl; cp "$5" {calls}/constraints.txt ;;
+  "-m pip install") w="${{@: -1}}"; cp "${{w%\\[probe\\]}}" {calls}/installed.whl; cp "$5" {calls}/constraints.txt ;;
   *) exit 64 ;;
 esac
 ''')

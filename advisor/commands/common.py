@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import shlex
+import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -23,6 +25,13 @@ MAX_AGE_ENV = "INSTANCE_ADVISOR_MAX_AGE"
 # The age warning is said once per this long per catalog; the stamp lives in the cache dir.
 AGE_WARNING_EVERY = timedelta(days=1)
 AGE_STAMP_NAME = "age-warnings.json"
+
+
+def command_name() -> str:
+    """How to type `advisor` again, for command lines a command prints for copying: as it was run
+    (`.venv/bin/advisor` from a venv that is not activated), else plain `advisor`."""
+    me = sys.argv[0] if sys.argv else ""
+    return shlex.quote(me) if os.path.basename(me) == "advisor" else "advisor"
 
 
 # ---------------------------------------------------------------------------------------------

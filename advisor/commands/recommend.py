@@ -17,6 +17,7 @@ from .common import (
     add_list_option,
     add_store_option,
     add_type_filter_options,
+    command_name,
     load_catalog,
     store_path,
     type_filter,
@@ -164,9 +165,10 @@ def probe_commands(job: JobSpec, probes: list[ProbeRow]) -> list[str]:
     if job.num_classes != 1000:
         shape.append(f"--num-classes {job.num_classes}")
     extra = f" --probe-args '{' '.join(shape)}'" if shape else ""
-    cmds = [f"advisor launch --instance-type {','.join(names)} --region {region} --workload {job.workload}{extra} "
+    me = command_name()
+    cmds = [f"{me} launch --instance-type {','.join(names)} --region {region} --workload {job.workload}{extra} "
             f"--s3 s3://BUCKET/prefix" for region, names in by_region.items()]
-    cmds.append("advisor results pull s3://BUCKET/prefix   # then run this recommend again")
-    cmds.append(f"(or on a machine of that type: advisor probe --workload {job.workload}"
+    cmds.append(f"{me} results pull s3://BUCKET/prefix   # then run this recommend again")
+    cmds.append(f"(or on a machine of that type: {me} probe --workload {job.workload}"
                 f"{' ' + ' '.join(shape) if shape else ''})")
     return cmds

@@ -67,7 +67,7 @@ class ProbeScript:
 # The distribution's extra with what `advisor probe` trains with (torch, torchvision, lightning);
 # the constraints file keeps the AMI's own torch build.
 PROBE_EXTRA = "probe"
-_NAMED_REQUIREMENT = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[([^\]]*)\])?(.*)", re.S)
+_NAMED_REQUIREMENT = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[([^\]]*)\])?(.*)", re.DOTALL)
 
 
 def with_extra(requirement: str, extra: str) -> str:
