@@ -369,3 +369,15 @@ def test_printed_command_lines_start_as_the_user_ran_advisor(cli, monkeypatch, a
     cmds = json.loads(out)["probe_commands"]
     assert code == 0 and cmds[0].startswith(f"{want} launch --instance-type ")
     assert cmds[-2].startswith(f"{want} results pull ") and f"{want} probe --workload" in cmds[-1]
+
+
+def test_probe_without_its_extra_says_what_to_install(cli, monkeypatch):
+    """The core install has no torch: `advisor probe` says so in one line, exit 2 (the fresh-venv
+    test in test_install.py shows it for real)."""
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name in ("torch", "lightning") else real(name, *a))
+    code, out, err = cli("probe", "--workload", "mlp")
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert "lacks torch, lightning" in err and "pip install 'instance-advisor[probe]'" in err
