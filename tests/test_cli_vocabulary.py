@@ -381,3 +381,17 @@ def test_probe_without_its_extra_says_what_to_install(cli, monkeypatch):
     code, out, err = cli("probe", "--workload", "mlp")
     assert code == 2 and out == "" and err.count("\n") == 1
     assert "lacks torch, lightning" in err and "pip install 'instance-advisor[probe]'" in err
+
+
+@pytest.mark.parametrize("argv", [
+    ["launch", "--instance-type", "g5.xlarge", "--s3", "s3://b/p", "--region", "us-east-1,us-west-2"],
+    ["launch", "status", "RUN", "--region", "us-east-1,us-west-2"],
+    ["results", "pull", "s3://b/p", "--region", "eu-west-1,us-east-1"],
+])
+def test_aws_region_options_take_one_region(cli, argv):
+    code, out, err = cli(*argv)
+    assert code == 2 and out == "" and "give one region" in err and err.count("\n") == 1
+
+
+def test_aws_region_option_is_case_insensitive():
+    assert build_parser().parse_args(["launch", "status", "RUN", "--region", "US-EAST-1"]).region == "us-east-1"

@@ -77,6 +77,15 @@ def add_list_option(parser, name: str, *, metavar: str, help: str, aliases: tupl
                             normalise=normalise, item_choices=choices, unique=unique)
 
 
+def one_region(text: str) -> str:
+    """argparse type of the --region that names where AWS calls go (launch, its status and cancel,
+    results pull): the same spelling as the list options, one value."""
+    region = text.strip().lower()
+    if "," in region or not region:
+        raise argparse.ArgumentTypeError(f"give one region (this command works in one at a time), got {text!r}")
+    return region
+
+
 def add_type_filter_options(parser) -> None:
     """The instance-type filters of `catalog show` and `recommend` (catalog/filters.py is the rule)."""
     add_list_option(parser, "--family", metavar="F", help="only these instance families, e.g. g6e,p4d")

@@ -10,7 +10,7 @@ import sys
 
 from ..errors import UserError
 from ..output import add_format_option, emit, warn
-from .common import add_catalog_options, add_list_option, load_catalog
+from .common import add_catalog_options, add_list_option, load_catalog, one_region
 
 PLAN_COLUMNS = ("instance_type", "arch", "ami", "market", "usd_per_hour", "max_cost_usd", "check")
 LAUNCH_COLUMNS = ("instance_type", "state", "instance_id", "error")
@@ -31,7 +31,7 @@ def register(sub) -> None:
     add_list_option(p, "--instance-type", metavar="TYPE", aliases=("--instance-types",),
                     unique=False, help="instance types to probe, one instance each")
     p.add_argument("--s3", metavar="S3_URL", help="s3://bucket/prefix for the package, results and logs")
-    p.add_argument("--region", help="EC2 region (default: the AWS configuration's)")
+    p.add_argument("--region", type=one_region, help="EC2 region (default: the AWS configuration's)")
     p.add_argument("--market", choices=("on-demand", "spot"), default="on-demand")
     p.add_argument("--workload", default="resnet50", help="what to probe (default resnet50)")
     p.add_argument("--probe-args", default="", metavar="ARGS", help="extra arguments for 'advisor probe', as one string")
@@ -51,12 +51,12 @@ def register(sub) -> None:
     actions = p.add_subparsers(dest="action", metavar="{status,cancel}")
     s = actions.add_parser("status", help="instances of a run, their state and whether results arrived")
     s.add_argument("run_id", metavar="RUN_ID")
-    s.add_argument("--region", help="region, when this machine has no manifest of the run")
+    s.add_argument("--region", type=one_region, help="region, when this machine has no manifest of the run")
     add_format_option(s)
     s.set_defaults(func=handle_status)
     c = actions.add_parser("cancel", help="terminate every instance of a run")
     c.add_argument("run_id", metavar="RUN_ID")
-    c.add_argument("--region", help="region, when this machine has no manifest of the run")
+    c.add_argument("--region", type=one_region, help="region, when this machine has no manifest of the run")
     add_format_option(c)
     c.set_defaults(func=handle_cancel)
 
