@@ -30,6 +30,12 @@ INTERRUPTION_BUCKETS: tuple[tuple[float, float], ...] = (
 )
 INTERRUPTION_LABELS = ("<5%", "5-10%", "10-15%", "15-20%", ">20%")
 
+# Families AWS sells mostly by reservation (Capacity Blocks for ML, On-Demand Capacity
+# Reservations), whether or not a catalog's source lists "capacity-block" for them; p6 covers
+# every p6 family (p6-b200, p6-b300, p6e-gb200).
+RESERVATION_FAMILIES = frozenset({"p4d", "p4de", "p5", "p5e", "p5en"})
+RESERVATION_NOTE = "usually needs a Capacity Block or reservation"
+
 
 class InstanceType(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -47,13 +53,28 @@ class InstanceType(BaseModel):
     accelerator_kind: AcceleratorKind = "none"
     accelerator_model: str | None = None
     accelerator_count: int = Field(default=0, ge=0)
-    accelerator_memory_gib: float | None = None  # per device
+    accelerator_memory_gib: float | None = None  # per device (for a fractional GPU: its partition's)
+    # Share of one device the instance gets: g6f/gr6f partition an L4 (GpuPartitionSize 0.125-0.5,
+    # accelerator_count 1). None: whole devices.
+    accelerator_fraction: float | None = Field(default=None, gt=0, lt=1, allow_inf_nan=False)
     network_gbps: float | None = None  # the sustained figure; "Up to 10 Gigabit" -> 10, up_to=True
     network_up_to: bool = False
-    # Sum of the network cards' BaselineBandwidthInGbps: what hours of all-reduce get on an
-    # "Up to N Gigabit" type (c7i.2xlarge: 3.125 of "up to 12.5").
+    # What hours of all-reduce get (catalog.describe.baseline_gbps): the instance's own figure when
+    # it is a fixed one; for "Up to N Gigabit" the smaller of the cards' baseline and N
+    # (c7i.2xlarge: 3.125 of "up to 12.5").
     network_baseline_gbps: float | None = None
     efa: bool = False
+    # DescribeInstanceTypes' SupportedUsageClasses ("on-demand", "spot", "capacity-block");
+    # empty where the catalog's source did not say.
+    usage_classes: list[str] = []
+
+    @property
+    def sold_by_reservation(self) -> bool:
+        """AWS sells this type through Capacity Blocks (it says so in SupportedUsageClasses), or it
+        is of a class (p4d, p5, p5e, p5en, p6) whose capacity goes mostly to Capacity Blocks and
+        reservations: an on-demand or spot request for it usually finds none."""
+        return "capacity-block" in self.usage_classes or self.family in RESERVATION_FAMILIES \
+            or self.family.startswith("p6")
 
     @model_validator(mode="after")
     def _accelerator_consistent(self) -> InstanceType:

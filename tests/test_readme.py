@@ -28,9 +28,11 @@ NOT_RUN = {
     "python3 -m venv .venv ": "the setup itself: CI runs it in a fresh clone (.ci/run)",
     "python3 -m venv .venv-core ": "the core install: tests/test_install.py runs it in a fresh venv",
     ".venv/bin/python -m pytest": "the test suite: this test is part of it",
-    ".venv/bin/python benchmarks/": "timing benchmarks: run on a quiet machine, never in the tests",
+    ".venv/bin/python benchmarks/": "benchmarks: minutes of work that print figures; timings need a quiet machine",
     ".venv/bin/advisor catalog refresh": "calls the AWS APIs (needs credentials)",
     ".venv/bin/advisor launch": "starts EC2 instances (needs AWS)",
+    ".venv/bin/advisor recommend --budget 500 --deadline 2d --samples 1e8 --check-account":
+        "asks the AWS account (Service Quotas, spot placement scores)",
     ".venv/bin/advisor results pull": "downloads from S3 (needs AWS)",
     ".venv/bin/advisor probe --workload resnet18": "trains ResNet-18 for minutes",
 }
@@ -63,36 +65,48 @@ class Command:
         return 2 if self.error_shown() else 0
 
 
+FENCE = re.compile(r"^(\s*)```(\S*)")
+# Where a shell line stops being the advisor's own arguments.
+SHELL_OPERATORS = re.compile(r"^(\||\|\||&&|;|[0-9]?>.*|<.*)$")
+
+
+def blocks(text: str):
+    """(language, [(line number, line without the fence's indent)]) of every fenced block."""
+    lang, indent, body = None, "", []
+    for n, raw in enumerate(text.splitlines(), 1):
+        if m := FENCE.match(raw):
+            if lang is None:
+                lang, indent, body = m.group(2), m.group(1), []
+            else:
+                yield lang, body
+                lang = None
+        elif lang is not None:
+            body.append((n, raw[len(indent):] if raw.startswith(indent) else raw.lstrip()))
+
+
 def readme_commands(text: str) -> list[Command]:
     cmds: list[Command] = []
-    lang = None
-    pending: Command | None = None
-    lines = text.splitlines()
-    i = 0
-    while i < len(lines):
-        raw = lines[i]
-        fence = re.match(r"^```(\S*)", raw)
-        if fence:
-            lang = None if lang is not None else fence.group(1)
-            pending = None
-            i += 1
+    for lang, body in blocks(text):
+        if lang not in ("console", "sh"):
             continue
-        if lang in ("console", "sh") and (raw.startswith("$ ") or (lang == "sh" and raw.strip()
-                                                                   and not raw.startswith("#"))):
-            start = i
-            cmd = raw.removeprefix("$ ")
-            while cmd.endswith("\\") and i + 1 < len(lines):
-                i += 1
-                cmd = cmd[:-1] + " " + lines[i].strip()
-            if cmd.strip() == "echo $?" and pending is not None and i + 1 < len(lines):
-                pending.expect_status = int(lines[i + 1])
-                i += 2
-                continue
-            pending = Command(start + 1, cmd.strip(), [])
-            cmds.append(pending)
-        elif lang == "console" and pending is not None:
-            pending.output.append(raw)
-        i += 1
+        pending: Command | None = None
+        i = 0
+        while i < len(body):
+            n, raw = body[i]
+            if raw.startswith("$ ") or (lang == "sh" and raw.strip() and not raw.startswith("#")):
+                cmd = raw.removeprefix("$ ")
+                while cmd.endswith("\\") and i + 1 < len(body):
+                    i += 1
+                    cmd = cmd[:-1] + " " + body[i][1].strip()
+                if cmd.strip() == "echo $?" and pending is not None and i + 1 < len(body):
+                    pending.expect_status = int(body[i + 1][1])
+                    i += 2
+                    continue
+                pending = Command(n, cmd.strip(), [])
+                cmds.append(pending)
+            elif lang == "console" and pending is not None:
+                pending.output.append(raw)
+            i += 1
     return cmds
 
 
@@ -107,12 +121,10 @@ def test_readme_shows_commands():
 
 def test_commands_live_in_console_or_sh_blocks():
     """A `$ ` line in any other block is a command this test would never run."""
-    lang = None
-    for n, raw in enumerate(README.read_text().splitlines(), 1):
-        if m := re.match(r"^```(\S*)", raw):
-            lang = None if lang is not None else m.group(1)
-        elif lang is not None and lang != "console" and raw.startswith("$ "):
-            pytest.fail(f"README.md:{n}: a command in a ```{lang or '(plain)'} block: use ```console")
+    for lang, body in blocks(README.read_text()):
+        for n, raw in body:
+            if lang != "console" and raw.startswith("$ "):
+                pytest.fail(f"README.md:{n}: a command in a ```{lang or '(plain)'} block: use ```console")
 
 
 @pytest.mark.parametrize("cmd", COMMANDS, ids=lambda c: f"L{c.line}")
@@ -128,6 +140,7 @@ def test_advisor_command_parses(cmd):
     from advisor.cli import build_parser
 
     argv = cmd.argv[1:]
+    argv = argv[:next((i for i, a in enumerate(argv) if SHELL_OPERATORS.match(a)), len(argv))]
     shown = cmd.error_shown()
     try:
         build_parser().parse_args(argv)

@@ -77,17 +77,6 @@ def test_ids_unique_and_builtin_workload_ids(refs):
     assert rn50 and {m.workload_id for m in rn50} == {"resnet50-224px-1000c"}
 
 
-def test_throughput_adapter_keeps_the_seed_shape():
-    from advisor.throughput import reference_measurements
-
-    old = reference_measurements()
-    assert {r["instance_type"] for r in old} == {"c7i.2xlarge", "g5.2xlarge"}
-    g5 = next(r for r in old if r["instance_type"] == "g5.2xlarge" and r["tuned"])
-    assert g5["relative_uncertainty"] == 0.15 and g5["torch"] == "2.4" and "Article A" in g5["provenance"]
-    assert set(g5) == {"instance_type", "workload_id", "accelerator", "rung", "tuned", "precision",
-                       "samples_per_sec", "relative_uncertainty", "torch", "provenance"}
-
-
 # -- bad files -------------------------------------------------------------------------------------
 
 def _bad(text: str | bytes) -> str:

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
+from catalog.aws import DEFAULT_REGIONS
+
+from ..errors import UserError
 from ..output import add_format_option, emit, warn
 from .common import (
     add_catalog_options,
@@ -38,11 +41,12 @@ def register(sub) -> None:
 
     ref = csub.add_parser("refresh", help="rebuild the catalog cache from the AWS APIs (needs credentials)")
     add_list_option(ref, "--region", metavar="R", aliases=("--regions",),
-                    help="regions to fetch (default us-east-1, us-west-2, eu-west-1)")
+                    help=f"regions to fetch (default {', '.join(DEFAULT_REGIONS)}); "
+                         "'all': every region the account has enabled")
     add_list_option(ref, "--family", metavar="F", aliases=("--families",),
                     help="only these instance families (default: every type offered)")
     ref.add_argument("--spot-advisor", metavar="FILE",
-                     help="a copy of the Spot Instance Advisor JSON, for interruption buckets and savings")
+                     help="a saved copy of the Spot Instance Advisor JSON (default: fetched from AWS's public URL)")
     add_format_option(ref)
     ref.set_defaults(func=cmd_refresh)
 
@@ -129,16 +133,23 @@ def cmd_info(args) -> int:
 
 def cmd_refresh(args) -> int:
     from catalog import aws
-    from catalog.io import save_atomic
+    from catalog.io import CatalogError, load, save_atomic
 
     from ..paths import catalog_cache_path
 
     regions = args.region or None
+    if regions and "all" in regions and regions != ["all"]:
+        raise UserError("--region all cannot be combined with other regions")
     families = args.family or None
+    path = catalog_cache_path()
+    try:  # the catalog being replaced: its interruption buckets stay if the advisor fetch fails
+        previous = load(catalog_path(args))
+    except CatalogError:
+        previous = None
     # Everything is fetched and validated before anything is written: a failure leaves the
     # previous cache as it was.
-    cat = aws.refresh(regions=regions, families=families, spot_advisor=args.spot_advisor)
-    path = catalog_cache_path()
+    cat = aws.refresh(regions=regions, families=families, spot_advisor_file=args.spot_advisor,
+                      previous=previous, on_warning=warn)
     save_atomic(cat, path)
     emit([{
         "path": str(path),
