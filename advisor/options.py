@@ -168,4 +168,17 @@ num_classes = whole(2, MAX_NUM_CLASSES)
 batch_size = whole(1, MAX_BATCH_SIZE)
 minutes = number(0, MINUTES_IN_A_WEEK)
 positive_minutes = number(0, MINUTES_IN_A_WEEK, lo_open=True)
-days = number(0, MAX_DAYS)
+
+
+def parse_days(text: str, what: str) -> float:
+    """A number of days, 0 or more, finite (--max-age, $INSTANCE_ADVISOR_MAX_AGE)."""
+    try:
+        v = float(text)
+    except ValueError:
+        v = math.nan
+    if not (math.isfinite(v) and 0 <= v <= MAX_DAYS):
+        raise UserError(f"{what} must be a number of days, 0 or more (e.g. 30), got {text!r}".lstrip())
+    return v
+
+
+days = _argtype(lambda text: parse_days(text, ""), "days")

@@ -12,7 +12,16 @@ from typing import TYPE_CHECKING
 from .. import options as opt
 from ..jobspec import JobSpec, parse_budget, parse_deadline, work_samples
 from ..output import FORMATS, warn
-from .common import add_catalog_options, add_store_option, load_catalog, read_store
+from .common import (
+    add_catalog_options,
+    add_list_option,
+    add_store_option,
+    add_type_filter_options,
+    command_name,
+    load_catalog,
+    read_store,
+    type_filter,
+)
 
 if TYPE_CHECKING:
     from ..rows import CandidateRow, ProbeRow, Rows
@@ -48,13 +57,13 @@ def register(sub) -> None:
     p.add_argument("--num-classes", type=opt.num_classes, default=1000, help="classes (default 1000)")
     p.add_argument("--objective", choices=("cheapest", "fastest", "pareto"), default="cheapest",
                    help="cheapest meeting the deadline (default), fastest within budget, or the Pareto set")
-    p.add_argument("--region", action="append", default=[], metavar="R", help="only this region (repeatable)")
+    add_list_option(p, "--region", metavar="R", help="only these regions")
     p.add_argument("--market", choices=("on-demand", "spot", "any"), default="on-demand",
                    help="on-demand (default), spot, or any (both, plus spot with on-demand fallback)")
     p.add_argument("--max-instances", type=opt.whole(1, MAX_INSTANCES), default=DEFAULT_MAX_INSTANCES, metavar="K",
                    help=f"consider 1..K data-parallel instances (default {DEFAULT_MAX_INSTANCES}: past that the "
                         "all-reduce model is outside anything measured)")
-    p.add_argument("--family", action="append", default=[], metavar="F", help="only this instance family, e.g. g6 (repeatable)")
+    add_type_filter_options(p)  # --family, --accelerator, --arch, --min-gpus: as `catalog show`
     p.add_argument("--gpu-only", action="store_true", help="leave CPU-only instance types out")
     p.add_argument("--min-accelerator-memory", type=opt.number(0, 4096, lo_open=True), metavar="GiB",
                    help="per-device memory the job needs (default: the workload's own floor)")
@@ -89,11 +98,13 @@ def job_from_args(args) -> JobSpec:
     budget = parse_budget(args.budget)
     deadline = parse_deadline(args.deadline)
     samples = work_samples(args.samples, args.epochs, args.dataset_size)
+    wanted = type_filter(args)
     return JobSpec(
         samples=samples, budget_usd=budget, deadline_hours=deadline.total_seconds() / 3600,
         workload=args.workload, datamodule=args.datamodule, image_size=args.image_size, num_classes=args.num_classes,
-        objective=args.objective, regions=list(dict.fromkeys(args.region)),
-        families=list(dict.fromkeys(args.family)), market=args.market, max_instances=args.max_instances,
+        objective=args.objective, regions=args.region, families=list(wanted.families),
+        accelerators=list(wanted.accelerators), arch=wanted.arch, min_gpus=wanted.min_gpus,
+        market=args.market, max_instances=args.max_instances,
         min_accelerator_memory_gib=args.min_accelerator_memory, require_dtype=args.require_dtype,
         checkpoint_minutes=args.checkpoint_minutes, restart_minutes=args.restart_minutes,
         setup_minutes=args.setup_minutes,
@@ -185,9 +196,10 @@ def probe_commands(job: JobSpec, probes: list[ProbeRow]) -> list[str]:
     if job.num_classes != 1000:
         shape.append(f"--num-classes {job.num_classes}")
     extra = f" --probe-args '{' '.join(shape)}'" if shape else ""
-    cmds = [f"advisor launch --instance-types {','.join(names)} --region {region} --workload {job.workload}{extra} "
+    me = command_name()
+    cmds = [f"{me} launch --instance-type {','.join(names)} --region {region} --workload {job.workload}{extra} "
             f"--s3 s3://BUCKET/prefix" for region, names in by_region.items()]
-    cmds.append("advisor results pull s3://BUCKET/prefix   # then run this recommend again")
-    cmds.append(f"(or on a machine of that type: advisor probe --workload {job.workload}"
+    cmds.append(f"{me} results pull s3://BUCKET/prefix   # then run this recommend again")
+    cmds.append(f"(or on a machine of that type: {me} probe --workload {job.workload}"
                 f"{' ' + ' '.join(shape) if shape else ''})")
     return cmds

@@ -10,7 +10,7 @@ from lightning_module.result import ResultError, parse_results
 from .. import options as opt
 from ..errors import UserError
 from ..output import add_format_option, emit, error
-from .common import add_store_option, open_store, read_store, store_path
+from .common import add_list_option, add_store_option, open_store, read_store, store_path
 from .probe import LADDER_COLUMNS, ci_text, describe, ladder_rows
 
 IMPORT_MAX_BYTES = 256 * 2**20  # an export of ~50,000 results; a probe result is a few KiB
@@ -29,8 +29,7 @@ def register(sub) -> None:
     rsub = p.add_subparsers(dest="results_command", required=True, metavar="ACTION")
 
     lp = rsub.add_parser("list", help="the stored results, newest first")
-    lp.add_argument("--workload", type=opt.text, metavar="ID", help="only this workload id (e.g. resnet50-224px-1000c)")
-    lp.add_argument("--instance-type", type=opt.text, metavar="TYPE", help="only this instance type")
+    _add_filters(lp)
     add_store_option(lp)
     add_format_option(lp)
     lp.set_defaults(func=handle_list)
@@ -52,8 +51,7 @@ def register(sub) -> None:
     ip.set_defaults(func=handle_import)
 
     ep = rsub.add_parser("export", help="every stored result (json: full records; csv and others: one row each)")
-    ep.add_argument("--workload", type=opt.text, metavar="ID")
-    ep.add_argument("--instance-type", type=opt.text, metavar="TYPE")
+    _add_filters(ep)
     add_format_option(ep, default="json")
     add_store_option(ep)
     ep.set_defaults(func=handle_export)
@@ -70,6 +68,20 @@ def register(sub) -> None:
     from . import pull
 
     pull.register(rsub)
+
+
+def _add_filters(parser) -> None:
+    add_list_option(parser, "--workload", metavar="ID", normalise=str.strip,
+                    help="only these workload ids (e.g. resnet50-224px-1000c)")
+    add_list_option(parser, "--instance-type", metavar="TYPE", help="only these instance types")
+
+
+def _selected(store, args) -> list:
+    """The stored results the --workload / --instance-type filters keep, newest first."""
+    one = lambda xs: xs[0] if len(xs) == 1 else None  # a single value filters in SQL
+    return [r for r in store.results(one(args.workload), one(args.instance_type))
+            if (not args.workload or r.workload_id in args.workload)
+            and (not args.instance_type or r.instance_type in args.instance_type)]
 
 
 def _ratio(r) -> float | None:
@@ -92,17 +104,18 @@ def list_row(r) -> dict:
     }
 
 
-def _stored(args, workload=None, instance_type=None) -> tuple[list, int]:
-    """The valid results, newest first, and how many invalid rows were skipped (and named)."""
+def _stored(args) -> tuple[list, int]:
+    """The valid results the filters keep, newest first (the store opened read-only), and how many
+    invalid rows were skipped (and named)."""
     store = read_store(args)
     if store is None:  # nothing ever stored in the default place
         return [], 0
     with store:
-        return store.results(workload, instance_type), len(store.invalid)
+        return _selected(store, args), len(store.invalid)
 
 
 def handle_list(args) -> int:
-    results, invalid = _stored(args, args.workload, args.instance_type)
+    results, invalid = _stored(args)
     rows = [list_row(r) for r in results]
     if not rows and args.format in ("table", "markdown"):
         print(f"no valid results ({invalid} invalid skipped)" if invalid else
@@ -189,7 +202,7 @@ def export_row(r) -> dict:
 
 
 def handle_export(args) -> int:
-    results, _ = _stored(args, args.workload, args.instance_type)
+    results, _ = _stored(args)
     if args.format == "json":
         emit([r.model_dump(mode="json") for r in results], "json")
     else:
