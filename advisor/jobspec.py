@@ -13,7 +13,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from catalog.filters import TypeFilter
+
 from .errors import UserError
+from .options import MAX_BUDGET_USD, MAX_EPOCHS, MAX_SAMPLES, MIN_BUDGET_USD, parse_amount
 
 Objective = Literal["cheapest", "fastest", "pareto"]
 MarketChoice = Literal["on-demand", "spot", "any"]
@@ -25,7 +28,8 @@ _ISO_DURATION = re.compile(
     r"(?:T(?:(?P<h>\d+(?:[.,]\d+)?)H)?(?:(?P<m>\d+(?:[.,]\d+)?)M)?(?:(?P<s>\d+(?:[.,]\d+)?)S)?)?",
     re.IGNORECASE,
 )
-_SUFFIX = {"k": 1e3, "m": 1e6, "g": 1e9, "b": 1e9}
+MIN_DEADLINE_S = 60  # nothing boots, let alone trains, in less
+MAX_DEADLINE_S = 100 * 365 * 86400
 
 
 def parse_deadline(text: str, now: datetime | None = None) -> timedelta:
@@ -49,7 +53,9 @@ def parse_deadline(text: str, now: datetime | None = None) -> timedelta:
             raise UserError(f"deadline {text!r} is in the past ({at:%Y-%m-%d %H:%M} UTC)")
     if not math.isfinite(seconds) or seconds <= 0:
         raise UserError(f"deadline {text!r} must be a positive duration")
-    if seconds > 100 * 365 * 86400:
+    if seconds < MIN_DEADLINE_S:
+        raise UserError(f"deadline {text!r} is less than a minute away: no training job fits in it")
+    if seconds > MAX_DEADLINE_S:
         raise UserError(f"deadline {text!r} is more than 100 years away")
     return timedelta(seconds=seconds)
 
@@ -83,20 +89,8 @@ def _absolute(s: str) -> datetime | None:
     return at
 
 
-def parse_amount(text: str, what: str) -> float:
-    """A positive finite number; accepts scientific notation (1.2e8), underscores and commas
-    (120_000_000) and k/M/G suffixes (120M)."""
-    s = str(text).strip().replace("_", "").replace(",", "")
-    mult = 1.0
-    if s[-1:].lower() in _SUFFIX and not s.lower().endswith("inf"):
-        mult, s = _SUFFIX[s[-1].lower()], s[:-1]
-    try:
-        v = float(s) * mult
-    except ValueError:
-        raise UserError(f"{what} {text!r} is not a number") from None
-    if not math.isfinite(v) or v <= 0:
-        raise UserError(f"{what} must be a positive finite number, got {text!r}")
-    return v
+def parse_budget(text: str) -> float:
+    return parse_amount(text, "--budget", MIN_BUDGET_USD, MAX_BUDGET_USD)
 
 
 class JobSpec(BaseModel):
@@ -114,7 +108,11 @@ class JobSpec(BaseModel):
     num_classes: int = 1000
     objective: Objective = "cheapest"
     regions: list[str] = []
+    # Instance-type filters, matched by catalog/filters.py (the rule `catalog show` uses too).
     families: list[str] = []
+    accelerators: list[str] = []  # device names or kinds; any of them
+    arch: Literal["x86_64", "arm64"] | None = None
+    min_gpus: int = Field(default=0, ge=0)  # accelerator devices per instance
     market: MarketChoice = "on-demand"
     max_instances: int = Field(default=4, ge=1)
     min_accelerator_memory_gib: float | None = None
@@ -124,13 +122,22 @@ class JobSpec(BaseModel):
     setup_minutes: float = Field(default=0.0, ge=0)
     include_cpu: bool = True
 
+    def type_filter(self) -> TypeFilter:
+        return TypeFilter(families=tuple(self.families), accelerators=tuple(self.accelerators), arch=self.arch,
+                          min_gpus=self.min_gpus)
+
 
 def work_samples(samples: str | None, epochs: str | None, dataset_size: str | None) -> float:
-    """--samples N, or --epochs E --dataset-size N (samples = E x N)."""
+    """--samples N, or --epochs E --dataset-size N (samples = E x N, rounded up to whole samples:
+    a fraction of an epoch is fine)."""
     if samples is not None:
         if epochs is not None or dataset_size is not None:
             raise UserError("give either --samples or --epochs with --dataset-size, not both")
-        return parse_amount(samples, "--samples")
+        return parse_amount(samples, "--samples", 1, MAX_SAMPLES, whole=True)
     if epochs is None or dataset_size is None:
         raise UserError("say how much work: --samples N, or --epochs E with --dataset-size N")
-    return parse_amount(epochs, "--epochs") * parse_amount(dataset_size, "--dataset-size")
+    total = math.ceil(parse_amount(epochs, "--epochs", 0, MAX_EPOCHS)
+                      * parse_amount(dataset_size, "--dataset-size", 1, MAX_SAMPLES, whole=True))
+    if total > MAX_SAMPLES:
+        raise UserError(f"--epochs x --dataset-size is {total:.3g} samples; at most {MAX_SAMPLES:.0e} can be planned")
+    return float(total)

@@ -9,7 +9,6 @@ traceback. Cheap to import (pydantic only): `advisor recommend` reads it.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable
 from datetime import date
@@ -18,6 +17,8 @@ from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from catalog.io import parse_json, read_bytes
 
 SCHEMA_VERSION = 2
 REFERENCE_PATH = Path(__file__).parent / "data" / "reference_measurements.json"
@@ -237,32 +238,12 @@ def _builtin() -> ReferenceSet:
 
 
 def _load(path: Path) -> ReferenceSet:
-    # TODO(issue 11): read through catalog.io.read_json_file once it is on main; same rules.
-    try:
-        with open(path, "rb") as f:
-            text = f.read(MAX_BYTES + 1)
-    except FileNotFoundError:
-        raise ReferenceError(f"reference file {path} does not exist") from None
-    except IsADirectoryError:
-        raise ReferenceError(f"reference file {path} is a directory, not a file") from None
-    except OSError as e:
-        raise ReferenceError(f"reference file {path}: {e.strerror or e}") from None
-    if len(text) > MAX_BYTES:
-        raise ReferenceError(f"reference file {path} is larger than {MAX_BYTES // 2**20} MiB: not a reference table")
+    text = read_bytes(path, "reference file", MAX_BYTES, ReferenceError)
     return loads(text, where=f"reference file {path}")
 
 
 def loads(text: str | bytes, where: str = "reference data") -> ReferenceSet:
-    try:
-        data = json.loads(text)
-    except UnicodeDecodeError:
-        raise ReferenceError(f"{where} is not UTF-8 text") from None
-    except json.JSONDecodeError as e:
-        raise ReferenceError(f"{where} is not valid JSON ({e.msg} at line {e.lineno} column {e.colno})") from None
-    except RecursionError:
-        raise ReferenceError(f"{where} is nested too deeply to be a reference table") from None
-    except ValueError:  # the one other ValueError json raises: an integer of more than 4300 digits
-        raise ReferenceError(f"{where} is not valid JSON (a number too long to read)") from None
+    data = parse_json(text, where, ReferenceError)  # the one JSON reader: nesting, huge integers
     if not isinstance(data, dict) or "measurements" not in data:
         raise ReferenceError(f"{where} is not a reference table (no 'measurements' list)")
     if data.get("schema_version") != SCHEMA_VERSION:

@@ -10,7 +10,6 @@ the whole refresh succeeded.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import re
@@ -22,8 +21,16 @@ from typing import Any
 
 from . import awscall, spot_advisor
 from .describe import family_of, instance_type_from_describe
-from .io import CatalogError
-from .models import SCHEMA_VERSION, Catalog, InstanceType, Offer, RegionOffers
+from .io import CatalogError, parse_json
+from .models import (
+    MAX_USD_PER_HOUR,
+    MIN_USD_PER_HOUR,
+    SCHEMA_VERSION,
+    Catalog,
+    InstanceType,
+    Offer,
+    RegionOffers,
+)
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +82,7 @@ def validate_regions(regions: Iterable[str], session=None) -> list[str]:
 def parse_price_list_item(item: str | dict) -> tuple[str, float] | None:
     """One Pricing API PriceList entry (a JSON string) -> (instance type, USD/h), or None when
     it is no usable hourly price (zero, not USD, unit other than Hrs)."""
-    doc = json.loads(item) if isinstance(item, str) else item
+    doc = parse_json(item, "PriceList entry", CatalogError) if isinstance(item, str) else item
     attrs = (doc.get("product") or {}).get("attributes") or {}
     itype = attrs.get("instanceType")
     if not itype:
@@ -89,7 +96,7 @@ def parse_price_list_item(item: str | dict) -> tuple[str, float] | None:
                 price = float(usd)
             except (TypeError, ValueError):
                 continue
-            if price > 0 and math.isfinite(price):
+            if MIN_USD_PER_HOUR <= price <= MAX_USD_PER_HOUR:  # NaN fails both
                 return itype, price
     return None
 
@@ -111,7 +118,7 @@ def spot_stats(history: Iterable[dict[str, Any]], region: str | None = None) -> 
             price = float(h["SpotPrice"])
         except (KeyError, TypeError, ValueError):
             continue
-        if not (price > 0 and math.isfinite(price)):
+        if not MIN_USD_PER_HOUR <= price <= MAX_USD_PER_HOUR:  # NaN fails too
             continue
         ts = h.get("Timestamp")  # botocore parses it to a datetime
         if not isinstance(ts, datetime):
@@ -190,7 +197,7 @@ def fetch_on_demand_prices(pricing, region: str) -> dict[str, float]:
     for item in items:
         try:
             parsed = parse_price_list_item(item)
-        except (json.JSONDecodeError, AttributeError, TypeError):
+        except (CatalogError, AttributeError, TypeError):
             log.debug("skipping an unreadable PriceList entry")
             continue
         if parsed is None:

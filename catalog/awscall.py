@@ -12,10 +12,11 @@ boto3 and botocore are imported inside functions only: importing this module sta
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from typing import Any
+
+from .io import parse_json
 
 # Per attempt: a connection that takes more than CONNECT_TIMEOUT_S to open, or an answer that
 # sends nothing for READ_TIMEOUT_S, is a failed attempt. Real AWS answers the calls made here in
@@ -132,8 +133,8 @@ def check_response(protocol: str, operation: str, status: int, body: bytes | Non
         return f"an HTML page (HTTP {status})"
     if protocol in ("json", "rest-json"):
         try:
-            doc = json.loads(stripped)
-        except (ValueError, RecursionError):
+            doc = parse_json(stripped, "response")  # the one JSON reader; FileError is a ValueError
+        except ValueError:
             return f"a body that is not JSON (HTTP {status})"
         return None if isinstance(doc, dict) else f"JSON that is not an object (HTTP {status})"
     # ec2, query, rest-xml

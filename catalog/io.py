@@ -1,4 +1,6 @@
-"""Reading and writing catalog files: one-line errors for bad files, atomic writes."""
+"""Reading and writing the advisor's files: catalogs, and the one safe JSON reader every JSON file
+the advisor reads goes through (catalog, probe results, S3 objects, run manifests, the spot
+advisor, the reference dataset). Bad files become one-line errors; writes are atomic."""
 
 from __future__ import annotations
 
@@ -19,15 +21,106 @@ class CatalogError(ValueError):
     """A catalog that cannot be read or built; the message is one line for the user."""
 
 
-def load(path: str | Path) -> Catalog:
+class FileError(ValueError):
+    """A file that cannot be read, parsed or written; the message is one line for the user."""
+
+
+# A full 30-region catalog is a few MB; a probe result a few KiB. Anything past these is not one
+# of our files, and reading it whole would only cost memory.
+CATALOG_MAX_BYTES = 256 * 2**20
+# Our files hold small integers: 100 digits is past any count or price, and far below the 4,300
+# digits at which Python's int() raises ValueError (and which take quadratic time to convert).
+JSON_MAX_INT_DIGITS = 100
+
+
+# Our files nest a handful of levels (a catalog's offers: 4). Python's own limit (a RecursionError
+# somewhere near 1,000 levels, depending on the version and the stack) is no contract.
+JSON_MAX_DEPTH = 64
+
+
+def _too_deep(where: str) -> str:
+    return f"{where}: JSON nested more than {JSON_MAX_DEPTH} levels deep: not one of the advisor's files"
+
+
+def _check_depth(doc, where: str, error: type[Exception]) -> None:
+    stack = [(doc, 1)]
+    while stack:
+        node, depth = stack.pop()
+        children = node.values() if isinstance(node, dict) else node
+        for child in children:
+            if isinstance(child, (dict, list)):
+                if depth >= JSON_MAX_DEPTH:
+                    raise error(_too_deep(where))
+                stack.append((child, depth + 1))
+
+
+def _json_int(s: str) -> int:
+    if len(s.lstrip("-")) > JSON_MAX_INT_DIGITS:
+        raise ValueError(f"an integer with {len(s.lstrip('-')):,} digits")
+    return int(s)
+
+
+def parse_json(text: str | bytes, where: str, error: type[Exception] = FileError):
+    """JSON text -> Python objects, or `error` with one line saying why: invalid JSON, not UTF-8,
+    nested more than JSON_MAX_DEPTH levels (or deep enough for a RecursionError), integers too
+    long. NaN, Infinity and 1e400 (inf) are read: the models refuse non-finite numbers field by
+    field, which names the field."""
+    try:
+        doc = json.loads(text, parse_int=_json_int)
+    except RecursionError:
+        raise error(_too_deep(where)) from None
+    except UnicodeDecodeError:
+        raise error(f"{where}: not UTF-8 text") from None
+    except json.JSONDecodeError as e:
+        raise error(f"{where}: not valid JSON ({e.msg} at line {e.lineno} column {e.colno})") from None
+    except ValueError as e:  # from _json_int
+        raise error(f"{where}: not valid JSON ({e})") from None
+    if isinstance(doc, (dict, list)):
+        _check_depth(doc, where, error)
+    return doc
+
+
+def read_bytes(path: str | Path, what: str, limit: int, error: type[Exception] = FileError) -> bytes:
+    """A whole file, at most `limit` bytes, with one-line errors (missing, a directory, unreadable,
+    too large) that name it as `what` ("catalog file", "probe result file")."""
     path = Path(path)
     try:
-        text = path.read_bytes()
+        with open(path, "rb") as f:
+            data = f.read(limit + 1)
     except FileNotFoundError:
-        raise CatalogError(f"catalog file {path} does not exist") from None
+        raise error(f"{what} {path} does not exist") from None
+    except IsADirectoryError:
+        raise error(f"{what} {path} is a directory, not a file") from None
     except OSError as e:
-        raise CatalogError(f"catalog file {path}: {e.strerror or e}") from None
-    return loads(text, where=str(path))
+        raise error(f"{what} {path}: {e.strerror or e}") from None
+    if len(data) > limit:
+        raise error(f"{what} {path} is larger than {limit / 2**20:g} MiB: not one of the advisor's files")
+    return data
+
+
+def read_json_file(path: str | Path, what: str, limit: int, error: type[Exception] = FileError):
+    """read_bytes + parse_json: the way to read any JSON file the advisor did not just write."""
+    return parse_json(read_bytes(path, what, limit, error), f"{what} {path}", error)
+
+
+def check_writable(path: str | Path, what: str, error: type[Exception] = FileError) -> Path:
+    """Say now, before minutes of work, that `path` cannot be written: it is a directory, or the
+    nearest existing folder above it is not a writable folder. Creates nothing."""
+    path = Path(path)
+    if path.is_dir():
+        raise error(f"{what} {path}: that is a directory; give a file name")
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise error(f"{what} {path}: {parent} is not a folder")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise error(f"{what} {path}: folder {parent} is not writable")
+    return path
+
+
+def load(path: str | Path) -> Catalog:
+    return loads(read_bytes(path, "catalog file", CATALOG_MAX_BYTES, CatalogError), where=str(path))
 
 
 def loads(text: str | bytes, where: str = "catalog") -> Catalog:
@@ -45,12 +138,9 @@ def loads(text: str | bytes, where: str = "catalog") -> Catalog:
         if gc_was_enabled:
             gc.enable()
     try:
-        data = json.loads(text)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        msg = getattr(e, "msg", str(e))
-        raise CatalogError(
-            f"{where} is not valid JSON ({msg}); refresh it with 'advisor catalog refresh' or pass another --catalog"
-        ) from None
+        data = parse_json(text, where, CatalogError)
+    except CatalogError as e:
+        raise CatalogError(f"{e}; refresh it with 'advisor catalog refresh' or pass another --catalog") from None
     if not isinstance(data, dict) or "schema_version" not in data:
         raise CatalogError(f"{where} is not an instance-advisor catalog (no schema_version)")
     if data["schema_version"] != SCHEMA_VERSION:
@@ -59,7 +149,8 @@ def loads(text: str | bytes, where: str = "catalog") -> Catalog:
             f"{SCHEMA_VERSION}; run 'advisor catalog refresh' to rebuild it"
         )
     loc = ".".join(str(p) for p in first["loc"]) or "(top)"
-    raise CatalogError(f"{where}: invalid catalog at {loc}{_offer_name(data, first['loc'])}: {first['msg']}")
+    msg = first["msg"].removeprefix("Value error, ")
+    raise CatalogError(f"{where}: invalid catalog at {loc}{_offer_name(data, first['loc'])}: {msg}")
 
 
 def _offer_name(data: dict, loc: tuple) -> str:
@@ -77,18 +168,23 @@ def save_atomic(model: BaseModel, path: str | Path, indent: int | None = None) -
     """Write a pydantic model (a catalog, a launch manifest) as JSON to a temporary file beside the
     target, then rename: a crash never leaves half a file. `indent` is for files people read or
     keep in git (the shipped snapshot, run manifests), where readable diffs matter."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+    path = check_writable(path, "cannot write")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+    except OSError as e:  # read-only folder, full disk
+        raise FileError(f"cannot write {path}: {e.strerror or e}") from None
     try:
         with os.fdopen(fd, "w") as f:
             f.write(model.model_dump_json(indent=indent))
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         try:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
+        if isinstance(e, OSError):
+            raise FileError(f"cannot write {path}: {e.strerror or e}") from None
         raise

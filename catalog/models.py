@@ -6,10 +6,12 @@ gives the column view the ranker vectorises over.
 
 from __future__ import annotations
 
-from datetime import datetime
+import operator
+import re
+from datetime import datetime, timedelta, timezone
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 SCHEMA_VERSION = 1
 
@@ -37,32 +39,51 @@ RESERVATION_FAMILIES = frozenset({"p4d", "p4de", "p5", "p5e", "p5en"})
 RESERVATION_NOTE = "usually needs a Capacity Block or reservation"
 
 
-class InstanceType(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+# Every number in a catalog file is checked for what it means: finite (NaN and inf are refused by
+# allow_inf_nan=False on each model), the right sign, and in a plausible unit. The upper bounds sit
+# well past the largest AWS type (u7in-32tb: 1,920 vCPUs, 32 TiB; 16 accelerators; 3,200 Gbit/s;
+# B200: 180 GB) and well below the same figure in the wrong unit (MHz, MiB, Mbit/s, cents).
+NAME_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,63}$"  # g6e.12xlarge, us-east-1, g6e: never "..", ".x", "-x"
+Name = Annotated[str, Field(pattern=NAME_PATTERN)]
+_CONTROLS = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")
 
-    name: str
-    family: str
-    generation: int | None = None
-    vcpus: int = Field(gt=0)
-    physical_cores: int | None = Field(default=None, gt=0)  # DefaultCores: c7a and Graviton run one thread per core
-    memory_gib: float = Field(gt=0)
+
+def one_line(v: str) -> str:
+    """Text that reaches a terminal: no control characters (tab allowed), so no escape sequence."""
+    if _CONTROLS.search(v):
+        raise ValueError("contains control characters")
+    return v
+
+
+Text = Annotated[str, Field(max_length=200), AfterValidator(one_line)]  # a CPU or accelerator model name
+
+
+class InstanceType(BaseModel):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    name: Name
+    family: Name
+    generation: int | None = Field(default=None, ge=1, le=100)
+    vcpus: int = Field(gt=0, le=16384)
+    physical_cores: int | None = Field(default=None, gt=0, le=16384)  # DefaultCores: c7a and Graviton run one thread per core
+    memory_gib: float = Field(ge=0.1, le=2**20)  # GiB; the smallest type has 0.5
     arch: Literal["x86_64", "arm64"]
-    cpu_manufacturer: str | None = None
-    cpu_model: str | None = None
-    cpu_clock_ghz: float | None = None
+    cpu_manufacturer: Text | None = None
+    cpu_model: Text | None = None
+    cpu_clock_ghz: float | None = Field(default=None, ge=0.1, le=10)  # GHz; 3500 would be MHz
     accelerator_kind: AcceleratorKind = "none"
-    accelerator_model: str | None = None
-    accelerator_count: int = Field(default=0, ge=0)
-    accelerator_memory_gib: float | None = None  # per device (for a fractional GPU: its partition's)
+    accelerator_model: Text | None = None
+    accelerator_count: int = Field(default=0, ge=0, le=1024)
+    accelerator_memory_gib: float | None = Field(default=None, ge=0.1, le=4096)  # per device (for a fractional GPU: its partition's); 24576 would be MiB
     # Share of one device the instance gets: g6f/gr6f partition an L4 (GpuPartitionSize 0.125-0.5,
     # accelerator_count 1). None: whole devices.
     accelerator_fraction: float | None = Field(default=None, gt=0, lt=1, allow_inf_nan=False)
-    network_gbps: float | None = None  # the sustained figure; "Up to 10 Gigabit" -> 10, up_to=True
+    network_gbps: float | None = Field(default=None, ge=0.01, le=100_000)  # the sustained figure; "Up to 10 Gigabit" -> 10, up_to=True
     network_up_to: bool = False
     # What hours of all-reduce get (catalog.describe.baseline_gbps): the instance's own figure when
     # it is a fixed one; for "Up to N Gigabit" the smaller of the cards' baseline and N
     # (c7i.2xlarge: 3.125 of "up to 12.5").
-    network_baseline_gbps: float | None = None
+    network_baseline_gbps: float | None = Field(default=None, ge=0.01, le=100_000)
     efa: bool = False
     # DescribeInstanceTypes' SupportedUsageClasses ("on-demand", "spot", "capacity-block");
     # empty where the catalog's source did not say.
@@ -83,11 +104,39 @@ class InstanceType(BaseModel):
                 f"{self.name}: accelerator_kind {self.accelerator_kind!r} does not match "
                 f"accelerator_count {self.accelerator_count}"
             )
+        if self.physical_cores is not None and self.physical_cores > self.vcpus:
+            raise ValueError(f"{self.name}: physical_cores {self.physical_cores} is more than vcpus {self.vcpus}")
         return self
 
 
-# A price in USD per hour: positive and finite (NaN, inf, 0 and negatives are file errors).
-Price = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+# A price in USD per hour: finite (NaN, inf, 0 and negatives are file errors), and below
+# $10,000/h (the dearest AWS type is a few hundred dollars an hour; more is cents, not USD).
+# At least a millionth of a dollar an hour (the cheapest spot offers are ~$0.001/h; moto's stand-in
+# spot price is $0.00001): a denormal "price" such as 5e-324 made samples per dollar infinite.
+MIN_USD_PER_HOUR, MAX_USD_PER_HOUR = 1e-6, 10_000.0
+Price = Annotated[float, Field(ge=MIN_USD_PER_HOUR, le=MAX_USD_PER_HOUR, allow_inf_nan=False)]
+AzCount = Annotated[int, Field(ge=1, le=100)]
+# The Spot Instance Advisor's "s": below 0 where spot costs more than on-demand (its 2025-06 file
+# has p5.48xlarge in ca-central-1 at -62); past -100 (spot at twice on-demand) is not a saving figure.
+SAVINGS_PCT_MIN, SAVINGS_PCT_MAX = -100.0, 100.0
+SavingsPct = Annotated[float, Field(ge=SAVINGS_PCT_MIN, le=SAVINGS_PCT_MAX, allow_inf_nan=False)]
+
+
+_TZINFO = operator.attrgetter("tzinfo")
+# When a price was read: between AWS's launch and 2100 (checked by pydantic's core: 78,000 checks in
+# Python cost several ms of the load budget). Not "in the past": a spot price stamped by AWS a
+# second ahead of a slow local clock is fine.
+PriceTime = Annotated[datetime, Field(ge=datetime(2006, 1, 1, tzinfo=timezone.utc),
+                                      le=datetime(2100, 1, 1, tzinfo=timezone.utc))]
+
+
+def utc(t: datetime, what: str = "time") -> datetime:
+    """A time as UTC-aware: a file may omit the offset (read as UTC) or give another one; naive and
+    aware times cannot be compared (TypeError), and ages must not depend on the writer's zone."""
+    try:
+        return t.replace(tzinfo=timezone.utc) if t.tzinfo is None else t.astimezone(timezone.utc)
+    except OverflowError:  # 0001-01-01T00:00+01:00 has no UTC equivalent
+        raise ValueError(f"{what} {t.isoformat()} is out of range") from None
 
 
 class Offer(BaseModel):
@@ -97,17 +146,22 @@ class Offer(BaseModel):
     user placing a request without picking a zone can expect); the minimum is kept beside it.
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    instance_type: str
-    region: str
+    instance_type: Name
+    region: Name
     market: Market
     usd_per_hour: Price
     spot_min_usd: Price | None = None
-    az_count: int | None = None
-    price_at: datetime | None = None
+    az_count: AzCount | None = None
+    price_at: PriceTime | None = None
     interruption_bucket: int | None = Field(default=None, ge=0, le=4)
-    savings_pct: float | None = None
+    savings_pct: SavingsPct | None = None
+
+    @field_validator("price_at")
+    @classmethod
+    def _utc(cls, v: datetime | None) -> datetime | None:
+        return None if v is None else utc(v, "price_at")
 
 
 OFFER_COLUMNS = ("instance_type", "market", "usd_per_hour", "spot_min_usd", "az_count", "price_at",
@@ -119,18 +173,18 @@ class RegionOffers(BaseModel):
     ~550 ms to load; as columns it stays well under the 150 ms target, and the ranker wants
     columns anyway."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    instance_type: list[str] = []
+    instance_type: list[Name] = []
     market: list[Market] = []
     # Prices are checked (positive, finite) by pydantic's core while parsing: a Python loop over
     # 78,000 prices cost ~15 ms of the 150 ms load budget.
     usd_per_hour: list[Price] = []
     spot_min_usd: list[Price | None] = []
-    az_count: list[int | None] = []
-    price_at: list[datetime | None] = []
+    az_count: list[AzCount | None] = []
+    price_at: list[PriceTime | None] = []
     interruption_bucket: list[Annotated[int, Field(ge=0, le=4)] | None] = []
-    savings_pct: list[float | None] = []
+    savings_pct: list[SavingsPct | None] = []
 
     @model_validator(mode="after")
     def _columns_ok(self) -> RegionOffers:
@@ -138,6 +192,10 @@ class RegionOffers(BaseModel):
         for col in OFFER_COLUMNS:
             if len(getattr(self, col)) != n:
                 raise ValueError(f"offer column {col} has {len(getattr(self, col))} entries, expected {n}")
+        # A naive time (no offset) is read as UTC; the test runs in C (map/filter), since a
+        # Python-level check of 78,000 times cost ~5 ms and utcoffset() on each ~80 ms.
+        if None in map(_TZINFO, filter(None, self.price_at)):
+            self.price_at = [None if t is None else utc(t, "price_at") for t in self.price_at]
         return self
 
     def __len__(self) -> int:
@@ -155,16 +213,20 @@ class RegionOffers(BaseModel):
         return ro
 
 
+# Where the numbers come from, in prose: a few KiB in practice; 1 MiB is past any honest one.
+PROVENANCE_MAX_CHARS = 2**20
+
+
 class Catalog(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     schema_version: int
     source: Source
     fetched_at: datetime
-    provenance: str = ""
-    regions: list[str]
-    instance_types: dict[str, InstanceType]
-    offers: dict[str, RegionOffers]  # region -> offers, as columns
+    provenance: str = Field(default="", max_length=PROVENANCE_MAX_CHARS)
+    regions: list[Name]
+    instance_types: dict[Name, InstanceType]
+    offers: dict[Name, RegionOffers]  # region -> offers, as columns
 
     @field_validator("schema_version")
     @classmethod
@@ -176,8 +238,20 @@ class Catalog(BaseModel):
             )
         return v
 
+    @field_validator("fetched_at")
+    @classmethod
+    def _fetched_utc(cls, v: datetime) -> datetime:
+        v = utc(v, "fetched_at")
+        # A date in the future would make any catalog look fresh (and never warn about its age).
+        if v > datetime.now(timezone.utc) + timedelta(days=1):
+            raise ValueError(f"fetched_at {v:%Y-%m-%d %H:%M} UTC is in the future")
+        return v
+
     @model_validator(mode="after")
     def _offers_refer_to_known_types(self) -> Catalog:
+        for key, it in self.instance_types.items():
+            if it.name != key:  # the ranker looks types up by the name an offer gives
+                raise ValueError(f"instance_types[{key!r}] describes {it.name!r}")
         known = self.instance_types.keys()
         for region, ro in self.offers.items():
             unknown = set(ro.instance_type) - known

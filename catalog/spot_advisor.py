@@ -9,12 +9,12 @@ failing the whole refresh or dropping the buckets.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from pathlib import Path
 
-from .io import CatalogError
+from .io import CatalogError, parse_json, read_bytes
+from .models import SAVINGS_PCT_MAX, SAVINGS_PCT_MIN
 
 SPOT_ADVISOR_URL = "https://spot-bid-advisor.s3.amazonaws.com/spot-advisor-data.json"
 URL_ENV = "INSTANCE_ADVISOR_SPOT_ADVISOR_URL"  # a mirror, or a local server in tests
@@ -38,10 +38,7 @@ def url() -> str:
 def parse(text: bytes | str, where: str) -> Buckets:
     """The Spot Instance Advisor JSON -> Linux buckets per region; CatalogError (one line) for
     anything that is not that file."""
-    try:
-        doc = json.loads(text)
-    except (ValueError, RecursionError, UnicodeDecodeError) as e:
-        raise CatalogError(f"{where} is not valid JSON ({getattr(e, 'msg', type(e).__name__)})") from None
+    doc = parse_json(text, where, CatalogError)  # the one JSON reader: nesting, huge integers
     advisor = doc.get("spot_advisor") if isinstance(doc, dict) else None
     if not isinstance(advisor, dict):
         raise CatalogError(f"{where} has no 'spot_advisor' object (expected the Spot Instance Advisor JSON)")
@@ -54,7 +51,8 @@ def parse(text: bytes | str, where: str) -> Buckets:
         for itype, v in linux.items():
             r, s = (v.get("r"), v.get("s")) if isinstance(v, dict) else (None, None)
             if isinstance(r, int) and not isinstance(r, bool) and 0 <= r <= 4:
-                ok = isinstance(s, (int, float)) and not isinstance(s, bool) and 0 <= s <= 100
+                # the catalog's own bound: the 2025-06 file has p5.48xlarge in ca-central-1 at -62
+                ok = isinstance(s, (int, float)) and not isinstance(s, bool) and SAVINGS_PCT_MIN <= s <= SAVINGS_PCT_MAX
                 clean[itype] = {"r": r, "s": s if ok else None}
         out[region] = clean
     return out
@@ -63,16 +61,7 @@ def parse(text: bytes | str, where: str) -> Buckets:
 def load(path: str | Path) -> Buckets:
     """A saved copy (--spot-advisor FILE)."""
     path = Path(path)
-    try:
-        with open(path, "rb") as f:
-            text = f.read(MAX_BYTES + 1)
-    except FileNotFoundError:
-        raise CatalogError(f"spot advisor file {path} does not exist") from None
-    except OSError as e:
-        raise CatalogError(f"spot advisor file {path}: {e.strerror or e}") from None
-    if len(text) > MAX_BYTES:
-        raise CatalogError(f"spot advisor file {path} is larger than {MAX_BYTES >> 20} MiB: not the Spot Instance Advisor JSON")
-    return parse(text, f"spot advisor file {path}")
+    return parse(read_bytes(path, "spot advisor file", MAX_BYTES, CatalogError), f"spot advisor file {path}")
 
 
 def fetch(source: str | None = None) -> Buckets:

@@ -74,6 +74,11 @@ class LadderFailed(Exception):
         self.rung = rung
 
 
+# An unbounded CI (one timed step) is inf, which a result cannot hold (every float in it is
+# finite): a finite stand-in far above any throughput keeps the record valid.
+CI_UNBOUNDED = 1e18
+
+
 @dataclass
 class Measurement:
     samples_per_sec: float
@@ -86,6 +91,9 @@ class Measurement:
     contention: Contention | None = None
     remeasured: int = 0
     ci_target_met: bool | None = None
+
+    def __post_init__(self) -> None:
+        self.ci_high = min(self.ci_high, CI_UNBOUNDED)
 
 
 # The CPU allocator says "DefaultCPUAllocator: can't allocate memory: ... (Cannot allocate memory)".

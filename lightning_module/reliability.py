@@ -17,12 +17,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from . import contention
-from .ladder import Measurement
+from .ladder import CI_UNBOUNDED, Measurement
 from .options import CONFIRM_ROUNDS, REMEASURE_ROUNDS
 from .result import Confirmation, ProbeConfig
 from .timing import MIN_TIMED_STEPS, Timing, t95, throughput, usable_steps
 
-CI_CAP = 1e18  # an unbounded CI (one timed step) as a finite number JSON can hold
+CI_CAP = CI_UNBOUNDED  # an unbounded CI (one timed step), as Measurement caps it
 
 
 def summarise(timing: Timing, samples_per_step: int, target_ci: float, **extra) -> Measurement:
@@ -31,10 +31,8 @@ def summarise(timing: Timing, samples_per_step: int, target_ci: float, **extra) 
     if not steps:
         raise RuntimeError("no steps were timed (the data ran out during warm-up?)")
     tp = throughput(steps, samples_per_step)
-    # An unbounded CI (one timed step) is inf, which JSON writes as null and the result then
-    # fails to read back: a finite stand-in far above any throughput keeps the record valid.
-    return Measurement(
-        samples_per_sec=tp.samples_per_sec, ci_low=tp.ci_low, ci_high=min(tp.ci_high, CI_CAP),
+    return Measurement(  # an unbounded CI (inf) is capped by Measurement itself
+        samples_per_sec=tp.samples_per_sec, ci_low=tp.ci_low, ci_high=tp.ci_high,
         steps_timed=len(timing.step_times), extra=timing, contention=timing.contention,
         # As the stopping rule: a CI from fewer than MIN_TIMED_STEPS steps is not known to be narrow.
         ci_target_met=tp.rel_half_width <= target_ci and len(steps) >= MIN_TIMED_STEPS, **extra,

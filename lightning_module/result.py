@@ -7,16 +7,30 @@ torch, lightning or torchvision.
 from __future__ import annotations
 
 import hashlib
-import json
 import uuid
-from datetime import datetime, timezone
-from typing import Literal
+from datetime import datetime, timedelta, timezone
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from catalog.io import parse_json
+from catalog.models import NAME_PATTERN, one_line
 
 RESULT_SCHEMA_VERSION = 1
 
 BUILTIN_MODELS = ("resnet50", "resnet18", "vit_b_16", "mlp")
+# What a workload can be (the CLI's options share these bounds): past them it is a typo.
+MAX_IMAGE_SIZE = 65536
+MAX_NUM_CLASSES = 10**8
+MAX_BATCH_SIZE = 2**24
 Precision = Literal["32-true", "bf16-mixed", "16-mixed"]
 
 
@@ -24,14 +38,50 @@ class ResultError(ValueError):
     """A probe result file or record that cannot be read; the message is one line for the user."""
 
 
-class WorkloadSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+# Every model here refuses NaN and inf (allow_inf_nan=False): a non-finite number stored as JSON
+# null once made every later read of the store fail. Times, counts and rates are never negative.
+_STRICT = ConfigDict(extra="forbid", allow_inf_nan=False)
+NonNegative = Annotated[float, Field(ge=0)]
+Positive = Annotated[float, Field(gt=0)]
+Count = Annotated[int, Field(ge=0, le=10**9)]
+# A trillion samples/s is past any training job on any machine (tiny MLPs on 8 GPUs: ~1e8); more is
+# a unit error, and would make hours and costs vanish.
+MAX_SAMPLES_PER_SEC = 1e12
+Throughput = Annotated[float, Field(ge=0, le=MAX_SAMPLES_PER_SEC)]
+# A name, a version, a path, an error line: one line, no control characters (they would reach a
+# terminal through `results show --format json`, which leaves DEL and C1 unescaped).
+Text = Annotated[str, Field(max_length=4096), AfterValidator(one_line)]
+# Result ids: the probe writes uuid4 hex; an imported one may be any short, printable, typeable id.
+RESULT_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
+# A clock a little fast is fine; a result from the far future would always win as "newest".
+MAX_CLOCK_SKEW = timedelta(days=1)
+EARLIEST = datetime(2015, 1, 1, tzinfo=timezone.utc)  # before PyTorch; older is a wrong clock
 
-    model: str = "resnet50"  # a builtin name or "package.module:LightningModuleClass"
-    datamodule: str | None = None  # "package.module:DataModuleClass" for a user's own data
-    image_size: int = Field(default=224, gt=0)
-    num_classes: int = Field(default=1000, gt=1)
-    batch_size: int = Field(default=128, gt=0)  # the starting (or fixed) batch size
+
+def _utc(v: datetime, what: str) -> datetime:
+    # A hand-made or foreign file may omit the offset; a naive time cannot be compared with the
+    # aware ones the probe writes (ranking by age would raise TypeError). Times are UTC.
+    # The record keeps the offset it was written with; only the checks use UTC.
+    v = v.replace(tzinfo=timezone.utc) if v.tzinfo is None else v
+    try:
+        u = v.astimezone(timezone.utc)
+    except OverflowError:  # 0001-01-01T00:00+01:00 has no UTC equivalent
+        raise ValueError(f"{what} {v.isoformat()} is out of range") from None
+    if u < EARLIEST:
+        raise ValueError(f"{what} {u:%Y-%m-%d} is before {EARLIEST:%Y}: the clock that wrote it was wrong")
+    if u > datetime.now(timezone.utc) + MAX_CLOCK_SKEW:
+        raise ValueError(f"{what} {u:%Y-%m-%d %H:%M} UTC is in the future")
+    return v
+
+
+class WorkloadSpec(BaseModel):
+    model_config = _STRICT
+
+    model: str = Field(default="resnet50", max_length=300)  # a builtin name or "package.module:LightningModuleClass"
+    datamodule: str | None = Field(default=None, max_length=300)  # "package.module:DataModuleClass" for a user's own data
+    image_size: int = Field(default=224, gt=0, le=MAX_IMAGE_SIZE)
+    num_classes: int = Field(default=1000, gt=1, le=MAX_NUM_CLASSES)
+    batch_size: int = Field(default=128, gt=0, le=MAX_BATCH_SIZE)  # the starting (or fixed) batch size
     batch_size_fixed: bool = False
 
     @field_validator("model")
@@ -61,17 +111,17 @@ class WorkloadSpec(BaseModel):
 class ProbeConfig(BaseModel):
     """One point of the optimisation ladder: everything that changes throughput."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = _STRICT
 
     accelerator: Literal["cpu", "gpu", "mps", "tpu"]
-    devices: int = 1
-    num_nodes: int = 1
-    strategy: str = "auto"
+    devices: int = Field(default=1, ge=1, le=4096)
+    num_nodes: int = Field(default=1, ge=1, le=4096)
+    strategy: str = Field(default="auto", max_length=100)
     precision: Precision = "32-true"
     channels_last: bool = False
     compile: bool = False
-    batch_size: int = Field(gt=0)
-    num_workers: int = Field(default=0, ge=0)
+    batch_size: int = Field(gt=0, le=MAX_BATCH_SIZE)
+    num_workers: int = Field(default=0, ge=0, le=4096)
     pin_memory: bool = False
     ipex: bool = False
     # The run_cpu rung (torch.backends.xeon.run_cpu's set-up): measured in a child process whose
@@ -86,151 +136,176 @@ class ProbeConfig(BaseModel):
 class Contention(BaseModel):
     """What else was using the machine while a rung was timed (Linux /proc; NVML on a GPU)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = _STRICT
 
     contended: bool = False
-    steps: int = 0  # timed steps observed
-    contended_steps: int = 0  # steps that waited for a CPU (run queue) or lost time to steal
-    cpu_share: float | None = None  # process CPU time / (wall time x cores in use), mean over steps
-    wait_share: float | None = None  # the training thread's run-queue wait / wall time
-    steal_share: float | None = None  # hypervisor steal / all CPU time
-    others_share: float | None = None  # the probe's CPUs' time other processes kept busy
-    load_average: float | None = None  # 1-minute load average at the rung's end
-    cpus: int | None = None  # CPUs this process may run on
-    cores_in_use: int | None = None  # threads the training runs (torch intra-op threads)
-    own_load: float | None = None  # runnable threads the probe itself adds to the load average
-    gpu_other_processes: int | None = None  # compute processes on the GPU that are not this probe
-    gpu_clock_ratio: float | None = None  # SM clock / its maximum, lowest seen
-    reasons: list[str] = []
+    steps: Count = 0  # timed steps observed
+    contended_steps: Count = 0  # steps that waited for a CPU (run queue) or lost time to steal
+    cpu_share: NonNegative | None = None  # process CPU time / (wall time x cores in use), mean over steps
+    wait_share: NonNegative | None = None  # the training thread's run-queue wait / wall time
+    steal_share: NonNegative | None = None  # hypervisor steal / all CPU time
+    others_share: NonNegative | None = None  # the probe's CPUs' time other processes kept busy
+    load_average: NonNegative | None = None  # 1-minute load average at the rung's end
+    cpus: Count | None = None  # CPUs this process may run on
+    cores_in_use: Count | None = None  # threads the training runs (torch intra-op threads)
+    own_load: NonNegative | None = None  # runnable threads the probe itself adds to the load average
+    gpu_other_processes: Count | None = None  # compute processes on the GPU that are not this probe
+    gpu_clock_ratio: NonNegative | None = None  # SM clock / its maximum, lowest seen
+    reasons: list[Text] = Field(default=[], max_length=100)
 
 
 class Confirmation(BaseModel):
     """The winner and the baseline measured again in alternation (A B A B ...)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = _STRICT
 
-    rounds: int
-    baseline_samples_per_sec: list[float]  # one per round
-    tuned_samples_per_sec: list[float]
-    speedup: float  # tuned / baseline
-    speedup_ci: tuple[float, float]  # 95%
+    rounds: int = Field(ge=1, le=100)
+    baseline_samples_per_sec: list[Throughput] = Field(max_length=100)  # one per round
+    tuned_samples_per_sec: list[Throughput] = Field(max_length=100)
+    speedup: Positive  # tuned / baseline
+    speedup_ci: tuple[NonNegative, NonNegative]  # 95%
     held: bool  # the speed-up's CI lies above 1: the ladder's pick is kept
     contended: bool = False
 
 
 class RungResult(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = _STRICT
 
-    rung: str  # e.g. "baseline", "bf16", "channels_last", "compile", "workers=4", "batch=64", "ipex"
+    rung: str = Field(max_length=100)  # e.g. "baseline", "bf16", "channels_last", "compile", "workers=4", "batch=64", "ipex"
     config: ProbeConfig
     status: Literal["ok", "failed", "oom", "timeout", "not-installed", "not-applicable", "skipped", "contended"]
-    samples_per_sec: float | None = None
-    ci_low: float | None = None
-    ci_high: float | None = None
-    steps_timed: int = 0
-    compile_seconds: float | None = None
+    samples_per_sec: Throughput | None = None
+    ci_low: NonNegative | None = None
+    ci_high: NonNegative | None = None
+    steps_timed: Count = 0
+    compile_seconds: NonNegative | None = None
     kept: bool = False
-    error: str | None = None  # why it failed or was skipped
-    note: str | None = None  # what to know about a rung that ran (e.g. an extension that had nothing to do here)
-    peak_memory_gib: float | None = None  # CUDA max allocated during the rung; elsewhere the process's peak RSS
+    error: Text | None = None  # why it failed or was skipped
+    note: Text | None = None  # what to know about a rung that ran (e.g. an extension that had nothing to do here)
+    peak_memory_gib: NonNegative | None = None  # CUDA max allocated during the rung; elsewhere the process's peak RSS
     contention: Contention | None = None
-    remeasured: int = 0  # extra measurements pooled in because the CI stayed wider than the target
+    remeasured: Count = 0  # extra measurements pooled in because the CI stayed wider than the target
     ci_target_met: bool | None = None  # None: not known (older results)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> RungResult:
+        if self.ci_low is not None and self.ci_high is not None and self.ci_low > self.ci_high:
+            raise ValueError(f"rung {self.rung}: ci_low {self.ci_low:g} is above ci_high {self.ci_high:g}")
+        if self.status == "ok" and not (self.samples_per_sec or 0) > 0:
+            raise ValueError(f"rung {self.rung}: status ok but no samples/s measured")
+        return self
 
 
 class StepTimeStats(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = _STRICT
 
-    n_steps: int
-    mean_s: float
-    median_s: float
-    stdev_s: float
-    p10_s: float
-    p90_s: float
-    warmup_steps: int
-    warmup_seconds: float  # warm-up and compilation, reported apart from the timed steps
+    n_steps: Count
+    mean_s: Positive
+    median_s: NonNegative
+    stdev_s: NonNegative
+    p10_s: NonNegative
+    p90_s: NonNegative
+    warmup_steps: Count
+    warmup_seconds: NonNegative  # warm-up and compilation, reported apart from the timed steps
 
 
 class GpuInfo(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = _STRICT
 
-    name: str
-    memory_gib: float
+    name: Text
+    memory_gib: NonNegative
 
 
 class HardwareFingerprint(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # What the machine said about itself: only refused when impossible (negative, non-finite), so a
+    # VM reporting "cpu MHz: 0" still gets its measurement stored.
+    model_config = _STRICT
 
-    cpu_model: str | None = None
-    physical_cores: int | None = None
-    logical_cpus: int | None = None
-    isa_flags: list[str] = []  # the ones that matter: avx2, avx512f, avx512_bf16, amx_bf16, ...
-    numa_nodes: int | None = None
-    ram_gib: float | None = None
+    cpu_model: Text | None = None
+    physical_cores: Count | None = None
+    logical_cpus: Count | None = None
+    isa_flags: list[Text] = []  # the ones that matter: avx2, avx512f, avx512_bf16, amx_bf16, ...
+    numa_nodes: Count | None = None
+    ram_gib: NonNegative | None = None
     gpus: list[GpuInfo] = []
-    cpu_manufacturer: str | None = None  # "intel" | "amd" | "arm" | ... (vendor id from /proc/cpuinfo)
-    cpu_clock_ghz: float | None = None  # nominal or current clock, for the CPU's ISA peak
+    cpu_manufacturer: Text | None = None  # "intel" | "amd" | "arm" | ... (vendor id from /proc/cpuinfo)
+    cpu_clock_ghz: NonNegative | None = None  # nominal or current clock, for the CPU's ISA peak
 
 
 class SoftwareVersions(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = _STRICT
 
-    python: str
-    torch: str | None = None
-    lightning: str | None = None
-    torchvision: str | None = None
-    cuda: str | None = None
-    ipex: str | None = None
-    torch_xla: str | None = None
-    zentorch: str | None = None
-    intel_openmp: str | None = None
+    python: Text
+    torch: Text | None = None
+    lightning: Text | None = None
+    torchvision: Text | None = None
+    cuda: Text | None = None
+    ipex: Text | None = None
+    torch_xla: Text | None = None
+    zentorch: Text | None = None
+    intel_openmp: Text | None = None
 
 
 class ProbeResult(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = _STRICT
 
     schema_version: int = RESULT_SCHEMA_VERSION
-    result_id: str = Field(default_factory=lambda: uuid.uuid4().hex)
+    result_id: str = Field(default_factory=lambda: uuid.uuid4().hex, pattern=RESULT_ID_PATTERN)
     workload: WorkloadSpec
-    workload_id: str
-    instance_type: str | None = None
+    workload_id: str = Field(max_length=300)  # must be workload.workload_id (checked below)
+    instance_type: str | None = Field(default=None, pattern=NAME_PATTERN)
     instance_type_source: Literal["imds", "given"] | None = None
     hardware: HardwareFingerprint
     software: SoftwareVersions
     config: ProbeConfig  # the winning configuration
-    samples_per_sec: float = Field(gt=0)  # all ranks together
-    samples_per_sec_ci: tuple[float, float]  # 95% confidence interval
+    samples_per_sec: Annotated[float, Field(gt=0, le=MAX_SAMPLES_PER_SEC)]  # all ranks together
+    samples_per_sec_ci: tuple[NonNegative, NonNegative]  # 95% confidence interval
     step_time: StepTimeStats
-    flops_per_sample: float | None = None  # forward + backward
-    achieved_tflops: float | None = None
-    peak_tflops_datasheet: float | None = None
-    utilisation_datasheet: float | None = None
-    peak_tflops_matmul: float | None = None  # a short measured matmul on the device, same dtype
-    utilisation_matmul: float | None = None
-    peak_memory_gib: float | None = None
-    ladder: list[RungResult] = []
-    stop_reason: str | None = None  # why the winning rung stopped timing: "converged" | "time-limit" | "max-steps"
-    devices_in_peak: int = 1  # how many devices the peak figures cover (all ranks together)
-    profile_dir: str | None = None  # where --profile wrote the TensorBoard trace
-    profile_trace: str | None = None  # the same trace as one Chrome/Perfetto JSON file
+    flops_per_sample: Positive | None = None  # forward + backward
+    achieved_tflops: NonNegative | None = None
+    peak_tflops_datasheet: Positive | None = None
+    utilisation_datasheet: NonNegative | None = None
+    peak_tflops_matmul: Positive | None = None  # a short measured matmul on the device, same dtype
+    utilisation_matmul: NonNegative | None = None
+    peak_memory_gib: NonNegative | None = None
+    ladder: list[RungResult] = Field(default=[], max_length=1000)
+    stop_reason: Text | None = None  # why the winning rung stopped timing: "converged" | "time-limit" | "max-steps"
+    devices_in_peak: int = Field(default=1, ge=1, le=10**6)  # how many devices the peak figures cover (all ranks together)
+    profile_dir: Text | None = None  # where --profile wrote the TensorBoard trace
+    profile_trace: Text | None = None  # the same trace as one Chrome/Perfetto JSON file
     contention: Contention | None = None  # the winner's final measurement
     confirmation: Confirmation | None = None  # the winner against the baseline, in alternation
     # False when the probe could not trust its own number (CI target not reached, machine
     # contended, ...); unreliable_reasons says why, one short phrase each. Old results: True.
     reliable: bool = True
-    unreliable_reasons: list[str] = []
+    unreliable_reasons: list[Text] = Field(default=[], max_length=100)
     # Samples/s one DataLoader worker process delivers of this workload's data, timed without the
     # model (None: not measured). recommend caps GPU estimates at this x the instance's vCPUs.
-    pipeline_samples_per_sec_per_worker: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    pipeline_samples_per_sec_per_worker: Positive | None = None
     started_at: datetime
     finished_at: datetime = Field(default_factory=lambda: datetime.now(timezone.utc))
 
     @field_validator("started_at", "finished_at")
     @classmethod
-    def _aware(cls, v: datetime) -> datetime:
-        # A hand-made or foreign file may omit the offset; a naive time cannot be compared with
-        # the aware ones the probe writes (ranking by age would raise TypeError). Times are UTC.
-        return v.replace(tzinfo=timezone.utc) if v.tzinfo is None else v
+    def _aware(cls, v: datetime, info) -> datetime:
+        return _utc(v, info.field_name)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ProbeResult:
+        # The id names what was trained; it is derived from the workload, so a record whose two
+        # disagree (an MLP labelled resnet50-224px-1000c) was edited or mislabelled: which half is
+        # right cannot be known, so the record is refused rather than silently relabelled.
+        if self.workload_id != self.workload.workload_id:
+            raise ValueError(
+                f"workload_id {self.workload_id!r} does not match the workload it describes "
+                f"({self.workload.workload_id})"
+            )
+        lo, hi = self.samples_per_sec_ci
+        if lo > hi:
+            raise ValueError(f"samples_per_sec_ci [{lo:g}, {hi:g}] is not an interval")
+        if self.started_at > self.finished_at:
+            raise ValueError("started_at is after finished_at")
+        return self
 
     @field_validator("schema_version")
     @classmethod
@@ -243,10 +318,7 @@ class ProbeResult(BaseModel):
 
 
 def _loads(text: str | bytes, where: str):
-    try:
-        return json.loads(text)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ResultError(f"{where}: not valid JSON ({e.msg if hasattr(e, 'msg') else e})") from None
+    return parse_json(text, where, ResultError)  # the one safe JSON reader (deep nesting, huge integers)
 
 
 def parse_result(text: str | bytes, where: str = "result") -> ProbeResult:
@@ -254,12 +326,21 @@ def parse_result(text: str | bytes, where: str = "result") -> ProbeResult:
     return _validate(_loads(text, where), where)
 
 
-def parse_results(text: str | bytes, where: str = "results") -> list[ProbeResult]:
-    """One ProbeResult, or a JSON list of them as `advisor results export` writes."""
+def parse_results(text: str | bytes, where: str = "results", errors: list[ResultError] | None = None) -> list[ProbeResult]:
+    """One ProbeResult, or a JSON list of them as `advisor results export` writes. With `errors`,
+    a bad entry of a list is appended there and the others are still returned."""
     data = _loads(text, where)
-    if isinstance(data, list):
-        return [_validate(d, f"{where}[{i}]") for i, d in enumerate(data)]
-    return [_validate(data, where)]
+    if not isinstance(data, list):
+        return [_validate(data, where)]
+    out = []
+    for i, d in enumerate(data):
+        try:
+            out.append(_validate(d, f"{where}[{i}]"))
+        except ResultError as e:
+            if errors is None:
+                raise
+            errors.append(e)
+    return out
 
 
 def _validate(data, where: str) -> ProbeResult:
@@ -270,4 +351,7 @@ def _validate(data, where: str) -> ProbeResult:
     except ValidationError as e:
         err = e.errors()[0]
         loc = ".".join(str(p) for p in err["loc"]) or "(top)"
-        raise ResultError(f"{where}: invalid probe result at {loc}: {err['msg']}") from None
+        msg = err["msg"].removeprefix("Value error, ")
+        raise ResultError(f"{where}: invalid probe result at {loc}: {msg}") from None
+    except RecursionError:  # pydantic walking a value nested deeper than the stack
+        raise ResultError(f"{where}: nested too deeply to be a probe result") from None

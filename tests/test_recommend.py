@@ -141,9 +141,14 @@ def test_measured_result_takes_over(cli, catalog_file, tmp_path):
 
 
 def test_missing_store_is_not_created(cli, catalog_file, tmp_path):
+    # A mistyped --store would rank without the user's measurements: said, not silently ignored.
     db = tmp_path / "none" / "r.db"
-    run_json(cli, "--budget", "100", "--deadline", "2d", "--samples", "1e6", "--catalog", catalog_file, "--store", str(db))
-    assert not db.exists()
+    code, _, err = cli("recommend", "--budget", "100", "--deadline", "2d", "--samples", "1e6", "--catalog", catalog_file,
+                       "--store", str(db))
+    assert code == 2 and "does not exist" in err
+    assert not db.parent.exists()
+    run_json(cli, "--budget", "100", "--deadline", "2d", "--samples", "1e6", "--catalog", catalog_file)  # default: none yet
+    assert not (tmp_path / "data").exists()
 
 
 def test_excluded_are_listed_with_reasons(cli, catalog_file):
@@ -162,7 +167,7 @@ def test_excluded_are_listed_with_reasons(cli, catalog_file):
 def test_probe_next_names_the_commands(cli, catalog_file):
     code, out, _ = cli("recommend", "--budget", "500", "--deadline", "2d", "--samples", "1e8", "--catalog", catalog_file)
     assert code == 0
-    assert "Probe next" in out and "advisor launch --instance-types" in out and "--s3 s3://BUCKET/prefix" in out
+    assert "Probe next" in out and "advisor launch --instance-type" in out and "--s3 s3://BUCKET/prefix" in out
 
 
 def test_csv_and_markdown(cli, catalog_file):
@@ -256,6 +261,7 @@ def test_a_users_own_workload_is_ranked_from_its_probes(cli, catalog_file, tmp_p
     db = tmp_path / "r.db"
     args = ["--budget", "100", "--deadline", "2d", "--samples", "1e6", "--workload", model, "--catalog", catalog_file,
             "--store", str(db)]
+    ResultStore(db).close()  # an empty store
     code, _, err = cli("recommend", *args)
     assert code == 2 and "no probe results" in err and "advisor probe --workload mypkg.models:Net" in err
     with ResultStore(db) as s:
@@ -270,8 +276,8 @@ def test_a_users_own_workload_is_ranked_from_its_probes(cli, catalog_file, tmp_p
     assert est["basis"]["probes"][0]["weight"] > 0.8
     # The parameter count is unknown: no all-reduce model, so only single instances are offered.
     assert {k for _, k in rows} == {1}
-    code, _, err = cli("recommend", *args[:-2], "--store", str(tmp_path / "other.db"), "--datamodule", "x.y:Z")
-    assert code == 2  # a different id (another datamodule): nothing measured for it
+    code, _, err = cli("recommend", *args, "--datamodule", "x.y:Z")
+    assert code == 2 and "no probe results" in err  # a different id (another datamodule): nothing measured for it
 
 
 def test_a_users_own_workload_without_a_flop_count_is_estimated_from_its_probe(cli, catalog_file, tmp_path):

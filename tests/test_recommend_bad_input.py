@@ -110,8 +110,8 @@ def test_property_any_text_is_answered_or_refused_in_one_line(cli, field, value)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(budget=st.floats(min_value=1e-3, max_value=1e7), hours=st.floats(min_value=0.01, max_value=1e5),
-       samples=st.floats(min_value=1, max_value=1e13))
+@given(budget=st.floats(min_value=0.01, max_value=1e7), hours=st.floats(min_value=1 / 60, max_value=1e5),
+       samples=st.integers(min_value=1, max_value=10**13))
 def test_property_valid_input_always_answers(cli, budget, hours, samples):
     code, out, err = cli("recommend", "--budget", repr(budget), "--deadline", f"{hours!r}h", "--samples", repr(samples),
                          "--catalog", CATALOG, "--format", "json")

@@ -34,8 +34,13 @@ def test_list_json_and_empty_store(cli, tmp_path):
     db, rs = _store(tmp_path)
     code, out, _ = cli("results", "list", "--store", db, "--format", "json")
     assert [row["id"] for row in json.loads(out)] == [rs[1].result_id[:12], rs[0].result_id[:12]]
-    code, out, err = cli("results", "list", "--store", str(tmp_path / "empty.db"))
+    # Nothing stored yet in the default place: an empty list, and nothing created.
+    code, out, err = cli("results", "list")
     assert code == 0 and out == "" and "no results" in err
+    assert not (tmp_path / "data").exists()
+    # A store named with --store must exist: a mistyped path is an error, not a new empty store.
+    code, out, err = cli("results", "list", "--store", str(tmp_path / "typo" / "empty.db"))
+    assert code == 2 and "does not exist" in err and not (tmp_path / "typo").exists()
 
 
 def test_show_by_prefix_prints_ladder_and_json(cli, tmp_path):

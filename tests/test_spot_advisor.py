@@ -74,10 +74,10 @@ def test_good_file(server):
 
 @pytest.mark.parametrize(("mode", "message"), [
     ("truncated", "was cut off"),  # fewer bytes than its Content-Length
-    ("cut", "is not valid JSON"),  # no Content-Length, ends mid-document
+    ("cut", "not valid JSON"),  # no Content-Length, ends mid-document
     ("404", "HTTP 404"),
     ("hang", "timed out"),
-    ("html", "is not valid JSON"),
+    ("html", "not valid JSON"),
     ("tiny", "fewer than a complete copy"),
 ])
 def test_bad_answers_are_one_line(server, mode, message):
@@ -178,7 +178,7 @@ def test_regions_all_reads_the_enabled_regions(monkeypatch):
 
 def test_regions_all_with_others_is_refused(cli):
     code, _out, err = cli("catalog", "refresh", "--regions", "all,us-east-1")
-    assert code == 2 and "--regions all cannot be combined" in err
+    assert code == 2 and "--region all cannot be combined" in err
 
 
 def test_default_regions_include_us_east_2():

@@ -14,9 +14,10 @@ from lightning_module import options as defaults
 from lightning_module.ladder import EXTENSION_RUNGS, TUNING_RUNGS, ProbeStopped
 from lightning_module.result import BUILTIN_MODELS, WorkloadSpec
 
+from .. import options as opt
 from ..errors import UserError
 from ..output import add_format_option, emit
-from .common import add_store_option, open_store
+from .common import add_list_option, add_store_option, open_store
 
 ACCELERATORS = ("auto", "cpu", "gpu", "mps", "tpu")
 PRECISIONS = ("32-true", "bf16-mixed", "16-mixed")
@@ -25,54 +26,11 @@ _WORKLOAD = WorkloadSpec()  # the workload defaults live on the contract
 LADDER_COLUMNS = ("rung", "status", "samples/s", "ci", "x baseline", "batch", "precision", "kept", "reliable", "note")
 
 
-def _positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1 (got {v})")
-    return v
-
-
-def _count(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if not 0 <= v <= 10:
-        raise argparse.ArgumentTypeError(f"must be between 0 and 10 (got {v})")
-    return v
-
-
-def _positive_float(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not v > 0:
-        raise argparse.ArgumentTypeError(f"must be more than 0 (got {text})")
-    return v
-
-
-def _fraction(text: str) -> float:
-    """'3%' or '0.03'."""
-    t = text.strip()
-    try:
-        v = float(t[:-1]) / 100 if t.endswith("%") else float(t)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a fraction or percentage (e.g. 0.03 or 3%)") from None
-    if not 0 < v < 1:
-        raise argparse.ArgumentTypeError(f"must be between 0 and 1 (or 0% and 100%), got {text}")
-    return v
-
-
-def _skip_list(text: str) -> frozenset[str]:
-    names = frozenset(s.strip() for s in text.split(",") if s.strip())
-    bad = sorted(names - set(SKIPPABLE))
-    if bad:
-        raise argparse.ArgumentTypeError(f"unknown rung {', '.join(bad)}: choose from {', '.join(SKIPPABLE)}")
-    return names
+# Option types and bounds live in advisor/options.py (one home for every command's options).
+_positive_int = opt.whole(1, 4096)
+_positive_float = opt.number(0, 86_400, lo_open=True)  # seconds: a day at most
+_fraction = opt.fraction
+_count = opt.whole(0, 10)  # re-measurements, A-B rounds
 
 
 def register(sub) -> None:
@@ -86,15 +44,15 @@ def register(sub) -> None:
         "(Ctrl-C), 143 stopped by SIGTERM; a stopped probe stores nothing.",
     )
     w = p.add_argument_group("workload")
-    w.add_argument("--workload", default=_WORKLOAD.model, metavar="NAME",
+    w.add_argument("--workload", type=opt.text, default=_WORKLOAD.model, metavar="NAME",
                    help=f"one of {', '.join(BUILTIN_MODELS)} (default {_WORKLOAD.model}), or package.module:LightningModuleClass")
-    w.add_argument("--datamodule", metavar="MODULE:CLASS",
+    w.add_argument("--datamodule", type=opt.text, metavar="MODULE:CLASS",
                    help="your LightningDataModule (must accept batch_size); default: synthetic images")
-    w.add_argument("--image-size", type=_positive_int, default=_WORKLOAD.image_size, metavar="PX")
-    w.add_argument("--num-classes", type=_positive_int, default=_WORKLOAD.num_classes, metavar="N")
-    w.add_argument("--batch-size", type=_positive_int, metavar="N",
+    w.add_argument("--image-size", type=opt.image_size, default=_WORKLOAD.image_size, metavar="PX")
+    w.add_argument("--num-classes", type=opt.num_classes, default=_WORKLOAD.num_classes, metavar="N")
+    w.add_argument("--batch-size", type=opt.batch_size, metavar="N",
                    help="use this batch size and do not search (per device)")
-    w.add_argument("--start-batch-size", type=_positive_int, default=_WORKLOAD.batch_size, metavar="N",
+    w.add_argument("--start-batch-size", type=opt.batch_size, default=_WORKLOAD.batch_size, metavar="N",
                    help=f"where the batch-size search starts (default {_WORKLOAD.batch_size}, the articles' toy)")
     d = p.add_argument_group("device")
     d.add_argument("--accelerator", choices=ACCELERATORS, default=defaults.ACCELERATOR)
@@ -106,8 +64,7 @@ def register(sub) -> None:
     m = p.add_argument_group("measurement")
     m.add_argument("--tune", action=argparse.BooleanOptionalAction, default=True,
                    help="climb the optimisation ladder (default) or only measure the baseline")
-    m.add_argument("--skip", type=_skip_list, default=frozenset(), metavar="RUNG[,RUNG]",
-                   help=f"rungs not to try: {', '.join(SKIPPABLE)}")
+    add_list_option(m, "--skip", metavar="RUNG", choices=SKIPPABLE, help=f"rungs not to try: {', '.join(SKIPPABLE)}")
     m.add_argument("--target-ci", type=_fraction, default=defaults.TARGET_CI, metavar="FRACTION",
                    help="stop timing a rung when the 95%% CI half-width of samples/s is within this "
                    f"(default {defaults.TARGET_CI * 100:g}%%)")
@@ -115,7 +72,7 @@ def register(sub) -> None:
                    help=f"time limit per rung for timed steps (default {defaults.MAX_SECONDS:g})")
     m.add_argument("--warmup-steps", type=_positive_int, default=defaults.WARMUP_STEPS, metavar="N",
                    help=f"steps not timed at the start of each rung (default {defaults.WARMUP_STEPS}; compilation adds one)")
-    m.add_argument("--max-steps", type=_positive_int, metavar="N", help="timed steps per rung at most")
+    m.add_argument("--max-steps", type=opt.whole(1, 10**7), metavar="N", help="timed steps per rung at most")
     m.add_argument("--compile-timeout", type=_positive_float, default=defaults.COMPILE_TIMEOUT, metavar="S",
                    help=f"give up on torch.compile after this long (default {defaults.COMPILE_TIMEOUT:g})")
     m.add_argument("--remeasure", type=_count, default=defaults.REMEASURE_ROUNDS, metavar="N",
@@ -129,9 +86,9 @@ def register(sub) -> None:
                    help="write a torch.profiler trace of the winner into this new (or empty) directory: "
                    "DIR/trace.json for Perfetto, and TensorBoard's format")
     o = p.add_argument_group("result")
-    o.add_argument("--instance-type", metavar="TYPE",
+    o.add_argument("--instance-type", type=opt.instance_type, metavar="TYPE",
                    help="the EC2 instance type to file the result under (default: from instance metadata)")
-    o.add_argument("--output", metavar="FILE", help="also write the ProbeResult JSON here")
+    o.add_argument("--output", type=opt.path, metavar="FILE", help="also write the ProbeResult JSON here")
     o.add_argument("--no-store", action="store_true", help="do not save the result in the results store")
     add_store_option(o)
     add_format_option(p)
@@ -153,6 +110,8 @@ def _spec(args):
 
 def ci_text(samples_per_sec: float, ci_low: float, ci_high: float) -> str:
     """The 95% CI as a relative half-width, for tables."""
+    if not samples_per_sec > 0:  # a rung that measured nothing has no relative width
+        return ""
     rel = (ci_high - ci_low) / 2 / samples_per_sec
     return f"±{rel:.1%}" if rel < 1 else ">±100%"
 
@@ -283,7 +242,22 @@ def _check_profile_dir(text: str) -> None:
         raise UserError(f"--profile {prof} is not writable")
 
 
+# What `advisor probe` trains with: the `probe` extra (pyproject.toml), import name -> distribution.
+PROBE_MODULES = {"torch": "torch", "torchvision": "torchvision", "lightning": "lightning"}
+
+
+def require_probe_extra() -> None:
+    """One line instead of a traceback when the core install (no torch) runs the probe."""
+    from importlib.util import find_spec
+
+    missing = [dist for mod, dist in PROBE_MODULES.items() if find_spec(mod) is None]
+    if missing:
+        raise UserError(f"advisor probe needs {', '.join(PROBE_MODULES.values())}; this installation lacks "
+                        f"{', '.join(missing)}: pip install 'instance-advisor[probe]' (in a checkout: pip install -e '.[probe]')")
+
+
 def handle(args) -> int:
+    require_probe_extra()
     spec = _spec(args)
     out_path = Path(args.output) if args.output else None
     if out_path is not None and out_path.is_dir():
@@ -309,7 +283,7 @@ def handle(args) -> int:
         spec=spec, accelerator=args.accelerator, devices=args.devices, strategy=args.strategy,
         precision=args.precision, tune=args.tune, target_ci=args.target_ci, max_seconds=args.max_seconds,
         warmup_steps=args.warmup_steps, max_steps=args.max_steps, compile_timeout=args.compile_timeout,
-        instance_type=args.instance_type, profile_dir=args.profile, skip=args.skip,
+        instance_type=args.instance_type, profile_dir=args.profile, skip=frozenset(args.skip),
         progress_bar=sys.stderr.isatty(), remeasure_rounds=args.remeasure, confirm_rounds=args.confirm_rounds,
     )
     try:

@@ -6,14 +6,22 @@ The fast, offline path: no torch, lightning, torchvision, boto3 (and matplotlib 
 from __future__ import annotations
 
 import logging
-import math
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from ..errors import UserError
-from ..jobspec import JobSpec, parse_amount, parse_deadline, work_samples
+from .. import options as opt
+from ..jobspec import JobSpec, parse_budget, parse_deadline, work_samples
 from ..output import FORMATS, warn
-from .common import add_catalog_options, add_store_option, load_catalog, store_path
+from .common import (
+    add_catalog_options,
+    add_list_option,
+    add_store_option,
+    add_type_filter_options,
+    command_name,
+    load_catalog,
+    read_store,
+    type_filter,
+)
 
 if TYPE_CHECKING:
     from ..rows import CandidateRow, ProbeRow, Rows
@@ -21,6 +29,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_INSTANCES = 4
+MAX_INSTANCES = 64  # past this the scale-out model says nothing
 # --obtainable-only ranks this many times --top candidates before dropping those not obtainable
 OBTAINABLE_POOL = 5
 
@@ -40,33 +49,33 @@ def register(sub) -> None:
     p.add_argument("--samples", metavar="N", help="training samples to process in total (1.2e8, 120M)")
     p.add_argument("--epochs", metavar="E", help="epochs (with --dataset-size)")
     p.add_argument("--dataset-size", metavar="N", help="samples per epoch (with --epochs)")
-    p.add_argument("--workload", default="resnet50",
+    p.add_argument("--workload", type=opt.text, default="resnet50",
                    help="resnet50 (default), resnet18, vit_b_16, mlp, or a probed 'package.module:LightningModuleClass' "
                         "(ranked from its probe results)")
-    p.add_argument("--datamodule", metavar="MODULE:CLASS", help="the DataModule the custom workload was probed with")
-    p.add_argument("--image-size", type=int, default=224, help="input side in pixels (default 224)")
-    p.add_argument("--num-classes", type=int, default=1000, help="classes (default 1000)")
+    p.add_argument("--datamodule", type=opt.text, metavar="MODULE:CLASS", help="the DataModule the custom workload was probed with")
+    p.add_argument("--image-size", type=opt.image_size, default=224, help="input side in pixels (default 224)")
+    p.add_argument("--num-classes", type=opt.num_classes, default=1000, help="classes (default 1000)")
     p.add_argument("--objective", choices=("cheapest", "fastest", "pareto"), default="cheapest",
                    help="cheapest meeting the deadline (default), fastest within budget, or the Pareto set")
-    p.add_argument("--region", action="append", default=[], metavar="R", help="only this region (repeatable)")
+    add_list_option(p, "--region", metavar="R", help="only these regions")
     p.add_argument("--market", choices=("on-demand", "spot", "any"), default="on-demand",
                    help="on-demand (default), spot, or any (both, plus spot with on-demand fallback)")
-    p.add_argument("--max-instances", type=int, default=DEFAULT_MAX_INSTANCES, metavar="K",
+    p.add_argument("--max-instances", type=opt.whole(1, MAX_INSTANCES), default=DEFAULT_MAX_INSTANCES, metavar="K",
                    help=f"consider 1..K data-parallel instances (default {DEFAULT_MAX_INSTANCES}: past that the "
                         "all-reduce model is outside anything measured)")
-    p.add_argument("--family", action="append", default=[], metavar="F", help="only this instance family, e.g. g6 (repeatable)")
+    add_type_filter_options(p)  # --family, --accelerator, --arch, --min-gpus: as `catalog show`
     p.add_argument("--gpu-only", action="store_true", help="leave CPU-only instance types out")
-    p.add_argument("--min-accelerator-memory", type=float, metavar="GiB",
+    p.add_argument("--min-accelerator-memory", type=opt.number(0, 4096, lo_open=True), metavar="GiB",
                    help="per-device memory the job needs (default: the workload's own floor)")
     p.add_argument("--require-dtype", choices=("bf16", "fp16"), help="exclude devices without native support")
-    p.add_argument("--checkpoint-minutes", type=float, default=30.0, metavar="M",
+    p.add_argument("--checkpoint-minutes", type=opt.positive_minutes, default=30.0, metavar="M",
                    help="checkpoint interval for spot (default 30): half of it is lost per interruption")
-    p.add_argument("--restart-minutes", type=float, default=5.0, metavar="M",
+    p.add_argument("--restart-minutes", type=opt.minutes, default=5.0, metavar="M",
                    help="time to get going again after a spot interruption (default 5)")
-    p.add_argument("--setup-minutes", type=float, default=0.0, metavar="M",
+    p.add_argument("--setup-minutes", type=opt.minutes, default=0.0, metavar="M",
                    help="billed time per run on every instance before training starts (boot, install, data "
                         "staging); default 0, the articles' arithmetic")
-    p.add_argument("--top", type=int, default=10, metavar="N", help="rows to show (default 10)")
+    p.add_argument("--top", type=opt.whole(1, 10_000), default=10, metavar="N", help="rows to show (default 10)")
     p.add_argument("--show-excluded", action="store_true", help="also list excluded instance types with the reason")
     p.add_argument("--check-account", action="store_true",
                    help="ask AWS whether your account can get each candidate: its vCPU quota (Service Quotas) and, "
@@ -75,7 +84,7 @@ def register(sub) -> None:
                    help="only candidates the account can get (obtainable yes); implies --check-account")
     p.add_argument("--plot", metavar="FILE", help="write a cost-vs-time plot to FILE.png, .svg or .pdf (needs matplotlib)")
     p.add_argument("--format", choices=FORMATS, default="table", help="output format")
-    p.add_argument("--references", default="builtin", metavar="builtin|none|FILE",
+    p.add_argument("--references", type=opt.path, default="builtin", metavar="builtin|none|FILE",
                    help="published figures estimates are fitted on: builtin (the shipped dataset, default), none "
                         "(estimate from your probes alone; the calibration still applies) or a file in the same "
                         "schema (see 'advisor references list')")
@@ -85,26 +94,17 @@ def register(sub) -> None:
 
 
 def job_from_args(args) -> JobSpec:
-    budget = parse_amount(args.budget, "--budget")
+    # Numbers are bounded by their argparse types (advisor/options.py); these three parse here.
+    budget = parse_budget(args.budget)
     deadline = parse_deadline(args.deadline)
     samples = work_samples(args.samples, args.epochs, args.dataset_size)
-    for name, v, lo in (("--max-instances", args.max_instances, 1), ("--top", args.top, 1),
-                        ("--image-size", args.image_size, 1), ("--num-classes", args.num_classes, 2)):
-        if v < lo:
-            raise UserError(f"{name} must be at least {lo}, got {v}")
-    if args.max_instances > 64:
-        raise UserError("--max-instances above 64 is outside what the scale-out model can say anything about")
-    for name, v, pos in (("--checkpoint-minutes", args.checkpoint_minutes, True),
-                         ("--restart-minutes", args.restart_minutes, False),
-                         ("--setup-minutes", args.setup_minutes, False),
-                         ("--min-accelerator-memory", args.min_accelerator_memory, True)):
-        if v is not None and (not math.isfinite(v) or v < 0 or (pos and v == 0)):
-            raise UserError(f"{name} must be a {'positive' if pos else 'non-negative'} finite number, got {v:g}")
+    wanted = type_filter(args)
     return JobSpec(
         samples=samples, budget_usd=budget, deadline_hours=deadline.total_seconds() / 3600,
         workload=args.workload, datamodule=args.datamodule, image_size=args.image_size, num_classes=args.num_classes,
-        objective=args.objective, regions=list(dict.fromkeys(args.region)),
-        families=list(dict.fromkeys(args.family)), market=args.market, max_instances=args.max_instances,
+        objective=args.objective, regions=args.region, families=list(wanted.families),
+        accelerators=list(wanted.accelerators), arch=wanted.arch, min_gpus=wanted.min_gpus,
+        market=args.market, max_instances=args.max_instances,
         min_accelerator_memory_gib=args.min_accelerator_memory, require_dtype=args.require_dtype,
         checkpoint_minutes=args.checkpoint_minutes, restart_minutes=args.restart_minutes,
         setup_minutes=args.setup_minutes,
@@ -113,13 +113,11 @@ def job_from_args(args) -> JobSpec:
 
 
 def load_measurements(args, workload_id: str) -> list:
-    """The user's probes of this workload, newest first; no store file means none (not created)."""
-    path = store_path(args)
-    if not path.exists():
+    """The user's probes of this workload, newest first, read-only; nothing stored yet means none."""
+    store = read_store(args)
+    if store is None:
         return []
-    from ..store import ResultStore
-
-    with ResultStore(path) as store:
+    with store:
         return store.results(workload_id=workload_id)
 
 
@@ -198,9 +196,10 @@ def probe_commands(job: JobSpec, probes: list[ProbeRow]) -> list[str]:
     if job.num_classes != 1000:
         shape.append(f"--num-classes {job.num_classes}")
     extra = f" --probe-args '{' '.join(shape)}'" if shape else ""
-    cmds = [f"advisor launch --instance-types {','.join(names)} --region {region} --workload {job.workload}{extra} "
+    me = command_name()
+    cmds = [f"{me} launch --instance-type {','.join(names)} --region {region} --workload {job.workload}{extra} "
             f"--s3 s3://BUCKET/prefix" for region, names in by_region.items()]
-    cmds.append("advisor results pull s3://BUCKET/prefix   # then run this recommend again")
-    cmds.append(f"(or on a machine of that type: advisor probe --workload {job.workload}"
+    cmds.append(f"{me} results pull s3://BUCKET/prefix   # then run this recommend again")
+    cmds.append(f"(or on a machine of that type: {me} probe --workload {job.workload}"
                 f"{' ' + ' '.join(shape) if shape else ''})")
     return cmds

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
+from catalog.io import FileError, read_bytes
 from lightning_module.result import ResultError, parse_results
 
-from ..output import add_format_option, emit
-from .common import add_store_option, open_store
+from .. import options as opt
+from ..errors import UserError
+from ..output import add_format_option, emit, error
+from .common import add_list_option, add_store_option, open_store, read_store, store_path
 from .probe import (
     LADDER_COLUMNS,
     ci_range,
@@ -20,6 +22,7 @@ from .probe import (
     reliability_line,
 )
 
+IMPORT_MAX_BYTES = 256 * 2**20  # an export of ~50,000 results; a probe result is a few KiB
 LIST_COLUMNS = ("id", "workload", "instance_type", "accelerator", "precision", "batch", "samples/s",
                 "ci", "x baseline", "finished")
 EXPORT_COLUMNS = (
@@ -35,14 +38,13 @@ def register(sub) -> None:
     rsub = p.add_subparsers(dest="results_command", required=True, metavar="ACTION")
 
     lp = rsub.add_parser("list", help="the stored results, newest first")
-    lp.add_argument("--workload", metavar="ID", help="only this workload id (e.g. resnet50-224px-1000c)")
-    lp.add_argument("--instance-type", metavar="TYPE", help="only this instance type")
+    _add_filters(lp)
     add_store_option(lp)
     add_format_option(lp)
     lp.set_defaults(func=handle_list)
 
     sp = rsub.add_parser("show", help="one result in full, with its optimisation ladder")
-    sp.add_argument("result_id", metavar="ID", help="a result id or a unique prefix of one")
+    sp.add_argument("result_id", type=opt.text, metavar="ID", help="a result id or a unique prefix of one")
     add_store_option(sp)
     add_format_option(sp)
     sp.set_defaults(func=handle_show)
@@ -53,20 +55,42 @@ def register(sub) -> None:
         description="Validate each file and store the good ones; a bad file is reported on one line "
         "and makes the exit status 2, but does not stop the others from being imported.",
     )
-    ip.add_argument("files", nargs="+", metavar="FILE")
+    ip.add_argument("files", type=opt.path, nargs="+", metavar="FILE")
     add_store_option(ip)
     ip.set_defaults(func=handle_import)
 
     ep = rsub.add_parser("export", help="every stored result (json: full records; csv and others: one row each)")
-    ep.add_argument("--workload", metavar="ID")
-    ep.add_argument("--instance-type", metavar="TYPE")
+    _add_filters(ep)
     add_format_option(ep, default="json")
     add_store_option(ep)
     ep.set_defaults(func=handle_export)
 
+    dp = rsub.add_parser(
+        "delete", help="remove results from the store (e.g. a row that no longer validates)",
+        description="Remove the results with these ids (or unique prefixes of them). All or none: "
+        "an unknown or ambiguous id removes nothing.",
+    )
+    dp.add_argument("result_ids", type=opt.text, nargs="+", metavar="ID")
+    add_store_option(dp)
+    dp.set_defaults(func=handle_delete)
+
     from . import pull
 
     pull.register(rsub)
+
+
+def _add_filters(parser) -> None:
+    add_list_option(parser, "--workload", metavar="ID", normalise=str.strip,
+                    help="only these workload ids (e.g. resnet50-224px-1000c)")
+    add_list_option(parser, "--instance-type", metavar="TYPE", help="only these instance types")
+
+
+def _selected(store, args) -> list:
+    """The stored results the --workload / --instance-type filters keep, newest first."""
+    one = lambda xs: xs[0] if len(xs) == 1 else None  # a single value filters in SQL
+    return [r for r in store.results(one(args.workload), one(args.instance_type))
+            if (not args.workload or r.workload_id in args.workload)
+            and (not args.instance_type or r.instance_type in args.instance_type)]
 
 
 def _ratio(r) -> float | None:
@@ -89,18 +113,32 @@ def list_row(r) -> dict:
     }
 
 
+def _stored(args) -> tuple[list, int]:
+    """The valid results the filters keep, newest first (the store opened read-only), and how many
+    invalid rows were skipped (and named)."""
+    store = read_store(args)
+    if store is None:  # nothing ever stored in the default place
+        return [], 0
+    with store:
+        return _selected(store, args), len(store.invalid)
+
+
 def handle_list(args) -> int:
-    with open_store(args) as store:
-        rows = [list_row(r) for r in store.results(args.workload, args.instance_type)]
+    results, invalid = _stored(args)
+    rows = [list_row(r) for r in results]
     if not rows and args.format in ("table", "markdown"):
-        print("no results stored yet: run 'advisor probe' or 'advisor results import FILE'", file=sys.stderr)
+        print(f"no valid results ({invalid} invalid skipped)" if invalid else
+              "no results stored yet: run 'advisor probe' or 'advisor results import FILE'", file=sys.stderr)
         return 0
     emit(rows, args.format, LIST_COLUMNS)
     return 0
 
 
 def handle_show(args) -> int:
-    with open_store(args) as store:
+    store = read_store(args)
+    if store is None:
+        raise UserError(f"no result with id {args.result_id!r}: nothing is stored yet")
+    with store:
         r = store.get(args.result_id)
     if args.format == "json":
         print(r.model_dump_json(indent=2))
@@ -144,22 +182,19 @@ def handle_show(args) -> int:
 def handle_import(args) -> int:
     results, bad = [], 0
     for name in args.files:
+        errors: list[ResultError] = []
         try:
-            text = Path(name).read_bytes()
-        except OSError as e:
-            print(f"advisor: error: {name}: {e.strerror or e}", file=sys.stderr)
-            bad += 1
-            continue
-        try:
-            results.extend(parse_results(text, where=name))
-        except ResultError as e:
-            print(f"advisor: error: {e}", file=sys.stderr)
-            bad += 1
-    added = 0
-    with open_store(args) as store:
-        for r in results:
-            added += store.add(r)
-        path = store.path
+            results.extend(parse_results(read_bytes(name, "probe result file", IMPORT_MAX_BYTES), where=name, errors=errors))
+        except (FileError, ResultError) as e:
+            errors.append(e)
+        for e in errors:
+            error(str(e))
+        bad += len(errors)
+    added, path = 0, store_path(args)
+    if results:  # nothing valid: no store is created for it
+        with open_store(args) as store:
+            for r in results:
+                added += store.add(r)
     print(f"imported {added} new result(s), {len(results) - added} already stored, {bad} invalid; store {path}",
           file=sys.stderr)
     return 2 if bad else 0
@@ -182,8 +217,7 @@ def export_row(r) -> dict:
 
 
 def handle_export(args) -> int:
-    with open_store(args) as store:
-        results = store.results(args.workload, args.instance_type)
+    results, _ = _stored(args)
     if args.format == "json":
         emit([r.model_dump(mode="json") for r in results], "json")
     else:
@@ -191,4 +225,9 @@ def handle_export(args) -> int:
     return 0
 
 
-
+def handle_delete(args) -> int:
+    with open_store(args, create=False) as store:
+        removed = store.delete(args.result_ids)
+        path = store.path
+    print(f"deleted {len(removed)} result(s) from {path}: {', '.join(removed)}", file=sys.stderr)
+    return 0

@@ -22,6 +22,7 @@ from pathlib import Path
 from pydantic import BaseModel, ValidationError
 
 from catalog import awscall
+from catalog.io import read_json_file
 from catalog.models import RESERVATION_NOTE
 
 from ..errors import UserError
@@ -137,8 +138,8 @@ class Account:
             if self.cache_path is None:
                 self.cache_path = cache_dir() / f"account-{_credentials_key(self.purpose)}.json"
             try:
-                self._cache = _CacheFile.model_validate_json(self.cache_path.read_bytes())
-            except (OSError, ValueError, ValidationError, RecursionError):
+                self._cache = _CacheFile.model_validate(read_json_file(self.cache_path, "account-check cache", 16 * 2**20))
+            except (ValueError, ValidationError, RecursionError):  # FileError is a ValueError
                 self._cache = _CacheFile()  # none yet, or unreadable: asked again, rewritten
         return self._cache
 
@@ -146,13 +147,13 @@ class Account:
         """Write what was asked (atomically); a cache that cannot be written is a warning."""
         if not self._dirty or self._cache is None or self.cache_path is None:
             return
-        from catalog.io import save_atomic
+        from catalog.io import FileError, save_atomic
 
         try:
             save_atomic(self._cache, self.cache_path)
             self._dirty = False
-        except OSError as e:
-            self.warnings.append(f"cannot write the account-check cache {self.cache_path}: {e.strerror or e}")
+        except FileError as e:  # "cannot write PATH: why"
+            self.warnings.append(f"cannot write the account-check cache ({e})")
 
     def __post_init__(self):
         self._started = self.now()

@@ -9,6 +9,7 @@ credentials. A copy without local details goes to S3 as `<prefix>/<run_id>/run.j
 
 from __future__ import annotations
 
+import re
 import secrets
 from datetime import datetime, timezone
 from pathlib import Path
@@ -16,13 +17,15 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from catalog.io import save_atomic
+from catalog.io import read_json_file, save_atomic
+from catalog.models import NAME_PATTERN
 
 from ..errors import UserError
 from ..paths import data_dir
 from .aws import S3Location
 
 MANIFEST_VERSION = 1
+MANIFEST_MAX_BYTES = 16 * 2**20  # a run of 1,000 instances is well under 1 MB
 
 
 class LaunchEntry(BaseModel):
@@ -83,8 +86,10 @@ def runs_dir() -> Path:
 
 
 def manifest_path(run_id: str) -> Path:
-    if not run_id or "/" in run_id or run_id.startswith("."):
-        raise UserError(f"invalid run id {run_id!r}")
+    # As new_run_id() writes them (20261121-070000-ab12cd): never "..", ".x", "a/b", nor a name
+    # too long for the file system.
+    if not re.fullmatch(NAME_PATTERN, run_id):
+        raise UserError(f"invalid run id {run_id[:80]!r}")
     return runs_dir() / f"{run_id}.json"
 
 
@@ -97,14 +102,11 @@ def save(manifest: RunManifest) -> Path:
 def load(run_id: str) -> RunManifest | None:
     """The local manifest, or None when this machine did not launch that run."""
     path = manifest_path(run_id)
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
+    if not path.exists():
         return None
-    except OSError as e:
-        raise UserError(f"run manifest {path}: {e.strerror or e}") from None
+    doc = read_json_file(path, "run manifest", MANIFEST_MAX_BYTES, UserError)
     try:
-        return RunManifest.model_validate_json(text)
+        return RunManifest.model_validate(doc)
     except ValidationError as e:
         raise UserError(f"run manifest {path} is not valid: {e.errors()[0]['msg']}") from None
 

@@ -13,11 +13,15 @@ nothing.
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass, field
 
+from catalog.io import parse_json
+from catalog.models import NAME_PATTERN
 from lightning_module.result import ResultError, parse_result
 
 from ..errors import UserError
+from ..output import safe_text
 from . import aws
 from . import manifest as manifests
 from .aws import S3Location, error_line
@@ -26,9 +30,13 @@ from .manifest import run_keys
 log = logging.getLogger(__name__)
 
 LOG_TAIL_LINES = 15
+LOG_TAIL_BYTES = 64 * 1024  # only the end of a probe.log is fetched: a 50 MB log is not downloaded
+LOG_LINE_CHARS = 500
 MAX_RESULT_BYTES = 32 * 1024 * 1024  # a ProbeResult is a few KiB; anything this big is not one
 
-STATUSES = ("imported", "duplicate", "failed", "corrupt", "missing", "not launched")
+# "ignored": a key that is no run of ours (a run id ".." or ".hidden", an odd instance type); said,
+# and the rest pulled.
+STATUSES = ("imported", "duplicate", "failed", "corrupt", "missing", "not launched", "ignored")
 
 
 @dataclass
@@ -54,22 +62,31 @@ def _list_keys(s3, bucket: str, prefix: str) -> list[str]:
     return keys
 
 
-def _get(s3, bucket: str, key: str, limit: int | None = None) -> bytes:
+def _get(s3, bucket: str, key: str, limit: int | None = None, tail: int | None = None) -> bytes:
+    """The object (at most `limit` bytes, else ResultError), or only its last `tail` bytes."""
     from botocore.exceptions import BotoCoreError, ClientError
 
     try:
-        obj = s3.get_object(Bucket=bucket, Key=key)
+        obj = s3.get_object(Bucket=bucket, Key=key, **({"Range": f"bytes=-{tail}"} if tail else {}))
         if limit is not None and obj.get("ContentLength", 0) > limit:
             raise ResultError(f"s3://{bucket}/{key}: {obj['ContentLength']} bytes is too large for a probe result")
-        return obj["Body"].read()
+        n = limit + 1 if limit is not None else tail
+        return obj["Body"].read() if n is None else obj["Body"].read(n)
     except (ClientError, BotoCoreError) as e:
         raise aws.user_error(e, f"downloading s3://{bucket}/{key}") from None
 
 
 def _log_tail(s3, bucket: str, key: str) -> list[str]:
-    text = _get(s3, bucket, key).decode("utf-8", errors="replace")
-    lines = [ln.rstrip() for ln in text.splitlines() if ln.strip()]
+    """The last lines of a probe.log, made safe to print (no escape sequences, bounded length)."""
+    text = _get(s3, bucket, key, tail=LOG_TAIL_BYTES).decode("utf-8", errors="replace")
+    lines = [safe_text(ln.rstrip(), LOG_LINE_CHARS) for ln in text.splitlines() if ln.strip()]
     return lines[-LOG_TAIL_LINES:]
+
+
+def _our_name(part: str) -> bool:
+    """A run id or instance type as launch writes them (20261121-070000-abcdef, g5.xlarge): never
+    "..", ".hidden", "" or anything with control characters."""
+    return re.fullmatch(NAME_PATTERN, part) is not None and part.strip(".") != ""
 
 
 def _expected_types(s3, loc: S3Location, run_id: str, keys: set[str]) -> tuple[list[str], dict[str, str]]:
@@ -82,11 +99,13 @@ def _expected_types(s3, loc: S3Location, run_id: str, keys: set[str]) -> tuple[l
         }
     run_key = loc.key(run_id, "run.json")
     if run_key in keys:
+        where = f"s3://{loc.bucket}/{run_key}"
         try:
-            m = manifests.RunManifest.model_validate_json(_get(s3, loc.bucket, run_key))
-            return [e.instance_type for e in m.entries], {}
-        except ValueError as e:
-            log.warning("s3://%s/%s is not a run manifest: %s", loc.bucket, run_key, error_line(e))
+            doc = parse_json(_get(s3, loc.bucket, run_key, limit=MAX_RESULT_BYTES), where, UserError)
+            m = manifests.RunManifest.model_validate(doc)
+            return [e.instance_type for e in m.entries if _our_name(e.instance_type)], {}
+        except (ValueError, RecursionError) as e:  # UserError, ResultError, ValidationError
+            log.warning("%s is not a run manifest: %s", safe_text(where), safe_text(error_line(e)))
     return [], {}
 
 
@@ -119,10 +138,20 @@ def pull(loc: S3Location, store, run_id: str | None = None, region: str | None =
         raise UserError(f"no probe runs under {loc}: expected <run_id>/run.json or <run_id>/<type>/result.json keys")
     rows: list[PullRow] = []
     for rid in sorted(seen):
+        if not _our_name(rid):
+            rows.append(PullRow(run_id=rid, instance_type="", status="ignored",
+                                detail="not a run id written by 'advisor launch'"))
+            continue
         expected, launch_errors = _expected_types(s3, loc, rid, keys)
         types = expected + [t for t in seen[rid] if t not in expected]
         for t in types:
-            rows.append(_pull_one(s3, loc, store, rid, t, keys, launch_errors.get(t)))
+            if not _our_name(t):
+                rows.append(PullRow(run_id=rid, instance_type=t, status="ignored", detail="not an instance type name"))
+                continue
+            try:
+                rows.append(_pull_one(s3, loc, store, rid, t, keys, launch_errors.get(t)))
+            except UserError as e:  # this object could not be downloaded: said, and the others pulled
+                rows.append(PullRow(run_id=rid, instance_type=t, status="corrupt", detail=str(e)))
     return rows
 
 

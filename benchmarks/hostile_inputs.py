@@ -1,0 +1,81 @@
+"""Time the advisor's answers to hostile inputs (issue 11): each must be one line, and fast, however
+big the input. Before the fix `catalog info` was quadratic in the provenance's length (58 s at
+16 MB; still running after 600 s at 200 MB).
+
+Each case runs the CLI in-process and prints the wall time, the exit status and the output size:
+    catalog info  on a catalog whose provenance is 1 MiB (the largest accepted), 16 MB and 200 MB
+    results import of a result nested 200,000 levels deep / with a 60,000-digit integer
+    safe_text on a 50 MB single-line log
+
+    .venv/bin/python benchmarks/hostile_inputs.py [--scale 1.0]   # --scale 0.01 for a quick check
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from advisor.cli import main as advisor
+from advisor.output import safe_text
+from catalog.io import SNAPSHOT_PATH
+
+
+def cpu() -> str:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return platform.processor() or "unknown CPU"
+    model = next((line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("model name")), "?")
+    flags = next((line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags")), [])
+    return f"{model}; {'AVX512_BF16' if 'avx512_bf16' in flags else 'no AVX512_BF16'}"
+
+
+def run(*argv: str) -> tuple[float, int, int, int]:
+    out, err = io.StringIO(), io.StringIO()
+    t0 = time.perf_counter()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = advisor(list(argv))
+    return time.perf_counter() - t0, code, len(out.getvalue()), err.getvalue().count("\n")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--scale", type=float, default=1.0, help="multiply the input sizes (0.01 for a quick check)")
+    args = ap.parse_args()
+    print(f"machine: {cpu()}; python {platform.python_version()}")
+    snapshot = json.loads(SNAPSHOT_PATH.read_text())
+    with tempfile.TemporaryDirectory() as d:
+        for label, n in (("1 MiB", 2**20), ("16 MB", 16_000_000), ("200 MB", 200_000_000)):
+            n = max(1, int(n * (args.scale if n > 2**20 else 1)))
+            doc = dict(snapshot, provenance=("provenance " * (n // 11 + 1))[:n])
+            f = Path(d) / "c.json"
+            f.write_text(json.dumps(doc))
+            secs, code, out, errs = run("catalog", "info", "--catalog", str(f), "--max-age", "100000")
+            print(f"catalog info, provenance {label} ({n:,} chars): {secs:.2f} s, exit {code}, "
+                  f"{out:,} chars printed, {errs} stderr line(s)")
+        depth, digits = int(200_000 * args.scale) or 100, int(60_000 * args.scale) or 5000
+        for label, text in ((f"{depth:,} levels deep", "[" * depth + "]" * depth),
+                            (f"a {digits:,}-digit integer", '{"samples_per_sec": ' + "9" * digits + "}")):
+            f = Path(d) / "r.json"
+            f.write_text(text)
+            secs, code, out, errs = run("results", "import", str(f), "--store", str(Path(d) / "s.db"))
+            print(f"results import, {label}: {secs:.3f} s, exit {code}, {errs} stderr line(s)")
+        size = int(50_000_000 * args.scale)
+        log = "\x1b[2J" + "A" * size
+        t0 = time.perf_counter()
+        shown = safe_text(log, 500)
+        print(f"safe_text on a {size:,}-character line: {time.perf_counter() - t0:.4f} s, {len(shown)} chars shown")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
