@@ -22,8 +22,6 @@ from .options import CONFIRM_ROUNDS, REMEASURE_ROUNDS
 from .result import Confirmation, ProbeConfig
 from .timing import MIN_TIMED_STEPS, Timing, t95, throughput, usable_steps
 
-CI_CAP = CI_UNBOUNDED  # an unbounded CI (one timed step), as Measurement caps it
-
 
 def summarise(timing: Timing, samples_per_step: int, target_ci: float, **extra) -> Measurement:
     """A Measurement from a rung's timing: throughput and CI over the usable steps."""
@@ -83,7 +81,7 @@ class Speedup:
 
 def _rel_sd(m: Measurement) -> float:
     """The relative standard error of one leg's samples/s, from its own CI (normal approximation)."""
-    if m.samples_per_sec <= 0 or m.ci_high >= CI_CAP:
+    if m.samples_per_sec <= 0 or m.ci_high >= CI_UNBOUNDED:
         return math.inf
     return (m.ci_high - m.ci_low) / 2 / m.samples_per_sec / 1.96
 
@@ -110,7 +108,7 @@ def speedup(base: list[Measurement], tuned: list[Measurement]) -> Speedup:
     else:
         half = between  # a leg too short for a CI of its own: the pairs' spread carries its noise
     if not math.isfinite(half):
-        return Speedup(math.exp(mean), 0.0, CI_CAP)
+        return Speedup(math.exp(mean), 0.0, CI_UNBOUNDED)
     return Speedup(math.exp(mean), math.exp(mean - half), math.exp(mean + half))
 
 
@@ -157,7 +155,7 @@ def confirm(measure: Callable[[str, ProbeConfig], Measurement], base_cfg: ProbeC
 def reasons(m: Measurement, target_ci: float, confirmation: Confirmation | None = None) -> list[str]:
     out = []
     if m.ci_target_met is False:
-        rel = (m.ci_high - m.ci_low) / 2 / m.samples_per_sec if m.ci_high < CI_CAP else math.inf
+        rel = (m.ci_high - m.ci_low) / 2 / m.samples_per_sec if m.ci_high < CI_UNBOUNDED else math.inf
         width = f"±{rel:.1%}" if math.isfinite(rel) and rel < 1 else "over ±100%"
         again = f" after {m.remeasured} re-measurement(s)" if m.remeasured else ""
         out.append(f"95% CI {width} is wider than the ±{target_ci:.0%} target{again}")

@@ -237,18 +237,18 @@ def test_two_steps_that_agree_have_not_reached_the_target():
 
 
 def test_a_leg_too_short_for_its_own_ci():
-    from lightning_module.reliability import CI_CAP
+    from lightning_module.ladder import CI_UNBOUNDED
 
-    short = Measurement(200.0, 50.0, CI_CAP, 2)  # two timed steps far apart: unbounded
+    short = Measurement(200.0, 50.0, CI_UNBOUNDED, 2)  # two timed steps far apart: unbounded
     one = speedup([fake_measurement(100.0, BATCH)], [short])
-    assert not one.held and one.ci_high >= CI_CAP  # one pair and an unbounded leg: nothing is known
-    three = speedup([fake_measurement(100.0, BATCH)] * 3, [short, Measurement(205.0, 50.0, CI_CAP, 2),
-                                                            Measurement(198.0, 50.0, CI_CAP, 2)])
+    assert not one.held and one.ci_high >= CI_UNBOUNDED  # one pair and an unbounded leg: nothing is known
+    three = speedup([fake_measurement(100.0, BATCH)] * 3, [short, Measurement(205.0, 50.0, CI_UNBOUNDED, 2),
+                                                            Measurement(198.0, 50.0, CI_UNBOUNDED, 2)])
     assert three.held and three.ci_low > 1.8  # three pairs that agree: their spread carries the noise
 
 
 def test_an_unbounded_ci_is_printed_as_such():
     from advisor.commands.probe import ci_range
-    from lightning_module.reliability import CI_CAP
+    from lightning_module.ladder import CI_UNBOUNDED
 
-    assert ci_range(2.63, CI_CAP) == "2.63-unbounded" and ci_range(1.5, 2.25) == "1.50-2.25"
+    assert ci_range(2.63, CI_UNBOUNDED) == "2.63-unbounded" and ci_range(1.5, 2.25) == "1.50-2.25"

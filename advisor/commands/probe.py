@@ -154,7 +154,9 @@ def ladder_rows(rungs) -> list[dict]:
             "batch": r.config.batch_size,
             "precision": r.config.precision,
             "kept": "yes" if r.kept else "",
-            "reliable": ("no" if doubts else "yes") if r.status == "ok" else "",
+            # A rung from before the probe judged its numbers has no verdict to show.
+            "reliable": ("no" if doubts else "" if r.contention is None and r.ci_target_met is None else "yes")
+            if r.status == "ok" else "",
             "note": "; ".join(note + doubts),
         })
     return rows
@@ -378,7 +380,11 @@ def contention_line(c) -> str:
 
 
 def reliability_line(r) -> str:
-    return "yes" if r.reliable else "no: " + "; ".join(r.unreliable_reasons)
+    if not r.reliable:
+        return "no: " + "; ".join(r.unreliable_reasons)
+    if r.contention is None and r.confirmation is None:
+        return "not judged (the probe that wrote this result did not record contention)"
+    return "yes"
 
 
 def ci_range(low: float, high: float) -> str:
