@@ -1,0 +1,147 @@
+"""From a ranked plan (the candidates, the per-type throughputs and bands, the offers) to what the
+value model needs: per candidate its cost split, per type its band, its sibling group and what
+one probe of it costs, where, and for how long.
+
+The adapter between the estimator and the plan: where the estimator says how sure it is (the
+band's coverage, what a sibling's measurement leaves), this is the one place that reads it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from statistics import NormalDist
+
+import numpy as np
+
+from catalog import accelerators as acc
+from catalog.models import Catalog, InstanceType
+
+from .. import rank as rk
+from .. import throughput as tp
+from .value import Beliefs, Economics
+
+# What the estimator's band means: the share of truths it is meant to cover. The estimator's
+# own statement when it makes one; otherwise 80%, issue 8's calibration target.
+BAND_COVERAGE = getattr(tp, "BAND_COVERAGE", 0.8)
+# What measuring one size of a device leaves unknown about its other sizes: the band the
+# estimator gives an estimate anchored on the same device model (half-width factor).
+SIBLING_BAND = tp.BAND_SAME_MODEL
+
+# One probe's measurement: `advisor probe` times each rung until its 95% CI is within
+# --target-ci (default 3%), so the result's log-sd is about log(1.03) / 1.96.
+PROBE_TARGET_CI = 0.03
+PROBE_NOISE_SD = math.log1p(PROBE_TARGET_CI) / 1.96
+
+# How long one probe runs (and bills), from what `advisor launch` + `advisor probe` do:
+# - start-up: boot, ~29 s from RunInstances to SSH on a Linux AMI (ec2-boot-bench, Colin
+#   Percival, https://www.daemonology.net/blog/2021-08-12-EC2-boot-time-benchmarking.html),
+#   and the pip install the user-data runs (lightning, boto3, pydantic, tabulate and their
+#   small dependencies without torch, which the AMI has): 19.5 s measured on this project's
+#   2-core build machine with no pip cache. Derived: 50 s.
+STARTUP_SECONDS = 29.0 + 19.5
+# - the ladder (lightning_module.ladder.run_ladder): baseline, half precision, channels_last,
+#   compile, then loader worker counts 2, 4, ... up to the vCPUs (the probe's worker_counts), then
+#   the batch search's first two sizes (double, half). Each measurement is its warm-up steps plus
+#   timed steps until the CI target or --max-seconds (60 s); priced at that bound, since no GPU
+#   ladder has been timed on the project. torch.compile: at most --compile-timeout (300 s).
+FIXED_RUNGS = 4 + 2  # baseline, precision, channels_last, compile; batch x2 and /2
+WARMUP_STEPS = 3  # advisor probe --warmup-steps default
+MAX_SECONDS = 60.0  # advisor probe --max-seconds default
+COMPILE_SECONDS = 300.0  # advisor probe --compile-timeout default
+START_BATCH = 128  # advisor probe --start-batch-size default
+# `advisor launch`'s watchdog: no probe instance bills past --max-minutes (default 45).
+WATCHDOG_MINUTES = 45
+
+
+def ladder_measurements(vcpus: int) -> int:
+    """The rungs above plus one per worker count the probe tries on this many vCPUs (2, 4, ...)."""
+    return FIXED_RUNGS + max(int(math.log2(max(vcpus, 1))), 0)
+
+
+def probe_seconds(per_device_sps: float, vcpus: int) -> float:
+    """Expected (bounded) billed seconds of one probe of a type training at per_device_sps."""
+    step = START_BATCH / per_device_sps if per_device_sps > 0 else math.inf
+    per = WARMUP_STEPS * step + max(MAX_SECONDS, 2 * step)
+    total = STARTUP_SECONDS + ladder_measurements(vcpus) * per + COMPILE_SECONDS
+    return min(total, WATCHDOG_MINUTES * 60.0)
+
+
+def sibling_key(it: InstanceType) -> str:
+    """One device in other sizes: the family and its accelerator (the CPU family for CPUs)."""
+    if it.accelerator_kind == "none":
+        return it.family
+    spec = acc.lookup(it.accelerator_model or "", it.accelerator_memory_gib)
+    return f"{it.family}/{spec.key if spec else it.accelerator_model}"
+
+
+@dataclass
+class ProbeOffer:
+    """Where one probe of a type runs: its cheapest single instance in the user's regions and markets."""
+
+    offer: int  # index into the OfferTable
+    usd_per_hour: float
+    hours: float
+
+    @property
+    def usd(self) -> float:
+        return self.usd_per_hour * self.hours
+
+
+def economics(c: rk.Candidates, offers: rk.OfferTable, job: rk.Job, objective: str) -> Economics:
+    """Setup (billed, not training) is the part that does not scale with throughput; a candidate
+    with no figure (NaN: network unknown for k > 1) never fits."""
+    bad = ~(np.isfinite(c.cost) & np.isfinite(c.hours_pess))
+    setup_cost = np.where(bad, 0.0, job.setup_h * c.k * offers.price[c.offer])
+    setup_h = np.where(bad, 0.0, job.setup_h)
+    var = lambda total, fix: np.where(bad, np.inf, total - fix)  # noqa: E731
+    return Economics(type_idx=c.type_idx, cost_fix=setup_cost, cost_var=var(c.cost, setup_cost),
+                     hours_fix=setup_h, hours_var=var(c.hours, setup_h), pess_fix=setup_h,
+                     pess_var=var(c.hours_pess, setup_h), budget=job.budget_usd, deadline=job.deadline_h,
+                     objective=objective)
+
+
+def probe_offers(types: rk.TypeTable, offers: rk.OfferTable, instance_types: list[InstanceType]) -> list[ProbeOffer | None]:
+    """Per type: the cheapest one-instance offer (on-demand or spot, as the user asked; not the
+    spot-with-fallback rows) and the probe's duration; None for a measured type or no offer."""
+    out: list[ProbeOffer | None] = [None] * len(types.names)
+    direct = offers.market != rk.FALLBACK
+    for t, it in enumerate(instance_types):
+        if types.source[t] == 0:  # measured already
+            continue
+        mine = np.flatnonzero((offers.type_idx == t) & direct)
+        if not len(mine):
+            continue
+        o = int(mine[np.argmin(offers.price[mine])])
+        devices = tp.device_count(it)
+        per_dev = float(types.sps[t]) / max(devices, 1)
+        out[t] = ProbeOffer(o, float(offers.price[o]), probe_seconds(per_dev, it.vcpus) / 3600.0)
+    return out
+
+
+def beliefs(types: rk.TypeTable, instance_types: list[InstanceType], probes: list[ProbeOffer | None]) -> Beliefs:
+    keys = [sibling_key(it) for it in instance_types]
+    index = {k: i for i, k in enumerate(dict.fromkeys(keys))}
+    group = np.array([index[k] for k in keys], dtype=np.int64)
+    measured = types.source == 0
+    group = np.where(measured, len(index) + np.arange(len(keys)), group)  # a measurement stands alone
+    sib = math.log(SIBLING_BAND) / NormalDist().inv_cdf(0.5 + BAND_COVERAGE / 2)
+    return Beliefs.from_bands(
+        types.sps, types.low, types.high, BAND_COVERAGE, group=group,
+        probe_usd=np.array([p.usd if p else np.inf for p in probes], dtype=float),
+        probe_hours=np.array([p.hours if p else np.inf for p in probes], dtype=float),
+        sibling_sd=np.full(len(keys), sib), noise_sd=PROBE_NOISE_SD)
+
+
+def plan_for(p, catalog: Catalog, probe_budget_usd: float | None = None, draws: int = 512, seed: int = 0):
+    """(the probe plan, the per-type probe offers) for a planner.Plan."""
+    from . import value
+
+    job = p.job
+    rjob = rk.Job(job.samples, job.budget_usd, job.deadline_hours, 0.0, job.max_instances, job.setup_minutes / 60)
+    its = [catalog.instance_types[n] for n in p.types.names]
+    offers = probe_offers(p.types, p.offers, its)
+    econ = economics(p.candidates, p.offers, rjob, job.objective)
+    bel = beliefs(p.types, its, offers)
+    pick = int(p.ranked[0]) if len(p.ranked) else None
+    return value.plan(econ, bel, pick, probe_budget_usd, draws=draws, seed=seed), offers
