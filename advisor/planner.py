@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from catalog.hardware import sustained_network_gbps
 from catalog.models import INTERRUPTION_BUCKETS, INTERRUPTION_LABELS, Catalog
 from lightning_module.result import WorkloadSpec
 from lightning_module.workload_facts import facts_for, facts_from_probes
@@ -18,7 +19,7 @@ from lightning_module.workload_facts import facts_for, facts_from_probes
 from . import rank as rk
 from .errors import UserError
 from .jobspec import JobSpec
-from .throughput import Exclusion, Throughput, ThroughputModel, sustained_network_gbps
+from .throughput import Exclusion, Throughput, ThroughputModel
 
 WORST_BUCKET = len(INTERRUPTION_BUCKETS) - 1
 # Counts of one offer whose costs differ by less than this share are one row (cheapest): a spot
@@ -26,16 +27,17 @@ WORST_BUCKET = len(INTERRUPTION_BUCKETS) - 1
 SAME_COST = 0.005
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Plan:
     job: JobSpec
+    rank_job: rk.Job  # the job as advisor.rank sees it (limits, losses, setup)
     workload_id: str
     types: rk.TypeTable
     offers: rk.OfferTable
     candidates: rk.Candidates
     ranked: np.ndarray
     closest: np.ndarray  # filled when nothing is feasible
-    probe: list[tuple[int, int]]
+    probe: list[tuple[int, int]]  # (type index, offer index) of each type worth probing
     throughputs: list[Throughput]  # index-aligned with types.names
     exclusions: list[Exclusion]
     regions: list[str]
@@ -131,13 +133,17 @@ def build_plan(catalog: Catalog, job: JobSpec, measurements: list | None = None,
         n_close = min(top, 5)
         # A count that already meets the deadline stands for the larger counts at its cost: they
         # need the same budget and add nothing.
+        _, need_deadline = rk.shortfall(cands.cost, cands.hours_pess, rjob)
         closest, also, close_counts = collapse(
             cands, offers, rk.closest(cands, rjob, n_close * max(1, len(regions)) * K), n_close, True,
-            cands.hours_pess <= job.deadline_hours)
+            need_deadline <= rjob.deadline_h)
         counts.update(close_counts)
     probe = rk.probe_next(cands, types, int(ranked[0]), job.objective, rjob, offers) if len(ranked) else []
-    return Plan(job, spec.workload_id, types, offers, cands, ranked, closest, probe, throughputs, exclusions,
-                regions, bucket, model.warnings, ordered if job.objective == "pareto" else None, also, front_size, counts)
+    return Plan(job=job, rank_job=rjob, workload_id=spec.workload_id, types=types, offers=offers, candidates=cands,
+                ranked=ranked, closest=closest, probe=probe, throughputs=throughputs, exclusions=exclusions,
+                regions=regions, bucket=bucket, warnings=model.warnings,
+                pareto=ordered if job.objective == "pareto" else None, also_regions=also, front_size=front_size,
+                also_counts=counts)
 
 
 def collapse(c: rk.Candidates, offers: rk.OfferTable, idx: np.ndarray, top: int, merge_counts: bool = False,

@@ -14,13 +14,14 @@ import numpy as np
 from . import rank as rk
 from .errors import UserError
 from .planner import Plan
+from .rows import Rows
 
 # Enough to see the shape of the cloud without drawing 1.2M points.
 MAX_POINTS_PER_SOURCE = 4000
 LABEL_TOP = 5
 
 
-def plot_plan(plan: Plan, path: str) -> None:
+def plot_plan(plan: Plan, rows: Rows, path: str) -> None:
     try:
         import matplotlib
 
@@ -48,7 +49,7 @@ def plot_plan(plan: Plan, path: str) -> None:
         ax.scatter(c.hours[idx][~feas], c.cost[idx][~feas], marker=marker, facecolors="none",
                    edgecolors=colour, s=14, alpha=0.5, label=f"{label} (infeasible)", zorder=2)
     front = plan.pareto if plan.pareto is not None else rk.pareto_front(c.cost, c.hours, np.flatnonzero(c.feasible), c)
-    shown = plan.ranked if len(plan.ranked) else plan.closest
+    shown = np.array([r.index for r in rows.candidates], dtype=np.int64)
     # Error bars on the options that matter (the ranked ones and the frontier): a throughput
     # band moves time and cost together, so each gets bars in both directions.
     bars = np.unique(np.concatenate([shown, front])).astype(np.int64)
@@ -68,16 +69,13 @@ def plot_plan(plan: Plan, path: str) -> None:
     ax.axvline(job.deadline_hours, color="tab:purple", ls="--", lw=1, label=f"deadline {job.deadline_hours:,.1f} h")
     # Numbers at the points, the words in a box: labels for neighbouring points do not collide.
     lines = []
-    for n, i in enumerate(shown[:LABEL_TOP]):
-        i = int(i)
-        name = plan.types.names[int(c.type_idx[i])]
-        market = rk.MARKET_NAMES[int(plan.offers.market[int(c.offer[i])])]
-        tag = f"#{n + 1}" if len(plan.ranked) else f"~{n + 1}"
-        ax.annotate(tag, (c.hours[i], c.cost[i]), xytext=(4 + 12 * (n % 3), -12 - 8 * n), textcoords="offset points",
+    for n, r in enumerate(rows.candidates[:LABEL_TOP]):
+        tag = f"#{n + 1}" if rows.feasible else f"~{n + 1}"
+        ax.annotate(tag, (r.hours, r.cost_usd), xytext=(4 + 12 * (n % 3), -12 - 8 * n), textcoords="offset points",
                     fontsize=7, fontweight="bold", arrowprops={"arrowstyle": "-", "lw": 0.4, "color": "grey"})
-        lines.append(f"{tag} {int(c.k[i])}x {name}, {market}: {c.hours[i]:,.1f} h, ${c.cost[i]:,.2f}")
+        lines.append(f"{tag} {r.count}x {r.instance_type}, {r.market}: {r.hours:,.1f} h, ${r.cost_usd:,.2f}")
     if lines:
-        head = "best options" if len(plan.ranked) else "nothing feasible; closest"
+        head = "best options" if rows.feasible else "nothing feasible; closest"
         ax.text(0.01, 0.99, head + "\n" + "\n".join(lines), transform=ax.transAxes, va="top", ha="left",
                 fontsize=7, family="monospace", bbox={"boxstyle": "round", "fc": "white", "ec": "grey", "alpha": 0.9},
                 zorder=6)

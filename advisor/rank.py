@@ -4,11 +4,7 @@ Inputs are column arrays (per instance type, and per offer); nothing here knows 
 the catalog file or the CLI, so the benchmark can feed it a synthetic 1.2M-candidate problem.
 
 Models, in one place so tests and docs can point at them:
-- Scale-out: a data-parallel step all-reduces the fp32 gradients; a ring all-reduce moves
-  2 x (n-1)/n x gradient bytes through each participant's link. Communication overlaps with the
-  backward pass (BACKWARD_SHARE of the step's compute); only the rest is exposed.
-  efficiency = compute / (compute + exposed). Inside a multi-GPU instance the link is NVLink or
-  PCIe; between instances it is the instance's network bandwidth from the catalog.
+- Scale-out: advisor.scaling (all-reduce time against step time, overlapped with backward).
 - Spot: the interruption bucket gives the share of capacity reclaimed per month; an instance is
   interrupted at rate r / HOURS_PER_MONTH per hour of runtime; k synchronous instances stop when
   any one is hit, so the job's rate is k times that. Each interruption costs `loss_h` (half a
@@ -28,24 +24,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .scaling import scale_out
+
 HOURS_PER_MONTH = 730.0  # AWS's billing month (8,760 h / 12)
-BACKWARD_SHARE = 2.0 / 3.0  # backward ~ 2x forward FLOPs, so ~2/3 of a step's compute
 MARKET_NAMES = ("on-demand", "spot", "spot+od-fallback")
 ON_DEMAND, SPOT, FALLBACK = 0, 1, 2
 SOURCE_NAMES = ("measured", "reference", "estimated")
-
-
-def allreduce_seconds(n, grad_bytes, bytes_per_s):
-    """Ring all-reduce time for n participants (0 for one); vectorised over any argument."""
-    n = np.asarray(n, dtype=float)
-    return 2.0 * np.maximum(n - 1.0, 0.0) / np.maximum(n, 1.0) * grad_bytes / bytes_per_s
-
-
-def overlap_efficiency(step_s, comm_s, overlap: float = BACKWARD_SHARE):
-    """Share of ideal throughput left once the communication that backward cannot hide is added."""
-    step_s = np.asarray(step_s, dtype=float)
-    exposed = np.maximum(np.asarray(comm_s, dtype=float) - overlap * step_s, 0.0)
-    return step_s / (step_s + exposed)
 
 
 def samples_per_dollar(samples_per_sec, usd_per_hour):
@@ -124,23 +108,17 @@ class Candidates:
         return self.hours * self.sps / self.sps_high, self.hours * self.sps / self.sps_low
 
 
-def scale_out(types: TypeTable, max_k: int) -> tuple[np.ndarray, np.ndarray]:
-    """(throughput (T, K), efficiency relative to one instance (T, K)) for k = 1..max_k."""
-    k = np.arange(1, max_k + 1, dtype=float)[None, :]
-    step = types.step_s[:, None]
-    intra = types.intra_s[:, None]
-    inter = types.inter_unit_s[:, None] * (k - 1.0) / k
-    # The instance's own NVLink/PCIe all-reduce and the network one share backward's overlap.
-    eff_k = overlap_efficiency(step, intra + np.where(k > 1, inter, 0.0))
-    eff_1 = overlap_efficiency(types.step_s, types.intra_s)[:, None]
-    rel = eff_k / eff_1
-    thr = k * types.sps[:, None] * rel
-    if types.multi_node is not None:
-        measured = types.multi_node[:, :max_k]
-        has = np.isfinite(measured)
-        thr = np.where(has, measured, thr)
-        rel = np.where(has, measured / (k * types.sps[:, None]), rel)
-    return thr, rel
+def shortfall(cost, hours_pess, job: Job) -> tuple[np.ndarray, np.ndarray]:
+    """The (budget, deadline) each candidate needs: its cost and pessimistic hours where they
+    exceed the job's limits, else the limits themselves; NaN where there is no figure (the
+    feasibility rule, feasible_mask, is both equal to the limits)."""
+    return np.maximum(cost, job.budget_usd), np.maximum(hours_pess, job.deadline_h)
+
+
+def feasible_mask(cost, hours_pess, job: Job) -> np.ndarray:
+    """Within the budget (cost) and the deadline (pessimistic hours); False for NaN/inf."""
+    need_budget, need_deadline = shortfall(cost, hours_pess, job)
+    return (need_budget <= job.budget_usd) & (need_deadline <= job.deadline_h)
 
 
 def evaluate(types: TypeTable, offers: OfferTable, job: Job) -> Candidates:
@@ -195,7 +173,7 @@ def evaluate(types: TypeTable, offers: OfferTable, job: Job) -> Candidates:
             # Setup is billed at the price the run starts on (spot for the fallback).
             cost += job.setup_h * k * np.repeat(offers.price, K)
         spd = job.samples / cost
-    feasible = (cost <= job.budget_usd) & (hours_pess <= job.deadline_h)  # False for NaN/inf too
+    feasible = feasible_mask(cost, hours_pess, job)
     r_low, r_high = types.low / types.sps, types.high / types.sps
     return Candidates(
         offer=np.repeat(np.arange(n_off), K), k=k.astype(np.int64), type_idx=type_idx,
@@ -271,9 +249,9 @@ def rank(c: Candidates, objective: str, top: int) -> np.ndarray:
 
 def closest(c: Candidates, job: Job, top: int) -> np.ndarray:
     """When nothing fits: the candidates needing the smallest relative stretch of budget or deadline."""
-    ok = np.flatnonzero(np.isfinite(c.cost) & np.isfinite(c.hours_pess))
-    stretch = np.maximum(c.cost / job.budget_usd, c.hours_pess / job.deadline_h)
-    return _top(stretch, c, ok, top)
+    need_budget, need_deadline = shortfall(c.cost, c.hours_pess, job)
+    stretch = np.maximum(need_budget / job.budget_usd, need_deadline / job.deadline_h)
+    return _top(stretch, c, np.flatnonzero(np.isfinite(stretch)), top)
 
 
 def probe_next(c: Candidates, types: TypeTable, best: int, objective: str, job: Job,
@@ -283,8 +261,9 @@ def probe_next(c: Candidates, types: TypeTable, best: int, objective: str, job: 
     cost_lo, cost_hi = c.cost_band()
     hours_lo, hours_hi = c.hours_band()
     lo, hi = (hours_lo, hours_hi) if objective == "fastest" else (cost_lo, cost_hi)
-    could = (types.source[c.type_idx] != 0) & (lo <= hi[best]) & (cost_lo <= job.budget_usd) & (
-        hours_lo * (c.hours_pess / c.hours) <= job.deadline_h)
+    # Feasible at the optimistic end of the band.
+    could = (types.source[c.type_idx] != 0) & (lo <= hi[best]) & feasible_mask(
+        cost_lo, hours_lo * (c.hours_pess / c.hours), job)
     # bincount, not np.unique: unique imports numpy.ma (~30 ms of a sub-second command)
     t_hits = np.flatnonzero(np.bincount(c.type_idx[could], minlength=len(types.names)))
     if len(t_hits) == 0:

@@ -1,5 +1,6 @@
 """Rows for people and for pipes from a Plan: ranked candidates, the closest ones when nothing
-fits, exclusions and the probe plan."""
+fits, exclusions and the probe plan. The rows come typed from advisor.rows; this module only
+formats them."""
 
 from __future__ import annotations
 
@@ -11,9 +12,10 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from . import rank as rk
+from .jobspec import JobSpec
 from .output import emit
 from .planner import Plan, bucket_label
+from .rows import PROBE_HOURS, CandidateRow, ProbeRow, Rows
 
 TABLE_COLUMNS = ("rank", "instance", "count", "region", "market", "samples/s (source)", "hours",
                  "cost USD", "samples/$", "note")
@@ -21,11 +23,6 @@ CSV_COLUMNS = ("rank", "instance_type", "count", "region", "market", "samples_pe
                "throughput_low", "throughput_high", "hours", "hours_pessimistic", "cost_usd",
                "samples_per_dollar", "feasible", "reason", "budget_needed_usd", "deadline_needed_hours",
                "usd_per_hour", "precision", "scale_out_efficiency", "expected_interruptions", "interruption_bucket")
-# One probe: boot, install, the optimisation ladder and steady-state timing, for ordering and a
-# rough price only. An assumption, bounded by measurement: the full ResNet-50 ladder took 615 s
-# on a 2-core CPU (benchmarks/probe_ladder.py), GPUs step far faster, and boot plus install add
-# minutes; `advisor launch`'s watchdog (--max-minutes, default 45) caps what a probe can cost.
-PROBE_HOURS = 0.5
 
 
 class Recommendation(BaseModel):
@@ -61,151 +58,103 @@ class Recommendation(BaseModel):
     basis: dict[str, Any] = {}  # where the throughput comes from (anchor, ratios, provenance, result id)
 
 
-def candidate_row(plan: Plan, i: int, rank_no: int | None) -> dict[str, Any]:
-    c, o, t = plan.candidates, plan.offers, plan.types
-    off = int(c.offer[i])
-    ti = int(c.type_idx[i])
-    th = plan.throughputs[ti]
-    market = rk.MARKET_NAMES[int(o.market[off])]
-    b = int(plan.bucket[off])
-    k = int(c.k[i])
-    notes = list(th.notes)
-    if th.source == "estimated":
-        notes.append(f"est. {c.sps_low[i]:,.0f}-{c.sps_high[i]:,.0f}/s from {th.basis.get('anchor')}")
-    if k > 1 or th.devices > 1:
-        eff = float(c.efficiency[i]) * (th.basis.get("intra_instance_efficiency") if isinstance(
-            th.basis.get("intra_instance_efficiency"), float) else 1.0)
-        notes.append(f"scale-out eff {eff:.0%}")
-    if k > 1 and th.basis.get("network_note"):
-        notes.append(th.basis["network_note"])
-    if market != "on-demand":
-        notes.append(f"~{c.interruptions[i]:.2g} interruptions ({'bucket unknown: assumed >20%' if b == -1 else bucket_label(b)})")
-    if market == "spot+od-fallback":
-        notes.append(f"od ${o.od_price[off]:.4g}/h after 1st interruption")
-    if i in plan.also_counts:
-        more = sorted(plan.also_counts[i])
-        ks = [str(kk) for kk, _ in more]
-        notes.append(f"same cost with {ks[0] if len(ks) == 1 else ks[0] + '-' + ks[-1]} instances "
-                     f"(down to {more[-1][1]:,.1f} h)")
-    if i in plan.also_regions:
-        notes.append("same in " + ", ".join(plan.regions[r] for r in plan.also_regions[i]))
-    reason = None
-    if not c.feasible[i]:
-        why = []
-        if not math.isfinite(c.cost[i]):
-            why.append("no throughput figure for this count (network bandwidth unknown)")
-        else:
-            if c.cost[i] > plan.job.budget_usd:
-                why.append(f"cost ${c.cost[i]:,.2f} > budget ${plan.job.budget_usd:,.2f}")
-            if c.hours_pess[i] > plan.job.deadline_hours:
-                why.append(f"{c.hours_pess[i]:,.1f} h (pessimistic) > deadline {plan.job.deadline_hours:,.1f} h")
-        reason = "; ".join(why)
-    need_budget = need_deadline = None
-    if not c.feasible[i] and math.isfinite(c.cost[i]):
-        need_budget = _ceil_cents(c.cost[i]) if c.cost[i] > plan.job.budget_usd else None
-        need_deadline = (math.ceil(c.hours_pess[i] * 10) / 10 if c.hours_pess[i] > plan.job.deadline_hours else None)
-    return Recommendation(
-        rank=rank_no,
-        instance_type=t.names[ti],
-        count=k,
-        region=plan.regions[int(o.region_idx[off])],
-        also_regions=[plan.regions[r] for r in plan.also_regions.get(i, [])],
-        also_counts=[{"count": kk, "hours": h} for kk, h in sorted(plan.also_counts.get(i, []))],
-        market=market,
-        samples_per_sec=float(c.sps[i]),
-        throughput_source=th.source,
-        throughput_low=float(c.sps_low[i]),
-        throughput_high=float(c.sps_high[i]),
-        hours=float(c.hours[i]),
-        hours_pessimistic=float(c.hours_pess[i]),
-        cost_usd=float(c.cost[i]),
-        samples_per_dollar=float(c.samples_per_dollar[i]),
-        feasible=bool(c.feasible[i]),
-        reason=reason,
-        budget_needed_usd=need_budget,
-        deadline_needed_hours=need_deadline,
-        usd_per_hour=float(o.price[off]),
-        precision=th.precision,
-        scale_out_efficiency=float(c.efficiency[i]),
-        expected_interruptions=float(c.interruptions[i]),
-        interruption_bucket=None if market == "on-demand" else bucket_label(b),
-        notes=notes,
-        basis=th.basis,
-    ).model_dump()
-
-
-def _ceil_cents(x: float) -> float:
-    return math.ceil(x * 100) / 100
-
-
-def rows(plan: Plan) -> list[dict[str, Any]]:
-    if len(plan.ranked):
-        return [candidate_row(plan, int(i), n + 1) for n, i in enumerate(plan.ranked)]
-    return [candidate_row(plan, int(i), None) for i in plan.closest]
-
-
-def probe_rows(plan: Plan) -> list[dict[str, Any]]:
-    out = []
-    best_t = int(plan.candidates.type_idx[plan.ranked[0]]) if len(plan.ranked) else -1
-    for ti, off in plan.probe:
-        th = plan.throughputs[ti]
-        name = plan.types.names[ti]
-        region = plan.regions[int(plan.offers.region_idx[off])]
-        price = float(plan.offers.price[off])
-        out.append({
-            "instance_type": name,
-            "throughput_source": th.source,
-            "samples_per_sec": th.samples_per_sec,
-            "throughput_low": th.low,
-            "throughput_high": th.high,
-            "region": region,
-            "market": rk.MARKET_NAMES[int(plan.offers.market[off])],
-            "usd_per_hour": price,
-            "probe_cost_usd": round(price * PROBE_HOURS, 2),
-            "why": "the best option rests on this estimate" if ti == best_t else "band overlaps the best option",
-        })
+def notes(r: CandidateRow) -> list[str]:
+    """The note column's parts, in order."""
+    out = list(r.throughput_notes)
+    if r.estimate_anchor is not None:
+        out.append(f"est. {r.throughput_low:,.0f}-{r.throughput_high:,.0f}/s from {r.estimate_anchor}")
+    if r.overall_efficiency is not None:
+        out.append(f"scale-out eff {r.overall_efficiency:.0%}")
+    if r.network_note:
+        out.append(r.network_note)
+    if r.market != "on-demand":
+        b = r.interruption_bucket
+        out.append(f"~{r.expected_interruptions:.2g} interruptions "
+                   f"({'bucket unknown: assumed >20%' if b == -1 else bucket_label(b)})")
+    if r.od_usd_per_hour is not None:
+        out.append(f"od ${r.od_usd_per_hour:.4g}/h after 1st interruption")
+    if r.also_counts:
+        ks = [str(kk) for kk, _ in r.also_counts]
+        out.append(f"same cost with {ks[0] if len(ks) == 1 else ks[0] + '-' + ks[-1]} instances "
+                   f"(down to {r.also_counts[-1][1]:,.1f} h)")
+    if r.also_regions:
+        out.append("same in " + ", ".join(r.also_regions))
     return out
 
 
-def probe_commands(plan: Plan, workload: str) -> list[str]:
-    if not plan.probe:
-        return []
-    by_region: dict[str, list[str]] = {}
-    for ti, off in plan.probe:
-        by_region.setdefault(plan.regions[int(plan.offers.region_idx[off])], []).append(plan.types.names[ti])
-    j = plan.job
-    shape = []
-    if j.datamodule:
-        shape.append(f"--datamodule {j.datamodule}")
-    if j.image_size != 224:
-        shape.append(f"--image-size {j.image_size}")
-    if j.num_classes != 1000:
-        shape.append(f"--num-classes {j.num_classes}")
-    extra = f" --probe-args '{' '.join(shape)}'" if shape else ""
-    cmds = [f"advisor launch --instance-types {','.join(names)} --region {region} --workload {workload}{extra} "
-            f"--s3 s3://BUCKET/prefix" for region, names in by_region.items()]
-    cmds.append("advisor results pull s3://BUCKET/prefix   # then run this recommend again")
-    cmds.append(f"(or on a machine of that type: advisor probe --workload {workload}{' ' + ' '.join(shape) if shape else ''})")
-    return cmds
+def reason(r: CandidateRow, job: JobSpec) -> str | None:
+    """Why a candidate is not feasible; None when it is."""
+    if r.feasible:
+        return None
+    if not r.has_figure:
+        return "no throughput figure for this count (network bandwidth unknown)"
+    why = []
+    if r.budget_needed_usd is not None:
+        why.append(f"cost ${r.cost_usd:,.2f} > budget ${job.budget_usd:,.2f}")
+    if r.deadline_needed_hours is not None:
+        why.append(f"{r.hours_pessimistic:,.1f} h (pessimistic) > deadline {job.deadline_hours:,.1f} h")
+    return "; ".join(why)
+
+
+def recommendation(r: CandidateRow, job: JobSpec) -> dict[str, Any]:
+    """The JSON/CSV record of a row."""
+    fields = {k: v for k, v in vars(r).items() if k in Recommendation.model_fields}
+    return Recommendation(
+        **fields | {
+            "also_counts": [{"count": kk, "hours": h} for kk, h in r.also_counts],
+            "interruption_bucket": None if r.market == "on-demand" else bucket_label(r.interruption_bucket),
+            "reason": reason(r, job),
+            "notes": notes(r),
+        }
+    ).model_dump()
+
+
+def probe_record(p: ProbeRow) -> dict[str, Any]:
+    return {
+        "instance_type": p.instance_type,
+        "throughput_source": p.throughput_source,
+        "samples_per_sec": p.samples_per_sec,
+        "throughput_low": p.throughput_low,
+        "throughput_high": p.throughput_high,
+        "region": p.region,
+        "market": p.market,
+        "usd_per_hour": p.usd_per_hour,
+        "probe_cost_usd": p.probe_cost_usd,
+        "why": _why(p),
+    }
+
+
+def _why(p: ProbeRow) -> str:
+    return "the best option rests on this estimate" if p.best_rests_on_it else "band overlaps the best option"
 
 
 def exclusion_rows(plan: Plan) -> list[dict[str, Any]]:
     return [{"instance_type": e.instance_type, "reason": e.reason} for e in plan.exclusions]
 
 
-def _display(r: dict[str, Any]) -> dict[str, Any]:
+def _display(r: CandidateRow, job: JobSpec) -> dict[str, Any]:
+    why = reason(r, job)
     return {
-        "rank": r["rank"] if r["rank"] is not None else "-",
-        "instance": r["instance_type"],
-        "count": r["count"],
-        "region": r["region"],
-        "market": r["market"],
-        "samples/s (source)": f"{_num(r['samples_per_sec'])} ({r['throughput_source']})",
-        "hours": f"{r['hours']:,.1f}" if r["hours"] < 1e5 else f"{r['hours']:,.3g}",
-        "cost USD": f"{r['cost_usd']:,.2f}",
-        "samples/$": f"{r['samples_per_dollar']:,.0f}",
-        "note": "; ".join(r["notes"] + ([r["reason"]] if r["reason"] else [])),
+        "rank": r.rank if r.rank is not None else "-",
+        "instance": r.instance_type,
+        "count": r.count,
+        "region": r.region,
+        "market": r.market,
+        "samples/s (source)": f"{_num(r.samples_per_sec)} ({r.throughput_source})",
+        "hours": f"{r.hours:,.1f}" if r.hours < 1e5 else f"{r.hours:,.3g}",
+        "cost USD": f"{r.cost_usd:,.2f}",
+        "samples/$": f"{r.samples_per_dollar:,.0f}",
+        "note": "; ".join(notes(r) + ([why] if why else [])),
     }
+
+
+def _needs(r: CandidateRow) -> str:
+    need = []
+    if r.budget_needed_usd:
+        need.append(f"--budget {r.budget_needed_usd:.2f}")
+    if r.deadline_needed_hours:
+        need.append(f"--deadline {_fmt_hours(r.deadline_needed_hours)}")
+    return " ".join(need)
 
 
 def summary_line(plan: Plan) -> str:
@@ -217,28 +166,31 @@ def summary_line(plan: Plan) -> str:
             f"{int(plan.candidates.feasible.sum()):,} feasible")
 
 
-def write(plan: Plan, fmt: str, show_excluded: bool = False, stream=None) -> None:
+def write(plan: Plan, rows: Rows, fmt: str, *, probe_commands: list[str], show_excluded: bool = False,
+          stream=None) -> None:
+    """The plan's rows for people (table, markdown) or pipes (json, csv); `probe_commands` are the
+    command lines that measure the probe rows (built by the command layer)."""
     stream = stream or sys.stdout
-    rs = rows(plan)
-    feasible = bool(len(plan.ranked))
-    if fmt == "json":
+    rs, feasible = rows.candidates, rows.feasible
+    if fmt in ("json", "csv"):
+        records = [recommendation(r, plan.job) for r in rs]
+        if fmt == "csv":
+            emit(records, "csv", CSV_COLUMNS, stream=stream)
+            return
         doc = {
             "workload_id": plan.workload_id,
             "job": plan.job.model_dump(),
             "feasible": feasible,
             "candidates_evaluated": len(plan.candidates),
-            "recommendations": rs if feasible else [],
-            "closest": [] if feasible else rs,
-            "probe_next": probe_rows(plan),
-            "probe_commands": probe_commands(plan, plan.job.workload),
+            "recommendations": records if feasible else [],
+            "closest": [] if feasible else records,
+            "probe_next": [probe_record(p) for p in rows.probes],
+            "probe_commands": probe_commands,
             "excluded": exclusion_rows(plan),
             "warnings": plan.warnings,
         }
         json.dump(doc, stream, indent=2, default=_json_default)
         stream.write("\n")
-        return
-    if fmt == "csv":
-        emit(rs, "csv", CSV_COLUMNS, stream=stream)
         return
     print(summary_line(plan), file=stream)
     if plan.front_size is not None and plan.front_size > len(plan.ranked):
@@ -249,28 +201,20 @@ def write(plan: Plan, fmt: str, show_excluded: bool = False, stream=None) -> Non
               "deadline that would make each feasible:", file=stream)
     print(file=stream)
     if rs:
-        disp = [_display(r) for r in rs]
-        if not feasible:
-            for d, r in zip(disp, rs):
-                need = []
-                if r.get("budget_needed_usd"):
-                    need.append(f"--budget {r['budget_needed_usd']:.2f}")
-                if r.get("deadline_needed_hours"):
-                    need.append(f"--deadline {_fmt_hours(r['deadline_needed_hours'])}")
-                d["needs"] = " ".join(need)
+        disp = [_display(r, plan.job) | ({} if feasible else {"needs": _needs(r)}) for r in rs]
         emit(disp, fmt, list(TABLE_COLUMNS) + ([] if feasible else ["needs"]), stream=stream)
     else:
         print("(no candidates: every instance type was excluded or has no price; see --show-excluded)", file=stream)
-    pr = probe_rows(plan)
+    pr = rows.probes
     if pr:
         print(f"\nProbe next (unmeasured types whose band overlaps the best option; cheapest probe first, "
               f"~{PROBE_HOURS:g} h each):", file=stream)
-        emit([{"instance": p["instance_type"], "source": p["throughput_source"],
-               "samples/s band": f"{_num(p['throughput_low'])}-{_num(p['throughput_high'])}",
-               "region": p["region"], "$/h": f"{p['usd_per_hour']:.4g}", "probe ~$": f"{p['probe_cost_usd']:.2f}",
-               "why": p["why"]}
+        emit([{"instance": p.instance_type, "source": p.throughput_source,
+               "samples/s band": f"{_num(p.throughput_low)}-{_num(p.throughput_high)}",
+               "region": p.region, "$/h": f"{p.usd_per_hour:.4g}", "probe ~$": f"{p.probe_cost_usd:.2f}",
+               "why": _why(p)}
               for p in pr], fmt, stream=stream)
-        for cmd in probe_commands(plan, plan.job.workload):
+        for cmd in probe_commands:
             print(f"  {cmd}", file=stream)
     if show_excluded:
         print(f"\nExcluded ({len(plan.exclusions)}):", file=stream)

@@ -10,7 +10,7 @@ Order of trust, per instance type:
 Types the workload cannot run on are returned as exclusions with the reason.
 
 Multi-device instances: instance throughput = devices x per-device x efficiency, the efficiency
-from the all-reduce model in advisor.rank with the instance's interconnect (INTERCONNECT below).
+from the all-reduce model in advisor.scaling with the instance's interconnect (catalog.hardware).
 """
 
 from __future__ import annotations
@@ -23,11 +23,23 @@ from functools import lru_cache
 from typing import Any
 
 from catalog import accelerators as acc
+from catalog.hardware import (
+    HOST_LINK,
+    PCIE4,
+    SOCKET_VCPUS,
+    best_dtype,
+    device_count,
+    device_kind,
+    device_peak_tflops,
+    gpu_spec,
+    interconnect,
+    sustained_network_gbps,
+)
 from catalog.models import Catalog, InstanceType
 from lightning_module.workload_facts import FACTS, WorkloadFacts
 
-from .rank import allreduce_seconds, overlap_efficiency
 from .references import load_references
+from .scaling import intra_instance
 
 log = logging.getLogger(__name__)
 
@@ -41,59 +53,6 @@ BAND_SAME_CLASS = 1.75
 BAND_OTHER_CLASS = 2.5
 BAND_CPU_GPU = 3.5
 BAND_OTHER_WORKLOAD = 1.5  # extra factor when the anchor measured a different model
-
-# A step's batch when the efficiency model needs a step time (the workload's default batch).
-DEFAULT_BATCH = 128
-
-# Per-device one-direction interconnect bandwidth inside an instance, GB/s. NVLink: NVIDIA
-# datasheets give the bidirectional total per GPU (V100 300, A100 600, H100/H200 900, B200 1800
-# GB/s); a ring all-reduce sends and receives at once, so one direction is half. PCIe (PCI-SIG):
-# Gen3 x16 ~15.75 GB/s, Gen4 x16 ~31.5 GB/s per direction; GPUs talk through the host bridge.
-INTERCONNECT: dict[str, tuple[str, float]] = {
-    "p3": ("NVLink 2 (V100 SXM2 datasheet: 300 GB/s bidirectional)", 150.0),
-    "p3dn": ("NVLink 2 (V100 SXM2 datasheet: 300 GB/s bidirectional)", 150.0),
-    "p4d": ("NVLink 3 (A100 datasheet: 600 GB/s bidirectional)", 300.0),
-    "p4de": ("NVLink 3 (A100 datasheet: 600 GB/s bidirectional)", 300.0),
-    "p5": ("NVLink 4 (H100 SXM datasheet: 900 GB/s bidirectional)", 450.0),
-    "p5e": ("NVLink 4 (H200 SXM datasheet: 900 GB/s bidirectional)", 450.0),
-    "p5en": ("NVLink 4 (H200 SXM datasheet: 900 GB/s bidirectional)", 450.0),
-    "p6-b200": ("NVLink 5 (HGX B200: 1.8 TB/s bidirectional)", 900.0),
-    "g4dn": ("PCIe Gen3 x16 (PCI-SIG: ~15.75 GB/s per direction)", 15.75),
-}
-PCIE4 = ("PCIe Gen4 x16 (PCI-SIG: ~31.5 GB/s per direction)", 31.5)
-
-# Each GPU's host link, which every input sample crosses (the probe feeds uint8 images and
-# normalises on the device). Scaling another workload's utilisation by FLOPs alone put a tiny MLP
-# at 578k samples/s on one A10G, 87 GB/s of 224 px images; this link bounds it. Gen3 x16: T4 and
-# V100 datasheets; Gen4 x16: A10G/L4/L40S/A100 datasheets, and p5/p5e, whose hosts (3rd-gen EPYC)
-# are Gen4; Gen5 x16 (~63 GB/s): AWS's p5en launch ("PCIe Gen5 between CPU and GPU") and p6-b200.
-PCIE3 = ("PCIe Gen3 x16 (PCI-SIG: ~15.75 GB/s per direction)", 15.75)
-PCIE5 = ("PCIe Gen5 x16 (PCI-SIG: ~63 GB/s per direction)", 63.0)
-HOST_LINK: dict[str, tuple[str, float]] = {
-    "g4dn": PCIE3, "g5g": PCIE3, "p3": PCIE3, "p3dn": PCIE3,
-    "p5en": PCIE5, "p6-b200": PCIE5,
-}
-
-# vCPUs of one CPU socket, per family. Article A found data-parallel training across the two
-# NUMA nodes (sockets) of a c6i.32xlarge no faster than one, so a CPU estimate counts one socket
-# only (the band's high end still allows linear scaling). Socket sizes: Article A (c6i.32xlarge
-# = 2 NUMA nodes of 64 vCPUs); the largest sizes of the other families are two sockets of the
-# processor AWS names on the family page (Xeon 8488C 48 cores x 2 threads; EPYC 9R14 96 cores,
-# one thread per vCPU; Graviton4 96 cores); Graviton3 is one 64-core socket.
-SOCKET_VCPUS: dict[str, int] = {
-    "c6i": 64, "m6i": 64, "r6i": 64,
-    "c7i": 96, "m7i": 96, "r7i": 96,
-    "c7a": 96, "m7a": 96, "r7a": 96,
-    "c7g": 64, "m7g": 64, "r7g": 64,
-    "c8g": 96, "m8g": 96, "r8g": 96,
-}
-
-# AWS's "Up to N Gigabit" is a burst figure; hours of all-reduce run at the instance's baseline
-# (InstanceType.network_baseline_gbps). For a type without it (p3, dl1: not in moto's copy of
-# DescribeInstanceTypes), assume 1/8 of the burst: BaselineBandwidthInGbps /
-# PeakBandwidthInGbps in DescribeInstanceTypes is 0.125 for the smallest GPU sizes (g5g.xlarge,
-# g6e.xlarge) and ranges 0.03-0.8 over the snapshot's 58 "up to" types (larger sizes keep more).
-UP_TO_BASELINE_SHARE = 0.125
 
 _PRECISION_OF = {"bf16": "bf16-mixed", "fp16": "16-mixed", "fp32": "32-true"}
 _DTYPE_OF = {v: k for k, v in _PRECISION_OF.items()}
@@ -115,6 +74,10 @@ class Throughput:
     basis: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     multi_node: dict[int, float] = field(default_factory=dict)  # k -> measured samples/s at k nodes
+    # The same facts as basis, typed for the report:
+    anchor: str | None = None  # estimated: the measured or published instance type it scales from
+    intra_efficiency: float = 1.0  # its own devices' all-reduce efficiency inside samples_per_sec (1: measured whole)
+    network_note: str | None = None  # the assumption made about its network, when one was
 
 
 @dataclass
@@ -151,63 +114,6 @@ def reference_measurements() -> list[dict[str, Any]]:
     ]
 
 
-def device_kind(it: InstanceType) -> str:
-    return "cpu" if it.accelerator_kind == "none" else it.accelerator_kind
-
-
-def gpu_spec(it: InstanceType) -> acc.AcceleratorSpec | None:
-    if it.accelerator_kind == "none" or not it.accelerator_model:
-        return None
-    return acc.lookup(it.accelerator_model, it.accelerator_memory_gib)
-
-
-def best_dtype(it: InstanceType) -> str | None:
-    """bf16 where the device computes it natively, else fp16, else fp32."""
-    if it.accelerator_kind == "none":
-        isa = acc.cpu_isa(it)
-        man = acc.cpu_manufacturer(it)
-        native_bf16 = acc.cpu_flops_per_cycle_per_core(isa, "bf16", man) > acc.cpu_flops_per_cycle_per_core(isa, "fp32", man)
-        return "bf16" if native_bf16 else "fp32"
-    spec = gpu_spec(it)
-    if spec is None:
-        return None
-    if spec.bf16_supported and spec.bf16_tflops:
-        return "bf16"
-    if spec.fp16_supported and spec.fp16_tflops:
-        return "fp16"
-    return "fp32" if spec.fp32_tflops else None
-
-
-def device_peak_tflops(it: InstanceType, dtype: str) -> float | None:
-    """Peak of one device (for a CPU instance: the whole host CPU)."""
-    if it.accelerator_kind == "none":
-        return acc.instance_cpu_peak_tflops(it, dtype)
-    spec = gpu_spec(it)
-    return acc.peak_tflops(spec, dtype) if spec else None
-
-
-def device_count(it: InstanceType) -> int:
-    return it.accelerator_count if it.accelerator_kind != "none" else 1
-
-
-def interconnect(it: InstanceType) -> tuple[str, float] | None:
-    if device_count(it) <= 1:
-        return None
-    return INTERCONNECT.get(it.family, PCIE4)
-
-
-def sustained_network_gbps(it: InstanceType) -> tuple[float | None, str | None]:
-    """(Gbit/s the scale-out model uses, a note when it is an assumption)."""
-    if it.network_baseline_gbps:
-        return it.network_baseline_gbps, None
-    if not it.network_gbps:
-        return None, None
-    if it.network_up_to:
-        used = it.network_gbps * UP_TO_BASELINE_SHARE
-        return used, f"network 'up to' {it.network_gbps:g} Gbit/s is a burst; assumed {used:g} sustained"
-    return it.network_gbps, None
-
-
 def distance(anchor: InstanceType, target: InstanceType) -> tuple[int, float, str]:
     """(rank, band factor, words): same device model < same vendor/class < other class < CPU<->GPU."""
     ka, kt = device_kind(anchor), device_kind(target)
@@ -227,21 +133,6 @@ def distance(anchor: InstanceType, target: InstanceType) -> tuple[int, float, st
     if sa is not None and st is not None and sa.vendor == st.vendor and sa.kind == st.kind:
         return 1, BAND_SAME_CLASS, "same accelerator vendor"
     return 2, BAND_OTHER_CLASS, "other accelerator class"
-
-
-def _step_and_intra(it: InstanceType, per_device_sps: float, facts: WorkloadFacts) -> tuple[float, float, float, str | None]:
-    """(step compute seconds, intra-instance all-reduce seconds, efficiency, interconnect words)."""
-    n = device_count(it)
-    step = DEFAULT_BATCH / per_device_sps
-    ic = interconnect(it)
-    if ic is None:
-        return step, 0.0, 1.0, None
-    words, gbs = ic
-    comm = float(allreduce_seconds(n, facts.gradient_bytes(), gbs * 1e9))
-    if math.isnan(comm):  # the parameter count is unknown, so the all-reduce cannot be modelled
-        return step, 0.0, 1.0, words + "; its all-reduce not modelled (parameter count unknown)"
-    eff = float(overlap_efficiency(step, comm))
-    return step, comm, eff, words
 
 
 class ThroughputModel:
@@ -368,8 +259,9 @@ class ThroughputModel:
         return None
 
     def _finish(self, it: InstanceType, per_dev: float, low_f: float, high_f: float, source: str,
-                precision: str, basis: dict, notes: list[str], whole_instance: float | None = None) -> Throughput:
-        step, intra, eff, ic_words = _step_and_intra(it, per_dev, self.facts)
+                precision: str, basis: dict, notes: list[str], whole_instance: float | None = None,
+                anchor: str | None = None) -> Throughput:
+        step, intra, eff, ic_words = intra_instance(device_count(it), interconnect(it), per_dev, self.facts.gradient_bytes())
         n = device_count(it)
         sps = whole_instance if whole_instance is not None else n * per_dev * eff
         gbps, net_note = sustained_network_gbps(it)
@@ -382,7 +274,8 @@ class ThroughputModel:
             basis = {**basis, "devices": n, "interconnect": ic_words,
                      "intra_instance_efficiency": round(eff, 4) if whole_instance is None else "measured"}
         return Throughput(it.name, sps, sps * low_f, sps * high_f, source, precision, n, step, intra,
-                          basis, notes, self._multi.get(it.name, {}))
+                          basis, notes, self._multi.get(it.name, {}), anchor=anchor,
+                          intra_efficiency=eff if whole_instance is None else 1.0, network_note=net_note if gbps else None)
 
     def _from_measurement(self, it: InstanceType, r) -> Throughput:
         n = device_count(it)
@@ -484,4 +377,5 @@ class ThroughputModel:
             basis["ingest_bound"] = ingest
             notes.append(f"capped by the host link ({ingest['link'].split(' (')[0]}): "
                          f"{ingest['max_samples_per_sec_per_device']:,}/s per GPU")
-        return self._finish(it, per_dev, low_f, high_f, "estimated", _PRECISION_OF[dtype], basis, notes)
+        return self._finish(it, per_dev, low_f, high_f, "estimated", _PRECISION_OF[dtype], basis, notes,
+                            anchor=a.instance.name)

@@ -78,12 +78,15 @@ def main() -> int:
 
     import torch
 
-    from lightning_module import probe
+    from lightning_module import hardware, probe
+    from lightning_module.devices import resolve_accelerator
+    from lightning_module.options import ProbeOptions
+    from lightning_module.peaks import matmul_peak_tflops
     from lightning_module.result import WorkloadSpec
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     load = os.getloadavg()
-    print(f"machine: {probe.hardware.fingerprint().cpu_model}, {os.cpu_count()} CPUs, torch {torch.__version__}, "
+    print(f"machine: {hardware.fingerprint().cpu_model}, {os.cpu_count()} CPUs, torch {torch.__version__}, "
           f"CPU capability {torch.backends.cpu.get_cpu_capability()}; load average at start "
           f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f}", flush=True)
     t_start = time.perf_counter()
@@ -96,7 +99,7 @@ def main() -> int:
 
     probe.quiet_lightning()
     spec = WorkloadSpec(model=args.workload, image_size=args.image_size, batch_size=args.batch_size)
-    opts = probe.ProbeOptions(spec=spec, max_seconds=args.max_seconds, warmup_steps=args.warmup_steps,
+    opts = ProbeOptions(spec=spec, max_seconds=args.max_seconds, warmup_steps=args.warmup_steps,
                               compile_timeout=args.compile_timeout,
                               skip=frozenset(s for s in args.skip.split(",") if s))
 
@@ -111,8 +114,8 @@ def main() -> int:
     result = probe.run_probe(opts, on_rung=on_rung)
     t_probe = time.perf_counter() - t_probe
     precision = result.config.precision
-    bf16_peak = probe.matmul_peak_tflops(probe.resolve_accelerator("auto"), "bf16-mixed", 2.0)
-    fp32_peak = probe.matmul_peak_tflops(probe.resolve_accelerator("auto"), "32-true", 2.0)
+    bf16_peak = matmul_peak_tflops(resolve_accelerator("auto"), "bf16-mixed", 2.0)
+    fp32_peak = matmul_peak_tflops(resolve_accelerator("auto"), "32-true", 2.0)
     own_peak = {"bf16-mixed": bf16_peak, "32-true": fp32_peak}.get(precision, result.peak_tflops_matmul)
 
     fps = result.flops_per_sample

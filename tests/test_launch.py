@@ -13,8 +13,9 @@ from datetime import datetime, timezone
 import pytest
 from botocore.exceptions import ClientError
 
-from advisor import launch
-from advisor import manifest as manifests
+from advisor.ec2 import aws as ec2_aws
+from advisor.ec2 import manifest as manifests
+from advisor.ec2 import package, plan
 
 moto = pytest.importorskip("moto")
 
@@ -68,7 +69,7 @@ def run_calls(monkeypatch):
     """Every RunInstances call's parameters, and a hook to make one fail."""
     calls: list[dict] = []
     fail: dict[str, tuple[str, str]] = {}  # instance type -> (code, message), real launches only
-    real = launch.aws_client
+    real = ec2_aws.client
 
     def hook(params, **_):
         calls.append(copy.deepcopy(params))
@@ -89,7 +90,7 @@ def run_calls(monkeypatch):
             c.meta.events.register("provide-client-params.ec2.RunInstances", hook)
         return c
 
-    monkeypatch.setattr(launch, "aws_client", spy)
+    monkeypatch.setattr(ec2_aws, "client", spy)
     return type("Calls", (), {"calls": calls, "fail": fail})
 
 
@@ -165,7 +166,7 @@ def test_launch_sends_ami_shutdown_tags_spot_and_user_data(aws, run_calls, cli):
 
 def test_ami_of_the_wrong_architecture_skips_that_type(aws, run_calls, cli, monkeypatch):
     # moto's DescribeImages leaves Architecture out for registered images: give the facts EC2 would
-    monkeypatch.setattr(launch, "describe_amis", lambda ec2, amis: {a: launch.AmiFacts(arch="x86_64") for a in amis})
+    monkeypatch.setattr(plan, "describe_amis", lambda ec2, amis: {a: plan.AmiFacts(arch="x86_64") for a in amis})
     code, out, err = cli(*base_args(aws, "g5.xlarge,g5g.xlarge", "--ami", aws.amis["x86_64"], "--yes", "--format", "json"))
     assert code == 1, err  # one of two launched
     assert [c["InstanceType"] for c in launched(run_calls.calls)] == ["g5.xlarge"]
@@ -272,7 +273,7 @@ def test_max_instances_refusal_before_any_aws_call(cli, monkeypatch):
     def no_aws(*a, **k):
         raise AssertionError("no AWS call expected")
 
-    monkeypatch.setattr(launch, "aws_client", no_aws)
+    monkeypatch.setattr(ec2_aws, "client", no_aws)
     code, _out, err = cli("launch", "--instance-types", "g5.xlarge,g6.xlarge,g6e.xlarge", "--s3", "s3://b-b/p",
                          "--region", REGION, "--max-instances", "2", "--yes")
     assert code == 2
@@ -377,13 +378,13 @@ def test_no_dlami_parameter_asks_for_ami(aws, cli):
 def test_build_wheel_from_source(tmp_path):
     import zipfile
 
-    if launch.project_root() is None:
+    if package.project_root() is None:
         pytest.skip("not running from a source tree")
-    root = launch.project_root()
+    root = package.project_root()
     before = sorted(p.name for p in root.iterdir())
-    wheel = launch.build_wheel(tmp_path)
+    wheel = package.build_wheel(tmp_path)
     names = zipfile.ZipFile(wheel).namelist()
-    assert "advisor/launch.py" in names and "lightning_module/result.py" in names
+    assert "advisor/ec2/launch.py" in names and "lightning_module/result.py" in names
     assert wheel.name.startswith("instance_advisor-")
     # the build ran on a copy: no build/ or egg-info appears in the checkout
     assert sorted(p.name for p in root.iterdir()) == before
@@ -403,13 +404,13 @@ def test_root_volume_override_only_where_the_ami_would_keep_it():
     ]
     with Stubber(ec2) as stub:
         stub.add_response("describe_images", {"Images": images}, {"ImageIds": ["ami-deletes", "ami-keeps"]})
-        facts = launch.describe_amis(ec2, {"ami-keeps", "ami-deletes"})
+        facts = plan.describe_amis(ec2, {"ami-keeps", "ami-deletes"})
         assert facts["ami-keeps"].root_override == ("/dev/sda1", 75)
         assert facts["ami-deletes"].root_override is None
         assert facts["ami-keeps"].arch == "arm64" and facts["ami-deletes"].arch is None
     with Stubber(ec2) as stub:
         stub.add_client_error("describe_images", "UnauthorizedOperation", "no")
-        assert launch.describe_amis(ec2, {"ami-keeps"}) == {}  # left to the AMI, with a warning
+        assert plan.describe_amis(ec2, {"ami-keeps"}) == {}  # left to the AMI, with a warning
 
 
 def test_temporary_credentials_warn_for_long_probes(aws, run_calls, cli, monkeypatch):
@@ -473,7 +474,7 @@ def test_probe_args_are_checked_before_any_instance_pays_for_them(cli, monkeypat
     def no_aws(*a, **k):
         raise AssertionError("no AWS call expected")
 
-    monkeypatch.setattr(launch, "aws_client", no_aws)
+    monkeypatch.setattr(ec2_aws, "client", no_aws)
     code, out, err = cli("launch", "--instance-types", "g5.xlarge", "--s3", "s3://bkt/p", "--region", REGION,
                          f"--probe-args={probe_args}", "--yes")
     assert code == 2 and out == ""
@@ -496,12 +497,12 @@ def test_every_ebs_volume_the_ami_would_keep_is_deleted_with_the_instance(aws, r
                  {"DeviceName": "/dev/sdb", "VirtualName": "ephemeral0"}]}
     with Stubber(ec2) as stub:
         stub.add_response("describe_images", {"Images": [image]}, {"ImageIds": ["ami-data"]})
-        facts = launch.describe_amis(ec2, {"ami-data"})
+        facts = plan.describe_amis(ec2, {"ami-data"})
     assert facts["ami-data"].root_override is None
     assert facts["ami-data"].kept_volumes == {"/dev/sdf": 500, "/dev/sdg": 50}
 
     # and the launch (DryRun and real) overrides them, recorded in the manifest for the real one
-    monkeypatch.setattr(launch, "describe_amis", lambda ec2, amis: {a: launch.AmiFacts(
+    monkeypatch.setattr(plan, "describe_amis", lambda ec2, amis: {a: plan.AmiFacts(
         arch="x86_64", root_override=("/dev/sda1", 15), kept_volumes={"/dev/sdf": 20}) for a in amis})
     code, _out, err = cli(*base_args(aws, "t3.micro", "--ami", aws.amis["old"], "--yes"))
     assert code == 0, err
@@ -524,7 +525,7 @@ def test_bad_wheel_is_refused_before_any_aws_call(cli, monkeypatch, tmp_path, na
     def no_aws(*a, **k):
         raise AssertionError("no AWS call expected")
 
-    monkeypatch.setattr(launch, "aws_client", no_aws)
+    monkeypatch.setattr(ec2_aws, "client", no_aws)
     wheel = tmp_path / name
     if not name.startswith("missing/"):
         wheel.write_bytes(b"PK\x05\x06" + b"\0" * 18)

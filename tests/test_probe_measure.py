@@ -77,16 +77,16 @@ def test_a_slow_first_step_does_not_cut_the_rung(sleepy):
 
 
 def test_peak_rss_is_per_rung_not_the_process_lifetime():
-    from lightning_module import probe
+    from lightning_module import devices
 
-    probe.reset_peak_rss()
-    before = probe.peak_rss_gib()
+    devices.reset_peak_rss()
+    before = devices.peak_rss_gib()
     big = bytearray(512 * 2**20)  # zero pages are not resident until touched
     big[:: 4096] = b"\1" * (len(big) // 4096)
-    assert probe.peak_rss_gib() - before > 0.4
+    assert devices.peak_rss_gib() - before > 0.4
     del big
-    probe.reset_peak_rss()
-    assert probe.peak_rss_gib() - before < 0.2  # a later rung does not inherit the 512 MiB
+    devices.reset_peak_rss()
+    assert devices.peak_rss_gib() - before < 0.2  # a later rung does not inherit the 512 MiB
 
 
 def test_the_result_reports_the_winning_rungs_peak_memory_on_cpu():
@@ -152,9 +152,9 @@ def test_the_matmul_peak_is_not_below_what_a_linear_layer_reaches():
     (on an AVX2-only CPU a bf16 a @ b is ~10x slower than the a @ b.T that layers run)."""
     import torch
 
-    from lightning_module import probe
+    from lightning_module import peaks
 
-    peak = probe.matmul_peak_tflops("cpu", "bf16-mixed", seconds=0.3)
+    peak = peaks.matmul_peak_tflops("cpu", "bf16-mixed", seconds=0.3)
     x, w = torch.randn(512, 512, dtype=torch.bfloat16), torch.randn(512, 512, dtype=torch.bfloat16)
     torch.nn.functional.linear(x, w)
     t0, reps = time.perf_counter(), 0

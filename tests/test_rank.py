@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from advisor import rank as rk
+from advisor import scaling as sc
 
 NAN = math.nan
 
@@ -207,11 +208,11 @@ def test_pareto_front_helper():
 
 
 def test_efficiency_model_values():
-    assert rk.allreduce_seconds(1, 1e8, 1e9) == 0.0
-    assert rk.allreduce_seconds(2, 1e8, 1e9) == pytest.approx(0.1)
-    assert rk.allreduce_seconds(4, 1e8, 1e9) == pytest.approx(0.15)
-    assert rk.overlap_efficiency(1.0, 0.5) == 1.0  # hidden behind backward
-    assert rk.overlap_efficiency(1.0, 1.0) == pytest.approx(1 / (1 + 1 / 3))
+    assert sc.allreduce_seconds(1, 1e8, 1e9) == 0.0
+    assert sc.allreduce_seconds(2, 1e8, 1e9) == pytest.approx(0.1)
+    assert sc.allreduce_seconds(4, 1e8, 1e9) == pytest.approx(0.15)
+    assert sc.overlap_efficiency(1.0, 0.5) == 1.0  # hidden behind backward
+    assert sc.overlap_efficiency(1.0, 1.0) == pytest.approx(1 / (1 + 1 / 3))
 
 
 def test_probe_next_lists_overlapping_unmeasured_cheapest_first():
@@ -267,3 +268,28 @@ def test_setup_time_is_billed_on_every_instance_and_favours_fewer():
     assert c.hours.tolist() == pytest.approx([10.5, 5.5])
     assert c.cost.tolist() == pytest.approx([10.5, 11.0])
     assert names(c, rk.rank(c, "cheapest", 2), t) == ["t0", "t0"] and c.k[rk.rank(c, "cheapest", 1)[0]] == 1
+
+
+def test_shortfall_is_the_limit_where_met_and_the_figure_where_not():
+    j = job(budget=10.0, deadline=5.0)
+    cost = np.array([8.0, 12.0, 8.0, 12.0, NAN, np.inf])
+    hours = np.array([4.0, 4.0, 6.0, 6.0, NAN, np.inf])
+    need_b, need_d = rk.shortfall(cost, hours, j)
+    assert need_b[:4].tolist() == [10.0, 12.0, 10.0, 12.0]
+    assert need_d[:4].tolist() == [5.0, 5.0, 6.0, 6.0]
+    assert math.isnan(need_b[4]) and math.isnan(need_d[4]) and need_b[5] == np.inf
+    # The feasibility rule is "needs no more than it has"; NaN and inf never pass.
+    assert rk.feasible_mask(cost, hours, j).tolist() == [True, False, False, False, False, False]
+    # Exactly at the limits is feasible.
+    assert rk.feasible_mask(np.array([10.0]), np.array([5.0]), j).tolist() == [True]
+
+
+def test_evaluate_closest_and_probe_next_use_the_one_rule():
+    # Every candidate's feasible flag is feasible_mask of its own figures, and closest orders by
+    # the shortfall's relative stretch.
+    j = job(budget=9.0, deadline=2.0)
+    c = rk.evaluate(T4, O4, j)
+    assert c.feasible.tolist() == rk.feasible_mask(c.cost, c.hours_pess, j).tolist()
+    need_b, need_d = rk.shortfall(c.cost, c.hours_pess, j)
+    stretch = np.maximum(need_b / 9.0, need_d / 2.0)
+    assert list(rk.closest(c, j, 4)) == list(np.argsort(stretch, kind="stable"))

@@ -7,14 +7,9 @@ from datetime import timedelta
 import pytest
 from recommend_catalogs import NOW, instance, make_catalog, probe_result
 
-from advisor.rank import allreduce_seconds, overlap_efficiency
-from advisor.throughput import (
-    UP_TO_BASELINE_SHARE,
-    Exclusion,
-    ThroughputModel,
-    reference_measurements,
-    sustained_network_gbps,
-)
+from advisor.scaling import allreduce_seconds, overlap_efficiency
+from advisor.throughput import Exclusion, ThroughputModel, reference_measurements
+from catalog.hardware import UP_TO_BASELINE_SHARE, sustained_network_gbps
 from lightning_module.workload_facts import FACTS
 
 WID = "resnet50-224px-1000c"

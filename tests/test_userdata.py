@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from advisor.userdata import ProbeScript, render
+from advisor.ec2.userdata import ProbeScript, render
 
 URL = "https://bkt.s3.us-east-1.amazonaws.com/p/{}?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Signature=ab'cd"
 
@@ -108,7 +108,7 @@ def test_worst_case_script_fits_ec2s_16_kib(monkeypatch):
     import boto3
     from botocore.config import Config
 
-    from advisor.launch import USER_DATA_LIMIT
+    from advisor.ec2.userdata import USER_DATA_LIMIT
 
     s3 = boto3.client("s3", region_name="ap-southeast-2", aws_access_key_id="ASIAEXAMPLEEXAMPLE00",
                       aws_secret_access_key="x", aws_session_token=base64.b64encode(bytes(range(256)) * 6).decode()[:2000],

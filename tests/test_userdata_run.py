@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from advisor import manifest as manifests
+from advisor.ec2 import manifest as manifests
 from advisor.store import ResultStore
 from lightning_module.result import ProbeResult, parse_result
 

@@ -61,7 +61,8 @@ def register(sub) -> None:
 
 
 def _request(args):
-    from ..launch import LaunchRequest, default_region, parse_s3_url
+    from ..ec2.aws import default_region, parse_s3_url
+    from ..ec2.plan import LaunchRequest
 
     if not args.instance_types:
         raise UserError("launch needs --instance-types (or a subcommand: status RUN_ID, cancel RUN_ID)")
@@ -144,8 +145,9 @@ def confirm(question: str) -> bool:
 
 
 def handle_launch(args) -> int:
-    from ..launch import execute, plan_launch, validate_request
-    from ..manifest import manifest_path
+    from ..ec2.launch import execute
+    from ..ec2.manifest import manifest_path
+    from ..ec2.plan import plan_launch, validate_request
 
     req = _request(args)
     validate_request(req)  # before any AWS call: --max-instances refusal costs nothing
@@ -198,14 +200,14 @@ def handle_launch(args) -> int:
 
 
 def handle_status(args) -> int:
-    from ..launch import run_status
+    from ..ec2.launch import run_status
 
     emit(run_status(args.run_id, args.region), args.format, STATUS_COLUMNS)
     return 0
 
 
 def handle_cancel(args) -> int:
-    from ..launch import cancel_run
+    from ..ec2.launch import cancel_run
 
     rows = cancel_run(args.run_id, args.region)
     if not rows:

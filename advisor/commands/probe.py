@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 
 from catalog.io import save_atomic
+from lightning_module import options as defaults
+from lightning_module.result import BUILTIN_MODELS, WorkloadSpec
 
 from ..errors import UserError
 from ..output import add_format_option, emit
@@ -16,6 +18,7 @@ from .common import add_store_option, open_store
 ACCELERATORS = ("auto", "cpu", "gpu", "mps", "tpu")
 PRECISIONS = ("32-true", "bf16-mixed", "16-mixed")
 SKIPPABLE = ("precision", "channels_last", "compile", "workers", "batch", "ipex")
+_WORKLOAD = WorkloadSpec()  # the workload defaults live on the contract
 LADDER_COLUMNS = ("rung", "status", "samples/s", "ci", "x baseline", "batch", "precision", "kept", "note")
 
 
@@ -68,37 +71,38 @@ def register(sub) -> None:
         "throughput in the results store.",
     )
     w = p.add_argument_group("workload")
-    w.add_argument("--workload", default="resnet50", metavar="NAME",
-                   help="resnet50 (default), resnet18, vit_b_16, mlp, or package.module:LightningModuleClass")
+    w.add_argument("--workload", default=_WORKLOAD.model, metavar="NAME",
+                   help=f"one of {', '.join(BUILTIN_MODELS)} (default {_WORKLOAD.model}), or package.module:LightningModuleClass")
     w.add_argument("--datamodule", metavar="MODULE:CLASS",
                    help="your LightningDataModule (must accept batch_size); default: synthetic images")
-    w.add_argument("--image-size", type=_positive_int, default=224, metavar="PX")
-    w.add_argument("--num-classes", type=_positive_int, default=1000, metavar="N")
+    w.add_argument("--image-size", type=_positive_int, default=_WORKLOAD.image_size, metavar="PX")
+    w.add_argument("--num-classes", type=_positive_int, default=_WORKLOAD.num_classes, metavar="N")
     w.add_argument("--batch-size", type=_positive_int, metavar="N",
                    help="use this batch size and do not search (per device)")
-    w.add_argument("--start-batch-size", type=_positive_int, default=128, metavar="N",
-                   help="where the batch-size search starts (default 128, the articles' toy)")
+    w.add_argument("--start-batch-size", type=_positive_int, default=_WORKLOAD.batch_size, metavar="N",
+                   help=f"where the batch-size search starts (default {_WORKLOAD.batch_size}, the articles' toy)")
     d = p.add_argument_group("device")
-    d.add_argument("--accelerator", choices=ACCELERATORS, default="auto")
+    d.add_argument("--accelerator", choices=ACCELERATORS, default=defaults.ACCELERATOR)
     d.add_argument("--devices", type=_positive_int, metavar="N",
                    help="devices to train on (default: all GPUs; on a CPU one rank per NUMA node)")
     d.add_argument("--strategy", metavar="NAME", help="Lightning strategy (default auto; ddp across CPU NUMA nodes)")
-    d.add_argument("--precision", choices=PRECISIONS, default="32-true",
-                   help="the baseline's precision (default 32-true; the ladder tries bf16/fp16)")
+    d.add_argument("--precision", choices=PRECISIONS, default=defaults.PRECISION,
+                   help=f"the baseline's precision (default {defaults.PRECISION}; the ladder tries bf16/fp16)")
     m = p.add_argument_group("measurement")
     m.add_argument("--tune", action=argparse.BooleanOptionalAction, default=True,
                    help="climb the optimisation ladder (default) or only measure the baseline")
     m.add_argument("--skip", type=_skip_list, default=frozenset(), metavar="RUNG[,RUNG]",
                    help=f"rungs not to try: {', '.join(SKIPPABLE)}")
-    m.add_argument("--target-ci", type=_fraction, default=0.03, metavar="FRACTION",
-                   help="stop timing a rung when the 95%% CI half-width of samples/s is within this (default 3%%)")
-    m.add_argument("--max-seconds", type=_positive_float, default=60.0, metavar="S",
-                   help="time limit per rung for timed steps (default 60)")
-    m.add_argument("--warmup-steps", type=_positive_int, default=3, metavar="N",
-                   help="steps not timed at the start of each rung (default 3; compilation adds one)")
+    m.add_argument("--target-ci", type=_fraction, default=defaults.TARGET_CI, metavar="FRACTION",
+                   help="stop timing a rung when the 95%% CI half-width of samples/s is within this "
+                   f"(default {defaults.TARGET_CI * 100:g}%%)")
+    m.add_argument("--max-seconds", type=_positive_float, default=defaults.MAX_SECONDS, metavar="S",
+                   help=f"time limit per rung for timed steps (default {defaults.MAX_SECONDS:g})")
+    m.add_argument("--warmup-steps", type=_positive_int, default=defaults.WARMUP_STEPS, metavar="N",
+                   help=f"steps not timed at the start of each rung (default {defaults.WARMUP_STEPS}; compilation adds one)")
     m.add_argument("--max-steps", type=_positive_int, metavar="N", help="timed steps per rung at most")
-    m.add_argument("--compile-timeout", type=_positive_float, default=300.0, metavar="S",
-                   help="give up on torch.compile after this long (default 300)")
+    m.add_argument("--compile-timeout", type=_positive_float, default=defaults.COMPILE_TIMEOUT, metavar="S",
+                   help=f"give up on torch.compile after this long (default {defaults.COMPILE_TIMEOUT:g})")
     m.add_argument("--profile", metavar="DIR", help="write a torch.profiler TensorBoard trace of the winner here")
     o = p.add_argument_group("result")
     o.add_argument("--instance-type", metavar="TYPE",
@@ -112,8 +116,6 @@ def register(sub) -> None:
 
 def _spec(args):
     from pydantic import ValidationError
-
-    from lightning_module.result import WorkloadSpec
 
     try:
         return WorkloadSpec(
@@ -185,11 +187,12 @@ def handle(args) -> int:
             raise UserError(f"--output {out_path}: {out_path.parent} is not writable")
 
     from lightning_module import probe
+    from lightning_module.devices import is_global_zero
     from lightning_module.ladder import LadderFailed
     from lightning_module.workloads import WorkloadError
 
     probe.quiet_lightning(verbose=getattr(args, "verbose", 0) > 0)
-    opts = probe.ProbeOptions(
+    opts = defaults.ProbeOptions(
         spec=spec, accelerator=args.accelerator, devices=args.devices, strategy=args.strategy,
         precision=args.precision, tune=args.tune, target_ci=args.target_ci, max_seconds=args.max_seconds,
         warmup_steps=args.warmup_steps, max_steps=args.max_steps, compile_timeout=args.compile_timeout,
@@ -200,7 +203,7 @@ def handle(args) -> int:
         accelerator = probe.preflight(opts)
     except WorkloadError as e:
         raise UserError(str(e)) from None
-    rank0 = probe.is_global_zero()
+    rank0 = is_global_zero()
     if rank0:
         print(f"probe: {spec.workload_id} on {accelerator}, batch {spec.batch_size}{' (fixed)' if spec.batch_size_fixed else ''}, "
               f"{'tuning' if args.tune else 'baseline only'}; up to {args.max_seconds:g} s per rung", file=sys.stderr)

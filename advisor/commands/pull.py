@@ -30,8 +30,8 @@ def register(results_sub) -> None:
 
 
 def handle_pull(args) -> int:
-    from ..launch import parse_s3_url
-    from ..pull import pull, summary
+    from ..ec2.aws import parse_s3_url
+    from ..ec2.pull import pull, summary
 
     loc = parse_s3_url(args.s3)
     with open_store(args) as store:

@@ -7,11 +7,15 @@ from __future__ import annotations
 
 import logging
 import math
+from typing import TYPE_CHECKING
 
 from ..errors import UserError
 from ..jobspec import JobSpec, parse_amount, parse_deadline, work_samples
 from ..output import FORMATS, warn
 from .common import add_catalog_options, add_store_option, load_catalog, store_path
+
+if TYPE_CHECKING:
+    from ..rows import ProbeRow
 
 log = logging.getLogger(__name__)
 
@@ -114,17 +118,43 @@ def handle(args) -> int:
     catalog = load_catalog(args)
     from ..planner import build_plan, workload_spec
     from ..report import write
+    from ..rows import build
 
     spec = workload_spec(job)  # its id picks the measurements; build_plan checks the filters
     measurements = load_measurements(args, spec.workload_id)
     plan = build_plan(catalog, job, measurements, top=args.top)
     for w in plan.warnings:
         warn(w)
-    write(plan, args.format, show_excluded=args.show_excluded)
+    rows = build(plan)
+    write(plan, rows, args.format, probe_commands=probe_commands(job, rows.probes), show_excluded=args.show_excluded)
     if args.plot:
         from ..plot import plot_plan
 
-        plot_plan(plan, args.plot)
+        plot_plan(plan, rows, args.plot)
         if args.format == "table":
             print(f"\nplot written to {args.plot}")
     return 0
+
+
+def probe_commands(job: JobSpec, probes: list[ProbeRow]) -> list[str]:
+    """The command lines that measure the probe rows: `advisor launch`
+    per region, then the pull that imports the results (or `advisor probe` on such a machine)."""
+    if not probes:
+        return []
+    by_region: dict[str, list[str]] = {}
+    for p in probes:
+        by_region.setdefault(p.region, []).append(p.instance_type)
+    shape = []
+    if job.datamodule:
+        shape.append(f"--datamodule {job.datamodule}")
+    if job.image_size != 224:
+        shape.append(f"--image-size {job.image_size}")
+    if job.num_classes != 1000:
+        shape.append(f"--num-classes {job.num_classes}")
+    extra = f" --probe-args '{' '.join(shape)}'" if shape else ""
+    cmds = [f"advisor launch --instance-types {','.join(names)} --region {region} --workload {job.workload}{extra} "
+            f"--s3 s3://BUCKET/prefix" for region, names in by_region.items()]
+    cmds.append("advisor results pull s3://BUCKET/prefix   # then run this recommend again")
+    cmds.append(f"(or on a machine of that type: advisor probe --workload {job.workload}"
+                f"{' ' + ' '.join(shape) if shape else ''})")
+    return cmds

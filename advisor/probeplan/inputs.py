@@ -15,6 +15,7 @@ from statistics import NormalDist
 import numpy as np
 
 from catalog import accelerators as acc
+from catalog.hardware import device_count
 from catalog.models import Catalog, InstanceType
 
 from .. import rank as rk
@@ -113,7 +114,7 @@ def probe_offers(types: rk.TypeTable, offers: rk.OfferTable, instance_types: lis
         if not len(mine):
             continue
         o = int(mine[np.argmin(offers.price[mine])])
-        devices = tp.device_count(it)
+        devices = device_count(it)
         per_dev = float(types.sps[t]) / max(devices, 1)
         out[t] = ProbeOffer(o, float(offers.price[o]), probe_seconds(per_dev, it.vcpus) / 3600.0)
     return out

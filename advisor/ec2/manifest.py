@@ -18,8 +18,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from catalog.io import save_atomic
 
-from .errors import UserError
-from .paths import data_dir
+from ..errors import UserError
+from ..paths import data_dir
+from .aws import S3Location
 
 MANIFEST_VERSION = 1
 
@@ -64,6 +65,11 @@ class RunManifest(BaseModel):
             if e.instance_type == instance_type:
                 return e
         raise KeyError(instance_type)
+
+
+def run_keys(s3: S3Location, run_id: str, instance_type: str) -> tuple[str, str]:
+    """Where an instance of the run uploads its result and its log (the layout `results pull` reads)."""
+    return s3.key(run_id, instance_type, "result.json"), s3.key(run_id, instance_type, "probe.log")
 
 
 def new_run_id(now: datetime | None = None) -> str:

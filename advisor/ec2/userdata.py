@@ -29,6 +29,10 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass, field
 
+# EC2's limit on user-data: "limited to 16 KB, in raw form, before it is base64-encoded",
+# https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/instancedata-add-user-data.html
+USER_DATA_LIMIT = 16 * 1024
+
 # Packages whose installed versions are pinned on the instance: the AMI's GPU build of torch
 # and everything built against it.
 PINNED_PACKAGE_PATTERN = r"^(torch|torchvision|torchaudio|triton|pytorch-triton|nvidia-[a-z0-9-]+)=="
@@ -122,7 +126,7 @@ if [ -z "$PY" ]; then echo "advisor-probe: no python3 on this image"; exit 11; f
 # An environment made by uv has no pip; the standard library can bootstrap one.
 "$PY" -m pip --version >/dev/null 2>&1 || "$PY" -m ensurepip --upgrade \\
     || {{ echo "advisor-probe: no pip for $PY"; exit 11; }}
-# Keep the image's torch stack exactly as installed (see advisor/userdata.py).
+# Keep the image's torch stack exactly as installed (see advisor/ec2/userdata.py).
 "$PY" -m pip list --format=freeze 2>/dev/null | grep -iE '{PINNED_PACKAGE_PATTERN}' > "$WORK/constraints.txt"
 echo "advisor-probe: pinned $(wc -l < "$WORK/constraints.txt") torch-family packages"
 "$PY" -m pip install --constraint "$WORK/constraints.txt" {target} \\
@@ -141,4 +145,4 @@ timeout --kill-after=20 "$LEFT" {probe_cmd} || {{
 """
 
 
-__all__ = ["CURL", "DLAMI_PYTHON", "PINNED_PACKAGE_PATTERN", "ProbeScript", "render"]
+__all__ = ["CURL", "DLAMI_PYTHON", "PINNED_PACKAGE_PATTERN", "USER_DATA_LIMIT", "ProbeScript", "render"]

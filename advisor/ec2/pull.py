@@ -17,9 +17,11 @@ from dataclasses import dataclass, field
 
 from lightning_module.result import ResultError, parse_result
 
+from ..errors import UserError
+from . import aws
 from . import manifest as manifests
-from .errors import UserError
-from .launch import S3Location, aws_user_error, error_line, run_keys, s3_client_for
+from .aws import S3Location, error_line
+from .manifest import run_keys
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +50,7 @@ def _list_keys(s3, bucket: str, prefix: str) -> list[str]:
         for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
             keys.extend(o["Key"] for o in page.get("Contents", []))
     except (ClientError, BotoCoreError) as e:
-        raise aws_user_error(e, f"listing s3://{bucket}/{prefix}") from None
+        raise aws.user_error(e, f"listing s3://{bucket}/{prefix}") from None
     return keys
 
 
@@ -61,7 +63,7 @@ def _get(s3, bucket: str, key: str, limit: int | None = None) -> bytes:
             raise ResultError(f"s3://{bucket}/{key}: {obj['ContentLength']} bytes is too large for a probe result")
         return obj["Body"].read()
     except (ClientError, BotoCoreError) as e:
-        raise aws_user_error(e, f"downloading s3://{bucket}/{key}") from None
+        raise aws.user_error(e, f"downloading s3://{bucket}/{key}") from None
 
 
 def _log_tail(s3, bucket: str, key: str) -> list[str]:
@@ -89,7 +91,7 @@ def _expected_types(s3, loc: S3Location, run_id: str, keys: set[str]) -> tuple[l
 
 
 def pull(loc: S3Location, store, run_id: str | None = None, region: str | None = None) -> list[PullRow]:
-    s3 = s3_client_for(loc.bucket, region)
+    s3 = aws.s3_client_for(loc.bucket, region)
     base = loc.key(run_id) + "/" if run_id else (loc.prefix + "/" if loc.prefix else "")
     keys = set(_list_keys(s3, loc.bucket, base))
     if not run_id and loc.prefix and loc.key("run.json") in keys:

@@ -1,0 +1,102 @@
+"""What a probe trains: the LightningModule and DataModule for one configuration, and the
+profiler callback that traces the winner."""
+
+from __future__ import annotations
+
+import lightning.pytorch as pl
+import torch
+from torch import nn
+
+from . import workloads
+from .data import SyntheticDataModule, normalise
+from .result import ProbeConfig, WorkloadSpec
+
+DEFAULT_LR = 0.01
+
+
+class ProbeModule(pl.LightningModule):
+    """A builtin network trained the articles' way: SGD, cross-entropy, images normalised on the device."""
+
+    def __init__(self, net: nn.Module, channels_last: bool = False, ipex_dtype: torch.dtype | None = None):
+        super().__init__()
+        self.net = net
+        self.loss_fn = nn.CrossEntropyLoss()
+        self.channels_last = channels_last
+        self.ipex_dtype = ipex_dtype
+
+    def forward(self, x):
+        return self.net(x)
+
+    def on_after_batch_transfer(self, batch, dataloader_idx):
+        x, y = batch
+        return normalise(x, self.channels_last), y
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        return self.loss_fn(self(x), y)
+
+    def configure_optimizers(self):
+        opt = torch.optim.SGD(self.parameters(), lr=DEFAULT_LR)
+        if self.ipex_dtype is not None:
+            import intel_extension_for_pytorch as ipex
+
+            self.net, opt = ipex.optimize(self.net, optimizer=opt, dtype=self.ipex_dtype)
+        return opt
+
+
+def _patch_user_module(module: pl.LightningModule, channels_last: bool) -> None:
+    """A user's module fed by the synthetic data gets uint8 images: normalise them first."""
+    original = module.on_after_batch_transfer
+
+    def on_after_batch_transfer(batch, dataloader_idx):
+        x, y = batch
+        return original((normalise(x, channels_last), y), dataloader_idx)
+
+    module.on_after_batch_transfer = on_after_batch_transfer
+
+
+def build_module(spec: WorkloadSpec, config: ProbeConfig, synthetic: bool) -> pl.LightningModule:
+    channels_last = config.channels_last
+    if workloads.is_builtin(spec):
+        ipex_dtype = None
+        if config.ipex:
+            ipex_dtype = torch.bfloat16 if config.precision == "bf16-mixed" else torch.float32
+        module = ProbeModule(workloads.build_net(spec), channels_last=channels_last, ipex_dtype=ipex_dtype)
+    else:
+        module = workloads.build_user_module(spec, config.batch_size)
+        if synthetic:
+            _patch_user_module(module, channels_last)
+    if channels_last:
+        module = module.to(memory_format=torch.channels_last)
+    return module
+
+
+def build_datamodule(spec: WorkloadSpec, config: ProbeConfig, seed: int = 0):
+    if spec.datamodule:
+        return workloads.build_user_datamodule(spec, config.batch_size, config.num_workers, config.pin_memory)
+    return SyntheticDataModule(
+        spec.image_size, spec.num_classes, config.batch_size,
+        num_workers=config.num_workers, pin_memory=config.pin_memory, seed=seed,
+    )
+
+
+def profiler_callback(out_dir: str, accelerator: str):
+    from lightning.pytorch.callbacks import Callback
+    from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
+
+    class TraceCallback(Callback):
+        def on_train_start(self, trainer, pl_module):
+            acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if accelerator == "gpu" else [])
+            self.prof = profile(
+                activities=acts, schedule=schedule(wait=1, warmup=4, active=3, repeat=1),
+                on_trace_ready=tensorboard_trace_handler(out_dir), record_shapes=True, profile_memory=True,
+            )
+            self.prof.__enter__()
+
+        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+            self.prof.step()
+
+        def on_train_end(self, trainer, pl_module):
+            self.prof.__exit__(None, None, None)
+
+    return TraceCallback()

@@ -1,0 +1,59 @@
+"""What a probe is asked to do, and its defaults: the one home of every probe default.
+
+Torch-free on purpose: `advisor probe`'s argument parser reads these defaults when the CLI is
+built, and importing the CLI must not import torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .result import WorkloadSpec
+
+ACCELERATOR = "auto"
+PRECISION = "32-true"
+TARGET_CI = 0.03  # stop timing a rung when the 95% CI half-width of samples/s is within this
+MAX_SECONDS = 60.0  # timed seconds per rung at most
+WARMUP_STEPS = 3  # untimed steps at the start of every rung (compilation adds one)
+COMPILE_TIMEOUT = 300.0  # seconds torch.compile may take before the rung is given up
+MATMUL_SECONDS = 1.0  # how long the matmul peak is measured
+
+
+@dataclass
+class ProbeOptions:
+    spec: WorkloadSpec = field(default_factory=WorkloadSpec)
+    accelerator: str = ACCELERATOR
+    devices: int | None = None
+    num_nodes: int = 1
+    strategy: str | None = None
+    precision: str = PRECISION
+    tune: bool = True
+    target_ci: float = TARGET_CI
+    max_seconds: float = MAX_SECONDS
+    warmup_steps: int = WARMUP_STEPS
+    max_steps: int | None = None
+    compile_timeout: float = COMPILE_TIMEOUT
+    instance_type: str | None = None
+    profile_dir: str | None = None
+    skip: frozenset[str] = frozenset()
+    progress_bar: bool = False
+    matmul_seconds: float = MATMUL_SECONDS
+
+
+@dataclass
+class MeasureSettings:
+    """How one configuration is measured (the part of ProbeOptions that measure() needs)."""
+
+    spec: WorkloadSpec
+    warmup_steps: int = WARMUP_STEPS
+    target_ci: float = TARGET_CI
+    max_seconds: float = MAX_SECONDS
+    max_steps: int | None = None
+    compile_timeout: float = COMPILE_TIMEOUT
+    progress_bar: bool = False
+    seed: int = 0
+
+    @classmethod
+    def from_options(cls, opts: ProbeOptions) -> MeasureSettings:
+        return cls(opts.spec, opts.warmup_steps, opts.target_ci, opts.max_seconds, opts.max_steps,
+                   opts.compile_timeout, opts.progress_bar)

@@ -1,0 +1,124 @@
+"""What the winner computes and what the device could: FLOPs per sample, the measured matmul
+peak and the datasheet peak."""
+
+from __future__ import annotations
+
+import logging
+import time
+import warnings
+
+import torch
+
+from .builders import build_datamodule, build_module
+from .data import SyntheticDataModule
+from .result import ProbeConfig, WorkloadSpec
+from .timing import synchronize
+
+log = logging.getLogger(__name__)
+
+
+def flops_per_sample(spec: WorkloadSpec, n: int = 2) -> float | None:
+    """Forward + backward FLOPs of one sample, counted by torch on a tiny CPU batch."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    try:
+        config = ProbeConfig(accelerator="cpu", batch_size=n)
+        module = build_module(spec, config, synthetic=not spec.datamodule)
+        if spec.datamodule:
+            dm = build_datamodule(spec, config)
+            dm.prepare_data()
+            dm.setup("fit")
+            batch = next(iter(dm.train_dataloader()))
+            n = len(batch[0]) if isinstance(batch, (list, tuple)) else n
+        else:
+            ds = SyntheticDataModule(spec.image_size, spec.num_classes, n)
+            batch = next(iter(ds.train_dataloader()))
+        batch = module.on_after_batch_transfer(batch, 0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with FlopCounterMode(display=False) as counter:
+                out = module.training_step(batch, 0)
+                loss = out["loss"] if isinstance(out, dict) else out
+                loss.backward()
+        return counter.get_total_flops() / n
+    except Exception as e:  # noqa: BLE001 - a user's module may not run outside a Trainer; FLOPs are optional
+        log.warning("FLOPs not counted: %s: %s", type(e).__name__, e)
+        return None
+
+
+def _dtype(precision: str) -> torch.dtype:
+    return {"bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}.get(precision, torch.float32)
+
+
+def matmul_peak_tflops(accelerator: str, precision: str, seconds: float = 1.0) -> float | None:
+    """A short large matmul in the precision the winner computes in: the practical peak.
+
+    The size grows until one product takes a twentieth of the budget, so a device that emulates
+    the dtype still answers within `seconds`. The product is a @ b.T, the layout nn.Linear runs
+    (x @ W^T): on an AVX2-only CPU a bf16 a @ b takes a fallback path at ~1.3 GFLOP/s while
+    a @ b.T and the model's own layers run at ~15, which made utilisation read 1000%.
+    """
+    try:
+        dtype = _dtype(precision)
+        if accelerator == "gpu":
+            dev, n, n_max = torch.device("cuda"), 1024, 16384
+        elif accelerator == "mps":
+            dev, n, n_max = torch.device("mps"), 512, 8192
+        elif accelerator == "cpu":
+            dev, n, n_max = torch.device("cpu"), 256, 4096
+        else:
+            return None  # XLA: a traced matmul measures the compiler, not the chip
+
+        def once(size: int) -> float:
+            a = torch.randn(size, size, device=dev, dtype=dtype)
+            b = torch.randn(size, size, device=dev, dtype=dtype)
+            a @ b.T  # first call: allocation and kernel selection
+            synchronize(accelerator)
+            t0 = time.perf_counter()
+            a @ b.T
+            synchronize(accelerator)
+            return time.perf_counter() - t0
+
+        while n < n_max and once(n) < seconds / 20:
+            n *= 2
+        a = torch.randn(n, n, device=dev, dtype=dtype)
+        b = torch.randn(n, n, device=dev, dtype=dtype)
+        reps, t0 = 0, time.perf_counter()
+        while True:
+            a @ b.T
+            reps += 1
+            synchronize(accelerator)
+            elapsed = time.perf_counter() - t0
+            if elapsed >= seconds and reps >= 2:
+                break
+        return 2 * n**3 * reps / elapsed / 1e12
+    except Exception as e:  # noqa: BLE001 - a peak we cannot measure is left out, not fatal
+        log.warning("matmul peak not measured: %s", e)
+        return None
+
+
+def datasheet_dtype(precision: str) -> str:
+    if precision == "bf16-mixed":
+        return "bf16"
+    if precision == "16-mixed":
+        return "fp16"
+    return "fp32" if torch.get_float32_matmul_precision() == "highest" else "tf32"
+
+
+def datasheet_peak_tflops(hw, accelerator: str, precision: str) -> float | None:
+    """Per device for a GPU (catalog accelerator data), for the whole CPU (its ISA arithmetic)."""
+    try:
+        from catalog import accelerators as acc
+    except ImportError:
+        return None
+    dtype = datasheet_dtype(precision)
+    try:
+        if accelerator == "gpu" and hw.gpus:
+            spec = acc.lookup(hw.gpus[0].name, memory_gib=hw.gpus[0].memory_gib)
+            return acc.peak_tflops(spec, dtype) if spec is not None else None
+        if accelerator == "cpu" and hw.physical_cores and hw.cpu_clock_ghz:
+            return acc.cpu_peak_tflops(hw.physical_cores, hw.cpu_clock_ghz, set(hw.isa_flags), dtype,
+                                       hw.cpu_manufacturer)
+    except Exception as e:  # noqa: BLE001 - the catalog's peak data is another module's: never fail the probe on it
+        log.warning("datasheet peak unknown: %s", e)
+    return None

@@ -1,0 +1,107 @@
+"""The recommend path's shapes: a keyword-only Plan, typed rows built once from it, a report
+that only formats them, and command lines built by the command layer."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+
+import pytest
+from recommend_catalogs import make_catalog
+
+from advisor import report
+from advisor.commands.recommend import probe_commands
+from advisor.jobspec import JobSpec
+from advisor.planner import Plan, build_plan
+from advisor.rows import CandidateRow, ProbeRow, build
+
+
+def job(**over) -> JobSpec:
+    base = {"samples": 1e8, "budget_usd": 500.0, "deadline_hours": 48.0}
+    return JobSpec(**base | over)
+
+
+ROW = {
+    "rank": 1, "index": 0, "instance_type": "g5.2xlarge", "count": 1, "region": "us-east-1", "also_regions": [],
+    "also_counts": [], "market": "on-demand", "samples_per_sec": 900.0, "throughput_source": "estimated",
+    "throughput_low": 600.0, "throughput_high": 1200.0, "hours": 30.0, "hours_pessimistic": 30.0, "cost_usd": 36.0,
+    "samples_per_dollar": 2.7e6, "usd_per_hour": 1.212, "od_usd_per_hour": None, "precision": "bf16-mixed",
+    "scale_out_efficiency": 1.0, "overall_efficiency": None, "expected_interruptions": 0.0, "interruption_bucket": -2,
+    "feasible": True, "has_figure": True, "budget_needed_usd": None, "deadline_needed_hours": None,
+    "estimate_anchor": "c7i.2xlarge", "network_note": None, "throughput_notes": [], "basis": {},
+}
+
+
+def row(**over) -> CandidateRow:
+    return CandidateRow(**ROW | over)
+
+
+def test_plan_takes_keywords_only():
+    fields = [f.name for f in dataclasses.fields(Plan)]
+    with pytest.raises(TypeError):
+        Plan(*range(len(fields)))
+
+
+def test_rows_are_built_once_from_the_plan_with_typed_fields():
+    plan = build_plan(make_catalog(), job(budget_usd=1.0, deadline_hours=1.0), top=3)
+    rows = build(plan)
+    assert not rows.feasible and rows.candidates
+    for r in rows.candidates:
+        # The shortfall (what the candidate needs) is typed on the row, rounded up so that typing
+        # it back in as the limit makes the candidate feasible.
+        assert r.budget_needed_usd is None or r.budget_needed_usd >= r.cost_usd > 1.0
+        assert r.deadline_needed_hours is None or r.deadline_needed_hours >= r.hours_pessimistic > 1.0
+        assert r.budget_needed_usd or r.deadline_needed_hours
+        rec = report.recommendation(r, plan.job)
+        assert rec["budget_needed_usd"] == r.budget_needed_usd and rec["reason"]
+
+
+def test_notes_come_from_typed_fields_not_basis_keys():
+    # A row with an empty basis still gets every note: the report never looks into `basis`.
+    r = row(estimate_anchor="c7i.2xlarge", count=2, overall_efficiency=0.87, network_note="1/8 of the burst assumed",
+            market="spot+od-fallback", interruption_bucket=-1, expected_interruptions=0.01, od_usd_per_hour=1.212,
+            also_counts=[(3, 12.5), (4, 10.25)], also_regions=["us-west-2"], throughput_notes=["measured 40 days ago"])
+    assert report.notes(r) == [
+        "measured 40 days ago", "est. 600-1,200/s from c7i.2xlarge", "scale-out eff 87%", "1/8 of the burst assumed",
+        "~0.01 interruptions (bucket unknown: assumed >20%)", "od $1.212/h after 1st interruption",
+        "same cost with 3-4 instances (down to 10.2 h)", "same in us-west-2"]
+    assert report.notes(row(estimate_anchor=None)) == []
+
+
+def test_reason_from_the_typed_shortfall():
+    j = job(budget_usd=20.0, deadline_hours=12.0)
+    assert report.reason(row(), j) is None
+    over = row(feasible=False, cost_usd=29.98, budget_needed_usd=29.98, hours_pessimistic=13.04,
+               deadline_needed_hours=13.1)
+    assert report.reason(over, j) == "cost $29.98 > budget $20.00; 13.0 h (pessimistic) > deadline 12.0 h"
+    assert "network bandwidth unknown" in report.reason(row(feasible=False, has_figure=False), j)
+
+
+def probe(name, region, best=False) -> ProbeRow:
+    return ProbeRow(instance_type=name, throughput_source="estimated", samples_per_sec=100.0, throughput_low=50.0,
+                    throughput_high=200.0, region=region, market="on-demand", usd_per_hour=1.0, probe_cost_usd=0.5,
+                    best_rests_on_it=best)
+
+
+def test_probe_commands_are_built_by_the_command_layer():
+    probes = [probe("g5.xlarge", "us-east-1"), probe("g6.xlarge", "us-west-2"), probe("g4dn.xlarge", "us-east-1")]
+    cmds = probe_commands(job(image_size=160, num_classes=10), probes)
+    assert cmds[0] == ("advisor launch --instance-types g5.xlarge,g4dn.xlarge --region us-east-1 --workload resnet50 "
+                       "--probe-args '--image-size 160 --num-classes 10' --s3 s3://BUCKET/prefix")
+    assert cmds[1].startswith("advisor launch --instance-types g6.xlarge --region us-west-2 ")
+    assert cmds[-1] == "(or on a machine of that type: advisor probe --workload resnet50 --image-size 160 --num-classes 10)"
+    assert probe_commands(job(), []) == []
+
+
+def test_the_report_prints_the_command_lines_it_is_given():
+    plan = build_plan(make_catalog(), job(), top=3)
+    rows = build(plan)
+    assert rows.probes
+    for fmt in ("table", "json"):
+        out = io.StringIO()
+        report.write(plan, rows, fmt, probe_commands=["advisor launch X"], stream=out)
+        text = out.getvalue()
+        assert text.count("advisor launch") == 1
+        if fmt == "json":
+            assert json.loads(text)["probe_commands"] == ["advisor launch X"]
