@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict
 from .jobspec import JobSpec
 from .output import emit
 from .planner import Plan, bucket_label
-from .rows import PROBE_HOURS, CandidateRow, ProbeRow, Rows
+from .rows import CandidateRow, Outlook, ProbeRow, ProbeSummary, Rows
 
 TABLE_COLUMNS = ("rank", "instance", "count", "region", "market", "samples/s (source)", "hours",
                  "cost USD", "samples/$", "note")
@@ -110,22 +110,44 @@ def recommendation(r: CandidateRow, job: JobSpec) -> dict[str, Any]:
 
 
 def probe_record(p: ProbeRow) -> dict[str, Any]:
-    return {
-        "instance_type": p.instance_type,
-        "throughput_source": p.throughput_source,
-        "samples_per_sec": p.samples_per_sec,
-        "throughput_low": p.throughput_low,
-        "throughput_high": p.throughput_high,
-        "region": p.region,
-        "market": p.market,
-        "usd_per_hour": p.usd_per_hour,
-        "probe_cost_usd": p.probe_cost_usd,
-        "why": _why(p),
-    }
+    return dict(vars(p))
 
 
-def _why(p: ProbeRow) -> str:
-    return "the best option rests on this estimate" if p.best_rests_on_it else "band overlaps the best option"
+def probe_plan_record(s: ProbeSummary) -> dict[str, Any]:
+    return {k: (vars(v) if isinstance(v, Outlook) else v) for k, v in vars(s).items()}
+
+
+def _covers(p: ProbeRow) -> str:
+    if not p.covers:
+        return "-"
+    shown = ", ".join(p.covers[:2])
+    return shown + (f" +{len(p.covers) - 2} more" if len(p.covers) > 2 else "")
+
+
+def _known(o: Outlook) -> str:
+    """How far the pick may be from the true best (90% of outcomes), or how often it misses."""
+    if math.isfinite(o.p90_regret):
+        return f"{o.p90_regret:.0%}"
+    return f"- (the pick misses the deadline or budget in {o.p_miss:.0%} of outcomes)"
+
+
+def probe_lines(s: ProbeSummary, probes: list[ProbeRow]) -> list[str]:
+    """What the plan expects to learn, in words."""
+    out = []
+    if probes:
+        n = len(probes)
+        out.append(f"After {'this probe' if n == 1 else f'these {n} probes'} (${s.usd:,.2f}, ~{s.hours * 60:.0f} min, "
+                   f"in parallel) the best option is known to within {_known(s.after)} (90% of outcomes; now "
+                   f"{_known(s.now)}): the pick within {s.within:.0%} of the true best in {s.after.p_within:.0%} "
+                   f"of outcomes (now {s.now.p_within:.0%}).")
+    elif s.now is not None:
+        out.append(f"None: {s.why_empty}. The best option is known to within {_known(s.now)} (90% of outcomes): "
+                   f"the pick within {s.within:.0%} of the true best in {s.now.p_within:.0%} of outcomes.")
+    else:
+        out.append(f"None: {s.why_empty}.")
+    if s.not_affordable:
+        out.append(f"Worth probing but past --probe-budget ${s.probe_budget_usd:,.2f}: {', '.join(s.not_affordable)}.")
+    return out
 
 
 def exclusion_rows(plan: Plan) -> list[dict[str, Any]]:
@@ -185,6 +207,7 @@ def write(plan: Plan, rows: Rows, fmt: str, *, probe_commands: list[str], show_e
             "recommendations": records if feasible else [],
             "closest": [] if feasible else records,
             "probe_next": [probe_record(p) for p in rows.probes],
+            "probe_plan": probe_plan_record(rows.probe_summary),
             "probe_commands": probe_commands,
             "excluded": exclusion_rows(plan),
             "warnings": plan.warnings,
@@ -206,14 +229,18 @@ def write(plan: Plan, rows: Rows, fmt: str, *, probe_commands: list[str], show_e
     else:
         print("(no candidates: every instance type was excluded or has no price; see --show-excluded)", file=stream)
     pr = rows.probes
-    if pr:
-        print(f"\nProbe next (unmeasured types whose band overlaps the best option; cheapest probe first, "
-              f"~{PROBE_HOURS:g} h each):", file=stream)
-        emit([{"instance": p.instance_type, "source": p.throughput_source,
-               "samples/s band": f"{_num(p.throughput_low)}-{_num(p.throughput_high)}",
-               "region": p.region, "$/h": f"{p.usd_per_hour:.4g}", "probe ~$": f"{p.probe_cost_usd:.2f}",
-               "why": _why(p)}
-              for p in pr], fmt, stream=stream)
+    if rows.candidates:
+        print("\nProbe next (ranked by what each is expected to save against what it costs; one probe of a "
+              "device re-anchors its other sizes):", file=stream)
+        if pr:
+            emit([{"instance": p.instance_type,
+                   "samples/s now": f"{_num(p.throughput_low)}-{_num(p.throughput_high)} ({p.throughput_source})",
+                   "region": p.region, "market": p.market, "$/h": f"{p.usd_per_hour:.4g}",
+                   "probe $": f"{p.probe_cost_usd:.2f}", "changes pick": f"{p.p_change:.0%}",
+                   "saves then $": f"{p.saving_if_changed_usd:,.2f}", "why": p.reason, "covers": _covers(p)}
+                  for p in pr], fmt, stream=stream)
+        for line in probe_lines(rows.probe_summary, pr):
+            print(line, file=stream)
         for cmd in probe_commands:
             print(f"  {cmd}", file=stream)
     if show_excluded:

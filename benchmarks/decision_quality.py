@@ -51,15 +51,15 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from advisor import rank as rk  # noqa: E402
-from advisor import throughput as tp  # noqa: E402
-from advisor.jobspec import JobSpec  # noqa: E402
-from advisor.planner import build_plan  # noqa: E402
-from advisor.probeplan.inputs import PROBE_NOISE_SD, plan_for, probe_offers  # noqa: E402
-from advisor.references import Measurement, load_references  # noqa: E402
-from catalog import accelerators as acc  # noqa: E402
-from catalog.io import load as load_catalog  # noqa: E402
-from catalog.models import OFFER_COLUMNS, Catalog, InstanceType, RegionOffers  # noqa: E402
+from advisor import rank as rk
+from advisor import throughput as tp
+from advisor.jobspec import JobSpec
+from advisor.planner import build_plan
+from advisor.probeplan.inputs import PROBE_NOISE_SD, PROBE_TARGET_CI, probe_offers
+from advisor.references import Measurement, load_references
+from catalog import accelerators as acc
+from catalog.io import load as load_catalog
+from catalog.models import OFFER_COLUMNS, Catalog, InstanceType, RegionOffers
 
 WORKLOAD = "resnet50"
 SNAPSHOT = ROOT / "catalog" / "data" / "snapshot.json"
@@ -305,6 +305,40 @@ def _pick(rng, choices):
 # Running the advisor on a scenario
 
 
+def old_probe_next(c: rk.Candidates, types: rk.TypeTable, best: int, objective: str, job: rk.Job,
+                   offers: rk.OfferTable, limit: int = 5) -> list[tuple[int, int]]:
+    """The old plan, as advisor.rank.probe_next was before the value-of-information plan replaced
+    it (main @ 6adde99): unmeasured types that could beat or match the best option within their
+    bands, [(type index, offer index of its cheapest one-instance price)], cheapest probe first."""
+    cost_lo, cost_hi = c.cost_band()
+    hours_lo, hours_hi = c.hours_band()
+    lo, hi = (hours_lo, hours_hi) if objective == "fastest" else (cost_lo, cost_hi)
+    # Feasible at the optimistic end of the band.
+    could = (types.source[c.type_idx] != 0) & (lo <= hi[best]) & rk.feasible_mask(
+        cost_lo, hours_lo * (c.hours_pess / c.hours), job)
+    # bincount, not np.unique: unique imports numpy.ma (~30 ms of a sub-second command)
+    t_hits = np.flatnonzero(np.bincount(c.type_idx[could], minlength=len(types.names)))
+    if len(t_hits) == 0:
+        return []
+    # The probe runs on one instance: the cheapest single-instance offer of each type.
+    # On-demand preferred: a probe interrupted half-way measures nothing.
+    single = c.k == 1
+    offer_price = offers.price[c.offer] * np.where(offers.market[c.offer] == rk.ON_DEMAND, 1.0, 1e6)
+    price = np.where(single, offer_price, np.inf)
+    best_offer = np.full(len(types.names), -1)
+    best_price = np.full(len(types.names), np.inf)
+    order = np.argsort(price, kind="stable")[::-1]  # later writes (cheaper) win
+    best_offer[c.type_idx[order]] = c.offer[order]
+    best_price[c.type_idx[order]] = price[order]
+    plan = sorted((best_price[t], t) for t in t_hits if np.isfinite(best_price[t]))
+    out = [(int(t), int(best_offer[t])) for _, t in plan[:limit]]
+    # The best option itself, when it rests on an estimate, is always worth its probe.
+    bt = int(c.type_idx[best])
+    if types.source[bt] != 0 and bt not in [t for t, _ in out] and np.isfinite(best_price[bt]):
+        out.append((bt, int(best_offer[bt])))
+    return out
+
+
 @dataclass
 class Outcome:
     strategy: str
@@ -332,8 +366,8 @@ def run(world: World, scn: Scenario, strategy: str) -> Outcome:
                 plan = None
                 break
             job = scn.job(left)
-            plan = build_plan(cat, job, [probe_result(cat.instance_types[n], v, PROBE_NOISE_SD * 1.96)
-                                         for n, v in measured.items()], top=1)
+            known = [probe_result(cat.instance_types[n], v, PROBE_TARGET_CI) for n, v in measured.items()]
+            plan = build_plan(cat, job, known, top=1)
             if len(measured) >= MAX_PROBES or strategy == "none":
                 break
             its = [cat.instance_types[n] for n in plan.types.names]
@@ -341,10 +375,15 @@ def run(world: World, scn: Scenario, strategy: str) -> Outcome:
             cost = {plan.types.names[t]: o.usd for t, o in enumerate(offs) if o is not None}
             hours = {plan.types.names[t]: o.hours for t, o in enumerate(offs) if o is not None}
             if strategy == "advisor":
-                pp, _ = plan_for(plan, cat, scn.probe_budget - spent)
-                wanted = [plan.types.names[q.type_idx] for q in pp.probes]
+                # recommend --probe-budget with what is left of it
+                plan = build_plan(cat, job.model_copy(update={"probe_budget_usd": scn.probe_budget - spent}), known,
+                                  top=1)
+                wanted = [plan.types.names[q.type_idx] for q in plan.probe.probes]
             elif strategy == "old-plan":
-                wanted = [plan.types.names[t] for t, _ in plan.probe]
+                best = int(plan.ranked[0]) if len(plan.ranked) else None
+                old = [] if best is None else old_probe_next(plan.candidates, plan.types, best, job.objective,
+                                                              plan.rank_job, plan.offers)
+                wanted = [plan.types.names[t] for t, _ in old]
             elif rounds == 0:  # random: one round, unmeasured types in random order
                 pool = [n for n in plan.types.names if n in cost and n not in measured]
                 wanted = [pool[j] for j in rng.permutation(len(pool))]
@@ -402,7 +441,7 @@ def summarise(scns: list[Scenario], results: dict[str, list[Outcome]]) -> list[d
             "strategy": s,
             "within 10%": f"{np.mean(reg <= WITHIN + 1e-12):.1%}",
             "median regret": f"{np.median(fin):.1%}" if len(fin) else "-",
-            "p90 regret": _pct(np.sort(reg)[int(math.ceil(0.9 * len(reg))) - 1]),
+            "p90 regret": _pct(np.sort(reg)[math.ceil(0.9 * len(reg)) - 1]),
             "deadline missed": f"{np.mean([r.missed_deadline for r in rs]):.1%}",
             "over budget": f"{np.mean([r.over_budget for r in rs]):.1%}",
             "no pick": f"{np.mean([r.pick is None for r in rs]):.1%}",

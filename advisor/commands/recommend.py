@@ -63,6 +63,9 @@ def register(sub) -> None:
     p.add_argument("--setup-minutes", type=float, default=0.0, metavar="M",
                    help="billed time per run on every instance before training starts (boot, install, data "
                         "staging); default 0, the articles' arithmetic")
+    p.add_argument("--probe-budget", metavar="USD",
+                   help="the most the 'Probe next' plan may spend on probes (default: no limit; each probe is "
+                        "planned only when it is expected to save more than it costs)")
     p.add_argument("--top", type=int, default=10, metavar="N", help="rows to show (default 10)")
     p.add_argument("--show-excluded", action="store_true", help="also list excluded instance types with the reason")
     p.add_argument("--plot", metavar="FILE.png", help="write a cost-vs-time plot (needs matplotlib)")
@@ -88,8 +91,12 @@ def job_from_args(args) -> JobSpec:
                          ("--min-accelerator-memory", args.min_accelerator_memory, True)):
         if v is not None and (not math.isfinite(v) or v < 0 or (pos and v == 0)):
             raise UserError(f"{name} must be a {'positive' if pos else 'non-negative'} finite number, got {v:g}")
+    probe_budget = None
+    if args.probe_budget is not None:
+        probe_budget = 0.0 if str(args.probe_budget).strip() in ("0", "0.0", "0.00") else parse_amount(
+            args.probe_budget, "--probe-budget")
     return JobSpec(
-        samples=samples, budget_usd=budget, deadline_hours=deadline.total_seconds() / 3600,
+        probe_budget_usd=probe_budget, samples=samples, budget_usd=budget, deadline_hours=deadline.total_seconds() / 3600,
         workload=args.workload, datamodule=args.datamodule, image_size=args.image_size, num_classes=args.num_classes,
         objective=args.objective, regions=list(dict.fromkeys(args.region)),
         families=list(dict.fromkeys(args.family)), market=args.market, max_instances=args.max_instances,
@@ -137,13 +144,14 @@ def handle(args) -> int:
 
 
 def probe_commands(job: JobSpec, probes: list[ProbeRow]) -> list[str]:
-    """The command lines that measure the probe rows: `advisor launch`
-    per region, then the pull that imports the results (or `advisor probe` on such a machine)."""
+    """The command lines that measure the probe rows: one `advisor launch` per region and market
+    (the market the user asked for: a --market spot plan probes on spot), then the pull that
+    imports the results (or `advisor probe` on such a machine)."""
     if not probes:
         return []
-    by_region: dict[str, list[str]] = {}
+    groups: dict[tuple[str, str], list[str]] = {}
     for p in probes:
-        by_region.setdefault(p.region, []).append(p.instance_type)
+        groups.setdefault((p.region, p.market), []).append(p.instance_type)
     shape = []
     if job.datamodule:
         shape.append(f"--datamodule {job.datamodule}")
@@ -152,9 +160,10 @@ def probe_commands(job: JobSpec, probes: list[ProbeRow]) -> list[str]:
     if job.num_classes != 1000:
         shape.append(f"--num-classes {job.num_classes}")
     extra = f" --probe-args '{' '.join(shape)}'" if shape else ""
-    cmds = [f"advisor launch --instance-types {','.join(names)} --region {region} --workload {job.workload}{extra} "
-            f"--s3 s3://BUCKET/prefix" for region, names in by_region.items()]
-    cmds.append("advisor results pull s3://BUCKET/prefix   # then run this recommend again")
+    cmds = [f"advisor launch --instance-types {','.join(names)} --region {region} --market {market} "
+            f"--workload {job.workload}{extra} --s3 s3://BUCKET/prefix" for (region, market), names in groups.items()]
+    cmds.append("advisor results pull s3://BUCKET/prefix   # then run this recommend again: it re-plans from "
+                "what the probes measured")
     cmds.append(f"(or on a machine of that type: advisor probe --workload {job.workload}"
                 f"{' ' + ' '.join(shape) if shape else ''})")
     return cmds

@@ -16,7 +16,7 @@ import numpy as np
 
 from catalog import accelerators as acc
 from catalog.hardware import device_count
-from catalog.models import Catalog, InstanceType
+from catalog.models import InstanceType
 
 from .. import rank as rk
 from .. import throughput as tp
@@ -53,6 +53,12 @@ COMPILE_SECONDS = 300.0  # advisor probe --compile-timeout default
 START_BATCH = 128  # advisor probe --start-batch-size default
 # `advisor launch`'s watchdog: no probe instance bills past --max-minutes (default 45).
 WATCHDOG_MINUTES = 45
+# `advisor launch` refuses more instances than --max-instances (default 8) in one go.
+MAX_PROBES = 8
+# Worlds the plan's expectations are taken over: the value of the best probe moves by a few
+# percent between seeds at 256 (tests/test_probeplan.py), well inside what separates a probe
+# worth taking from one that is not; 256 keeps recommend's plan under ~0.1 s.
+DRAWS = 256
 
 
 def ladder_measurements(vcpus: int) -> int:
@@ -95,7 +101,7 @@ def economics(c: rk.Candidates, offers: rk.OfferTable, job: rk.Job, objective: s
     bad = ~(np.isfinite(c.cost) & np.isfinite(c.hours_pess))
     setup_cost = np.where(bad, 0.0, job.setup_h * c.k * offers.price[c.offer])
     setup_h = np.where(bad, 0.0, job.setup_h)
-    var = lambda total, fix: np.where(bad, np.inf, total - fix)  # noqa: E731
+    var = lambda total, fix: np.where(bad, np.inf, total - fix)
     return Economics(type_idx=c.type_idx, cost_fix=setup_cost, cost_var=var(c.cost, setup_cost),
                      hours_fix=setup_h, hours_var=var(c.hours, setup_h), pess_fix=setup_h,
                      pess_var=var(c.hours_pess, setup_h), budget=job.budget_usd, deadline=job.deadline_h,
@@ -134,15 +140,14 @@ def beliefs(types: rk.TypeTable, instance_types: list[InstanceType], probes: lis
         sibling_sd=np.full(len(keys), sib), noise_sd=PROBE_NOISE_SD)
 
 
-def plan_for(p, catalog: Catalog, probe_budget_usd: float | None = None, draws: int = 512, seed: int = 0):
-    """(the probe plan, the per-type probe offers) for a planner.Plan."""
+
+def plan_probes(*, types: rk.TypeTable, offers: rk.OfferTable, candidates: rk.Candidates, job: rk.Job,
+                objective: str, pick: int | None, instance_types: list[InstanceType],
+                probe_budget_usd: float | None = None, draws: int = DRAWS, seed: int = 0):
+    """(the probe plan, the per-type probe offers) for a ranked set of candidates."""
     from . import value
 
-    job = p.job
-    rjob = rk.Job(job.samples, job.budget_usd, job.deadline_hours, 0.0, job.max_instances, job.setup_minutes / 60)
-    its = [catalog.instance_types[n] for n in p.types.names]
-    offers = probe_offers(p.types, p.offers, its)
-    econ = economics(p.candidates, p.offers, rjob, job.objective)
-    bel = beliefs(p.types, its, offers)
-    pick = int(p.ranked[0]) if len(p.ranked) else None
-    return value.plan(econ, bel, pick, probe_budget_usd, draws=draws, seed=seed), offers
+    where = probe_offers(types, offers, instance_types)
+    plan = value.plan(economics(candidates, offers, job, objective), beliefs(types, instance_types, where), pick,
+                      probe_budget_usd, draws=draws, seed=seed, max_probes=MAX_PROBES)
+    return plan, where

@@ -32,6 +32,8 @@ from statistics import NormalDist
 
 import numpy as np
 
+from .. import rank as rk
+
 OBJECTIVES = ("cheapest", "fastest", "pareto")  # pareto is planned as cheapest: the frontier's cheap end
 RECHECK = 0.10  # "within 10%": the share of worlds where the pick is within this of the true best
 
@@ -55,10 +57,18 @@ class Economics:
         return len(self.type_idx)
 
     def subset(self, idx: np.ndarray) -> Economics:
-        pick = lambda a: a[idx]  # noqa: E731
+        pick = lambda a: a[idx]
         return Economics(pick(self.type_idx), pick(self.cost_fix), pick(self.cost_var), pick(self.hours_fix),
                          pick(self.hours_var), pick(self.pess_fix), pick(self.pess_var), self.budget,
                          self.deadline, self.objective)
+
+    def fits(self, cost, pess, wait_h: float = 0.0) -> np.ndarray:
+        """recommend's feasibility rule (advisor.rank.feasible_mask), the deadline less `wait_h`."""
+        return rk.feasible_mask(cost, pess, rk.Job(0.0, self.budget, self.deadline - wait_h, 0.0, 1))
+
+    def at(self, idx, f) -> tuple[np.ndarray, np.ndarray]:
+        """(cost, pessimistic hours) of candidates idx at throughput factors f."""
+        return self.cost_fix[idx] + self.cost_var[idx] / f, self.pess_fix[idx] + self.pess_var[idx] / f
 
     def objective_fix_var(self) -> tuple[np.ndarray, np.ndarray]:
         if self.objective == "fastest":
@@ -139,11 +149,9 @@ class _Worlds:
         self.econ, self.bel = econ, bel
         t = econ.type_idx
         ft = self.f[:, t]
-        cost = econ.cost_fix + econ.cost_var / ft
-        pess = econ.pess_fix + econ.pess_var / ft
         self.obj_fix, self.obj_var = econ.objective_fix_var()
         obj = self.obj_fix + self.obj_var / ft
-        ok = (cost <= econ.budget) & (pess <= econ.deadline)
+        ok = econ.fits(*econ.at(slice(None), ft))
         self.best = np.where(ok, obj, np.inf).min(axis=1) if len(t) else np.full(draws, np.inf)
         self.live = np.isfinite(self.best)  # worlds with something feasible in truth
         # By the estimates as they stand (f = 1), for the candidates no probe touches.
@@ -160,9 +168,7 @@ class _Worlds:
         p = np.maximum(pick, 0)
         ft = self.f[m, e.type_idx[p]]
         obj = self.obj_fix[p] + self.obj_var[p] / ft
-        cost = e.cost_fix[p] + e.cost_var[p] / ft
-        pess = e.pess_fix[p] + e.pess_var[p] / ft
-        ok = (pick >= 0) & (cost <= e.budget) & (pess <= e.deadline - wait_h)
+        ok = (pick >= 0) & e.fits(*e.at(p, ft), wait_h)
         return np.where(pick >= 0, obj, np.inf), ok
 
     def loss(self, pick: np.ndarray, wait_h: float) -> np.ndarray:
@@ -180,7 +186,7 @@ class _Worlds:
             regret = np.where(ok, obj / self.best - 1.0, np.inf)[live]
         fin = regret[np.isfinite(regret)]
         return Outlook(mean_regret=float(fin.mean()) if len(fin) else math.nan,
-                       p90_regret=float(np.sort(regret)[int(math.ceil(0.9 * len(regret))) - 1]),
+                       p90_regret=float(np.sort(regret)[math.ceil(0.9 * len(regret)) - 1]),
                        p_within=float(np.mean(regret <= RECHECK + 1e-12)),
                        p_miss=float(np.mean(~ok[live])))
 
@@ -188,15 +194,15 @@ class _Worlds:
         """What recommend picks in each world once `probed` are measured."""
         e = self.econ
         draws = self.f.shape[0]
-        limit = e.deadline - wait_h
+        est_ok = e.fits(self.est_cost, self.est_pess, wait_h)
         if not probed:
-            ok = (self.est_cost <= e.budget) & (self.est_pess <= limit)
+            ok = est_ok
             hit = self.order[ok[self.order]]
             return np.full(draws, int(hit[0]) if len(hit) else -1)
         groups = np.unique(self.group[probed])
         touched = np.isin(self.cand_group, groups)
         # Best untouched candidate: the same in every world.
-        ok = ~touched & (self.est_cost <= e.budget) & (self.est_pess <= limit)
+        ok = ~touched & est_ok
         hit = self.order[ok[self.order]]
         rest, rest_obj = (int(hit[0]), self.est_obj[hit[0]]) if len(hit) else (-1, np.inf)
         idx = np.flatnonzero(touched)
@@ -209,7 +215,7 @@ class _Worlds:
         cols = np.stack([self.f_obs[:, t] if t in probed else ratio[self.group[t]] for t in kinds], axis=1)
         ft = cols[:, inv]
         obj = self.obj_fix[idx] + self.obj_var[idx] / ft
-        fits = (e.cost_fix[idx] + e.cost_var[idx] / ft <= e.budget) & (e.pess_fix[idx] + e.pess_var[idx] / ft <= limit)
+        fits = e.fits(*e.at(idx, ft), wait_h)
         obj = np.where(fits, obj, np.inf)
         j = obj.argmin(axis=1)
         best_obj = obj[np.arange(draws), j]
@@ -226,9 +232,8 @@ def relevant(econ: Economics, bel: Beliefs, pick: int | None, spread: float = 3.
     up, down = np.exp(spread * bel.sd_high[t]), np.exp(-spread * bel.sd_low[t])
     fix, var = econ.objective_fix_var()
     with np.errstate(invalid="ignore"):
-        ok = (econ.cost_fix + econ.cost_var / up <= econ.budget) & (econ.pess_fix + econ.pess_var / up <= econ.deadline)
-        safe = (econ.cost_fix + econ.cost_var / down <= econ.budget) & (
-            econ.pess_fix + econ.pess_var / down <= econ.deadline - wait_h)
+        ok = econ.fits(*econ.at(slice(None), up))
+        safe = econ.fits(*econ.at(slice(None), down), wait_h)
     bound = (fix + var / down)[safe].min() if safe.any() else np.inf
     keep = ok & (fix + var / up <= bound)
     if pick is not None:
