@@ -6,7 +6,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections import Counter
 
 import pytest
 
@@ -44,7 +43,7 @@ def test_every_row_names_its_source(refs):
         assert s.where.strip(), m.id
         assert s.url or (s.repo and s.path and (s.commit or s.revision)) or s.document, m.id
         if m.source_date is None:
-            assert m.notes and ("undated" in m.notes or "not dated" in m.notes), m.id
+            assert m.notes and ("undated" in m.notes.lower() or "not dated" in m.notes.lower()), m.id
 
 
 def test_derived_rows_say_how(refs):
@@ -202,7 +201,8 @@ def test_list_own_file_and_bad_file(capsys, tmp_path):
     assert err.startswith("advisor: error: reference file") and err.count("\n") == 1
 
 
-def test_counts_per_device_are_reported(refs):
-    # keeps the README's counts honest: every device named there has rows
-    counts = Counter(m.device for m in refs.measurements)
-    assert all(n > 0 for n in counts.values())
+def test_readme_states_the_row_count(refs):
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    assert f"{len(refs.measurements)} rows from" in readme, "update README 'Reference dataset' counts"

@@ -5,8 +5,8 @@ from __future__ import annotations
 from ..errors import UserError
 from ..output import add_format_option, emit
 
-LIST_COLUMNS = ("id", "device", "variant", "gpus", "instance_type", "model", "precision", "batch",
-                "pipeline", "format", "stack", "samples/s", "per device", "framework", "date", "source")
+LIST_COLUMNS = ("id", "device", "GiB", "devices", "instance_type", "model", "precision", "batch", "pipeline",
+                "format", "stack", "samples/s", "per device", "date", "source")
 
 
 def register(sub) -> None:
@@ -63,11 +63,11 @@ def _check_known(what: str, wanted: list[str], have: set[str]) -> None:
 
 def _short(m) -> dict:
     return {
-        "id": m.id, "device": m.device, "variant": m.device_variant, "gpus": m.devices,
+        "id": m.id, "device": " ".join(p for p in (m.device, m.device_variant) if p),
+        "GiB": m.device_memory_gib, "devices": m.devices,
         "instance_type": m.instance_type, "model": m.model, "precision": m.precision,
         "batch": m.batch_per_device, "pipeline": m.data_pipeline, "format": m.memory_format,
-        "stack": m.stack, "samples/s": m.samples_per_sec, "per device": m.per_device_sps,
-        "framework": m.framework, "date": m.source_date.isoformat()[:7] if m.source_date else None,
+        "stack": m.stack, "samples/s": m.samples_per_sec, "per device": m.per_device_sps, "date": m.source_date.isoformat()[:7] if m.source_date else None,
         "source": m.source.label() + (" (derived)" if m.derived else ""),
     }
 
