@@ -61,6 +61,9 @@ from catalog import accelerators as acc
 from catalog.io import load as load_catalog
 from catalog.models import OFFER_COLUMNS, Catalog, InstanceType, RegionOffers
 
+sys.path.insert(0, str(ROOT / "tests"))
+from recommend_catalogs import probe_result as fake_result
+
 WORKLOAD = "resnet50"
 SNAPSHOT = ROOT / "catalog" / "data" / "snapshot.json"
 MAX_PROBES = 3
@@ -170,26 +173,10 @@ def sub_catalog(catalog: Catalog, types: list[str], region: str) -> Catalog:
 
 
 def probe_result(it: InstanceType, sps: float, ci: float):
-    from lightning_module.result import (
-        HardwareFingerprint,
-        ProbeConfig,
-        ProbeResult,
-        SoftwareVersions,
-        StepTimeStats,
-        WorkloadSpec,
-    )
-
-    spec = WorkloadSpec(model=WORKLOAD)
+    """A probe's result as `advisor results pull` stores it (the recommend tests' factory)."""
     gpu = it.accelerator_kind != "none"
-    cfg = ProbeConfig(accelerator="gpu" if gpu else "cpu", devices=it.accelerator_count if gpu else 1,
-                      precision="bf16-mixed", batch_size=256)
-    return ProbeResult(
-        workload=spec, workload_id=spec.workload_id, instance_type=it.name, instance_type_source="given",
-        hardware=HardwareFingerprint(), software=SoftwareVersions(python="3.11", torch="2.9.0", lightning="2.6.0"),
-        config=cfg, samples_per_sec=sps, samples_per_sec_ci=(sps * (1 - ci), sps * (1 + ci)),
-        step_time=StepTimeStats(n_steps=50, mean_s=0.1, median_s=0.1, stdev_s=0.001, p10_s=0.099, p90_s=0.101,
-                                warmup_steps=3, warmup_seconds=3.0),
-        started_at=NOW, finished_at=NOW)
+    return fake_result(it.name, sps, accelerator="gpu" if gpu else "cpu", devices=it.accelerator_count if gpu else 1,
+                       model=WORKLOAD, ci=ci, finished_at=NOW)
 
 
 @contextmanager

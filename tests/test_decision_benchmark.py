@@ -10,7 +10,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
-import decision_quality as dq  # noqa: E402
+import decision_quality as dq
 
 
 @pytest.fixture(scope="module")
