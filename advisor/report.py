@@ -114,7 +114,11 @@ def probe_record(p: ProbeRow) -> dict[str, Any]:
 
 
 def probe_plan_record(s: ProbeSummary) -> dict[str, Any]:
-    return {k: (vars(v) if isinstance(v, Outlook) else v) for k, v in vars(s).items()}
+    """p90_regret is null where it is unbounded (the pick misses in more than 10% of outcomes)."""
+    def outlook(o: Outlook) -> dict[str, Any]:
+        return {k: (v if math.isfinite(v) else None) for k, v in vars(o).items()}
+
+    return {k: (outlook(v) if isinstance(v, Outlook) else v) for k, v in vars(s).items()}
 
 
 def _covers(p: ProbeRow) -> str:
