@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import sys
+import textwrap
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -21,9 +22,11 @@ def emit(
     columns: Iterable[str] | None = None,
     stream=None,
     floatfmt: str = "g",
+    wrap: dict[str, int] | None = None,
 ) -> None:
     """Write rows in the chosen format. `columns` picks and orders the table/csv columns;
-    json always carries every key of every row."""
+    json always carries every key of every row. `wrap` gives columns a width in the plain table
+    (their text is whole in json, csv and markdown, whose cells cannot hold line breaks)."""
     stream = stream or sys.stdout
     if fmt == "json":
         json.dump(list(rows), stream, indent=2, default=str)
@@ -39,8 +42,28 @@ def emit(
     from tabulate import tabulate  # imported here: only people-facing formats need it
 
     table = [[_cell(r.get(c)) for c in cols] for r in rows]
+    widths = None
+    if fmt == "table" and wrap:
+        widths = [wrap.get(c) for c in cols]
+        table = [[wrap_text(v, w) if w else v for v, w in zip(row, widths)] for row in table]
     tablefmt = "github" if fmt == "markdown" else "simple"
-    stream.write(tabulate(table, headers=cols, tablefmt=tablefmt, floatfmt=floatfmt, disable_numparse=True) + "\n")
+    stream.write(tabulate(table, headers=cols, tablefmt=tablefmt, floatfmt=floatfmt, disable_numparse=True,
+                          maxcolwidths=widths) + "\n")
+
+
+def wrap_text(text: str, width: int, sep: str = "; ") -> str:
+    """Lines of at most `width`, broken between `sep`-separated parts where one fits, so each
+    part of a note stays whole on its line; a part longer than the width is broken between words."""
+    room = width - len(sep.rstrip())  # a line broken after a part ends in the separator
+    lines: list[str] = []
+    for part in text.split(sep):
+        if lines and len(lines[-1]) + len(sep) + len(part) <= room:
+            lines[-1] += sep + part
+        else:
+            if lines:
+                lines[-1] += sep.rstrip()
+            lines += textwrap.wrap(part, room, break_on_hyphens=False) or [""]
+    return "\n".join(lines)
 
 
 def _all_keys(rows: Sequence[dict[str, Any]]) -> list[str]:

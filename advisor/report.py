@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+import textwrap
 from typing import Any, Literal
 
 import numpy as np
@@ -17,12 +18,22 @@ from .output import emit
 from .planner import Plan, bucket_label
 from .rows import CandidateRow, Outlook, ProbeRow, ProbeSummary, Rows
 
-TABLE_COLUMNS = ("rank", "instance", "count", "region", "market", "samples/s (source)", "hours",
+TABLE_COLUMNS = ("rank", "instance", "count", "region", "market", "samples/s (source)", "time",
                  "cost USD", "samples/$", "note")
 CSV_COLUMNS = ("rank", "instance_type", "count", "region", "market", "samples_per_sec", "throughput_source",
                "throughput_low", "throughput_high", "hours", "hours_pessimistic", "cost_usd",
                "samples_per_dollar", "feasible", "reason", "budget_needed_usd", "deadline_needed_hours",
                "usd_per_hour", "precision", "scale_out_efficiency", "expected_interruptions", "interruption_bucket")
+NOTE_WIDTH = 50  # the note column's width in the plain table; json, csv and markdown keep notes whole
+# Below this a run's time is printed in minutes, and with no --setup-minutes the table says that
+# boot, install and data staging are left out: minutes of their own (an instance boots, then
+# installs the stack: advisor/userdata.py), so a large share of a run this short.
+SHORT_RUN_HOURS = 1.0
+
+
+class CountHours(BaseModel):
+    count: int
+    hours: float
 
 
 class Recommendation(BaseModel):
@@ -35,13 +46,13 @@ class Recommendation(BaseModel):
     count: int
     region: str
     also_regions: list[str] = []  # the same offer at the same price
-    also_counts: list[dict[str, float]] = []  # cheapest: more instances at the same cost (faster)
+    also_counts: list[CountHours] = []  # cheapest: more instances at the same cost (faster)
     market: Literal["on-demand", "spot", "spot+od-fallback"]
     samples_per_sec: float  # all `count` instances together
     throughput_source: Literal["measured", "reference", "estimated"]
     throughput_low: float
     throughput_high: float
-    hours: float  # expected, interruption losses included
+    hours: float  # expected, interruption losses and setup included
     hours_pessimistic: float  # what the deadline is checked against
     cost_usd: float
     samples_per_dollar: float
@@ -76,10 +87,17 @@ def notes(r: CandidateRow) -> list[str]:
     if r.also_counts:
         ks = [str(kk) for kk, _ in r.also_counts]
         out.append(f"same cost with {ks[0] if len(ks) == 1 else ks[0] + '-' + ks[-1]} instances "
-                   f"(down to {r.also_counts[-1][1]:,.1f} h)")
+                   f"(down to {duration(r.also_counts[-1][1])})")
     if r.also_regions:
         out.append("same in " + ", ".join(r.also_regions))
+    if r.setup_hours and r.setup_hours >= r.hours - r.setup_hours:
+        out.append(f"setup is {r.setup_hours / r.hours:.0%} of the time")
     return out
+
+
+def short_run(job: JobSpec, r: CandidateRow) -> bool:
+    """Setup is not counted and the run is so short that it would likely dominate."""
+    return not job.setup_minutes and r.hours < SHORT_RUN_HOURS
 
 
 def reason(r: CandidateRow, job: JobSpec) -> str | None:
@@ -90,9 +108,9 @@ def reason(r: CandidateRow, job: JobSpec) -> str | None:
         return "no throughput figure for this count (network bandwidth unknown)"
     why = []
     if r.budget_needed_usd is not None:
-        why.append(f"cost ${r.cost_usd:,.2f} > budget ${job.budget_usd:,.2f}")
+        why.append(f"cost ${money(r.cost_usd)} > budget ${money(job.budget_usd)}")
     if r.deadline_needed_hours is not None:
-        why.append(f"{r.hours_pessimistic:,.1f} h (pessimistic) > deadline {job.deadline_hours:,.1f} h")
+        why.append(f"{duration(r.hours_pessimistic)} (pessimistic) > deadline {duration(job.deadline_hours)}")
     return "; ".join(why)
 
 
@@ -167,8 +185,8 @@ def _display(r: CandidateRow, job: JobSpec) -> dict[str, Any]:
         "region": r.region,
         "market": r.market,
         "samples/s (source)": f"{_num(r.samples_per_sec)} ({r.throughput_source})",
-        "hours": f"{r.hours:,.1f}" if r.hours < 1e5 else f"{r.hours:,.3g}",
-        "cost USD": f"{r.cost_usd:,.2f}",
+        "time": duration(r.hours),
+        "cost USD": money(r.cost_usd),
         "samples/$": f"{r.samples_per_dollar:,.0f}",
         "note": "; ".join(notes(r) + ([why] if why else [])),
     }
@@ -186,8 +204,8 @@ def _needs(r: CandidateRow) -> str:
 def summary_line(plan: Plan) -> str:
     j = plan.job
     n = len(plan.candidates)
-    return (f"{plan.workload_id}: {j.samples:,.4g} samples, budget ${j.budget_usd:,.2f}, deadline "
-            f"{j.deadline_hours:,.1f} h, objective {j.objective}, market {j.market}, up to {j.max_instances} "
+    return (f"{plan.workload_id}: {j.samples:,.4g} samples, budget ${money(j.budget_usd)}, deadline "
+            f"{duration(j.deadline_hours)}, objective {j.objective}, market {j.market}, up to {j.max_instances} "
             f"instances; {len(plan.throughputs)} instance types x {len(plan.regions)} regions -> {n:,} candidates, "
             f"{int(plan.candidates.feasible.sum()):,} feasible")
 
@@ -229,7 +247,13 @@ def write(plan: Plan, rows: Rows, fmt: str, *, probe_commands: list[str], show_e
     print(file=stream)
     if rs:
         disp = [_display(r, plan.job) | ({} if feasible else {"needs": _needs(r)}) for r in rs]
-        emit(disp, fmt, list(TABLE_COLUMNS) + ([] if feasible else ["needs"]), stream=stream)
+        emit(disp, fmt, list(TABLE_COLUMNS) + ([] if feasible else ["needs"]), stream=stream,
+             wrap={"note": NOTE_WIDTH})
+        if short_run(plan.job, rs[0]):
+            print("\n" + textwrap.fill(
+                f"The first option runs {duration(rs[0].hours)}. Booting, installing and staging data are not "
+                "counted; at this length they can be much of the time and cost: "
+                "--setup-minutes M bills them on every instance.", 100), file=stream)
     else:
         print("(no candidates: every instance type was excluded or has no price; see --show-excluded)", file=stream)
     pr = rows.probes
@@ -249,7 +273,7 @@ def write(plan: Plan, rows: Rows, fmt: str, *, probe_commands: list[str], show_e
             print(f"  {cmd}", file=stream)
     if show_excluded:
         print(f"\nExcluded ({len(plan.exclusions)}):", file=stream)
-        emit(exclusion_rows(plan), fmt, ["instance_type", "reason"], stream=stream)
+        emit(exclusion_rows(plan), fmt, ["instance_type", "reason"], stream=stream, wrap={"reason": 80})
     elif plan.exclusions:
         print(f"\n{len(plan.exclusions)} instance types excluded (--show-excluded lists them with the reason).",
               file=stream)
@@ -259,10 +283,29 @@ def _num(x: float) -> str:
     return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.3g}"
 
 
+def duration(h: float) -> str:
+    """Hours for people: minutes below an hour, seconds below a minute."""
+    if not h < 1e5:
+        return f"{h:,.3g} h"
+    if round(h * 60) >= 60:
+        return f"{h:,.1f} h"
+    if round(h * 3600) >= 60:
+        return f"{h * 60:.0f} min"
+    return f"{h * 3600:.0f} s" if h * 3600 >= 0.5 else "<1 s"
+
+
+def money(usd: float) -> str:
+    """Dollars to the cent; below a cent, two significant figures rather than 0.00."""
+    return f"{usd:,.2f}" if usd >= 0.005 or usd == 0 else f"{usd:.2g}"
+
+
 def _fmt_hours(h: float) -> str:
+    """A --deadline value that is at least h hours."""
     if h >= 48:
         return f"{math.ceil(h / 24 * 10) / 10:g}d"
-    return f"{math.ceil(h * 10) / 10:g}h"
+    if h < 1:
+        return f"{math.ceil(round(h * 60, 6)):g}m"
+    return f"{math.ceil(round(h * 10, 6)) / 10:g}h"
 
 
 def _json_default(o):

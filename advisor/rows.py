@@ -47,7 +47,9 @@ class CandidateRow:
     feasible: bool
     has_figure: bool  # False: no throughput for this count (the network bandwidth is unknown)
     budget_needed_usd: float | None  # the budget that makes it feasible, up to the cent; None: within
-    deadline_needed_hours: float | None  # the deadline that makes it feasible, up to 0.1 h; None: within
+    deadline_needed_hours: float | None  # the deadline that makes it feasible (up to 0.1 h, or the minute
+    # below an hour); None: within
+    setup_hours: float  # of `hours`: billed setup before training (--setup-minutes)
     estimate_anchor: str | None  # estimated: the instance type it scales from
     network_note: str | None  # several instances: the assumption made about the network
     throughput_notes: list[str]  # what the throughput model said (measurement age, devices used, caps)
@@ -151,8 +153,9 @@ def candidate_row(plan: Plan, i: int, rank_no: int | None) -> CandidateRow:
         feasible=bool(c.feasible[i]),
         has_figure=has_figure,
         budget_needed_usd=_ceil(need_budget, 2) if has_figure and need_budget > plan.rank_job.budget_usd else None,
-        deadline_needed_hours=(_ceil(need_deadline, 1) if has_figure and need_deadline > plan.rank_job.deadline_h
-                               else None),
+        deadline_needed_hours=(_up_to_a_deadline(need_deadline)
+                               if has_figure and need_deadline > plan.rank_job.deadline_h else None),
+        setup_hours=plan.rank_job.setup_h,
         estimate_anchor=th.anchor,
         network_note=th.network_note if k > 1 else None,
         throughput_notes=list(th.notes),
@@ -163,6 +166,11 @@ def candidate_row(plan: Plan, i: int, rank_no: int | None) -> CandidateRow:
 def _ceil(x: float, digits: int) -> float:
     """Rounded up, so the figure typed back in as a limit is met."""
     return math.ceil(x * 10**digits) / 10**digits
+
+
+def _up_to_a_deadline(h: float) -> float:
+    """Hours rounded up to what a --deadline would say: 0.1 h, or the minute below an hour."""
+    return math.ceil(h * 60) / 60 if h < 1 else _ceil(h, 1)
 
 
 def probe_rows(plan: Plan) -> list[ProbeRow]:

@@ -29,7 +29,7 @@ ROW = {
     "samples_per_dollar": 2.7e6, "usd_per_hour": 1.212, "od_usd_per_hour": None, "precision": "bf16-mixed",
     "scale_out_efficiency": 1.0, "overall_efficiency": None, "expected_interruptions": 0.0, "interruption_bucket": -2,
     "feasible": True, "has_figure": True, "budget_needed_usd": None, "deadline_needed_hours": None,
-    "estimate_anchor": "c7i.2xlarge", "network_note": None, "throughput_notes": [], "basis": {},
+    "estimate_anchor": "c7i.2xlarge", "network_note": None, "throughput_notes": [], "basis": {}, "setup_hours": 0.0,
 }
 
 
@@ -66,6 +66,8 @@ def test_notes_come_from_typed_fields_not_basis_keys():
         "measured 40 days ago", "est. 600-1,200/s from c7i.2xlarge", "scale-out eff 87%", "1/8 of the burst assumed",
         "~0.01 interruptions (bucket unknown: assumed >20%)", "od $1.212/h after 1st interruption",
         "same cost with 3-4 instances (down to 10.2 h)", "same in us-west-2"]
+    assert report.notes(row(estimate_anchor=None, setup_hours=0.25, hours=0.4)) == ["setup is 62% of the time"]
+    assert report.notes(row(estimate_anchor=None, setup_hours=0.25, hours=0.6)) == []
     assert report.notes(row(estimate_anchor=None)) == []
 
 
@@ -75,6 +77,8 @@ def test_reason_from_the_typed_shortfall():
     over = row(feasible=False, cost_usd=29.98, budget_needed_usd=29.98, hours_pessimistic=13.04,
                deadline_needed_hours=13.1)
     assert report.reason(over, j) == "cost $29.98 > budget $20.00; 13.0 h (pessimistic) > deadline 12.0 h"
+    short = row(feasible=False, hours_pessimistic=0.3, deadline_needed_hours=0.3)
+    assert report.reason(short, job(deadline_hours=0.25)) == "18 min (pessimistic) > deadline 15 min"
     assert "network bandwidth unknown" in report.reason(row(feasible=False, has_figure=False), j)
 
 

@@ -68,7 +68,7 @@ def register(sub) -> None:
                         "planned only when it is expected to save more than it costs)")
     p.add_argument("--top", type=int, default=10, metavar="N", help="rows to show (default 10)")
     p.add_argument("--show-excluded", action="store_true", help="also list excluded instance types with the reason")
-    p.add_argument("--plot", metavar="FILE.png", help="write a cost-vs-time plot (needs matplotlib)")
+    p.add_argument("--plot", metavar="FILE", help="write a cost-vs-time plot to FILE.png, .svg or .pdf (needs matplotlib)")
     p.add_argument("--format", choices=FORMATS, default="table", help="output format")
     add_catalog_options(p)
     add_store_option(p)
@@ -120,8 +120,10 @@ def load_measurements(args, workload_id: str) -> list:
 
 def handle(args) -> int:
     job = job_from_args(args)
-    if args.plot and not args.plot.lower().endswith(".png"):
-        raise UserError(f"--plot writes a PNG: give a file name ending in .png, not {args.plot!r}")
+    if args.plot:  # refused before anything is computed or printed
+        from ..plot import check_target
+
+        check_target(args.plot)
     catalog = load_catalog(args)
     from ..planner import build_plan, workload_spec
     from ..report import write
