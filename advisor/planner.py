@@ -87,11 +87,13 @@ def workload_facts(spec: WorkloadSpec, measurements: list):
     return facts_from_probes(spec.model, spec.image_size, [r.flops_per_sample for r in measurements])
 
 
-def build_plan(catalog: Catalog, job: JobSpec, measurements: list | None = None, top: int = 10) -> Plan:
+def build_plan(catalog: Catalog, job: JobSpec, measurements: list | None = None, top: int = 10,
+               references: str = "builtin") -> Plan:
+    """`references`: builtin (the shipped dataset), none (your probes only) or a reference file."""
     check_filters(catalog, job)
     spec = workload_spec(job)
     facts = workload_facts(spec, measurements or [])
-    model = ThroughputModel(catalog, facts, spec.workload_id, job.image_size, measurements)
+    model = ThroughputModel(catalog, facts, spec.workload_id, job.image_size, measurements, references=references)
     regions = job.regions or list(catalog.offers)
     families = set(job.families)
 

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 SCHEMA_VERSION = 2
 REFERENCE_PATH = Path(__file__).parent / "data" / "reference_measurements.json"
+MAX_BYTES = 16 * 2**20  # the shipped table is ~0.5 MiB; a file far larger is not one
 
 # The probe's builtin models (lightning_module.result.BUILTIN_MODELS); rows of these models get
 # the probe's workload id, so a published figure and a probe of the same job line up.
@@ -236,22 +237,32 @@ def _builtin() -> ReferenceSet:
 
 
 def _load(path: Path) -> ReferenceSet:
+    # TODO(issue 11): read through catalog.io.read_json_file once it is on main; same rules.
     try:
-        text = path.read_bytes()
+        with open(path, "rb") as f:
+            text = f.read(MAX_BYTES + 1)
     except FileNotFoundError:
         raise ReferenceError(f"reference file {path} does not exist") from None
+    except IsADirectoryError:
+        raise ReferenceError(f"reference file {path} is a directory, not a file") from None
     except OSError as e:
         raise ReferenceError(f"reference file {path}: {e.strerror or e}") from None
+    if len(text) > MAX_BYTES:
+        raise ReferenceError(f"reference file {path} is larger than {MAX_BYTES // 2**20} MiB: not a reference table")
     return loads(text, where=f"reference file {path}")
 
 
 def loads(text: str | bytes, where: str = "reference data") -> ReferenceSet:
     try:
         data = json.loads(text)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ReferenceError(f"{where} is not valid JSON ({getattr(e, 'msg', e)})") from None
+    except UnicodeDecodeError:
+        raise ReferenceError(f"{where} is not UTF-8 text") from None
+    except json.JSONDecodeError as e:
+        raise ReferenceError(f"{where} is not valid JSON ({e.msg} at line {e.lineno} column {e.colno})") from None
     except RecursionError:
         raise ReferenceError(f"{where} is nested too deeply to be a reference table") from None
+    except ValueError:  # the one other ValueError json raises: an integer of more than 4300 digits
+        raise ReferenceError(f"{where} is not valid JSON (a number too long to read)") from None
     if not isinstance(data, dict) or "measurements" not in data:
         raise ReferenceError(f"{where} is not a reference table (no 'measurements' list)")
     if data.get("schema_version") != SCHEMA_VERSION:

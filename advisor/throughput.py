@@ -1,61 +1,57 @@
-"""How fast one instance of each type trains the workload, and where that number comes from.
+"""How fast one instance of each type trains the workload, where that number comes from and
+how sure it is.
 
 Order of trust, per instance type:
-1. `measured`: the user's newest probe of this workload on this type (results store).
-2. `reference`: a published, tuned figure for this workload (advisor/data/reference_measurements.json).
-3. `estimated`: the nearest measured/reference anchor, scaled by the ratio of the devices' peak
-   FLOP/s at the precision each would train in (bf16, else fp16, else fp32), i.e. assuming the
-   target reaches the anchor's utilisation of its peak. The band widens with distance from the
-   anchor; every estimate carries its basis.
+1. `measured`: the user's newest probe of this workload on this type (results store). A probe
+   that says it is not reliable (ProbeResult.reliable False) keeps its figure, with a band
+   widened to what the estimate without it says and a note with its reasons.
+2. `reference`: a published figure for this workload on this very instance type (the reference
+   dataset, advisor/references.py).
+3. `estimated`: the cross-device model (advisor/estimate/): fitted on all reference rows,
+   re-anchored by the user's probes, calibrated bands, capped by what the host can feed.
 Types the workload cannot run on are returned as exclusions with the reason.
 
-Multi-device instances: instance throughput = devices x per-device x efficiency, the efficiency
-from the all-reduce model in advisor.scaling with the instance's interconnect (catalog.hardware).
+Multi-device instances: devices x per-device x efficiency; the efficiency is the smaller of the
+published n-GPU scaling (advisor.estimate.calibrate.efficiency_from_pairs) and the all-reduce
+model over the instance's interconnect (advisor.scaling, catalog.hardware).
 """
 
 from __future__ import annotations
 
+import copy
 import logging
 import math
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 from catalog import accelerators as acc
 from catalog.hardware import (
-    HOST_LINK,
-    PCIE4,
-    SOCKET_VCPUS,
     best_dtype,
     device_count,
     device_kind,
-    device_peak_tflops,
     gpu_spec,
     interconnect,
     sustained_network_gbps,
 )
 from catalog.models import Catalog, InstanceType
-from lightning_module.workload_facts import FACTS, WorkloadFacts
+from lightning_module.workload_facts import WorkloadFacts
 
-from .references import load_references
-from .scaling import intra_instance
+from .estimate.calibrate import CALIBRATED_SHARE
+from .estimate.host import apply_cap, host_cap
+from .estimate.model import CrossDeviceModel, build
+from .estimate.points import MIXED, PRECISION_OF_DTYPE
+from .estimate.predict import Estimator, Measured, measured_from
+from .references import ReferenceError, ReferenceSet, load_references
+from .scaling import DEFAULT_BATCH, intra_instance
 
 log = logging.getLogger(__name__)
 
 STALE_DAYS = 30
-
-# Band half-widths as multiplicative factors (low = x / f, high = x * f), by distance from the
-# anchor. Judgement calls, not measurements: the articles show 4.5x between a naive and a tuned
-# run on one machine, so even "same model" carries 30%; a CPU<->GPU jump crosses software stacks.
-BAND_SAME_MODEL = 1.3
-BAND_SAME_CLASS = 1.75
-BAND_OTHER_CLASS = 2.5
-BAND_CPU_GPU = 3.5
-BAND_OTHER_WORKLOAD = 1.5  # extra factor when the anchor measured a different model
-
-_PRECISION_OF = {"bf16": "bf16-mixed", "fp16": "16-mixed", "fp32": "32-true"}
-_DTYPE_OF = {v: k for k, v in _PRECISION_OF.items()}
+BUILTIN, NONE = "builtin", "none"
+# The share of published figures an estimate's band is calibrated to cover (leave-one-device-out).
+BAND_COVERAGE = CALIBRATED_SHARE
 
 
 @dataclass
@@ -86,60 +82,39 @@ class Exclusion:
     reason: str
 
 
-@dataclass
-class Anchor:
-    """A measured or published point an estimate can scale from."""
 
-    instance: InstanceType
-    per_device_sps: float
-    precision: str
-    source: str
-    workload_id: str
-    utilisation: float  # of the device's (or the CPU's) peak at `precision`
-    label: str
-    flops_anchor: float  # FLOPs per sample of the workload the anchor ran
+# (references, catalog) -> model; the catalog is kept in the value so its id cannot be reused.
+_MODELS: dict[tuple, tuple[CrossDeviceModel, ReferenceSet, Catalog]] = {}
 
 
-@lru_cache(maxsize=1)
-def reference_measurements() -> list[dict[str, Any]]:
-    """The seeds' ladder rows (those with an instance type and a rung) in the shape this module
-    has always read; the estimator that uses the whole dataset replaces this adapter."""
-    return [
-        {"instance_type": m.instance_type, "workload_id": m.workload_id,
-         "accelerator": "cpu" if m.device == "cpu" else "gpu", "rung": m.rung, "tuned": m.tuned,
-         "precision": m.precision, "samples_per_sec": m.samples_per_sec,
-         "relative_uncertainty": m.uncertainty, "torch": m.torch_version,
-         "provenance": m.provenance}
-        for m in load_references().measurements if m.instance_type and m.rung
-    ]
-
-
-def distance(anchor: InstanceType, target: InstanceType) -> tuple[int, float, str]:
-    """(rank, band factor, words): same device model < same vendor/class < other class < CPU<->GPU."""
-    ka, kt = device_kind(anchor), device_kind(target)
-    if (ka == "cpu") != (kt == "cpu"):
-        return 3, BAND_CPU_GPU, "CPU<->accelerator"
-    if ka == "cpu":
-        ma, mt = acc.cpu_model(anchor), acc.cpu_model(target)
-        if anchor.family == target.family or (ma is not None and ma == mt):
-            return 0, BAND_SAME_MODEL, "same CPU model"
-        va, vt = acc.cpu_manufacturer(anchor), acc.cpu_manufacturer(target)
-        if va is not None and vt is not None and va.lower() == vt.lower() and anchor.arch == target.arch:
-            return 1, BAND_SAME_CLASS, "same CPU vendor"
-        return 2, BAND_OTHER_CLASS, "other CPU vendor/architecture"
-    sa, st = gpu_spec(anchor), gpu_spec(target)
-    if sa is not None and st is not None and sa.key == st.key:
-        return 0, BAND_SAME_MODEL, "same accelerator model"
-    if sa is not None and st is not None and sa.vendor == st.vendor and sa.kind == st.kind:
-        return 1, BAND_SAME_CLASS, "same accelerator vendor"
-    return 2, BAND_OTHER_CLASS, "other accelerator class"
+def cross_device_model(references: str | Path | ReferenceSet,
+                       catalog: Catalog) -> tuple[CrossDeviceModel, ReferenceSet]:
+    """The model for `--references builtin|none|FILE`, or for a ReferenceSet given directly (none:
+    the builtin model's calibration, whose rows are then not used as anchors). Built once per
+    process, reference set and catalog."""
+    key = (id(references) if isinstance(references, ReferenceSet) else str(references), id(catalog))
+    if key in _MODELS and isinstance(references, ReferenceSet) and _MODELS[key][1] is not references:
+        del _MODELS[key]  # another set at a reused id
+    if key not in _MODELS:
+        if isinstance(references, ReferenceSet):
+            origin, refs = "given reference set", references
+        else:
+            origin = BUILTIN if str(references) in (BUILTIN, NONE) else str(references)
+            refs = load_references(None if origin == BUILTIN else origin)
+        try:
+            model = build(refs.measurements, catalog, origin)
+        except ValueError as e:
+            raise ReferenceError(f"reference set {origin}: {e}") from None
+        _MODELS[key] = (model, refs, catalog)
+    return _MODELS[key][:2]
 
 
 class ThroughputModel:
-    """Builds the per-type throughput table for one workload from the store and the reference file."""
+    """Builds the per-type throughput table for one workload from the store and the reference set."""
 
     def __init__(self, catalog: Catalog, facts: WorkloadFacts, workload_id: str, image_size: int = 224,
-                 measurements: list | None = None, now: datetime | None = None):
+                 measurements: list | None = None, now: datetime | None = None,
+                 references: str | Path | ReferenceSet = BUILTIN):
         self.catalog = catalog
         self.facts = facts
         self.workload_id = workload_id
@@ -151,7 +126,29 @@ class ThroughputModel:
         self._measured: dict[str, Any] = {}
         self._multi: dict[str, dict[int, float]] = {}
         self._index_measurements()
-        self.anchors = self._anchors()
+        self.use_references = isinstance(references, ReferenceSet) or str(references) != NONE
+        self.model, refs = cross_device_model(references, catalog)
+        self.references = refs.measurements if self.use_references else []
+        self.estimator = Estimator(self.model, catalog, facts.model, self.flops,
+                                   [self._as_measured(r) for r in self._measured.values()], self.use_references)
+        self.pipeline_rate = self._pipeline_rate()
+
+    def reanchored(self, measured: dict[str, float]) -> ThroughputModel:
+        """This model with the estimates re-anchored as if these instance types had been probed at
+        these whole-instance samples/s (added to the real probes): what a probe plan asks of
+        "what would measuring X change?". The types themselves stay estimates (at distance 0
+        from their own probe, so with the narrowest band the calibration gives)."""
+        extra = []
+        for name, sps in measured.items():
+            it = self.catalog.instance_types[name]
+            n = device_count(it)
+            extra.append(Measured(name, f"hypothetical:{name}", PRECISION_OF_DTYPE[best_dtype(it) or "fp32"],
+                                  sps / n / self.model.efficiency(n)))
+        other = copy.copy(self)
+        other.warnings = []
+        other.estimator = self.estimator.with_measurements(
+            [m for m in self.estimator.measured if m.instance_type not in measured] + extra)
+        return other
 
     # -- sources ---------------------------------------------------------------------------
 
@@ -160,13 +157,27 @@ class ThroughputModel:
             return
         newest = self.measurements[0]
         for r in self.measurements:
-            if not r.instance_type:
+            if not r.instance_type or r.instance_type not in self.catalog.instance_types:
                 continue
             if r.config.num_nodes > 1:
                 self._multi.setdefault(r.instance_type, {}).setdefault(r.config.num_nodes, r.samples_per_sec)
             elif r.instance_type not in self._measured:
                 self._measured[r.instance_type] = r
         self._newest_versions = (newest.software.torch, newest.software.lightning)
+
+    def _devices_used(self, r) -> int:
+        return max(1, r.config.devices) if r.config.accelerator == "gpu" else 1
+
+    def _as_measured(self, r) -> Measured:
+        return measured_from(r, self._devices_used(r), self.model.efficiency)
+
+    def _pipeline_rate(self) -> float | None:
+        """Samples/s per vCPU of the data pipeline, from the newest probe that measured it."""
+        for r in self.measurements:
+            rate = getattr(r, "pipeline_samples_per_sec_per_worker", None)
+            if rate:
+                return float(rate)
+        return None
 
     def _measured_notes(self, r) -> list[str]:
         notes = []
@@ -177,46 +188,6 @@ class ThroughputModel:
             notes.append(f"measured with torch {r.software.torch}/lightning {r.software.lightning}, "
                          f"newest probe used {self._newest_versions[0]}/{self._newest_versions[1]}")
         return notes
-
-    def _utilisation(self, it: InstanceType, per_device_sps: float, dtype: str, flops: float) -> float | None:
-        peak = device_peak_tflops(it, dtype)
-        if not peak:
-            return None
-        return per_device_sps * flops / (peak * 1e12)
-
-    def _anchors(self) -> list[Anchor]:
-        out: list[Anchor] = []
-        types = self.catalog.instance_types
-        for name, r in self._measured.items():
-            it = types.get(name)
-            if it is None:
-                continue
-            dev = max(1, r.config.devices) if r.config.accelerator == "gpu" else 1
-            per_dev = r.samples_per_sec / dev
-            dtype = _DTYPE_OF.get(r.config.precision, "fp32")
-            flops = r.flops_per_sample or self.flops
-            u = self._utilisation(it, per_dev, dtype, flops)
-            if u:
-                out.append(Anchor(it, per_dev, r.config.precision, "measured", self.workload_id, u,
-                                  f"your probe of {name} ({r.samples_per_sec:.4g} samples/s, {r.config.precision})",
-                                  flops))
-        refs = [m for m in reference_measurements() if m["tuned"]]
-        same = [m for m in refs if m["workload_id"] == self.workload_id]
-        # Published figures exist only for ResNet-50: other workloads borrow their utilisation
-        # (FLOPs differ, the device's ability to keep its units busy carries over roughly).
-        for m in same or refs:
-            it = types.get(m["instance_type"])
-            if it is None or m["instance_type"] in self._measured:
-                continue
-            dtype = _DTYPE_OF.get(m["precision"], "fp32")
-            ref_model = m["workload_id"].split("-")[0]
-            flops = FACTS[ref_model].train_flops_per_sample if ref_model in FACTS else self.flops
-            u = self._utilisation(it, m["samples_per_sec"] / device_count(it), dtype, flops)
-            if u:
-                out.append(Anchor(it, m["samples_per_sec"] / device_count(it), m["precision"], "reference",
-                                  m["workload_id"], u, f"published {m['instance_type']} {m['samples_per_sec']:g} samples/s ({m['workload_id']}, {m['rung']})",
-                                  flops))
-        return out
 
     # -- per type --------------------------------------------------------------------------
 
@@ -245,24 +216,28 @@ class ThroughputModel:
                 return Exclusion(name, f"no native {require_dtype} on {it.accelerator_model or acc.cpu_model(it) or 'this CPU'}")
         if measured is not None:
             return self._from_measurement(it, measured)
-        ref = self._reference(name)
+        ref = self._reference(it)
         if ref is not None:
             return self._from_reference(it, ref)
-        if dtype is None:
-            return Exclusion(name, f"unknown accelerator {it.accelerator_model!r}: no peak figures to estimate from")
-        return self._estimate(it, dtype)
+        return self._estimate(it)
 
-    def _reference(self, name: str) -> dict | None:
-        for m in reference_measurements():
-            if m["instance_type"] == name and m["workload_id"] == self.workload_id and m["tuned"]:
-                return m
-        return None
+
+    def _reference(self, it: InstanceType):
+        """A published figure on this very instance type, all its devices, at the precision the
+        probe would train in; tuned first (the probe tunes too), then the newest."""
+        dtype = best_dtype(it)
+        want = MIXED if device_kind(it) != "cpu" else (PRECISION_OF_DTYPE.get(dtype or "fp32"),)
+        n = device_count(it)
+        rows = [m for m in self.references if m.instance_type == it.name and m.workload_id == self.workload_id
+                and m.nodes == 1 and (m.gpus == n or device_kind(it) == "cpu") and m.precision in want]
+        return max(rows, key=lambda m: (m.tuned, m.source_date.isoformat() if m.source_date else ""), default=None)
 
     def _finish(self, it: InstanceType, per_dev: float, low_f: float, high_f: float, source: str,
                 precision: str, basis: dict, notes: list[str], whole_instance: float | None = None,
                 anchor: str | None = None) -> Throughput:
-        step, intra, eff, ic_words = intra_instance(device_count(it), interconnect(it), per_dev, self.facts.gradient_bytes())
         n = device_count(it)
+        step, intra, eff_ar, ic_words = intra_instance(n, interconnect(it), per_dev, self.facts.gradient_bytes())
+        eff = min(eff_ar, self.model.efficiency(n)) if n > 1 else 1.0
         sps = whole_instance if whole_instance is not None else n * per_dev * eff
         gbps, net_note = sustained_network_gbps(it)
         if gbps:
@@ -272,14 +247,19 @@ class ThroughputModel:
                 basis["network_note"] = net_note
         if n > 1:
             basis = {**basis, "devices": n, "interconnect": ic_words,
-                     "intra_instance_efficiency": round(eff, 4) if whole_instance is None else "measured"}
+                     "intra_instance_efficiency": round(eff, 4) if whole_instance is None else "measured",
+                     "intra_instance_rule": "min(published n-GPU scaling, all-reduce model over the interconnect)"}
+            if whole_instance is None:
+                # A machine strays from the published scaling rule by this much per doubling.
+                spread = math.exp(self.model.efficiency.spread() * math.log2(n))
+                low_f, high_f = low_f / spread, high_f * spread
         return Throughput(it.name, sps, sps * low_f, sps * high_f, source, precision, n, step, intra,
                           basis, notes, self._multi.get(it.name, {}), anchor=anchor,
                           intra_efficiency=eff if whole_instance is None else 1.0, network_note=net_note if gbps else None)
 
     def _from_measurement(self, it: InstanceType, r) -> Throughput:
         n = device_count(it)
-        devices_used = max(1, r.config.devices) if r.config.accelerator == "gpu" else 1
+        devices_used = self._devices_used(r)
         per_dev = r.samples_per_sec / devices_used
         lo, hi = r.samples_per_sec_ci
         notes = self._measured_notes(r)
@@ -287,95 +267,64 @@ class ThroughputModel:
             self.warnings.append(f"{it.name}: " + "; ".join(notes) + " (probe it again to refresh)")
         basis = {"result_id": r.result_id, "finished_at": r.finished_at.isoformat(),
                  "config": r.config.model_dump(), "torch": r.software.torch, "lightning": r.software.lightning}
+        low_f, high_f = lo / r.samples_per_sec, hi / r.samples_per_sec
+        if not getattr(r, "reliable", True):
+            reasons = list(getattr(r, "unreliable_reasons", []) or []) or ["the probe did not say why"]
+            basis["reliable"] = False
+            basis["unreliable_reasons"] = reasons
+            notes.append(f"probe not reliable ({'; '.join(reasons)}): band widened to the estimate without it")
+            # What the other probes and the references say about this type, without this probe.
+            others = [m for m in self.estimator.measured if m.instance_type != it.name]
+            alt = self.estimator.with_measurements(others).estimate(it)
+            if not isinstance(alt, str):
+                low_f = min(low_f, alt.low / per_dev)
+                high_f = max(high_f, alt.high / per_dev)
+                basis["estimate_without_this_probe"] = {"per_device": round(alt.per_device, 2),
+                                                        "low": round(alt.low, 2), "high": round(alt.high, 2)}
+            else:
+                low_f, high_f = min(low_f, 0.5), max(high_f, 2.0)
+                basis["estimate_without_this_probe"] = alt
         whole = r.samples_per_sec if devices_used >= n else None
         if whole is None:
-            notes.append(f"probe used {devices_used} of {n} devices; scaled with the interconnect model")
-        return self._finish(it, per_dev, lo / r.samples_per_sec, hi / r.samples_per_sec, "measured",
-                            r.config.precision, basis, notes, whole)
+            notes.append(f"probe used {devices_used} of {n} devices; scaled with the published n-GPU efficiency")
+        return self._finish(it, per_dev, low_f, high_f, "measured", r.config.precision, basis, notes, whole)
 
-    def _from_reference(self, it: InstanceType, m: dict) -> Throughput:
-        u = m["relative_uncertainty"]
+    def _from_reference(self, it: InstanceType, m) -> Throughput:
+        u = m.uncertainty
         n = device_count(it)
-        basis = {"provenance": m["provenance"], "rung": m["rung"], "torch": m.get("torch")}
-        return self._finish(it, m["samples_per_sec"] / n, 1 - u, 1 + u, "reference", m["precision"], basis, [],
-                            whole_instance=m["samples_per_sec"])
+        basis = {"reference_row": m.id, "source": m.source.label(), "where": m.source.where,
+                 "source_date": m.source_date.isoformat() if m.source_date else None, "stack": m.stack, "framework": m.framework,
+                 "derived": m.derived}
+        return self._finish(it, m.samples_per_sec / n, 1 - u, 1 + u, "reference", m.precision, basis, [],
+                            whole_instance=m.samples_per_sec)
 
-    def _estimate(self, it: InstanceType, dtype: str) -> Throughput | Exclusion:
-        if math.isnan(self.flops):
-            return Exclusion(it.name, "not measured, and no FLOPs per sample for this workload to estimate from "
-                                      "(probes record it where torch's flop counter can count the model)")
-        peak = device_peak_tflops(it, dtype)
-        if not peak:
-            return Exclusion(it.name, "no peak FLOP/s figure for this device (CPU clock or accelerator spec missing)")
-        if not self.anchors:
-            return Exclusion(it.name, "nothing measured or published to estimate from")
-        scored = []
-        for a in self.anchors:
-            rank, f, words = distance(a.instance, it)
-            other_wl = a.workload_id != self.workload_id
-            # Prefer the user's own measurements at equal distance: they ran this software stack.
-            scored.append((rank, other_wl, a.source != "measured", f, words, a))
-        scored.sort(key=lambda s: s[:3])
-        rank, other_wl, _, f, words, a = scored[0]
-        if other_wl:
-            f *= BAND_OTHER_WORKLOAD
-        a_peak = device_peak_tflops(a.instance, _DTYPE_OF.get(a.precision, "fp32")) or peak
-        ratio = peak / a_peak
-        socket_share = socket_share_a = 1.0
-        if device_kind(it) == "cpu" and it.family in SOCKET_VCPUS:
-            socket_share = min(1.0, SOCKET_VCPUS[it.family] / it.vcpus)
-        if device_kind(a.instance) == "cpu" and a.instance.family in SOCKET_VCPUS:
-            socket_share_a = min(1.0, SOCKET_VCPUS[a.instance.family] / a.instance.vcpus)
-        ratio = ratio * socket_share / socket_share_a
-        per_dev = a.per_device_sps * ratio  # = anchor utilisation x this peak / FLOPs per sample
-        bw_ratio = None
-        sa, st = gpu_spec(a.instance), gpu_spec(it)
-        if sa is not None and st is not None and sa.bandwidth_gbs and st.bandwidth_gbs:
-            bw_ratio = st.bandwidth_gbs / sa.bandwidth_gbs
-            # Roofline correction: the normalisation/activation layers of a training step are
-            # memory-bound, so a device with more FLOP/s but relatively less bandwidth than the
-            # anchor cannot keep the anchor's utilisation. Take the smaller of the two ratios.
-            per_dev = a.per_device_sps * min(ratio, bw_ratio)
-        if other_wl:
-            per_dev *= a.flops_anchor / self.flops
-        low_f = 1 / f
-        high_f = f / socket_share  # if the second socket did help after all
-        ingest = None
-        if device_kind(it) == "gpu":
-            link_words, link_gbs = HOST_LINK.get(it.family, PCIE4)
-            input_bytes = 3 * self.image_size**2  # uint8 RGB, as the probe's DataModule feeds it
-            cap = link_gbs * 1e9 / input_bytes
-            if per_dev * high_f > cap:
-                mid, high = min(per_dev, cap), cap
-                # The link is an upper bound only: below it the estimate stays as unsure as before.
-                low = per_dev * low_f if per_dev * low_f < cap else cap * low_f
-                per_dev, low_f, high_f = mid, low / mid, high / mid
-                ingest = {"link": link_words, "input_bytes_per_sample": input_bytes,
-                          "max_samples_per_sec_per_device": round(cap)}
-        basis = {
-            "anchor": a.instance.name, "anchor_source": a.source, "anchor_detail": a.label,
-            "anchor_utilisation": round(a.utilisation, 4), "distance": words,
-            "precision": _PRECISION_OF[dtype], "peak_tflops": round(peak, 2),
-            "anchor_peak_tflops": round(a_peak, 2), "peak_ratio": round(ratio, 3),
-            "bandwidth_ratio": None if bw_ratio is None else round(bw_ratio, 3),
-            "flops_per_sample": self.flops, "band_factor": round(f, 3),
-            "rule": "per-device samples/s = anchor per-device samples/s x min(peak FLOP/s ratio, memory "
-                    "bandwidth ratio (GPUs only)) x anchor FLOPs per sample / this workload's FLOPs per sample",
-        }
-        if other_wl:
-            basis["workload_note"] = f"anchor measured {a.workload_id}; utilisation assumed to carry over"
+    def _estimate(self, it: InstanceType) -> Throughput | Exclusion:
+        est = self.estimator.estimate(it)
+        if isinstance(est, str):
+            return Exclusion(it.name, est)
+        basis, notes = dict(est.basis), list(est.notes)
         if self.image_size != 224:
             basis["image_size_note"] = f"FLOPs scaled by (image_size/224)^2 = {(self.image_size / 224) ** 2:.3g}"
-        if socket_share < 1:
-            basis["socket_note"] = (f"{it.vcpus} vCPUs = {it.vcpus / SOCKET_VCPUS[it.family]:g} sockets; counted one "
-                                    "(Article A: DDP across a c6i.32xlarge's 2 NUMA nodes did not raise throughput)")
         spec = gpu_spec(it)
         if spec is not None and spec.uncertain:
             basis["uncertain_spec_fields"] = list(spec.uncertain)
-        notes = []
-        if ingest is not None:
-            basis["ingest_bound"] = ingest
-            notes.append(f"capped by the host link ({ingest['link'].split(' (')[0]}): "
-                         f"{ingest['max_samples_per_sec_per_device']:,}/s per GPU")
-        return self._finish(it, per_dev, low_f, high_f, "estimated", _PRECISION_OF[dtype], basis, notes,
-                            anchor=a.instance.name)
+        if it.accelerator_fraction:
+            basis["device_share"] = it.accelerator_fraction
+        th = self._finish(it, est.per_device, est.low / est.per_device, est.high / est.per_device, "estimated",
+                          est.precision, basis, notes, anchor=self._anchor_words(est))
+        cap = host_cap(it, self.image_size, self.pipeline_rate)
+        th.samples_per_sec, th.low, th.high, binds = apply_cap(th.samples_per_sec, th.low, th.high, cap)
+        if cap is not None and (binds or th.high >= cap["max_samples_per_sec"]):
+            th.basis["host_cap"] = {**cap, "max_samples_per_sec": round(cap["max_samples_per_sec"])}
+        if binds:
+            # The step is as slow as the host feeds it: the scale-out model must see that step time.
+            th.step_seconds = DEFAULT_BATCH * th.devices / th.samples_per_sec
+            th.notes.append(f"capped by the host ({cap['binding']}): {cap['max_samples_per_sec']:,.0f}/s")
+        return th
+
+    def _anchor_words(self, est) -> str:
+        probes = est.basis.get("probes")
+        if probes:
+            best = max(probes, key=lambda p: p["weight"])
+            return f"your {best['instance_type']} probe"
+        return f"{self.model.fit.rows} published figures"

@@ -103,15 +103,20 @@ def _match_key(tokens: list[str], memory_gib: float | None) -> str | None:
     candidates: list[str | None] = []
     # Most specific first; each rule needs the exact model token, so "L40S" never yields "L4",
     # "GH200" never yields "H200", "A10" never yields "A10G", "Trainium2" never yields "Trainium".
+    # PCIe cards have their own entries where their figures are in the table (A100, H100).
     if "B200" in t:
         candidates.append("B200")
-    if "H200" in t:
-        candidates.append("H200")
+    if "H200" in t:  # "H200 NVL" is the PCIe card: lower clocks and power than the SXM part
+        candidates.append(None if t & _OTHER_FORM_FACTORS else "H200")
     if "H100" in t:
-        candidates.append(None if t & _OTHER_FORM_FACTORS else "H100")
+        candidates.append("H100-PCIE" if "PCIE" in t and "NVL" not in t
+                          else None if t & _OTHER_FORM_FACTORS else "H100")
     if "A100" in t:
-        candidates.append(None if t & _OTHER_FORM_FACTORS
-                          else _memory_variant(tokens, memory_gib, "A100-40GB", "A100-80GB", 40, 80))
+        if "PCIE" in t:
+            candidates.append(_memory_variant(tokens, memory_gib, "A100-PCIE-40GB", "A100-PCIE-80GB", 40, 80))
+        else:
+            candidates.append(None if t & _OTHER_FORM_FACTORS
+                              else _memory_variant(tokens, memory_gib, "A100-40GB", "A100-80GB", 40, 80))
     if "V100" in t:
         candidates.append(None if t & _OTHER_FORM_FACTORS
                           else _memory_variant(tokens, memory_gib, "V100-16GB", "V100-32GB", 16, 32))
@@ -121,14 +126,21 @@ def _match_key(tokens: list[str], memory_gib: float | None) -> str | None:
         candidates.append("L4")
     if "A10G" in t:
         candidates.append("A10G")
+    if "A10" in t:  # the datacenter card; AWS's A10G variant is its own entry
+        candidates.append("A10")
+    if "MI250X" in t and ("GCD" in t or (memory_gib is not None and memory_gib < 100)):
+        candidates.append("MI250X-GCD")  # PyTorch sees each die (64 GB) as a GPU
     if "T4" in t or "T4G" in t:  # T4g: the same T4 silicon in Graviton (g5g) hosts
         candidates.append("T4")
     if "TRAINIUM" in t or "TRAINIUM1" in t:
         candidates.append(None if _followed_by_number(tokens, "TRAINIUM") else "Trainium")
     if "INFERENTIA2" in t or ("INFERENTIA" in t and _next(tokens, "INFERENTIA") == "2"):
         candidates.append("Inferentia2")
-    if "GAUDI" in t or "GAUDI1" in t or "HL205" in t or _has_seq(tokens, "HL", "205"):
-        candidates.append(None if _followed_by_number(tokens, "GAUDI") else "Gaudi")
+    part = _habana_part(tokens)
+    if "GAUDI" in t or "GAUDI1" in t or part is not None:
+        # HL-205 is Gaudi 1; HL-225 (Gaudi2) and HL-325L (Gaudi3) are later parts not in the table.
+        later = _followed_by_number(tokens, "GAUDI") or (part is not None and not part.startswith("205"))
+        candidates.append(None if later else "Gaudi")
     found = {c for c in candidates}
     if len(found) != 1:
         return None  # nothing, or two different models named at once
@@ -146,8 +158,18 @@ def _followed_by_number(tokens: list[str], tok: str) -> bool:
     return nxt is not None and nxt.isdigit() and len(nxt) <= 2
 
 
-def _has_seq(tokens: list[str], a: str, b: str) -> bool:
-    return any(x == a and y == b for x, y in itertools.pairwise(tokens))
+_HL_RE = re.compile(r"^HL(\d{3}[A-Z]*)$")
+
+
+def _habana_part(tokens: list[str]) -> str | None:
+    """Habana's part number after "HL" ('Gaudi HL-205' -> '205', 'HL-325L' -> '325L'), else None."""
+    for x, y in itertools.pairwise(tokens + [""]):
+        if x == "HL" and re.fullmatch(r"\d{3}[A-Z]*", y):
+            return y
+        m = _HL_RE.match(x)
+        if m:
+            return m.group(1)
+    return None
 
 
 def lookup(name: str, memory_gib: float | None = None) -> AcceleratorSpec | None:

@@ -53,13 +53,33 @@ def _arch(archs: list[str]) -> str | None:
     return None  # Mac hosts (x86_64_mac / arm64_mac) are not training targets
 
 
-def _accelerator(d: dict[str, Any]) -> tuple[AcceleratorKind, str | None, int, float | None]:
-    """(kind, model, count per instance, memory GiB per device).
+def baseline_gbps(net: dict[str, Any]) -> float | None:
+    """Sustained Gbit/s from a NetworkInfo record.
+
+    The instance's NetworkPerformance when it is a fixed figure: summing the cards'
+    BaselineBandwidthInGbps is wrong for multi-card types (g6e.48xlarge's four 400 Gbit/s cards
+    share "400 Gigabit"; p6-b200.48xlarge's eight 200s make "3200 Gigabit") and for some single
+    cards (trn2.3xlarge: 50 for "200 Gigabit"). For "Up to N Gigabit" N is a burst: the smaller
+    of the cards' baseline and N (c7i.2xlarge: 3.125). Qualitative labels ("High"): the cards'."""
+    gbps, up_to = parse_network(net.get("NetworkPerformance"))
+    cards = sum(c.get("BaselineBandwidthInGbps") or 0 for c in net.get("NetworkCards") or []) or None
+    if gbps is None:
+        return cards
+    if not up_to:
+        return gbps
+    return min(cards, gbps) if cards else None
+
+
+def _accelerator(d: dict[str, Any]) -> tuple[AcceleratorKind, str | None, int, float | None, float | None]:
+    """(kind, model, count per instance, memory GiB per device, share of one device or None).
 
     The model is the canonical key from accelerators.json when the device is known (so
-    `accelerators.lookup(model)` finds it again), else AWS's own name."""
+    `accelerators.lookup(model)` finds it again), else AWS's own name. A fractional GPU (g6f,
+    gr6f: Count 0 with GpuPartitionSize < 1) is one device at that share, its memory the
+    partition's."""
     neuron = (d.get("NeuronInfo") or {}).get("NeuronDevices") or []
     gpus = (d.get("GpuInfo") or {}).get("Gpus") or []
+    fraction = None
     if neuron:
         dev = neuron[0]
         name, count, maker, default_kind = dev.get("Name", ""), sum(x.get("Count", 0) for x in neuron), "AWS", "neuron"
@@ -67,19 +87,23 @@ def _accelerator(d: dict[str, Any]) -> tuple[AcceleratorKind, str | None, int, f
         dev = gpus[0]
         name, count, maker = dev.get("Name", ""), sum(x.get("Count", 0) for x in gpus), dev.get("Manufacturer", "")
         default_kind = "gaudi" if "habana" in maker.lower() or "gaudi" in name.lower() else "gpu"
+        part = dev.get("GpuPartitionSize")
+        if count == 0 and part and 0 < part < 1:
+            count, fraction = 1, float(part)
     else:
         # InferenceAcceleratorInfo alone (dl2q's Qualcomm AI100, Elastic Inference) names devices
         # PyTorch training cannot drive: such a type is a CPU instance for this advisor.
-        return "none", None, 0, None
+        return "none", None, 0, None, None
     if count <= 0:
-        return "none", None, 0, None
+        return "none", None, 0, None, None
     mib = (dev.get("MemoryInfo") or {}).get("SizeInMiB")
     mem_gib = round(mib / 1024, 2) if mib else None
-    spec = lookup(name, mem_gib)
+    whole_gib = mem_gib / fraction if mem_gib and fraction else mem_gib
+    spec = lookup(name, whole_gib)
     if spec is not None:
-        return spec.kind, spec.key, count, mem_gib
+        return spec.kind, spec.key, count, mem_gib, fraction
     log.debug("accelerator %r (%s) not in the accelerator table", name, maker)
-    return default_kind, name or None, count, mem_gib
+    return default_kind, name or None, count, mem_gib, fraction
 
 
 def instance_type_from_describe(d: dict[str, Any]) -> InstanceType | None:
@@ -93,10 +117,8 @@ def instance_type_from_describe(d: dict[str, Any]) -> InstanceType | None:
     family = family_of(name)
     net = d.get("NetworkInfo") or {}
     gbps, up_to = parse_network(net.get("NetworkPerformance"))
-    kind, model, count, mem = _accelerator(d)
+    kind, model, count, mem, fraction = _accelerator(d)
     fam = cpu_families().get(family)
-    cards = net.get("NetworkCards") or []
-    baseline = sum(c.get("BaselineBandwidthInGbps") or 0 for c in cards) or None
     return InstanceType(
         name=name,
         family=family,
@@ -113,8 +135,9 @@ def instance_type_from_describe(d: dict[str, Any]) -> InstanceType | None:
         accelerator_model=model,
         accelerator_count=count,
         accelerator_memory_gib=mem,
+        accelerator_fraction=fraction,
         network_gbps=gbps,
         network_up_to=up_to,
-        network_baseline_gbps=baseline,
+        network_baseline_gbps=baseline_gbps(net),
         efa=bool(net.get("EfaSupported")),
     )

@@ -65,9 +65,18 @@ def device_kind(it: InstanceType) -> str:
 
 
 def gpu_spec(it: InstanceType) -> acc.AcceleratorSpec | None:
+    """The whole device's spec (for a fractional GPU too: device_share says how much of it)."""
     if it.accelerator_kind == "none" or not it.accelerator_model:
         return None
-    return acc.lookup(it.accelerator_model, it.accelerator_memory_gib)
+    mem = it.accelerator_memory_gib
+    if mem and it.accelerator_fraction:
+        mem = mem / it.accelerator_fraction
+    return acc.lookup(it.accelerator_model, mem)
+
+
+def device_share(it: InstanceType) -> float:
+    """Share of the device's compute the instance gets: 1, or a g6f's GpuPartitionSize."""
+    return it.accelerator_fraction or 1.0
 
 
 def best_dtype(it: InstanceType) -> str | None:
@@ -88,11 +97,12 @@ def best_dtype(it: InstanceType) -> str | None:
 
 
 def device_peak_tflops(it: InstanceType, dtype: str) -> float | None:
-    """Peak of one device (for a CPU instance: the whole host CPU)."""
+    """Peak of one device (for a CPU instance: the whole host CPU; for a fractional GPU: its share)."""
     if it.accelerator_kind == "none":
         return acc.instance_cpu_peak_tflops(it, dtype)
     spec = gpu_spec(it)
-    return acc.peak_tflops(spec, dtype) if spec else None
+    peak = acc.peak_tflops(spec, dtype) if spec else None
+    return peak * device_share(it) if peak else peak
 
 
 def device_count(it: InstanceType) -> int:

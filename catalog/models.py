@@ -47,11 +47,15 @@ class InstanceType(BaseModel):
     accelerator_kind: AcceleratorKind = "none"
     accelerator_model: str | None = None
     accelerator_count: int = Field(default=0, ge=0)
-    accelerator_memory_gib: float | None = None  # per device
+    accelerator_memory_gib: float | None = None  # per device (for a fractional GPU: its partition's)
+    # Share of one device the instance gets: g6f/gr6f partition an L4 (GpuPartitionSize 0.125-0.5,
+    # accelerator_count 1). None: whole devices.
+    accelerator_fraction: float | None = Field(default=None, gt=0, lt=1)
     network_gbps: float | None = None  # the sustained figure; "Up to 10 Gigabit" -> 10, up_to=True
     network_up_to: bool = False
-    # Sum of the network cards' BaselineBandwidthInGbps: what hours of all-reduce get on an
-    # "Up to N Gigabit" type (c7i.2xlarge: 3.125 of "up to 12.5").
+    # What hours of all-reduce get (catalog.describe.baseline_gbps): the instance's own figure when
+    # it is a fixed one; for "Up to N Gigabit" the smaller of the cards' baseline and N
+    # (c7i.2xlarge: 3.125 of "up to 12.5").
     network_baseline_gbps: float | None = None
     efa: bool = False
 

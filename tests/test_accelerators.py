@@ -52,7 +52,13 @@ def test_every_number_has_a_source_and_uncertain_names_real_fields():
         ("Trainium", 32.0, "Trainium"),
         ("Inferentia2", None, "Inferentia2"),
         ("Gaudi HL-205", None, "Gaudi"),
+        ("HL-205", None, "Gaudi"),
         ("B200", 179.06, "B200"),
+        ("NVIDIA A10", None, "A10"),  # the datacenter card, never the A10G (nor the A10G the A10)
+        ("NVIDIA H100 PCIe", None, "H100-PCIE"),  # PCIe peaks differ from the SXM5 part
+        ("NVIDIA A100 80GB PCIe", None, "A100-PCIE-80GB"),
+        ("A100 PCIe", 40.0, "A100-PCIE-40GB"),
+        ("MI250X GCD", 64.0, "MI250X-GCD"),
     ],
 )
 def test_lookup_maps_real_device_names(name, memory_gib, key):
@@ -63,16 +69,19 @@ def test_lookup_maps_real_device_names(name, memory_gib, key):
 @pytest.mark.parametrize(
     "name, memory_gib",
     [
-        ("NVIDIA A10", None),  # the A10 is not the A10G; its figures are not in the table
         ("NVIDIA L40", None),
         ("NVIDIA GH200 480GB", None),
-        ("NVIDIA H100 PCIe", None),  # PCIe/NVL peaks differ from the SXM5 part
         ("NVIDIA H100 NVL", None),
-        ("NVIDIA A100 80GB PCIe", None),
         ("A100", None),  # 40 or 80 GB: unknown beats a guess
         ("Trainium2", None),
         ("Inferentia", None),  # inf1, not inf2
         ("Intel Gaudi 2", None),
+        ("Gaudi HL-225", None),  # Gaudi2's part number: not the Gaudi 1 in the table
+        ("Gaudi2 HL-225H", None),
+        ("Intel Gaudi 3 HL-325L", None),
+        ("HL-325L", None),
+        ("NVIDIA H200 NVL", None),  # the PCIe card, not the SXM part
+        ("NVIDIA H200 NVL", 141.0),
         ("Qualcomm AI100", None),
         ("NVIDIA GeForce RTX 4090", None),
         ("AMD Radeon Pro V520", None),

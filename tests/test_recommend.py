@@ -58,7 +58,7 @@ def test_cheapest_on_a_hand_made_catalog(cli, catalog_file):
     assert best["cost_usd"] == pytest.approx(best["hours"] * 0.357)
     assert doc["recommendations"][1]["instance_type"] == "c7i.8xlarge"
     assert doc["recommendations"][1]["throughput_source"] == "estimated"
-    assert doc["recommendations"][1]["basis"]["anchor"] == "c7i.2xlarge"
+    assert doc["recommendations"][1]["basis"]["reference_rows"] == ["article-a-c7i.2xlarge-ipex"]
 
 
 def test_spot_row_carries_the_interruption_loss(cli, catalog_file):
@@ -134,7 +134,8 @@ def test_measured_result_takes_over(cli, catalog_file, tmp_path):
     assert (best["instance_type"], best["throughput_source"], best["samples_per_sec"]) == ("c7i.2xlarge", "measured", 60.0)
     # The estimate for the bigger c7i now scales from the user's own number.
     other = next(r for r in doc["recommendations"] if r["instance_type"] == "c7i.8xlarge")
-    assert other["samples_per_sec"] == pytest.approx(240.0) and other["basis"]["anchor_source"] == "measured"
+    assert other["samples_per_sec"] == pytest.approx(240.0)
+    assert other["basis"]["probes"][0]["instance_type"] == "c7i.2xlarge"
 
 
 def test_missing_store_is_not_created(cli, catalog_file, tmp_path):
@@ -270,12 +271,14 @@ def test_a_users_own_workload_is_ranked_from_its_probes(cli, catalog_file, tmp_p
     assert code == 2  # a different id (another datamodule): nothing measured for it
 
 
-def test_a_users_own_workload_without_a_flop_count_ranks_only_what_was_measured(cli, catalog_file, tmp_path):
+def test_a_users_own_workload_without_a_flop_count_is_estimated_from_its_probe(cli, catalog_file, tmp_path):
+    """No FLOPs per sample: the probe itself sets the level; every estimate rests on it."""
     db = tmp_path / "r.db"
     with ResultStore(db) as s:
         s.add(probe_result("g5.2xlarge", 500.0, accelerator="gpu", model="mypkg.models:Net"))
     doc = run_json(cli, "--budget", "100", "--deadline", "2d", "--samples", "1e6", "--workload", "mypkg.models:Net",
-                   "--catalog", catalog_file, "--store", str(db))
-    assert {r["instance_type"] for r in doc["recommendations"]} == {"g5.2xlarge"}
-    reasons = {e["instance_type"]: e["reason"] for e in doc["excluded"]}
-    assert "no FLOPs per sample" in reasons["c7i.8xlarge"]
+                   "--catalog", catalog_file, "--store", str(db), "--top", "20")
+    rows = {r["instance_type"]: r for r in doc["recommendations"]}
+    assert rows["g5.2xlarge"]["throughput_source"] == "measured"
+    est = [r for r in doc["recommendations"] if r["throughput_source"] == "estimated"]
+    assert est and all(r["basis"]["probes"][0]["instance_type"] == "g5.2xlarge" for r in est)

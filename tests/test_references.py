@@ -29,7 +29,7 @@ def test_shipped_dataset_meets_the_minimums(refs):
     assert len(rows) >= 30
     gpu_models = {m.device for m in rows if m.device != "cpu"}
     assert len(gpu_models) >= 8
-    assert {"V100", "A100", "H100", "A10G"} <= gpu_models
+    assert {"V100", "A100", "H100", "H200", "L40S", "A10G", "Gaudi2", "Trainium"} <= gpu_models
     assert len({m.model for m in rows}) >= 2
     assert {m.stack for m in rows} == {"tuned", "default"}
     # both stacks on the same GPU model, for the same workload
@@ -77,17 +77,6 @@ def test_ids_unique_and_builtin_workload_ids(refs):
     assert rn50 and {m.workload_id for m in rn50} == {"resnet50-224px-1000c"}
 
 
-def test_throughput_adapter_keeps_the_seed_shape():
-    from advisor.throughput import reference_measurements
-
-    old = reference_measurements()
-    assert {r["instance_type"] for r in old} == {"c7i.2xlarge", "g5.2xlarge"}
-    g5 = next(r for r in old if r["instance_type"] == "g5.2xlarge" and r["tuned"])
-    assert g5["relative_uncertainty"] == 0.15 and g5["torch"] == "2.4" and "Article A" in g5["provenance"]
-    assert set(g5) == {"instance_type", "workload_id", "accelerator", "rung", "tuned", "precision",
-                       "samples_per_sec", "relative_uncertainty", "torch", "provenance"}
-
-
 # -- bad files -------------------------------------------------------------------------------------
 
 def _bad(text: str | bytes) -> str:
@@ -106,7 +95,8 @@ def _with_row(**change) -> str:
 
 def test_bad_files_are_one_line():
     assert "not valid JSON" in _bad("{not json")
-    assert "not valid JSON" in _bad(b"\xff\xfe")
+    assert "not UTF-8" in _bad(b'{"about": "\xff"}')
+    assert "number too long" in _bad('{"measurements": [' + "1" * 5000 + "]}")
     assert "nested too deeply" in _bad("[" * 100_000 + "]" * 100_000)
     assert "no 'measurements'" in _bad("[1, 2]")
     assert "schema_version 1" in _bad(json.dumps({"schema_version": 1, "measurements": []}))
@@ -147,9 +137,18 @@ def test_duplicate_ids_are_refused():
     assert "more than once" in _bad(json.dumps(data))
 
 
-def test_missing_file(tmp_path):
+def test_missing_directory_and_oversize_files(tmp_path, monkeypatch):
     with pytest.raises(ReferenceError, match="does not exist"):
         load_references(tmp_path / "nope.json")
+    with pytest.raises(ReferenceError, match="is a directory"):
+        load_references(tmp_path)
+    from advisor import references
+
+    monkeypatch.setattr(references, "MAX_BYTES", 1000)
+    big = tmp_path / "big.json"
+    big.write_text(REFERENCE_PATH.read_text())
+    with pytest.raises(ReferenceError, match="larger than"):
+        load_references(big)
 
 
 # -- the CLI -------------------------------------------------------------------------------------

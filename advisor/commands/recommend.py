@@ -70,6 +70,10 @@ def register(sub) -> None:
     p.add_argument("--show-excluded", action="store_true", help="also list excluded instance types with the reason")
     p.add_argument("--plot", metavar="FILE", help="write a cost-vs-time plot to FILE.png, .svg or .pdf (needs matplotlib)")
     p.add_argument("--format", choices=FORMATS, default="table", help="output format")
+    p.add_argument("--references", default="builtin", metavar="builtin|none|FILE",
+                   help="published figures estimates are fitted on: builtin (the shipped dataset, default), none "
+                        "(estimate from your probes alone; the calibration still applies) or a file in the same "
+                        "schema (see 'advisor references list')")
     add_catalog_options(p)
     add_store_option(p)
     p.set_defaults(func=handle)
@@ -131,7 +135,7 @@ def handle(args) -> int:
 
     spec = workload_spec(job)  # its id picks the measurements; build_plan checks the filters
     measurements = load_measurements(args, spec.workload_id)
-    plan = build_plan(catalog, job, measurements, top=args.top)
+    plan = build_plan(catalog, job, measurements, top=args.top, references=args.references)
     for w in plan.warnings:
         warn(w)
     rows = build(plan)

@@ -1,4 +1,5 @@
-"""`advisor references list`: the published training throughputs the estimates rest on."""
+"""`advisor references list`: the published training throughputs the estimates rest on.
+`advisor references check`: how well the estimator predicts each device it has not seen."""
 
 from __future__ import annotations
 
@@ -20,6 +21,18 @@ def register(sub) -> None:
     add_references_option(lp)
     add_format_option(lp)
     lp.set_defaults(func=handle_list)
+
+    cp = rsub.add_parser(
+        "check", help="leave-one-device-out: predict each device from the others, against its published figures",
+        description="Hold out each device model in turn, fit the estimator on the rest, and predict the held-out "
+                    "rows: prediction, published figure, error and whether the calibrated band covered it; then "
+                    "the median |error| and the coverage. The probe case predicts a device from one row of "
+                    "another device in the same benchmark suite.")
+    cp.add_argument("--rows", action="store_true", help="one line per held-out row instead of per device")
+    cp.add_argument("--probe", action="store_true", help="the single-probe case instead of the model alone")
+    add_references_option(cp)
+    add_format_option(cp)
+    cp.set_defaults(func=handle_check)
 
 
 def add_references_option(parser) -> None:
@@ -79,3 +92,57 @@ def _flat(m) -> dict:
     d["workload_id"] = m.workload_id
     d.update({f"source_{k}": v for k, v in src.items()})
     return d
+
+
+CHECK_DEVICE_COLUMNS = ("device", "rows", "median predicted/published", "median |error|", "covered", "extrapolation")
+CHECK_ROW_COLUMNS = ("device", "row", "workload", "stack", "published", "predicted", "band", "error", "covered")
+
+
+def handle_check(args) -> int:
+    from catalog.io import SNAPSHOT_PATH
+    from catalog.io import load as load_catalog_file
+
+    from ..estimate.evaluate import check
+    from ..estimate.model import build
+
+    refs = load(args)
+    # CPU rows need their instance's cores x clock x ISA: the shipped catalog's facts.
+    model = build(refs.measurements, load_catalog_file(SNAPSHOT_PATH),
+                  "builtin" if args.references is None else args.references)
+    result = check(model)
+    rows = result.probe_rows if args.probe else result.rows
+    summary = result.summary(probe=args.probe)
+    if args.format == "json":
+        emit([{"model": model.describe(), "summary": summary,
+               "probe_summary" if not args.probe else "model_summary": result.summary(probe=not args.probe),
+               "devices": result.per_device(args.probe), "rows": [vars(r) for r in rows],
+               "not_counted": [vars(r) for r in result.not_estimable],
+               "not_fitted": [{"id": i, "why": w} for i, w in result.skipped]}], "json")
+        return 0
+    if args.format == "csv":
+        emit([vars(r) for r in rows], "csv")
+        return 0
+    if args.rows:
+        emit([_check_row(r) for r in rows], args.format, columns=CHECK_ROW_COLUMNS)
+    else:
+        emit([{"device": d["device"], "rows": d["rows"], "median predicted/published": f"{d['median_ratio']:.2f}",
+               "median |error|": f"{d['median_abs_error']:.0%}", "covered": f"{d['covered']:.0%}",
+               "extrapolation": d["extrapolation"]} for d in result.per_device(args.probe)],
+             args.format, columns=CHECK_DEVICE_COLUMNS)
+    what = "single probe (one row of another device in the same suite)" if args.probe else "leave-one-device-out"
+    print(f"\n{what}: {summary['rows']} held-out rows on {summary['devices']} devices; "
+          f"median |error| {summary['median_abs_error']:.1%} (devices weighted equally; "
+          f"{summary['median_abs_error_rows']:.1%} over rows); band coverage {summary['coverage']:.0%} "
+          f"(target >= 80%); worst device {summary['worst_device']} ({summary['worst_median_abs_error']:.0%})")
+    if result.not_estimable and not args.probe:
+        lost = sorted({r.device for r in result.not_estimable})
+        print(f"not counted (no other anchor of their kind to fit on): {', '.join(lost)}")
+    print(f"{len(result.skipped)} of {len(refs.measurements)} rows are not fitted "
+          "(other framework or precision, no peak figures, multi-node): 'references check --format json' lists why")
+    return 0
+
+
+def _check_row(r) -> dict:
+    return {"device": r.key, "row": r.row, "workload": r.workload, "stack": r.stack,
+            "published": f"{r.published:,.0f}", "predicted": f"{r.predicted:,.0f}",
+            "band": f"{r.low:,.0f}-{r.high:,.0f}", "error": f"{r.error:+.0%}", "covered": "yes" if r.covered else "no"}

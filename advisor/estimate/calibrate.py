@@ -1,0 +1,203 @@
+"""Calibration: what the dataset says about the estimator's own errors.
+
+- Multi-GPU efficiency inside one node: from the published n-GPU vs 1-GPU pairs (same source,
+  device, workload, precision, stack), per doubling of the GPU count.
+- Band widths: leave-one-device-out. Each device model (all its variants) is held out in turn,
+  the anchor fit is redone on the rest, and the held-out rows are predicted. The band's log
+  half-width is w = scale x (1 + d), d the held-out device's distance outside what the fit saw
+  (see distance()); `scale` is the smallest that covers CALIBRATED_SHARE of the held-out points,
+  each device weighted equally. The same is done for estimates re-anchored by a probe: a row of
+  the held-out device is predicted from a row of another device in the same benchmark suite.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .fit import Fit, fit
+from .points import Device, Point
+
+# The share of held-out figures the stated band is calibrated to cover (the target is >= 80%).
+CALIBRATED_SHARE = 0.85
+# Distance weights (structure, not fitted; the scale above is): a doubling outside the fitted
+# range of peak FLOP/s or bandwidth counts 1, a vendor no anchor has 1, a device kind (CPU vs GPU)
+# no anchor has 2, a workload with no anchor rows 1.
+OUTSIDE_PER_DOUBLING = 1.0
+NEW_VENDOR = 1.0
+NEW_KIND = 2.0
+NEW_WORKLOAD = 1.0
+NEW_KIND_WORDS = "no anchor of this device kind (CPU vs accelerator)"
+
+
+@dataclass
+class Held:
+    """One held-out point and what the fit without its device said about it."""
+
+    point: Point
+    log_pred: float
+    distance: float
+    why: list[str]
+    anchor: str | None = None  # the probe row it was re-anchored on (probe calibration)
+
+    @property
+    def resid(self) -> float:
+        return math.log(self.point.sps) - self.log_pred
+
+    @property
+    def estimable(self) -> bool:
+        """False when the fit had no device of this one's kind at all (the dataset's only CPU):
+        such a point says nothing about the bands of estimates, which always have one."""
+        return NEW_KIND_WORDS not in self.why
+
+
+@dataclass
+class Efficiency:
+    loss_per_doubling: float  # efficiency(n) = (1 - loss) ** log2(n)
+    pairs: list[tuple[str, str, int, float]] = field(default_factory=list)  # (1-GPU id, n-GPU id, n, eff)
+
+    def __call__(self, n: int) -> float:
+        return (1.0 - self.loss_per_doubling) ** math.log2(max(n, 1))
+
+    def spread(self) -> float:
+        """Std of the per-pair log loss per doubling: how far one machine strays from the rule."""
+        if len(self.pairs) < 2:
+            return 0.0
+        per = [math.log(e) / math.log2(n) for _, _, n, e in self.pairs]
+        return float(np.std(per))
+
+
+def efficiency_from_pairs(rows) -> Efficiency:
+    """Published n-GPU runs against the 1-GPU run of the same suite on the same machine."""
+    def key(m):
+        return (m.source.label().split("@")[0], m.device, m.device_variant, m.device_memory_gib, m.system,
+                m.model, m.precision, m.stack, m.data_pipeline, m.framework, m.source_date)
+
+    singles = {key(m): m for m in rows if m.gpus == 1 and m.nodes == 1}
+    pairs = []
+    for m in rows:
+        if m.nodes == 1 and m.gpus > 1 and key(m) in singles:
+            one = singles[key(m)]
+            pairs.append((one.id, m.id, m.gpus, m.per_device_sps / one.per_device_sps))
+    if not pairs:
+        return Efficiency(0.0, [])
+    # The median pair's efficiency per doubling: a few pairs far off the rest (BERT-Large on one
+    # 8 x A100 box at 42%) say more about that machine than about scaling in general.
+    per = [math.log(e) / math.log2(n) for _, _, n, e in pairs]
+    loss = 1.0 - math.exp(float(np.median(per)))
+    return Efficiency(max(0.0, loss), pairs)
+
+
+def distance(dev: Device, workload: str, f: Fit) -> tuple[float, list[str]]:
+    """How far `dev` lies outside what fit `f` was fitted on, and why (empty: inside)."""
+    d, why = 0.0, []
+    same_kind = [g for g in f.devices.values() if g.kind == dev.kind]
+    if not same_kind:
+        d += NEW_KIND
+        why.append(NEW_KIND_WORDS)
+    else:
+        if dev.vendor.lower() not in {g.vendor.lower() for g in same_kind}:
+            d += NEW_VENDOR
+            why.append(f"no {dev.vendor} anchor")
+        out = _outside(dev.peak, [g.peak for g in same_kind])
+        if dev.bandwidth and all(g.bandwidth for g in same_kind):
+            out = max(out, _outside(dev.bandwidth, [g.bandwidth for g in same_kind]))
+        if out > 0:
+            d += OUTSIDE_PER_DOUBLING * out
+            faster = dev.peak > max(g.peak for g in same_kind) or (
+                dev.bandwidth and dev.bandwidth > max(g.bandwidth or 0 for g in same_kind))
+            why.append(f"{2 ** out:.2g}x {'beyond the fastest' if faster else 'below the slowest'} anchor "
+                       "(peak FLOP/s or bandwidth)")
+    if workload not in f.level:
+        d += NEW_WORKLOAD
+        why.append(f"no {workload} anchor rows")
+    return d, why
+
+
+def pair_distance(a: Device, b: Device) -> float:
+    """Distance between a probe's device and a target's (for re-anchored estimates)."""
+    if a.kind != b.kind:
+        return NEW_KIND
+    d = 0.5 * abs(math.log2(a.peak / b.peak))
+    if a.bandwidth and b.bandwidth:
+        d += 0.5 * abs(math.log2(a.bandwidth / b.bandwidth))
+    if a.vendor.lower() != b.vendor.lower():
+        d += NEW_VENDOR
+    return d
+
+
+def _outside(x: float, xs: list[float]) -> float:
+    lo, hi = min(xs), max(xs)
+    if x > hi:
+        return math.log2(x / hi)
+    if x < lo:
+        return math.log2(lo / x)
+    return 0.0
+
+
+def level_for(f: Fit, workload: str, flops: dict[str, float]) -> float | None:
+    """lambda for a workload the fit has no rows of: the best-known workload's, scaled by FLOPs
+    (the device keeps its utilisation). None when neither FLOPs figure is known."""
+    if workload in f.level:
+        return f.level[workload]
+    if workload not in flops:
+        return None
+    known = [w for w in f.level if w in flops]
+    if not known:
+        return None
+    ref = "resnet50" if "resnet50" in known else known[0]
+    return f.level[ref] + math.log(flops[ref] / flops[workload])
+
+
+def leave_one_device_out(points: list[Point], flops: dict[str, float]) -> tuple[list[Held], list[Held]]:
+    """(model-only held-out predictions, probe-anchored held-out predictions)."""
+    model_held: list[Held] = []
+    probe_held: list[Held] = []
+    for g in sorted({p.device.group for p in points}):
+        train = [p for p in points if p.device.group != g]
+        test = [p for p in points if p.device.group == g]
+        if not train:
+            continue
+        f = fit(train)
+        for p in test:
+            lam = level_for(f, p.workload, flops)
+            if lam is None:
+                continue
+            d, why = distance(p.device, p.workload, f)
+            model_held.append(Held(p, f.log_predict(p.device, p.workload, p.stack, level=lam, own_rows=False), d, why))
+            if not model_held[-1].estimable:
+                continue  # no anchor of its kind: a probe of another kind cannot calibrate it
+            for q in train:
+                if q.suite != p.suite:
+                    continue
+                # The probe's own residual carried over: log pred_t + (log obs_q - log pred_q).
+                q_pred = f.log_predict(q.device, q.workload, q.stack, own_rows=False)
+                pred = f.log_predict(p.device, p.workload, p.stack, own_rows=False) + math.log(q.sps) - q_pred
+                probe_held.append(Held(p, pred, pair_distance(q.device, p.device), [], anchor=q.label))
+    return model_held, probe_held
+
+
+def band_scale(held: list[Held], share: float = CALIBRATED_SHARE) -> float:
+    """Smallest s with |resid| <= s (1 + d) for `share` of the held-out points, devices weighted equally."""
+    if not held:
+        return float("nan")
+    ratio = np.array([abs(h.resid) / (1.0 + h.distance) for h in held])
+    w = _device_weights(held)
+    order = np.argsort(ratio)
+    cum = np.cumsum(w[order]) / w.sum()
+    return float(ratio[order][np.searchsorted(cum, share)])
+
+
+def coverage(held: list[Held], scale: float) -> float:
+    ok = np.array([abs(h.resid) <= scale * (1.0 + h.distance) for h in held], float)
+    w = _device_weights(held)
+    return float((ok * w).sum() / w.sum())
+
+
+def _device_weights(held: list[Held]) -> np.ndarray:
+    n: dict[str, int] = {}
+    for h in held:
+        n[h.point.device.group] = n.get(h.point.device.group, 0) + 1
+    return np.array([1.0 / n[h.point.device.group] for h in held])

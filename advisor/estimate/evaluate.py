@@ -1,0 +1,167 @@
+"""How honest the estimates are: leave-one-device-out over a reference set.
+
+Used by `advisor references check` and benchmarks/estimate_accuracy.py. Each device model is held
+out, the anchor fit is redone without it, and its rows are predicted (at their own stack, workload
+and precision). A row is covered when its published figure lies inside the band; the band's scale
+is itself calibrated without that device (nested), so coverage is out of sample too.
+The probe case predicts a held-out device's row from one row of another device in the same
+benchmark suite (the single-probe case: your one probe, the shape of the model, nothing else).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .calibrate import Held, band_scale, leave_one_device_out
+from .model import FLOPS, CrossDeviceModel
+
+
+@dataclass
+class CheckRow:
+    device: str  # the device model held out
+    key: str  # its variant
+    row: str  # reference row id
+    workload: str
+    precision: str
+    stack: str
+    published: float  # per device
+    predicted: float
+    low: float
+    high: float
+    error: float  # predicted / published - 1
+    covered: bool
+    distance: float
+    extrapolation: str
+    anchor: str | None = None  # probe case: the row it was re-anchored on
+
+
+@dataclass
+class Check:
+    rows: list[CheckRow]
+    probe_rows: list[CheckRow]
+    skipped: list[tuple[str, str]]  # rows the fit cannot use, and why
+    not_estimable: list[CheckRow]  # held-out devices with no anchor of their kind left (not counted)
+
+    def summary(self, probe: bool = False) -> dict:
+        rows = self.probe_rows if probe else self.rows
+        if not rows:
+            return {"rows": 0}
+        w = _weights(rows)
+        err = np.array([abs(r.error) for r in rows])
+        cov = np.array([r.covered for r in rows], float)
+        per_dev = self.per_device(probe)
+        worst = max(per_dev, key=lambda d: d["median_abs_error"])
+        return {
+            "rows": len(rows), "devices": len(per_dev),
+            "median_abs_error": _weighted_median(err, w),  # each device weighted equally
+            "median_abs_error_rows": float(np.median(err)),
+            "coverage": float((cov * w).sum() / w.sum()),
+            "worst_device": worst["device"], "worst_median_abs_error": worst["median_abs_error"],
+        }
+
+    def per_device(self, probe: bool = False) -> list[dict]:
+        out = []
+        rows = self.probe_rows if probe else self.rows
+        for dev in sorted({r.device for r in rows}):
+            mine = [r for r in rows if r.device == dev]
+            out.append({
+                "device": dev, "rows": len(mine),
+                "median_ratio": float(np.median([r.predicted / r.published for r in mine])),
+                "median_abs_error": float(np.median([abs(r.error) for r in mine])),
+                "covered": float(np.mean([r.covered for r in mine])),
+                "extrapolation": mine[0].extrapolation,
+            })
+        return out
+
+
+def check(model: CrossDeviceModel) -> Check:
+    held, probe_held = leave_one_device_out(model.points, FLOPS)
+    estimable = [h for h in held if h.estimable]
+    rows = _rows(estimable, "model")
+    lost = _rows([h for h in held if not h.estimable], "model", scale=model.bands.model_scale)
+    return Check(rows, _rows(probe_held, "probe"), model.skipped, lost)
+
+
+def _rows(held: list[Held], kind: str, scale: float | None = None) -> list[CheckRow]:
+    # The band scale calibrated on every held-out device but this one (nested, out of sample).
+    scales = {g: band_scale([h for h in held if h.point.device.group != g]) if scale is None else scale
+              for g in {h.point.device.group for h in held}}
+    out = []
+    for h in held:
+        s = scales[h.point.device.group]
+        w = s * (1.0 + h.distance)
+        p = h.point
+        pred = math.exp(h.log_pred)
+        out.append(CheckRow(
+            p.device.group, p.device.key, p.label, p.workload, p.precision, p.stack, p.sps, pred,
+            pred * math.exp(-w), pred * math.exp(w), pred / p.sps - 1.0, abs(h.resid) <= w, h.distance,
+            "; ".join(h.why) or ("-" if kind == "model" else ""), h.anchor))
+    return out
+
+
+def _weights(rows: list[CheckRow]) -> np.ndarray:
+    n: dict[str, int] = {}
+    for r in rows:
+        n[r.device] = n.get(r.device, 0) + 1
+    return np.array([1.0 / n[r.device] for r in rows])
+
+
+def _weighted_median(x: np.ndarray, w: np.ndarray) -> float:
+    order = np.argsort(x)
+    cum = np.cumsum(w[order]) / w.sum()
+    return float(x[order][np.searchsorted(cum, 0.5)])
+
+
+@dataclass
+class RatioCheck:
+    suite: str
+    device: str
+    baseline: str  # the suite's device the ratio is taken to
+    published: float  # device / baseline, per device, as published
+    predicted: float  # the same ratio from the model
+
+    @property
+    def error(self) -> float:
+        return self.predicted / self.published - 1.0
+
+
+def out_of_fit_ratios(model: CrossDeviceModel, rows, catalog) -> list[RatioCheck]:
+    """Figures the fit never sees (other frameworks: MLPerf's MXNet, ...) still say how devices
+    compare within one stack: each suite's per-device ratios to its most common device, against
+    the model's. A check on data outside the dataset's fitted rows, not a fit."""
+    from .points import _row_device
+
+    fitted = {p.label for p in model.points}
+    suites: dict[str, list] = {}
+    for m in rows:
+        if m.id in fitted or m.nodes > 1:
+            continue
+        dev, _ = _row_device(m, catalog)
+        if dev is None or dev.kind != "gpu":
+            continue
+        # One framework family is one stack here (MLPerf's MXNet submissions across rounds).
+        suites.setdefault(f"{m.model} {m.precision} {m.framework.split()[0]}", []).append((m, dev))
+    out = []
+    for suite, members in sorted(suites.items()):
+        keys = {dev.key for _, dev in members}
+        if len(keys) < 2:
+            continue
+        by_key: dict[str, list] = {}
+        for m, dev in members:
+            by_key.setdefault(dev.key, []).append((m, dev))
+        base_key = min(by_key, key=lambda k: (-len(by_key[k]), k))
+        base_m, base_dev = by_key[base_key][0]
+        base_sps = float(np.median([m.per_device_sps / model.efficiency(m.gpus) for m, _ in by_key[base_key]]))
+        f = model.fit
+        for key, ms in sorted(by_key.items()):
+            if key == base_key:
+                continue
+            m, dev = ms[0]
+            sps = float(np.median([x.per_device_sps / model.efficiency(x.gpus) for x, _ in ms]))
+            pred = math.exp(f.log_predict(dev, m.model, m.stack, level=0.0) -
+                            f.log_predict(base_dev, base_m.model, base_m.stack, level=0.0))
+            out.append(RatioCheck(suite, key, base_key, sps / base_sps, pred))
+    return out

@@ -1,0 +1,162 @@
+"""The anchor fit: one model of training throughput across devices, fitted on all anchors at once.
+
+Time per sample on one device is the sum of three parts (an additive roofline):
+
+    t = F/(eta P) + F beta/(I B) + F c
+
+compute at the device's peak P (TFLOP/s at the precision used), memory traffic at its bandwidth B
+(GB/s; beta = 2 when activations are fp32/TF32, 1 when 16-bit), and a part that neither makes
+faster (kernel launches, the framework's per-step work, the host). F, eta, I and c are not known
+per workload, so with lambda_w = log(eta / F) the model in log space is
+
+    log sps = lambda_w + sigma [tuned stack] + kappa_kind - log(1/P + theta_m beta/B + theta_o)
+
+(sigma for accelerators only: the CPU rows are Article A's ladder, the probe's own CPU stack)
+
+with theta_m = 1000 eta / I and theta_o = eta c in units of 1/(TFLOP/s). It saturates: past the
+point where the memory and fixed terms dominate, more FLOP/s buys little (within one stack an
+H200 is ~1.1x an H100, not the 1.4x its bandwidth alone would say). CPUs have no bandwidth figure
+in the catalog: for them only the compute term, with their own offset kappa_cpu.
+
+Fitting: for each (theta_m, theta_o) on a log grid the rest is linear least squares in log space
+(relative errors), rows weighted so each device counts once; the grid point with the least
+weighted squared error wins. A few milliseconds for a few hundred rows (numpy only).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .points import Device, Point
+
+# Coarse grids (0 = the term absent); the best point is then refined between its neighbours.
+THETA_M_GRID = np.concatenate(([0.0], np.logspace(-1, 2.5, 15)))
+THETA_O_GRID = np.concatenate(([0.0], np.logspace(-4.5, -1.0, 15)))
+REFINE_STEPS = 9
+# A device's own rows move its prediction by their mean residual, shrunk towards the model:
+# n rows count n / (n + SHRINK_ROWS).
+SHRINK_ROWS = 2.0
+
+
+@dataclass
+class Fit:
+    theta_m: float
+    theta_o: float
+    sigma: float  # log(tuned / default) on one device
+    kappa: dict[str, float]  # device kind -> offset (gpu: 0)
+    level: dict[str, float]  # workload -> lambda_w
+    resid: dict[str, tuple[float, int]]  # device group -> (mean residual, rows)
+    devices: dict[str, Device] = field(default_factory=dict)  # every device variant in the fit, by key
+    rows: int = 0
+    rms: float = 0.0  # weighted rms residual (log)
+
+    def offset(self, dev: Device) -> float:
+        return device_offset(dev, self.theta_m, self.theta_o)
+
+    def log_predict(self, dev: Device, workload: str | None, stack: str, level: float | None = None,
+                    own_rows: bool = True) -> float:
+        """log per-device samples/s; `level` overrides the workload's (another workload, or probes)."""
+        lam = self.level[workload] if level is None else level
+        y = lam + (self.sigma if stack == "tuned" and dev.kind != "cpu" else 0.0) + self.kappa.get(dev.kind, 0.0) \
+            - self.offset(dev)
+        if own_rows and dev.group in self.resid:
+            mean, n = self.resid[dev.group]
+            y += mean * n / (n + SHRINK_ROWS)
+        return y
+
+    def describe(self) -> dict:
+        return {
+            "form": "log sps = lambda_workload + sigma*[tuned] + kappa_kind - log(1/P + theta_m*beta/B + theta_o)",
+            "theta_m": round(self.theta_m, 4), "theta_o": round(self.theta_o, 6),
+            "tuned_over_default": round(math.exp(self.sigma), 3),
+            "kappa": {k: round(v, 3) for k, v in self.kappa.items()},
+            "rows": self.rows, "devices": len({d.group for d in self.devices.values()}), "rms_log_residual": round(self.rms, 3),
+        }
+
+
+def device_offset(dev: Device, theta_m: float, theta_o: float) -> float:
+    if dev.bandwidth is None:
+        return -math.log(dev.peak)
+    return math.log(1.0 / dev.peak + theta_m * dev.bytes_factor / dev.bandwidth + theta_o)
+
+
+def fit(points: list[Point]) -> Fit:
+    """Least squares over all points (reference rows, not probes)."""
+    if not points:
+        raise ValueError("nothing to fit")
+    n = len(points)
+    y = np.log([p.sps for p in points])
+    inv_p = np.array([1.0 / p.device.peak for p in points])
+    has_bw = np.array([p.device.bandwidth is not None for p in points])
+    mem = np.array([p.device.bytes_factor / p.device.bandwidth if p.device.bandwidth else 0.0 for p in points])
+    per_group: dict[str, int] = {}
+    for p in points:
+        per_group[p.device.group] = per_group.get(p.device.group, 0) + 1
+    w = np.array([1.0 / per_group[p.device.group] for p in points])
+
+    workloads = sorted({p.workload for p in points})
+    kinds = sorted({p.device.kind for p in points} - {"gpu"})
+    cols = [np.array([p.workload == wl for p in points], float) for wl in workloads]
+    # The stack factor is an accelerator matter (NHWC + DALI vs NCHW on synthetic data). The CPU
+    # rows are Article A's ladder, which the probe's CPU ladder repeats: their offset kappa_cpu
+    # already describes the probe's stack.
+    tuned = np.array([p.stack == "tuned" and p.device.kind != "cpu" for p in points], float)
+    has_sigma = 0 < tuned.sum() < n
+    if has_sigma:
+        cols.append(tuned)
+    # A kind's offset is only identified beside GPUs: a CPU-only set has no separate scale.
+    kind_cols = [k for k in kinds if any(p.device.kind == "gpu" for p in points)]
+    cols += [np.array([p.device.kind == k for p in points], float) for k in kind_cols]
+    X = np.stack(cols, axis=1)
+
+    sw = np.sqrt(w)
+    Xw = X * sw[:, None]
+    u, s, _ = np.linalg.svd(Xw, full_matrices=False)
+    U = u[:, s > s[0] * 1e-10]
+
+    def sse_of(tm: np.ndarray, to: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        inner = inv_p[None, :] + tm[:, None] * mem[None, :] + to[:, None] * has_bw[None, :]
+        R = (y[None, :] + np.log(inner)) * sw[None, :]  # target of the linear part, weighted
+        resid = R - (R @ U) @ U.T
+        return np.einsum("gi,gi->g", resid, resid), R
+
+    if not has_bw.any():  # CPUs only: the memory and fixed terms do not apply
+        theta_m = theta_o = 0.0
+    else:
+        tm, to = (a.ravel() for a in np.meshgrid(THETA_M_GRID, THETA_O_GRID, indexing="ij"))
+        g = int(np.argmin(sse_of(tm, to)[0]))
+        fine_m = _between(THETA_M_GRID, g // len(THETA_O_GRID))
+        fine_o = _between(THETA_O_GRID, g % len(THETA_O_GRID))
+        tm, to = (a.ravel() for a in np.meshgrid(fine_m, fine_o, indexing="ij"))
+        g = int(np.argmin(sse_of(tm, to)[0]))
+        theta_m, theta_o = float(tm[g]), float(to[g])
+    _, R = sse_of(np.array([theta_m]), np.array([theta_o]))
+    O = np.log(inv_p + theta_m * mem + theta_o * has_bw)
+    beta, *_ = np.linalg.lstsq(Xw, R[0], rcond=None)
+    r = (y + O) - X @ beta  # unweighted residuals in log space
+
+    level = {wl: float(beta[i]) for i, wl in enumerate(workloads)}
+    k = len(workloads)
+    sigma = float(beta[k]) if has_sigma else 0.0
+    k += int(has_sigma)
+    kappa = {"gpu": 0.0} | {kd: float(beta[k + i]) for i, kd in enumerate(kind_cols)}
+    sums: dict[str, list[float]] = {}
+    for p, ri in zip(points, r):
+        sums.setdefault(p.device.group, []).append(float(ri))
+    res = {grp: (float(np.mean(v)), len(v)) for grp, v in sums.items()}
+    devices = {}
+    for p in points:
+        devices.setdefault(p.device.key, p.device)
+    rms = float(np.sqrt(np.sum(w * r**2) / np.sum(w)))
+    return Fit(theta_m, theta_o, sigma, kappa, level, res, devices, n, rms)
+
+
+def _between(grid: np.ndarray, i: int) -> np.ndarray:
+    """REFINE_STEPS values spanning grid[i]'s neighbours (geometric; 0 kept as a candidate)."""
+    lo, hi = grid[max(i - 1, 0)], grid[min(i + 1, len(grid) - 1)]
+    pos = [v for v in (lo, grid[i], hi) if v > 0]
+    fine = np.geomspace(min(pos), max(pos), REFINE_STEPS) if pos else np.array([])
+    return np.concatenate(([0.0], fine)) if lo == 0 else fine

@@ -1,0 +1,173 @@
+"""What the cross-device model sees: one device at one precision, and one observed throughput.
+
+A Point is a published row of the reference dataset or one of the user's probes, reduced to
+per-device samples/s on one device, with the device's peak FLOP/s at the precision the run used
+and its memory bandwidth. Device facts come from the catalog (catalog.accelerators,
+catalog.hardware); nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from catalog import accelerators as acc
+from catalog.hardware import (
+    SOCKET_VCPUS,
+    best_dtype,
+    device_kind,
+    device_peak_tflops,
+    device_share,
+    gpu_spec,
+)
+from catalog.models import Catalog, InstanceType
+from lightning_module.workload_facts import FACTS, REFERENCE_IMAGE_SIZE
+
+# Lightning precision -> the peak it runs at. fp32 on Ampere and later: PyTorch's
+# torch.backends.cudnn.allow_tf32 defaults to True, so fp32 convolutions run on TF32 tensor
+# cores (the published A100 "fp32" ResNet-50 rows sit at the TF32 rows' level, not at 19.5 TFLOP/s).
+PEAK_DTYPE = {"32-true": "tf32", "tf32": "tf32", "16-mixed": "fp16", "bf16-mixed": "bf16"}
+# Bytes each activation element moves, relative to a 16-bit one: fp32 and TF32 keep fp32 tensors.
+BYTES_FACTOR = {"32-true": 2.0, "tf32": 2.0, "16-mixed": 1.0, "bf16-mixed": 1.0}
+PRECISION_OF_DTYPE = {"bf16": "bf16-mixed", "fp16": "16-mixed", "fp32": "32-true"}
+MIXED = ("16-mixed", "bf16-mixed")
+
+
+@dataclass(frozen=True)
+class Device:
+    """One device as the model sees it, at one precision."""
+
+    key: str  # accelerator key ("A100-80GB") or "cpu:<family>"
+    group: str  # the device model, held out together ("A100", "V100", "cpu:c7i")
+    kind: str  # gpu | cpu | neuron | gaudi
+    vendor: str
+    peak: float  # TFLOP/s at the precision used (CPU: the counted socket)
+    bandwidth: float | None  # GB/s; None for CPUs (not in the catalog)
+    bytes_factor: float  # 2 for fp32/TF32 activations, 1 for 16-bit
+
+    @property
+    def log_peak(self) -> float:
+        return math.log(self.peak)
+
+
+@dataclass(frozen=True)
+class Point:
+    """One observed throughput: per device, as if on one device."""
+
+    device: Device
+    workload: str  # model name: resnet50, bert-large, ...
+    precision: str
+    stack: str  # tuned | default | probe
+    sps: float  # per device samples/s (multi-device runs divided by n x the scaling efficiency)
+    devices: int  # devices in the run (one node)
+    label: str  # reference row id, or "probe <instance type>"
+    origin: str  # reference | probe
+    suite: str  # rows of one benchmark suite share it (same source, workload, precision, stack)
+    reliable: bool = True
+
+
+# Variants that are one chip under another name: held out together.
+SAME_CHIP = {"A10G": "A10"}  # AWS's A10G is a GA102 A10 variant
+
+
+def group_of(spec: acc.AcceleratorSpec) -> str:
+    """The device model: variants (memory, form factor) of one chip are held out together."""
+    base = spec.key.split("-")[0]
+    return SAME_CHIP.get(base, base)
+
+
+def gpu_device(spec: acc.AcceleratorSpec, precision: str, share: float = 1.0) -> Device | None:
+    dtype = PEAK_DTYPE.get(precision)
+    if dtype is None:
+        return None
+    peak = acc.peak_tflops(spec, dtype)
+    if dtype == "tf32" and not peak:
+        peak = acc.peak_tflops(spec, "fp32")  # Volta/Turing: no TF32, fp32 runs on the CUDA cores
+    if not peak or not spec.bandwidth_gbs:
+        return None
+    return Device(spec.key, group_of(spec), spec.kind, spec.vendor, peak * share, spec.bandwidth_gbs * share,
+                  BYTES_FACTOR[precision])
+
+
+def socket_share(it: InstanceType) -> float:
+    """Share of a CPU instance's cores an estimate counts: one socket (Article A: DDP across the
+    two NUMA nodes of a c6i.32xlarge did not raise throughput)."""
+    if it.family in SOCKET_VCPUS:
+        return min(1.0, SOCKET_VCPUS[it.family] / it.vcpus)
+    return 1.0
+
+
+def instance_device(it: InstanceType, precision: str) -> Device | None:
+    """The device of an instance type at a precision (a CPU instance: its counted socket)."""
+    kind = device_kind(it)
+    if kind == "cpu":
+        dtype = "bf16" if precision == "bf16-mixed" else "fp32"
+        peak = device_peak_tflops(it, dtype)
+        if not peak:
+            return None
+        fam = acc.cpu_family(it)
+        vendor = acc.cpu_manufacturer(it) or (fam.manufacturer if fam else "unknown")
+        # One processor model is one device (c7i, m7i and r7i all run the Xeon 8488C).
+        group = f"cpu:{acc.cpu_model(it) or it.family}"
+        return Device(f"cpu:{it.family}", group, "cpu", vendor, peak * socket_share(it), None,
+                      BYTES_FACTOR.get(precision, 2.0))
+    spec = gpu_spec(it)
+    if spec is None:
+        return None
+    return gpu_device(spec, precision, device_share(it))
+
+
+def reference_points(rows, catalog: Catalog | None, efficiency) -> tuple[list[Point], list[tuple[str, str]]]:
+    """Rows of a reference set as Points, and (row id, why) for each row that cannot be one.
+
+    `efficiency(n)` is the scaling efficiency of n devices in one node (published pairs): an
+    n-device row counts as n x its per-device figure / efficiency(n) on one device."""
+    out: list[Point] = []
+    skipped: list[tuple[str, str]] = []
+    for m in rows:
+        dev, why = _row_device(m, catalog)
+        if dev is None:
+            skipped.append((m.id, why))
+            continue
+        if m.nodes > 1:
+            skipped.append((m.id, "multi-node run"))
+            continue
+        if m.rung and not m.tuned:
+            skipped.append((m.id, f"intermediate rung {m.rung!r} of a published ladder (its final rung is fitted)"))
+            continue
+        if not m.framework.startswith("PyTorch"):
+            skipped.append((m.id, f"framework {m.framework.split(' (')[0]}: the probe runs PyTorch"))
+            continue
+        per_dev = m.samples_per_sec / m.gpus / efficiency(m.gpus)
+        if m.image_size and m.image_size != REFERENCE_IMAGE_SIZE and m.model in FACTS:
+            per_dev *= (m.image_size / REFERENCE_IMAGE_SIZE) ** 2  # as if at 224 px (FLOPs ~ pixels)
+        suite = "|".join((m.source.label().split("@")[0], m.model, m.precision, m.stack, m.data_pipeline,
+                          m.framework))
+        out.append(Point(dev, m.model, m.precision, m.stack, per_dev, m.gpus, m.id, "reference", suite))
+    return out, skipped
+
+
+def _row_device(m, catalog: Catalog | None) -> tuple[Device | None, str]:
+    """The row's device, when the row is one the model is fitted on.
+
+    Only rows at the precision the probe trains in on that device: 16-bit mixed on GPUs (the
+    ladder's bf16, or fp16 without bf16), the CPU's native dtype on CPUs. fp32 rows measure other
+    units (CUDA cores, not tensor cores: V100 fp32 runs at 2.3x the utilisation of its fp16) and
+    would bend the curve the estimates are read from."""
+    if m.device == "cpu":
+        it = catalog.instance_types.get(m.instance_type) if (catalog and m.instance_type) else None
+        if it is None:
+            return None, "CPU row without an instance type in the catalog (its peak needs cores x clock x ISA)"
+        want = PRECISION_OF_DTYPE.get(best_dtype(it) or "fp32")
+        if m.precision != want:
+            return None, f"precision {m.precision}: the probe trains in {want} on {m.instance_type}"
+        dev = instance_device(it, m.precision)
+        return dev, "" if dev else f"no CPU peak for {m.instance_type}"
+    if m.precision not in MIXED:
+        return None, f"precision {m.precision}: the probe trains GPUs in 16-bit mixed precision"
+    name = " ".join(p for p in (m.device, m.device_variant or "") if p)
+    spec = acc.lookup(name, m.device_memory_gib)
+    if spec is None:
+        return None, f"device {name!r} is not in catalog/data/accelerators.json"
+    dev = gpu_device(spec, m.precision)
+    return dev, "" if dev else f"no {m.precision} peak or bandwidth for {spec.key}"

@@ -1,0 +1,183 @@
+"""Prediction: one device's throughput for the user's workload, its band and its basis.
+
+Without probes the level comes from the reference rows (the fitted lambda of the workload, or for
+a workload with no rows the best-known one's scaled by FLOPs per sample) and the estimate is for
+the probe's own stack (Lightning + torchvision after the ladder: a default, not a hand-tuned,
+stack); the band's upper end also allows the tuned stacks the reference rows show.
+
+With probes the level is re-anchored: each probe's measured / predicted ratio on its own device,
+weighted by closeness to the target (1 / (1 + distance)^2; an unreliable probe a quarter), moves
+every other estimate. The band is then the probe-calibrated one (the probe measured the stack),
+widening with the distance to the nearest probe.
+
+`Estimator.with_measurements()` re-estimates given other (e.g. hypothetical) measurements: what a
+probe plan needs to ask "what would probing X change?".
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from catalog.hardware import best_dtype
+from catalog.models import Catalog, InstanceType
+
+from .calibrate import distance, level_for, pair_distance
+from .model import FLOPS, CrossDeviceModel
+from .points import PRECISION_OF_DTYPE, Device, instance_device
+
+UNRELIABLE_WEIGHT = 0.25  # an unreliable probe's say in the re-anchoring, against a reliable one's
+
+
+@dataclass(frozen=True)
+class Measured:
+    """A user's probe as the estimator uses it: per device, as if on one device."""
+
+    instance_type: str
+    result_id: str
+    precision: str
+    per_device_sps: float
+    reliable: bool = True
+
+
+@dataclass
+class Estimate:
+    per_device: float  # samples/s of one device (the middle of the band)
+    low: float
+    high: float
+    precision: str
+    basis: dict = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+class Estimator:
+    """Per-device estimates for one workload on any instance type of a catalog."""
+
+    def __init__(self, model: CrossDeviceModel, catalog: Catalog, workload: str, flops_per_sample: float,
+                 measured: list[Measured] | None = None, use_references: bool = True):
+        self.model = model
+        self.catalog = catalog
+        self.workload = workload
+        self.flops = flops_per_sample
+        self.use_references = use_references
+        self.measured = list(measured or [])
+        flops = dict(FLOPS)
+        if math.isfinite(flops_per_sample) and workload not in flops:
+            flops[workload] = flops_per_sample
+        self.level = level_for(model.fit, workload, flops) if use_references else 0.0
+        if self.level is not None and workload in FLOPS and math.isfinite(flops_per_sample):
+            self.level += math.log(FLOPS[workload] / flops_per_sample)  # another image size: FLOPs ~ pixels
+        self._probes = [self._probe_point(m) for m in self.measured]
+
+    def with_measurements(self, measured: list[Measured]) -> Estimator:
+        """The same estimator, re-anchored on these measurements instead."""
+        return Estimator(self.model, self.catalog, self.workload, self.flops, measured, self.use_references)
+
+    # -- probes --------------------------------------------------------------------------------
+
+    def _probe_point(self, m: Measured):
+        it = self.catalog.instance_types.get(m.instance_type)
+        dev = instance_device(it, m.precision) if it is not None else None
+        if dev is None:
+            return None
+        pred = self.model.fit.log_predict(dev, self.workload, "default", level=self.level or 0.0,
+                                          own_rows=self.use_references)
+        return dev, math.log(m.per_device_sps) - pred, m
+
+    # -- one instance type ---------------------------------------------------------------------
+
+    def estimate(self, it: InstanceType) -> Estimate | str:
+        """The estimate for one device of `it`, or why there is none."""
+        dtype = best_dtype(it)
+        if dtype is None:
+            return f"unknown accelerator {it.accelerator_model!r}: no peak figures to estimate from"
+        precision = PRECISION_OF_DTYPE[dtype]
+        dev = instance_device(it, precision)
+        if dev is None:
+            return "no peak FLOP/s or memory bandwidth for this device (CPU clock or accelerator spec missing)"
+        probes = [p for p in self._probes if p is not None]
+        if probes:
+            return self._anchored(it, dev, precision, probes)
+        if not self.use_references:
+            return "not measured, and --references none: estimates need at least one probe of this workload"
+        if self.level is None:
+            return (f"no reference rows for {self.workload} and no FLOPs per sample to scale another workload's "
+                    "by: probe it on one instance type first")
+        return self._from_references(dev, precision)
+
+    def _from_references(self, dev: Device, precision: str) -> Estimate:
+        f, bands = self.model.fit, self.model.bands
+        mid = f.log_predict(dev, self.workload, "default", level=self.level)
+        d, why = distance(dev, self.workload, f)
+        w = bands.model_scale * (1.0 + d)
+        stack = max(f.sigma, 0.0) if dev.kind != "cpu" else 0.0
+        basis = self._basis(dev, precision, mid) | {
+            "band": {"log_half_width": round(w, 3), "distance": round(d, 2), "extrapolation": why or ["inside the fitted range"],
+                     "stack_spread": round(math.exp(stack), 3),
+                     "calibrated": f"leave-one-device-out: covers {bands.coverage_model:.0%} of held-out figures "
+                                   f"(target {bands.share:.0%}); band = x/exp({bands.model_scale:.3f} x (1 + distance)), "
+                                   "upper end x the tuned/default stack ratio"},
+        }
+        notes = [f"extrapolated: {'; '.join(why)}"] if d >= 1 else []
+        return Estimate(math.exp(mid), math.exp(mid - w), math.exp(mid + stack + w), precision, basis, notes)
+
+    def _anchored(self, it: InstanceType, dev: Device, precision: str, probes) -> Estimate:
+        f, bands = self.model.fit, self.model.bands
+        base = f.log_predict(dev, self.workload, "default", level=self.level or 0.0, own_rows=self.use_references)
+        weights, shifts, used = [], [], []
+        for pdev, shift, m in probes:
+            d = pair_distance(pdev, dev)
+            wt = (1.0 if m.reliable else UNRELIABLE_WEIGHT) / (1.0 + d) ** 2
+            weights.append(wt)
+            shifts.append(shift)
+            used.append({"instance_type": m.instance_type, "result_id": m.result_id,
+                         "measured_per_device": round(m.per_device_sps, 2),
+                         "predicted_per_device": round(m.per_device_sps / math.exp(shift), 2),
+                         "ratio": round(math.exp(shift), 3), "distance": round(d, 2), "reliable": m.reliable,
+                         "weight": round(wt, 4)})
+        total = sum(weights)
+        shift = sum(w * s for w, s in zip(weights, shifts)) / total
+        mid = base + shift
+        nearest = min(u["distance"] for u in used)
+        w = bands.probe_scale * (1.0 + nearest)
+        for u, wt in zip(used, weights):
+            u["weight"] = round(wt / total, 3)
+        basis = self._basis(dev, precision, mid) | {
+            "probes": used,
+            "band": {"log_half_width": round(w, 3), "distance_to_nearest_probe": nearest,
+                     "calibrated": f"one device's published figure predicted from another's in the same suite: "
+                                   f"covers {bands.coverage_probe:.0%} of held-out pairs (target {bands.share:.0%}); "
+                                   f"band = x/exp({bands.probe_scale:.3f} x (1 + distance))"},
+        }
+        low, high = mid - w, mid + w
+        notes = []
+        if not any(u["reliable"] for u in used):
+            # Only unreliable probes: the band cannot be narrower than the reference-based one.
+            if self.use_references and self.level is not None:
+                ref = self._from_references(dev, precision)
+                low, high = min(low, math.log(ref.low)), max(high, math.log(ref.high))
+            notes.append("re-anchored on unreliable probes only: band widened")
+        return Estimate(math.exp(mid), math.exp(low), math.exp(high), precision, basis, notes)
+
+    def _basis(self, dev: Device, precision: str, log_mid: float) -> dict:
+        f = self.model.fit
+        rows = [p.label for p in self.model.points if p.device.group == dev.group] if self.use_references else []
+        near = sorted(f.devices.values(), key=lambda g: pair_distance(g, dev))[:3]
+        return {
+            "model": f.describe() | {"reference": self.model.origin if self.use_references else "none (probes only)"},
+            "device": dev.key, "precision": precision, "peak_tflops": round(dev.peak, 2),
+            "bandwidth_gbs": dev.bandwidth,
+            "workload_level": None if self.level is None else round(self.level, 3),
+            "reference_rows": rows,  # this device's own published rows (they move its estimate)
+            "nearest_anchor_devices": [g.key for g in near] if self.use_references else [],
+            "per_device_samples_per_sec": round(math.exp(log_mid), 2),
+        }
+
+
+def measured_from(result, devices_in_run: int, efficiency) -> Measured:
+    """A ProbeResult as one device's figure: a multi-GPU probe divided by n x efficiency(n)."""
+    n = max(1, devices_in_run)
+    return Measured(result.instance_type, result.result_id, result.config.precision,
+                    result.samples_per_sec / n / efficiency(n), bool(getattr(result, "reliable", True)))
+
+

@@ -1,0 +1,118 @@
+#!/usr/bin/env python3
+"""How accurate the throughput estimates are, against published figures the fit did not see.
+
+1. Leave-one-device-out over the whole reference dataset: each device model (all its variants) is
+   held out, the estimator is fitted on the rest, the held-out rows are predicted. Median
+   |error| (each device weighted equally, and over rows), band coverage (the band's scale itself
+   calibrated without the held-out device), worst device. Targets: median |error| <= 20%,
+   coverage >= 80%.
+2. The single-probe case (`--references none` and one measured GPU type): a held-out device's row
+   predicted from one row of another device in the same benchmark suite, through the model's
+   shape alone (no reference rows as anchors). Same figures, same targets.
+3. The fitted model (form and numbers) and what it says for the AWS devices with no rows of their
+   own, for the README.
+
+Accuracy only (no timing): safe to run on a busy machine.
+
+    .venv/bin/python benchmarks/estimate_accuracy.py [--references FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import platform
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from advisor.estimate.evaluate import check, out_of_fit_ratios
+from advisor.estimate.model import build
+from advisor.references import load_references
+from advisor.throughput import ThroughputModel
+from catalog.io import SNAPSHOT_PATH, load
+from lightning_module.workload_facts import FACTS
+
+TARGET_ERROR, TARGET_COVERAGE = 0.20, 0.80
+AWS_DEVICES = {"T4": "g4dn.xlarge", "A10G": "g5.xlarge", "L4": "g6.xlarge", "L40S": "g6e.xlarge",
+               "V100": "p3.2xlarge", "A100 40GB": "p4d.24xlarge", "A100 80GB": "p4de.24xlarge",
+               "H100": "p5.48xlarge", "H200": "p5en.48xlarge", "B200": "p6-b200.48xlarge"}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--references", help="a reference file (default: the shipped dataset)")
+    args = ap.parse_args(argv)
+    catalog = load(SNAPSHOT_PATH)
+    refs = load_references(args.references)
+    model = build(refs.measurements, catalog, args.references or "builtin")
+    result = check(model)
+    f = model.fit
+    print(f"reference dataset: {len(refs.measurements)} rows; fitted {f.rows} rows on {len({d.group for d in f.devices.values()})} devices "
+          f"({len(model.skipped)} not fitted: other framework or precision, no peak figures, multi-node, ladder rungs)")
+    print(f"machine: {platform.machine()} {platform.python_version()} (accuracy only, no timing)")
+    print()
+    print("fitted model: per-device samples/s = exp(lambda_w + sigma*[tuned] + kappa_kind) / (1/P + theta_m*beta/B + theta_o)")
+    print(f"  theta_m = {f.theta_m:.3f} (memory term; TFLOP/s per GB/s), theta_o = {f.theta_o:.6f} (fixed term; "
+          f"a ceiling of {1 / f.theta_o if f.theta_o else math.inf:,.0f} effective TFLOP/s)")
+    print(f"  tuned / default stack = {math.exp(f.sigma):.3f}; kappa = "
+          + ", ".join(f"{k} {v:+.3f}" for k, v in f.kappa.items()))
+    print("  lambda = " + ", ".join(f"{w} {v:.3f}" for w, v in sorted(f.level.items())))
+    print(f"  in-sample rms log residual {f.rms:.3f}; multi-GPU scaling: {model.efficiency.loss_per_doubling:.2%} "
+          f"lost per doubling (8 GPUs: {model.efficiency(8):.1%}) from {len(model.efficiency.pairs)} published pairs")
+    print(f"  band: log half-width {model.bands.model_scale:.3f} x (1 + distance) from references, "
+          f"{model.bands.probe_scale:.3f} x (1 + distance) re-anchored by a probe (calibrated to cover "
+          f"{model.bands.share:.0%} of held-out points)")
+
+    ok = True
+    for probe, title in ((False, "leave-one-device-out (model fitted on the other devices)"),
+                         (True, "single probe (--references none, one measured device, the model's shape)")):
+        print(f"\n{title}")
+        print(f"  {'device':10} {'rows':>5} {'pred/pub':>9} {'median |err|':>13} {'covered':>8}  extrapolation")
+        for d in result.per_device(probe):
+            print(f"  {d['device'][:10]:10} {d['rows']:5d} {d['median_ratio']:9.2f} {d['median_abs_error']:13.1%} "
+                  f"{d['covered']:8.0%}  {d['extrapolation']}")
+        s = result.summary(probe)
+        met = s["median_abs_error"] <= TARGET_ERROR and s["coverage"] >= TARGET_COVERAGE
+        ok &= met
+        print(f"  median |error| {s['median_abs_error']:.1%} (devices weighted equally; {s['median_abs_error_rows']:.1%} "
+              f"over {s['rows']} rows), coverage {s['coverage']:.0%}, worst device {s['worst_device']} "
+              f"({s['worst_median_abs_error']:.0%}); targets <= {TARGET_ERROR:.0%} and >= {TARGET_COVERAGE:.0%}: "
+              f"{'met' if met else 'NOT met'}")
+    if result.not_estimable:
+        print("\nnot counted (held out, no other anchor of their kind left): "
+              + ", ".join(f"{r.row} {r.error:+.0%}" for r in result.not_estimable))
+
+    ratios = out_of_fit_ratios(model, refs.measurements, catalog)
+    if ratios:
+        print("\nsame-suite device ratios in rows the fit does not use (other frameworks), against the model's:")
+        for r in ratios:
+            print(f"  {r.suite[:48]:48} {r.device:>12} / {r.baseline:<10} published {r.published:5.2f}  "
+                  f"model {r.predicted:5.2f}  ({r.error:+.0%})")
+        errs = [abs(r.error) for r in ratios]
+        print(f"  median |error| of the ratios: {float(np.median(errs)):.0%} over {len(ratios)} ratios")
+
+    print("\nResNet-50 per GPU for the probe's stack, AWS devices (estimated unless published on that type):")
+    tm = ThroughputModel(catalog, FACTS["resnet50"], "resnet50-224px-1000c", references=args.references or "builtin")
+    per = {}
+    for dev, name in AWS_DEVICES.items():
+        it = catalog.instance_types.get(name)
+        if it is None:
+            continue
+        t = tm.evaluate(it)
+        n = t.devices
+        per[dev] = t.samples_per_sec / n
+        extra = t.basis.get("band", {}).get("extrapolation", "")
+        print(f"  {dev:10} {name:18} {t.source:9} {t.samples_per_sec / n:7,.0f}  ({t.low / n:,.0f}-{t.high / n:,.0f})"
+              f"  {'; '.join(extra) if isinstance(extra, list) else extra}")
+    if "H100" in per:
+        print("  ratios to the H100: " + ", ".join(f"{d} {per[d] / per['H100']:.2f}x" for d in ("A100 80GB", "H200", "B200")
+                                                    if d in per))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
