@@ -146,7 +146,7 @@ def build_plan(catalog: Catalog, job: JobSpec, measurements: list | None = None,
     probe, probe_offers = plan_probes(
         types=types, offers=offers, candidates=cands, job=rjob, objective=job.objective,
         pick=int(ranked[0]) if len(ranked) else None, instance_types=[catalog.instance_types[n] for n in types.names],
-        probe_budget_usd=job.probe_budget_usd)
+        precisions=[t.precision for t in throughputs], estimator=model, probe_budget_usd=job.probe_budget_usd)
     return Plan(job=job, rank_job=rjob, workload_id=spec.workload_id, types=types, offers=offers, candidates=cands,
                 ranked=ranked, closest=closest, probe=probe, probe_offers=probe_offers, throughputs=throughputs, exclusions=exclusions,
                 regions=regions, bucket=bucket, warnings=model.warnings,

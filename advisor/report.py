@@ -258,8 +258,9 @@ def write(plan: Plan, rows: Rows, fmt: str, *, probe_commands: list[str], show_e
         print("(no candidates: every instance type was excluded or has no price; see --show-excluded)", file=stream)
     pr = rows.probes
     if rows.candidates:
-        print("\nProbe next (ranked by what each is expected to save against what it costs; one probe of a "
-              "device re-anchors its other sizes):", file=stream)
+        print("\nProbe next (each expected to save more than it costs, the most valuable first given those above "
+              "it; a probe re-anchors the estimates of its device's other sizes, and of other devices less):",
+              file=stream)
         if pr:
             emit([{"instance": p.instance_type,
                    "samples/s now": f"{_num(p.throughput_low)}-{_num(p.throughput_high)} ({p.throughput_source})",

@@ -2,23 +2,25 @@
 
 Simulated users over the reference dataset (advisor/data/reference_measurements.json). Each
 scenario:
-- picks the instance types whose device has a published figure for the workload at that exact
-  device count (a "truth"), in one region of the shipped snapshot, on one market; a random subset
-  of those devices (each kept with probability DEVICE_KEEP, at least two) is the scenario's
-  candidate set, and every published row of those devices, any workload, is hidden from the
-  advisor: it estimates them from the other devices' rows only;
-- truth per type: one published tuned, half-precision row of the workload for that device and
-  device count (the instance's own row when one ran on that type). A scenario prefers one source
-  (NVIDIA, Lambda, ...) for all its devices, as one user's stack would, and falls back to the
-  device's other rows where that source has none. Sibling sizes of one device share its figure:
-  no published figure varies the host, so host limits cannot be scored here;
+- truth: one published tuned, half-precision PyTorch row of the workload per instance type, for
+  its device at its device count (the instance's own row when one ran on that type). MXNet MLPerf
+  submissions are left out of the truth (not of the advisor's references): the probe trains
+  PyTorch. A scenario's truths come from one published table (one suite and software release: one
+  user's stack); its candidates are the instance types of that table's devices offered in one
+  region of the shipped snapshot on one market, each device kept with probability DEVICE_KEEP (at
+  least two). Sizes of one device share its figure: no published figure varies the host, so host
+  limits cannot be scored here. Every published row of the candidate devices, any workload, is
+  hidden from the advisor: it estimates them from the other devices' rows only.
+  `--mixed` is a harder world: devices drawn freely, each device's truth preferably from one
+  table, else from any of its rows (software releases mixed across devices: two NGC releases of
+  one A100 table differ by 75%, which no estimate of one user's stack can know);
 - the job: work log-uniform in SAMPLES; objective cheapest (75%) or fastest (25%); market on-demand
   (50%), spot (25%) or any (25%); one instance (max-instances 1: nothing published says how k
   instances scale on AWS networks, so k > 1 would be scored against the advisor's own model); the
-  deadline log-uniform between 1.2x the truly fastest option's hours and 2x the truly cheapest
-  one's (binding for some jobs, slack for others); the budget 1.5-5x the true cheapest feasible
-  cost (cheapest) or between 1.2x that and 1.5x the fastest feasible one's (fastest);
-  --probe-budget PROBE_BUDGET_SHARE of the budget, at most MAX_PROBES probes;
+  deadline log-uniform between 1.2x the truly fastest option's hours (at least an hour) and 2x the
+  truly cheapest one's (binding for some jobs, slack for others); the budget 1.5-5x the true
+  cheapest feasible cost (cheapest) or between 1.2x that and 1.5x the fastest feasible one's
+  (fastest); --probe-budget PROBE_BUDGET_SHARE of the budget, at most MAX_PROBES probes;
 - each probe reveals the truth x noise at the probe's 3% CI; each round of probes runs in parallel
   and takes its longest probe's hours off the deadline; recommend runs again on what is known.
 
@@ -41,7 +43,6 @@ import math
 import statistics
 import sys
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -52,11 +53,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from advisor import rank as rk
-from advisor import throughput as tp
 from advisor.jobspec import JobSpec
 from advisor.planner import build_plan
 from advisor.probeplan.inputs import PROBE_NOISE_SD, PROBE_TARGET_CI, probe_offers
-from advisor.references import Measurement, load_references
+from advisor.references import Measurement, ReferenceSet, load_references
 from catalog import accelerators as acc
 from catalog.io import load as load_catalog
 from catalog.models import OFFER_COLUMNS, Catalog, InstanceType, RegionOffers
@@ -73,6 +73,7 @@ SAMPLES = (1e7, 1e9)  # ~8 to ~800 ImageNet-1k epochs
 MARKETS = (("on-demand", 0.5), ("spot", 0.25), ("any", 0.25))
 OBJECTIVES = (("cheapest", 0.75), ("fastest", 0.25))
 WITHIN = 0.10
+MIN_DEADLINE_H = 1.0  # nobody plans a training run against a deadline minutes away
 STRATEGIES = ("advisor", "none", "old-plan", "random")
 HALF = ("16-mixed", "bf16-mixed")
 NOW = datetime(2026, 11, 1, tzinfo=timezone.utc)
@@ -94,8 +95,11 @@ def device_of(it: InstanceType) -> tuple[str, str | None, float | None] | None:
 
 
 def rows_match(m: Measurement, it: InstanceType) -> bool:
-    """A tuned half-precision row of the workload that ran this device at this device count."""
+    """A tuned half-precision PyTorch row of the workload that ran this device at this device count
+    (the probe trains PyTorch: an MXNet MLPerf submission is not what it can reach)."""
     if m.model != WORKLOAD or m.nodes != 1 or not m.tuned or (m.precision not in HALF and m.device != "cpu"):
+        return False
+    if not m.framework.lower().startswith("pytorch"):
         return False
     dev = device_of(it)
     if m.instance_type:
@@ -116,9 +120,12 @@ def rows_match(m: Measurement, it: InstanceType) -> bool:
     return not (m.device_memory_gib and dev[2] and abs(m.device_memory_gib - dev[2]) > 2)
 
 
-def source_key(m: Measurement) -> str:
+def table_key(m: Measurement) -> str:
+    """The table it was published in (one suite, one software release): repository and path (else
+    the page or document) and the framework release."""
     s = m.source
-    return s.url or f"{s.repo}/{s.path}" if (s.url or s.repo) else (s.document or m.id)
+    where = f"{s.repo}/{s.path}" if s.repo else (s.url or s.document or m.id)
+    return f"{where} [{m.framework}]"
 
 
 def truth_rows(catalog: Catalog, refs: list[Measurement]) -> dict[str, list[Measurement]]:
@@ -179,30 +186,29 @@ def probe_result(it: InstanceType, sps: float, ci: float):
                        model=WORKLOAD, ci=ci, finished_at=NOW)
 
 
-@contextmanager
-def advisor_references(rows: list[Measurement]):
-    """The estimator sees only `rows`. The one place that knows how the estimator reads its
-    references (today: throughput.reference_measurements, cached)."""
-    saved = tp.reference_measurements
-    keep = {id(m) for m in rows}
-    full = load_references().measurements
-    visible = [d for m, d in zip((m for m in full if m.instance_type and m.rung), saved()) if id(m) in keep]
-    tp.reference_measurements = lambda: visible
-    try:
-        yield
-    finally:
-        tp.reference_measurements = saved
-
-
 class World:
     """What the benchmark knows and the advisor does not: the catalog, the dataset, the truths."""
 
-    def __init__(self, seed: int):
+    def __init__(self, seed: int, mixed: bool = False):
         self.seed = seed
+        self.mixed = mixed
         self.catalog = load_catalog(SNAPSHOT)
-        self.refs = load_references().measurements
+        self.ref_set = load_references()
+        self.refs = self.ref_set.measurements
+        self._visible: dict[frozenset, ReferenceSet] = {}
         self.rows = truth_rows(self.catalog, self.refs)
         self.devices = sorted({self._dev(n) for n in self.rows})
+
+    def _in(self, name: str, table: str) -> bool:
+        return any(table_key(m) == table for m in self.rows[name])
+
+    @staticmethod
+    def _keep(rng, devices: list[str]) -> list[str]:
+        """Each device kept with probability DEVICE_KEEP, at least two."""
+        keep = [d for d in devices if rng.random() < DEVICE_KEEP]
+        while len(keep) < 2:
+            keep = sorted(set(keep) | {str(rng.choice(devices))})
+        return keep
 
     def _dev(self, name: str) -> str:
         d = device_of(self.catalog.instance_types[name])
@@ -211,8 +217,17 @@ class World:
     def oracle(self, scn: Scenario, job: JobSpec, cat: Catalog):
         """recommend with every type measured exactly: its candidates' costs and hours are the truth."""
         exact = [probe_result(cat.instance_types[n], scn.truth[n], 1e-9) for n in scn.types]
-        with advisor_references([]):
-            return build_plan(cat, job, exact, top=1)
+        return build_plan(cat, job, exact, top=1, references="none")
+
+    def visible(self, hidden: list[str]) -> ReferenceSet:
+        """The reference rows the advisor may see: every row but the hidden devices' (one set, and
+        one fitted model, per hidden set)."""
+        key = frozenset(hidden)
+        if key not in self._visible:
+            rows = [m for m in self.refs if m.device not in key]
+            self._visible[key] = ReferenceSet(schema_version=self.ref_set.schema_version,
+                                              about=f"decision benchmark: all rows but {sorted(key)}", measurements=rows)
+        return self._visible[key]
 
     def scenario(self, i: int) -> Scenario | None:
         rng = np.random.default_rng([self.seed, i])
@@ -223,19 +238,27 @@ class World:
         ro = self.catalog.offers[region]
         offered = {n for n, m in zip(ro.instance_type, ro.market) if m in want}
         names = sorted(n for n in self.rows if n in offered)
-        devices = sorted({self._dev(n) for n in names})
-        if len(devices) < 2:
-            return None
-        keep = [d for d in devices if rng.random() < DEVICE_KEEP]
-        while len(keep) < 2:
-            keep = sorted(set(keep) | {str(rng.choice(devices))})
-        types = [n for n in names if self._dev(n) in keep]
-        sources = sorted({source_key(m) for n in types for m in self.rows[n]})
-        preferred = str(rng.choice(sources))
+        if self.mixed:
+            # Devices at random; each device's truth preferably from one table, else any of its rows.
+            devices = sorted({self._dev(n) for n in names})
+            if len(devices) < 2:
+                return None
+            keep = self._keep(rng, devices)
+            types = [n for n in names if self._dev(n) in keep]
+            preferred = str(rng.choice(sorted({table_key(m) for n in types for m in self.rows[n]})))
+        else:
+            # One table (one suite, one software release: one user's stack), its devices at random.
+            tables = sorted({table_key(m) for n in names for m in self.rows[n]})
+            tables = [t for t in tables if len({self._dev(n) for n in names if self._in(n, t)}) >= 2]
+            if not tables:
+                return None
+            preferred = str(rng.choice(tables))
+            keep = self._keep(rng, sorted({self._dev(n) for n in names if self._in(n, preferred)}))
+            types = [n for n in names if self._dev(n) in keep and self._in(n, preferred)]
         truth, truth_row = {}, {}
         for n in types:
             rows = self.rows[n]
-            mine = [m for m in rows if source_key(m) == preferred] or rows
+            mine = [m for m in rows if table_key(m) == preferred] or rows
             m = mine[int(rng.integers(len(mine)))]
             truth[n], truth_row[n] = m.samples_per_sec, m.id
         noise = {n: float(np.exp(PROBE_NOISE_SD * rng.standard_normal())) for n in types}
@@ -251,8 +274,9 @@ class World:
             return None
         cost, pess = c.cost[ok], c.hours_pess[ok]
         t_fast, t_cheap = pess.min(), pess[np.argmin(cost)]
-        hi = max(2.0 * t_cheap, 1.5 * t_fast)
-        scn.deadline = float(np.exp(rng.uniform(np.log(1.2 * t_fast), np.log(hi))))
+        lo = max(1.2 * t_fast, MIN_DEADLINE_H)
+        hi = max(2.0 * t_cheap, 2.0 * lo)
+        scn.deadline = float(np.exp(rng.uniform(np.log(lo), np.log(hi))))
         fits = pess <= scn.deadline
         c_min = cost[fits].min()
         if objective == "cheapest":
@@ -341,55 +365,52 @@ class Outcome:
 
 def run(world: World, scn: Scenario, strategy: str) -> Outcome:
     cat = sub_catalog(world.catalog, scn.types, scn.region)
-    visible = [m for m in world.refs if m.device not in scn.hidden_devices]
+    visible = world.visible(scn.hidden_devices)
     rng = np.random.default_rng([scn.seed, scn.index, 7])
     measured: dict[str, float] = {}
     spent = elapsed = 0.0
     rounds = 0
-    with advisor_references(visible):
-        while True:
-            left = scn.deadline - elapsed
-            if left <= 0:
-                plan = None
-                break
-            job = scn.job(left)
-            known = [probe_result(cat.instance_types[n], v, PROBE_TARGET_CI) for n, v in measured.items()]
-            plan = build_plan(cat, job, known, top=1)
-            if len(measured) >= MAX_PROBES or strategy == "none":
-                break
-            its = [cat.instance_types[n] for n in plan.types.names]
-            offs = probe_offers(plan.types, plan.offers, its)
-            cost = {plan.types.names[t]: o.usd for t, o in enumerate(offs) if o is not None}
-            hours = {plan.types.names[t]: o.hours for t, o in enumerate(offs) if o is not None}
-            if strategy == "advisor":
-                # recommend --probe-budget with what is left of it
-                plan = build_plan(cat, job.model_copy(update={"probe_budget_usd": scn.probe_budget - spent}), known,
-                                  top=1)
-                wanted = [plan.types.names[q.type_idx] for q in plan.probe.probes]
-            elif strategy == "old-plan":
-                best = int(plan.ranked[0]) if len(plan.ranked) else None
-                old = [] if best is None else old_probe_next(plan.candidates, plan.types, best, job.objective,
-                                                              plan.rank_job, plan.offers)
-                wanted = [plan.types.names[t] for t, _ in old]
-            elif rounds == 0:  # random: one round, unmeasured types in random order
-                pool = [n for n in plan.types.names if n in cost and n not in measured]
-                wanted = [pool[j] for j in rng.permutation(len(pool))]
-            else:
-                wanted = []
-            batch = []
-            for n in wanted:
-                if n in measured or n not in cost or len(measured) + len(batch) >= MAX_PROBES:
-                    continue
-                if spent + cost[n] > scn.probe_budget + 1e-9:
-                    continue
-                batch.append(n)
-                spent += cost[n]
-            if not batch:
-                break
-            for n in batch:
-                measured[n] = scn.truth[n] * scn.noise[n]
-            elapsed += max(hours[n] for n in batch)
-            rounds += 1
+    while True:
+        left = scn.deadline - elapsed
+        if left <= 0:
+            plan = None
+            break
+        # recommend --probe-budget with what is left of it (the plan is the advisor's; the ranking is all's)
+        job = scn.job(left).model_copy(update={"probe_budget_usd": scn.probe_budget - spent})
+        known = [probe_result(cat.instance_types[n], v, PROBE_TARGET_CI) for n, v in measured.items()]
+        plan = build_plan(cat, job, known, top=1, references=visible)
+        if len(measured) >= MAX_PROBES or strategy == "none":
+            break
+        its = [cat.instance_types[n] for n in plan.types.names]
+        offs = probe_offers(plan.types, plan.offers, its)
+        cost = {plan.types.names[t]: o.usd for t, o in enumerate(offs) if o is not None}
+        hours = {plan.types.names[t]: o.hours for t, o in enumerate(offs) if o is not None}
+        if strategy == "advisor":
+            wanted = [plan.types.names[q.type_idx] for q in plan.probe.probes]
+        elif strategy == "old-plan":
+            best = int(plan.ranked[0]) if len(plan.ranked) else None
+            old = [] if best is None else old_probe_next(plan.candidates, plan.types, best, job.objective,
+                                                          plan.rank_job, plan.offers)
+            wanted = [plan.types.names[t] for t, _ in old]
+        elif rounds == 0:  # random: one round, unmeasured types in random order
+            pool = [n for n in plan.types.names if n in cost and n not in measured]
+            wanted = [pool[j] for j in rng.permutation(len(pool))]
+        else:
+            wanted = []
+        batch = []
+        for n in wanted:
+            if n in measured or n not in cost or len(measured) + len(batch) >= MAX_PROBES:
+                continue
+            if spent + cost[n] > scn.probe_budget + 1e-9:
+                continue
+            batch.append(n)
+            spent += cost[n]
+        if not batch:
+            break
+        for n in batch:
+            measured[n] = scn.truth[n] * scn.noise[n]
+        elapsed += max(hours[n] for n in batch)
+        rounds += 1
     return judge(world, scn, strategy, plan, cat, elapsed, spent, list(measured), rounds)
 
 
@@ -448,11 +469,14 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--scenarios", type=int, default=500)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--mixed", action="store_true",
+                    help="a harder world: devices drawn freely, each device's truth from any of its tables "
+                         "(software releases mixed across devices)")
     args = ap.parse_args(argv)
     from tabulate import tabulate
 
     t0 = time.perf_counter()
-    world = World(args.seed)
+    world = World(args.seed, mixed=args.mixed)
     print(f"reference rows: {len(world.refs)}; instance types with a published {WORKLOAD} figure at their "
           f"device count: {len(world.rows)} ({', '.join(sorted(world.rows))}); devices: {', '.join(world.devices)}")
     scns = world.scenarios(args.scenarios)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
 
@@ -21,14 +19,15 @@ def econ(costs, hours=None, budget=1000.0, deadline=100.0, objective="cheapest",
         deadline=deadline, objective=objective)
 
 
-def beliefs(factors, groups=None, probe_usd=None, hours=0.25, sibling=1.05):
-    """factors: each type's band half-width (estimate / f .. estimate x f, an 80% interval)."""
+def beliefs(factors, groups=None, probe_usd=None, hours=0.25):
+    """factors: each type's band half-width (estimate / f .. estimate x f, an 80% interval); types
+    of one group are one device's sizes (correlated 0.95, re-anchored by each other's probes)."""
     f = np.array(factors, dtype=float)
     n = len(f)
-    return pv.Beliefs.from_bands(
+    return pv.Beliefs.siblings(
         np.ones(n), 1 / f, f, 0.8, group=np.array(groups if groups is not None else range(n)),
         probe_usd=np.array(probe_usd if probe_usd is not None else [0.5] * n, dtype=float),
-        probe_hours=np.full(n, hours), sibling_sd=np.full(n, math.log(sibling) / 1.2816), noise_sd=0.015)
+        probe_hours=np.full(n, hours), noise_sd=0.015)
 
 
 def names(plan):

@@ -26,9 +26,8 @@ def test_the_plan_probes_one_size_per_device_and_names_the_sizes_it_covers(cli):
     assert len(families) == len(set(families))  # g4dn.xlarge and g4dn.2xlarge are one device: one probe
     g4dn = next(p for p in probes if p["instance_type"].startswith("g4dn."))
     assert "g4dn.2xlarge" in g4dn["covers"] and g4dn["instance_type"] not in g4dn["covers"]
-    # Ranked by value beyond cost, and each worth more than it costs.
-    gains = [p["gain_usd"] - p["probe_cost_usd"] for p in probes]
-    assert gains == sorted(gains, reverse=True) and all(g > 0 for g in gains)
+    # Each worth more than it costs, given the probes above it.
+    assert all(p["gain_usd"] > p["probe_cost_usd"] for p in probes)
     assert summary["after"]["p_within"] >= summary["now"]["p_within"]
 
 

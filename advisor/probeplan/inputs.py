@@ -20,14 +20,12 @@ from catalog.models import InstanceType
 
 from .. import rank as rk
 from .. import throughput as tp
+from ..estimate.calibrate import NEW_KIND, pair_distance
+from ..estimate.points import instance_device
 from .value import Beliefs, Economics
 
-# What the estimator's band means: the share of truths it is meant to cover. The estimator's
-# own statement when it makes one; otherwise 80%, issue 8's calibration target.
-BAND_COVERAGE = getattr(tp, "BAND_COVERAGE", 0.8)
-# What measuring one size of a device leaves unknown about its other sizes: the band the
-# estimator gives an estimate anchored on the same device model (half-width factor).
-SIBLING_BAND = tp.BAND_SAME_MODEL
+# What the estimator's band means: the share of held-out truths it is calibrated to cover.
+BAND_COVERAGE = tp.BAND_COVERAGE
 
 # One probe's measurement: `advisor probe` times each rung until its 95% CI is within
 # --target-ci (default 3%), so the result's log-sd is about log(1.03) / 1.96.
@@ -126,28 +124,54 @@ def probe_offers(types: rk.TypeTable, offers: rk.OfferTable, instance_types: lis
     return out
 
 
-def beliefs(types: rk.TypeTable, instance_types: list[InstanceType], probes: list[ProbeOffer | None]) -> Beliefs:
-    keys = [sibling_key(it) for it in instance_types]
-    index = {k: i for i, k in enumerate(dict.fromkeys(keys))}
-    group = np.array([index[k] for k in keys], dtype=np.int64)
-    measured = types.source == 0
-    group = np.where(measured, len(index) + np.arange(len(keys)), group)  # a measurement stands alone
-    sib = math.log(SIBLING_BAND) / NormalDist().inv_cdf(0.5 + BAND_COVERAGE / 2)
-    return Beliefs.from_bands(
-        types.sps, types.low, types.high, BAND_COVERAGE, group=group,
+def beliefs(types: rk.TypeTable, instance_types: list[InstanceType], precisions: list[str],
+            probes: list[ProbeOffer | None], estimator) -> Beliefs:
+    """The bands as the value model reads them, and how the types' truths hang together, from the
+    estimator: its re-anchoring rule (a probe of p moves u's estimate with weight 1 / (1 + d)^2, d
+    its pair distance between their devices) and its calibrated band after a probe (log half-width
+    probe_scale x (1 + d)). What a probe of a sibling leaves unknown (d = 0) is the types' own
+    variance; what a probe of another device leaves (d: the mean distance to the other devices in
+    play) adds the device factor; the rest of each band is common to all types."""
+    sd_low, sd_high = Beliefs.sds(types.sps, types.low, types.high, BAND_COVERAGE)
+    devs = [instance_device(it, prec) for it, prec in zip(instance_types, precisions)]
+    index_of = {d: i for i, d in enumerate(dict.fromkeys(devs))}
+    keys = list(index_of)
+    dev = np.array([index_of[d] for d in devs], dtype=np.int64)
+    far = 2 * NEW_KIND  # a type with no device figures: as far as anything gets
+    dd = np.array([[0.0 if a == b else far if a is None or b is None else pair_distance(a, b) for b in keys]
+                   for a in keys])
+    z = NormalDist().inv_cdf(0.5 + BAND_COVERAGE / 2)
+    bands = estimator.model.bands
+    # A reference set with no pair of devices in one suite cannot calibrate the probe band: then a
+    # probe is taken to tell no more than the references do.
+    probe_scale = bands.probe_scale if math.isfinite(bands.probe_scale) else bands.model_scale
+    scale = probe_scale / z
+    var = np.maximum((sd_low**2 + sd_high**2) / 2, 1e-12)
+    # Var(u - p) once p is probed = own_u + own_p, plus device_u + device_p across devices.
+    own = np.minimum(scale**2 / 2, var)
+    n_dev = len(keys)
+    mean_d = dd.sum(axis=1) / max(n_dev - 1, 1)
+    device = np.clip((scale * (1 + mean_d[dev])) ** 2 / 2 - own, 0.0, var - own)
+    sib = [sibling_key(it) for it in instance_types]
+    index = {k: i for i, k in enumerate(dict.fromkeys(sib))}
+    common = np.nan_to_num((var - own - device) / var).clip(0.0, 1.0)
+    return Beliefs(
+        sd_low=sd_low, sd_high=sd_high, common_share=common, device=dev,
+        device_share=device / var, weight=1.0 / (1.0 + dd[dev][:, dev]) ** 2, measured=types.source == 0,
+        moves=types.source == rk.SOURCE_NAMES.index("estimated"), group=np.array([index[k] for k in sib], dtype=np.int64),
         probe_usd=np.array([p.usd if p else np.inf for p in probes], dtype=float),
-        probe_hours=np.array([p.hours if p else np.inf for p in probes], dtype=float),
-        sibling_sd=np.full(len(keys), sib), noise_sd=PROBE_NOISE_SD)
-
+        probe_hours=np.array([p.hours if p else np.inf for p in probes], dtype=float), noise_sd=PROBE_NOISE_SD)
 
 
 def plan_probes(*, types: rk.TypeTable, offers: rk.OfferTable, candidates: rk.Candidates, job: rk.Job,
-                objective: str, pick: int | None, instance_types: list[InstanceType],
-                probe_budget_usd: float | None = None, draws: int = DRAWS, seed: int = 0):
-    """(the probe plan, the per-type probe offers) for a ranked set of candidates."""
+                objective: str, pick: int | None, instance_types: list[InstanceType], precisions: list[str],
+                estimator, probe_budget_usd: float | None = None, draws: int = DRAWS, seed: int = 0):
+    """(the probe plan, the per-type probe offers) for a ranked set of candidates; `estimator` is
+    the ThroughputModel the candidates' throughputs came from."""
     from . import value
 
     where = probe_offers(types, offers, instance_types)
-    plan = value.plan(economics(candidates, offers, job, objective), beliefs(types, instance_types, where), pick,
-                      probe_budget_usd, draws=draws, seed=seed, max_probes=MAX_PROBES)
+    bel = beliefs(types, instance_types, precisions, where, estimator)
+    plan = value.plan(economics(candidates, offers, job, objective), bel, pick, probe_budget_usd, draws=draws,
+                      seed=seed, max_probes=MAX_PROBES)
     return plan, where

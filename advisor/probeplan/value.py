@@ -6,22 +6,27 @@ so tests and the decision benchmark feed it hand-made or simulated inputs.
 
 The model, in one place:
 - Belief. The truth of type t is its estimate x f_t, log f_t split-normal: the band's ends are its
-  `coverage` central interval (below the estimate sd_low, above it sd_high). Types of one device
-  (same accelerator, other sizes: the sibling group) share one draw; each keeps a residual of its
-  own (`sibling_sd`: what measuring a sibling leaves unknown: host, size, scaling).
-- Probing t reveals f_t x probe noise (`noise_sd`, the probe's CI). Recommend then re-anchors t's
-  unmeasured siblings by the same ratio; every other estimate stays where it is.
+  `coverage` central interval (below the estimate sd_low, above it sd_high). The draws hang
+  together through two shared factors: one common to every type (the software stack, the
+  workload's level) and one per device (all sizes of one accelerator); the rest is the type's own.
+  The adapter (inputs.py) sets each type's shares from what the estimator says a probe leaves
+  unknown about a sibling and about another device.
+- Probing t reveals f_t x probe noise (`noise_sd`, the probe's CI). Recommend then re-anchors every
+  estimate the way the estimator does: an estimated u moves by the weighted mean of the probes' log
+  ratios, weight[p, u] per probe p, the measurements already made keeping their weight at ratio 1;
+  a measured type and a published figure on that very type stay where they are.
 - Decision. After a set S of probes, recommend picks the best candidate by its estimates: the
-  cheapest (fastest for objective fastest) whose cost fits the budget and whose pessimistic hours
-  fit what is left of the deadline once the probes have run (they take `hours` each, in parallel).
+  cheapest (fastest for objective fastest) that fits recommend's own feasibility rule, the
+  deadline less the probes' time (they run in parallel, `probe_hours` each).
 - Loss. In truth the pick costs what it costs; a pick that misses the deadline or overruns the
-  budget in truth costs its run plus a re-run on the true best (found too late, started over).
-  Objective fastest counts hours, priced at the current pick's dollars per hour.
+  budget in truth costs its run plus a re-run on the true best (found too late, started over), and
+  no pick counts the same. Objective fastest counts hours, priced at the pick's dollars per hour.
 - value(S) = E[loss(pick now)] - E[loss(pick after S)], over `draws` worlds drawn with a fixed
   seed (the same inputs give the same plan), common to every S compared.
 The plan is greedy: it adds the probe that gains the most value beyond its own cost, while that
-gain is positive, the probe budget allows and `max_probes` is not reached. A second probe of one
-device adds only the residual, so a device is probed once unless its size itself is in question.
+gain is positive, the probe budget allows and `max_probes` is not reached. A second size of a
+device adds only what the first left unknown, so a device is probed once unless its size itself
+is in question.
 """
 
 from __future__ import annotations
@@ -82,21 +87,37 @@ class Beliefs:
 
     sd_low: np.ndarray  # log-sd of truth/estimate below the estimate
     sd_high: np.ndarray  # and above it
-    group: np.ndarray  # sibling group id (one device); a measured type is a group of its own
+    common_share: np.ndarray  # share of the variance every type shares
+    device: np.ndarray  # device id: types of one device share a factor
+    device_share: np.ndarray  # share of the variance the device's types share
+    weight: np.ndarray  # (T, T) weight[p, u]: a probe of p's say in u's re-anchored estimate
+    measured: np.ndarray  # bool: measured already (its weight stays, at ratio 1)
+    moves: np.ndarray  # bool: re-anchored by probes (an estimate; not a measurement or a published figure)
+    group: np.ndarray  # sibling group (one device in one family's sizes): what a probe "covers"
     probe_usd: np.ndarray  # what one probe costs; inf where the type cannot (or need not) be probed
     probe_hours: np.ndarray  # how long it runs
-    sibling_sd: np.ndarray  # log-sd a sibling's measurement leaves on this type
     noise_sd: float  # log-sd of one probe's result
 
     @staticmethod
-    def from_bands(sps, low, high, coverage: float, **kw) -> Beliefs:
-        """sd from a band that is the `coverage` central interval of the truth around sps."""
+    def sds(sps, low, high, coverage: float) -> tuple[np.ndarray, np.ndarray]:
+        """(sd_low, sd_high) of a band that is the `coverage` central interval around sps."""
         z = NormalDist().inv_cdf(0.5 + coverage / 2)
         sps, low, high = (np.asarray(a, dtype=float) for a in (sps, low, high))
         with np.errstate(divide="ignore", invalid="ignore"):
             sd_low = np.nan_to_num(np.log(sps / low) / z, nan=0.0, posinf=0.0).clip(0)
             sd_high = np.nan_to_num(np.log(high / sps) / z, nan=0.0, posinf=0.0).clip(0)
-        return Beliefs(sd_low=sd_low, sd_high=sd_high, **kw)
+        return sd_low, sd_high
+
+    @staticmethod
+    def siblings(sps, low, high, coverage: float, group, sibling_share: float = 0.95, **kw) -> Beliefs:
+        """Devices independent of each other; a device's sizes (one group) share `sibling_share`
+        of their variance and are re-anchored only by their own device's probes."""
+        sd_low, sd_high = Beliefs.sds(sps, low, high, coverage)
+        g = np.asarray(group)
+        n = len(g)
+        return Beliefs(sd_low=sd_low, sd_high=sd_high, common_share=np.zeros(n), device=g,
+                       device_share=np.full(n, sibling_share), weight=(g[:, None] == g[None, :]).astype(float),
+                       measured=np.zeros(n, dtype=bool), moves=np.ones(n, dtype=bool), group=g, **kw)
 
 
 @dataclass
@@ -138,14 +159,17 @@ class _Worlds:
     def __init__(self, econ: Economics, bel: Beliefs, draws: int, seed: int):
         rng = np.random.default_rng(seed)
         n_types = len(bel.group)
-        _, group = np.unique(bel.group, return_inverse=True)
-        z = rng.standard_normal((draws, int(group.max()) + 1 if n_types else 0))[:, group]
-        side = np.where(z > 0, bel.sd_high, bel.sd_low)
-        own = np.minimum(bel.sibling_sd, side)
-        shared = np.sqrt(np.maximum(side**2 - own**2, 0.0))
-        self.f = np.exp(shared * z + own * rng.standard_normal((draws, n_types)))
+        _, dev = np.unique(bel.device, return_inverse=True)
+        common = rng.standard_normal((draws, 1))
+        shared = rng.standard_normal((draws, int(dev.max()) + 1 if n_types else 0))[:, dev]
+        own_share = np.clip(1.0 - bel.common_share - bel.device_share, 0.0, 1.0)
+        z = (np.sqrt(bel.common_share) * common + np.sqrt(bel.device_share) * shared
+             + np.sqrt(own_share) * rng.standard_normal((draws, n_types)))
+        self.f = np.exp(z * np.where(z > 0, bel.sd_high, bel.sd_low))
         self.f_obs = self.f * np.exp(bel.noise_sd * rng.standard_normal((draws, n_types)))
-        self.group = group
+        self.log_obs = np.log(self.f_obs)
+        self.held = bel.weight[bel.measured].sum(axis=0)  # the measurements' weight on each type
+        _, self.group = np.unique(bel.group, return_inverse=True)
         self.econ, self.bel = econ, bel
         t = econ.type_idx
         ft = self.f[:, t]
@@ -159,7 +183,6 @@ class _Worlds:
         self.est_cost = econ.cost_fix + econ.cost_var
         self.est_pess = econ.pess_fix + econ.pess_var
         self.order = np.argsort(self.est_obj, kind="stable")
-        self.cand_group = group[t]
 
     def truth(self, pick: np.ndarray, wait_h: float) -> tuple[np.ndarray, np.ndarray]:
         """(true objective, feasible in truth) of one pick per world (-1: none)."""
@@ -194,32 +217,20 @@ class _Worlds:
         """What recommend picks in each world once `probed` are measured."""
         e = self.econ
         draws = self.f.shape[0]
-        est_ok = e.fits(self.est_cost, self.est_pess, wait_h)
         if not probed:
-            ok = est_ok
+            ok = e.fits(self.est_cost, self.est_pess, wait_h)
             hit = self.order[ok[self.order]]
             return np.full(draws, int(hit[0]) if len(hit) else -1)
-        groups = np.unique(self.group[probed])
-        touched = np.isin(self.cand_group, groups)
-        # Best untouched candidate: the same in every world.
-        ok = ~touched & est_ok
-        hit = self.order[ok[self.order]]
-        rest, rest_obj = (int(hit[0]), self.est_obj[hit[0]]) if len(hit) else (-1, np.inf)
-        idx = np.flatnonzero(touched)
-        # A probed type at its measurement; its unprobed siblings moved by the probed ones' ratio.
-        ratio = {}
-        for g in groups:
-            seen = [t for t in probed if self.group[t] == g]
-            ratio[g] = self.f_obs[:, seen[0]] if len(seen) == 1 else np.exp(np.log(self.f_obs[:, seen]).mean(axis=1))
-        kinds, inv = np.unique(e.type_idx[idx], return_inverse=True)
-        cols = np.stack([self.f_obs[:, t] if t in probed else ratio[self.group[t]] for t in kinds], axis=1)
-        ft = cols[:, inv]
-        obj = self.obj_fix[idx] + self.obj_var[idx] / ft
-        fits = e.fits(*e.at(idx, ft), wait_h)
-        obj = np.where(fits, obj, np.inf)
+        w = self.bel.weight[probed]  # (|S|, T)
+        den = w.sum(axis=0) + self.held
+        with np.errstate(invalid="ignore", divide="ignore"):
+            shift = np.where((den > 0) & self.bel.moves, (self.log_obs[:, probed] @ w) / den, 0.0)
+        fhat = np.exp(shift)
+        fhat[:, probed] = self.f_obs[:, probed]
+        ft = fhat[:, e.type_idx]
+        obj = np.where(e.fits(*e.at(slice(None), ft), wait_h), self.obj_fix + self.obj_var / ft, np.inf)
         j = obj.argmin(axis=1)
-        best_obj = obj[np.arange(draws), j]
-        return np.where(best_obj < rest_obj, idx[j], rest)
+        return np.where(np.isfinite(obj[np.arange(draws), j]), j, -1)
 
 
 def relevant(econ: Economics, bel: Beliefs, pick: int | None, spread: float = 3.0, wait_h: float = 0.0) -> np.ndarray:
@@ -267,17 +278,21 @@ def _dominated(econ: Economics, idx: np.ndarray, pick: int | None) -> np.ndarray
 
 
 def _options(w: _Worlds, sub: Economics, bel: Beliefs, in_play: np.ndarray) -> list[int]:
-    """Per sibling group, the probes worth comparing: its cheapest probe (it tells the device)
-    and the type holding the group's best candidate (it tells that size too)."""
+    """The probes worth comparing: per device, its cheapest probe, whether or not the type could
+    be picked itself (it re-anchors the others); per sibling group in play, the type holding the
+    group's best candidate (it tells that size too)."""
     out: set[int] = set()
+    can = np.flatnonzero(np.isfinite(bel.probe_usd) & ~bel.measured)
+    dev = np.unique(bel.device, return_inverse=True)[1]
+    for d in np.unique(dev[can]):
+        mine = can[dev[can] == d]
+        out.add(int(mine[np.argmin(bel.probe_usd[mine])]))
     for g in np.unique(w.group[in_play]):
-        members = [int(t) for t in in_play if w.group[t] == g and math.isfinite(bel.probe_usd[t])]
+        members = [int(t) for t in in_play if w.group[t] == g and t in set(can.tolist())]
         if not members:
             continue
-        out.add(min(members, key=lambda t: bel.probe_usd[t]))
         mine = np.flatnonzero(np.isin(sub.type_idx, members))
-        top = int(sub.type_idx[mine[np.argmin(w.est_obj[mine])]])
-        out.add(top)
+        out.add(int(sub.type_idx[mine[np.argmin(w.est_obj[mine])]]))
     return sorted(out)
 
 
@@ -338,8 +353,10 @@ def plan(econ: Economics, bel: Beliefs, pick: int | None, budget_usd: float | No
         saving = float((cur_loss - lo)[changed].mean()) * usd_per_unit if changed.any() else 0.0
         g = w.group[t]
         covers = [int(u) for u in in_play if w.group[u] == g and u != t]
+        pick_t = int(sub.type_idx[pick_i]) if pick_i >= 0 else -1
         reason = ("nothing fits by the estimates; this might" if pick_i < 0
-                  else "the pick rests on this estimate" if w.group[sub.type_idx[pick_i]] == g
+                  else "the pick rests on this estimate" if t == pick_t
+                  else "the pick's device, another size" if w.group[pick_t] == g
                   else "could beat the pick")
         probes.append(PlannedProbe(t, float(bel.probe_usd[t]), float(bel.probe_hours[t]), gain,
                                    float(changed.mean()), saving, covers, reason))
