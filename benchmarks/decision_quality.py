@@ -112,20 +112,18 @@ def rows_match(m: Measurement, it: InstanceType) -> bool:
         return False
     if m.gpus != it.accelerator_count:
         return False
-    variant = (m.device_variant or "").upper()
-    if dev[1] == "SXM" and variant.startswith("PCIE"):
+    # AWS's V100/A100/H100/H200 are the SXM parts: a PCIe card's row is another device.
+    if dev[1] == "SXM" and (m.device_variant or "").upper().startswith("PCIE"):
         return False
-    if dev[1] is None and variant.startswith("SXM"):
-        return False
-    return not (m.device_memory_gib and dev[2] and abs(m.device_memory_gib - dev[2]) > 2)
+    return not (m.device_memory_gib and dev[2] and abs(m.device_memory_gib / dev[2] - 1) > 0.1)
 
 
 def table_key(m: Measurement) -> str:
-    """The table it was published in (one suite, one software release): repository and path (else
-    the page or document) and the framework release."""
+    """One suite at one software release (a user's stack): the publisher's repository (else the page
+    or document) and the framework release. Not the file: Lambda's v2 suite keeps each run in a
+    folder of its own."""
     s = m.source
-    where = f"{s.repo}/{s.path}" if s.repo else (s.url or s.document or m.id)
-    return f"{where} [{m.framework}]"
+    return f"{s.repo or s.url or s.document or m.id} [{m.framework}]"
 
 
 def truth_rows(catalog: Catalog, refs: list[Measurement]) -> dict[str, list[Measurement]]:
