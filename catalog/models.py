@@ -50,7 +50,7 @@ class InstanceType(BaseModel):
     accelerator_memory_gib: float | None = None  # per device (for a fractional GPU: its partition's)
     # Share of one device the instance gets: g6f/gr6f partition an L4 (GpuPartitionSize 0.125-0.5,
     # accelerator_count 1). None: whole devices.
-    accelerator_fraction: float | None = Field(default=None, gt=0, lt=1)
+    accelerator_fraction: float | None = Field(default=None, gt=0, lt=1, allow_inf_nan=False)
     network_gbps: float | None = None  # the sustained figure; "Up to 10 Gigabit" -> 10, up_to=True
     network_up_to: bool = False
     # What hours of all-reduce get (catalog.describe.baseline_gbps): the instance's own figure when

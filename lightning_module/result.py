@@ -170,7 +170,7 @@ class ProbeResult(BaseModel):
     unreliable_reasons: list[str] = []
     # Samples/s one DataLoader worker process delivers of this workload's data, timed without the
     # model (None: not measured). recommend caps GPU estimates at this x the instance's vCPUs.
-    pipeline_samples_per_sec_per_worker: float | None = Field(default=None, gt=0)
+    pipeline_samples_per_sec_per_worker: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     started_at: datetime
     finished_at: datetime = Field(default_factory=lambda: datetime.now(timezone.utc))
 

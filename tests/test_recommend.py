@@ -134,8 +134,10 @@ def test_measured_result_takes_over(cli, catalog_file, tmp_path):
     assert (best["instance_type"], best["throughput_source"], best["samples_per_sec"]) == ("c7i.2xlarge", "measured", 60.0)
     # The estimate for the bigger c7i now scales from the user's own number.
     other = next(r for r in doc["recommendations"] if r["instance_type"] == "c7i.8xlarge")
-    assert other["samples_per_sec"] == pytest.approx(240.0)
+    # 4x the cores of the same CPU: mostly the probe's 4 x 60, a little the published figure's 4 x 40.73.
+    assert 4 * 40.73 < other["samples_per_sec"] < 240.0 * 1.001
     assert other["basis"]["probes"][0]["instance_type"] == "c7i.2xlarge"
+    assert other["basis"]["probes"][0]["weight"] > 0.7
 
 
 def test_missing_store_is_not_created(cli, catalog_file, tmp_path):
@@ -264,7 +266,8 @@ def test_a_users_own_workload_is_ranked_from_its_probes(cli, catalog_file, tmp_p
     assert rows[("c7i.2xlarge", 1)]["throughput_source"] == "measured"
     # Same CPU, 4x the cores, scaled from the user's own number.
     est = rows[("c7i.8xlarge", 1)]
-    assert est["throughput_source"] == "estimated" and est["samples_per_sec"] == pytest.approx(320.0)
+    assert est["throughput_source"] == "estimated" and est["samples_per_sec"] == pytest.approx(320.0, rel=0.15)
+    assert est["basis"]["probes"][0]["weight"] > 0.8
     # The parameter count is unknown: no all-reduce model, so only single instances are offered.
     assert {k for _, k in rows} == {1}
     code, _, err = cli("recommend", *args[:-2], "--store", str(tmp_path / "other.db"), "--datamodule", "x.y:Z")

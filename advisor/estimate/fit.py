@@ -53,6 +53,10 @@ class Fit:
     rows: int = 0
     rms: float = 0.0  # weighted rms residual (log)
 
+    def knows(self, kind: str) -> bool:
+        """Whether any device of this kind (gpu, cpu, ...) was fitted: its offset is then known."""
+        return any(d.kind == kind for d in self.devices.values())
+
     def offset(self, dev: Device) -> float:
         return device_offset(dev, self.theta_m, self.theta_o)
 

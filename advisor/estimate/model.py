@@ -70,6 +70,10 @@ def compute_bands(points: list[Point]) -> Bands:
     held, probe_held = leave_one_device_out(points, FLOPS)
     held = [h for h in held if h.estimable]
     s0, s1 = band_scale(held), band_scale(probe_held)
+    if math.isnan(s0):
+        raise ValueError("too few devices to calibrate the bands (leave-one-device-out needs two devices of a kind)")
+    if math.isnan(s1):
+        s1 = s0  # no two devices in one suite: a probe's band is taken as the model's
     return Bands(
         s0, s1, CALIBRATED_SHARE, coverage(held, s0), coverage(probe_held, s1),
         _median_error(held), _median_error(probe_held), len(held), len(probe_held),

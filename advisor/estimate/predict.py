@@ -5,10 +5,12 @@ a workload with no rows the best-known one's scaled by FLOPs per sample) and the
 the probe's own stack (Lightning + torchvision after the ladder: a default, not a hand-tuned,
 stack); the band's upper end also allows the tuned stacks the reference rows show.
 
-With probes the level is re-anchored: each probe's measured / predicted ratio on its own device,
-weighted by closeness to the target (1 / (1 + distance)^2; an unreliable probe a quarter), moves
-every other estimate. The band is then the probe-calibrated one (the probe measured the stack),
-widening with the distance to the nearest probe.
+With probes the level is re-anchored: each probe's measured / predicted ratio on its own device
+moves every other estimate. Each probe (carried over by the model's device ratio) and the
+reference estimate are sources with calibrated half-widths s, averaged with weights 1/s^2: the
+probe-calibrated half-width grows with the distance to the target (and doubles for an unreliable
+probe); the reference estimate's includes the stack spread (the probe measured your stack, the
+published rows did not). A probe of another device kind than the fit knows is not used.
 
 `Estimator.with_measurements()` re-estimates given other (e.g. hypothetical) measurements: what a
 probe plan needs to ask "what would probing X change?".
@@ -26,7 +28,7 @@ from .calibrate import distance, level_for, pair_distance
 from .model import FLOPS, CrossDeviceModel
 from .points import PRECISION_OF_DTYPE, Device, instance_device
 
-UNRELIABLE_WEIGHT = 0.25  # an unreliable probe's say in the re-anchoring, against a reliable one's
+UNRELIABLE_WIDEN = 2.0  # an unreliable probe's half-width against a reliable one's (a quarter of its weight)
 
 
 @dataclass(frozen=True)
@@ -95,15 +97,23 @@ class Estimator:
         dev = instance_device(it, precision)
         if dev is None:
             return "no peak FLOP/s or memory bandwidth for this device (CPU clock or accelerator spec missing)"
-        probes = [p for p in self._probes if p is not None]
+        known = self.model.fit.knows(dev.kind)
+        # A probe of another kind says nothing calibrated about this one unless the fit knows both.
+        probes = [p for p in self._probes if p is not None and (p[0].kind == dev.kind or (known and self.model.fit.knows(p[0].kind)))]
+        if not known and not probes:
+            what = "CPU" if dev.kind == "cpu" else dev.kind
+            return (f"no published row and no probe on any {what}: an estimate across device kinds is not "
+                    f"calibrated; probe one {what} instance type")
+        reference = self._from_references(dev, precision) if (known and self.use_references
+                                                               and self.level is not None) else None
         if probes:
-            return self._anchored(it, dev, precision, probes)
+            return self._anchored(dev, precision, probes, reference)
+        if reference is not None:
+            return reference
         if not self.use_references:
             return "not measured, and --references none: estimates need at least one probe of this workload"
-        if self.level is None:
-            return (f"no reference rows for {self.workload} and no FLOPs per sample to scale another workload's "
-                    "by: probe it on one instance type first")
-        return self._from_references(dev, precision)
+        return (f"no reference rows for {self.workload} and no FLOPs per sample to scale another workload's "
+                "by: probe it on one instance type first")
 
     def _from_references(self, dev: Device, precision: str) -> Estimate:
         f, bands = self.model.fit, self.model.bands
@@ -121,43 +131,47 @@ class Estimator:
         notes = [f"extrapolated: {'; '.join(why)}"] if d >= 1 else []
         return Estimate(math.exp(mid), math.exp(mid - w), math.exp(mid + stack + w), precision, basis, notes)
 
-    def _anchored(self, it: InstanceType, dev: Device, precision: str, probes) -> Estimate:
+    def _anchored(self, dev: Device, precision: str, probes, reference: Estimate | None) -> Estimate:
+        """Each probe, carried over by the model's device ratio, and the reference estimate are
+        estimates of one number with calibrated half-widths s; they are averaged with weights 1/s^2
+        (the nearest, most reliable source counts most). The band is the narrowest single source's:
+        their errors share the model, so averaging does not shrink it."""
         f, bands = self.model.fit, self.model.bands
         base = f.log_predict(dev, self.workload, "default", level=self.level or 0.0, own_rows=self.use_references)
-        weights, shifts, used = [], [], []
+        sources, used = [], []
         for pdev, shift, m in probes:
             d = pair_distance(pdev, dev)
-            wt = (1.0 if m.reliable else UNRELIABLE_WEIGHT) / (1.0 + d) ** 2
-            weights.append(wt)
-            shifts.append(shift)
+            half = bands.probe_scale * (1.0 + d) * (1.0 if m.reliable else UNRELIABLE_WIDEN)
+            sources.append((base + shift, half))
             used.append({"instance_type": m.instance_type, "result_id": m.result_id,
                          "measured_per_device": round(m.per_device_sps, 2),
                          "predicted_per_device": round(m.per_device_sps / math.exp(shift), 2),
-                         "ratio": round(math.exp(shift), 3), "distance": round(d, 2), "reliable": m.reliable,
-                         "weight": round(wt, 4)})
+                         "ratio": round(math.exp(shift), 3), "distance": round(d, 2), "reliable": m.reliable})
+        if reference is not None:
+            # The published rows do not know your stack: their band's centre, and its half-width
+            # including the stack spread.
+            lo, hi = math.log(reference.low), math.log(reference.high)
+            sources.append(((lo + hi) / 2, (hi - lo) / 2))
+        weights = [1.0 / h**2 for _, h in sources]
         total = sum(weights)
-        shift = sum(w * s for w, s in zip(weights, shifts)) / total
-        mid = base + shift
-        nearest = min(u["distance"] for u in used)
-        w = bands.probe_scale * (1.0 + nearest)
+        mid = sum(w * m for w, (m, _) in zip(weights, sources)) / total
+        half = min(h for _, h in sources)
         for u, wt in zip(used, weights):
             u["weight"] = round(wt / total, 3)
+        nearest = min(u["distance"] for u in used)
         basis = self._basis(dev, precision, mid) | {
             "probes": used,
-            "band": {"log_half_width": round(w, 3), "distance_to_nearest_probe": nearest,
+            "reference_weight": round(weights[-1] / total, 3) if reference is not None else 0.0,
+            "band": {"log_half_width": round(half, 3), "distance_to_nearest_probe": nearest,
                      "calibrated": f"one device's published figure predicted from another's in the same suite: "
                                    f"covers {bands.coverage_probe:.0%} of held-out pairs (target {bands.share:.0%}); "
-                                   f"band = x/exp({bands.probe_scale:.3f} x (1 + distance))"},
+                                   f"half-width {bands.probe_scale:.3f} x (1 + distance) per probe (x{UNRELIABLE_WIDEN:g} "
+                                   "unreliable), the narrowest source's"},
         }
-        low, high = mid - w, mid + w
         notes = []
         if not any(u["reliable"] for u in used):
-            # Only unreliable probes: the band cannot be narrower than the reference-based one.
-            if self.use_references and self.level is not None:
-                ref = self._from_references(dev, precision)
-                low, high = min(low, math.log(ref.low)), max(high, math.log(ref.high))
             notes.append("re-anchored on unreliable probes only: band widened")
-        return Estimate(math.exp(mid), math.exp(low), math.exp(high), precision, basis, notes)
+        return Estimate(math.exp(mid), math.exp(mid - half), math.exp(mid + half), precision, basis, notes)
 
     def _basis(self, dev: Device, precision: str, log_mid: float) -> dict:
         f = self.model.fit
