@@ -147,10 +147,10 @@ def _covers(p: ProbeRow) -> str:
 
 
 def _known(o: Outlook) -> str:
-    """How far the pick may be from the true best (90% of outcomes), or how often it misses."""
+    """How far the pick may be from the true best in 90% of outcomes, or how often it misses."""
     if math.isfinite(o.p90_regret):
         return f"{o.p90_regret:.0%}"
-    return f"- (the pick misses the deadline or budget in {o.p_miss:.0%} of outcomes)"
+    return f"- (the pick misses the deadline or the budget in {o.p_miss:.0%} of outcomes)"
 
 
 def probe_lines(s: ProbeSummary, probes: list[ProbeRow]) -> list[str]:
@@ -158,11 +158,16 @@ def probe_lines(s: ProbeSummary, probes: list[ProbeRow]) -> list[str]:
     out = []
     if probes:
         n = len(probes)
-        out.append(f"After {'this probe' if n == 1 else f'these {n} probes'} (${s.usd:,.2f}, ~{s.hours * 60:.0f} min, "
-                   f"in parallel) the best option is known to within {_known(s.after)} (90% of outcomes; now "
-                   f"{_known(s.now)}): the pick within {s.within:.0%} of the true best in {s.after.p_within:.0%} "
-                   f"of outcomes (now {s.now.p_within:.0%}).")
-    elif s.now is not None:
+        first = f"After {'this probe' if n == 1 else f'these {n} probes'} (${s.usd:,.2f}, ~{s.hours * 60:.0f} min, in parallel)"
+        if not s.has_pick:
+            out.append(f"{first} something fits in {1 - s.after.p_miss:.0%} of outcomes (nothing does by the "
+                       f"estimates now); the pick is then within {s.within:.0%} of the true best in "
+                       f"{s.after.p_within:.0%}.")
+        else:
+            out.append(f"{first} the best option is known to within {_known(s.after)} (now {_known(s.now)}; 90% of "
+                       f"outcomes): the pick within {s.within:.0%} of the true best in {s.after.p_within:.0%} of "
+                       f"outcomes (now {s.now.p_within:.0%}).")
+    elif s.now is not None and s.has_pick:
         out.append(f"None: {s.why_empty}. The best option is known to within {_known(s.now)} (90% of outcomes): "
                    f"the pick within {s.within:.0%} of the true best in {s.now.p_within:.0%} of outcomes.")
     else:

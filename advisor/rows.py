@@ -88,6 +88,7 @@ class Outlook:
 
 @dataclass(frozen=True, kw_only=True)
 class ProbeSummary:
+    has_pick: bool  # something fits by the estimates (else the plan is valued against no pick)
     usd: float  # the plan's probes together
     hours: float  # wall time: they run in parallel
     now: Outlook | None
@@ -196,6 +197,6 @@ def probe_summary(plan: Plan) -> ProbeSummary:
     def outlook(o):
         return None if o is None else Outlook(p_within=o.p_within, p90_regret=o.p90_regret, p_miss=o.p_miss)
 
-    return ProbeSummary(usd=pp.usd, hours=pp.hours, now=outlook(pp.now), after=outlook(pp.after), within=RECHECK,
+    return ProbeSummary(has_pick=bool(len(plan.ranked)), usd=pp.usd, hours=pp.hours, now=outlook(pp.now), after=outlook(pp.after), within=RECHECK,
                         why_empty=pp.why_empty, not_affordable=[plan.types.names[t] for t in pp.limited_by_budget],
                         probe_budget_usd=plan.job.probe_budget_usd)

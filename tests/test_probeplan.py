@@ -139,3 +139,24 @@ def test_the_same_inputs_give_the_same_plan():
 def test_unknown_objective_is_refused():
     with pytest.raises(ValueError):
         pv.plan(econ([1.0], objective="slowest"), beliefs([1.1]), pick=0)
+
+
+def test_a_probes_duration_follows_the_probe_and_launch_defaults():
+    # The duration model reads what `advisor probe` and `advisor launch` do by default: if a default
+    # moves there, this fails rather than the plan pricing probes on stale numbers.
+    from advisor.cli import build_parser
+    from advisor.probeplan import inputs as pi
+
+    parser = build_parser()
+    probe = parser.parse_args(["probe"])
+    launch = parser.parse_args(["launch", "--instance-types", "g5.xlarge", "--s3", "s3://b/p"])
+    assert (probe.max_seconds, probe.compile_timeout, probe.warmup_steps, probe.start_batch_size) == (
+        pi.MAX_SECONDS, pi.COMPILE_SECONDS, pi.WARMUP_STEPS, pi.START_BATCH)
+    assert probe.target_ci == pi.PROBE_TARGET_CI
+    assert (launch.max_minutes, launch.max_instances) == (pi.WATCHDOG_MINUTES, pi.MAX_PROBES)
+    # 4 vCPUs: baseline, precision, channels_last, compile, workers 2 and 4, batch x2 and /2.
+    assert pi.ladder_measurements(4) == 8
+    fast = pi.probe_seconds(1000.0, 4)
+    assert fast == pytest.approx(pi.STARTUP_SECONDS + 8 * (3 * 0.128 + 60) + 300)
+    # A device too slow to time its steps within the rung limit: two steps per rung, capped by the watchdog.
+    assert pi.probe_seconds(0.5, 4) == pi.WATCHDOG_MINUTES * 60

@@ -368,6 +368,7 @@ def plan(econ: Economics, bel: Beliefs, pick: int | None, budget_usd: float | No
     after = w.outlook(cur_pick, wait) if chosen else now
     why = None
     if not chosen:
-        why = ("no probe is worth its cost: none is expected to change the pick by more than it costs"
-               if not unaffordable else "the probes worth their cost do not fit the probe budget")
+        why = ("the probes worth their cost do not fit the probe budget" if unaffordable
+               else "no probe is worth its cost: none is expected to change the pick by more than it costs"
+               if pick_i >= 0 else "no probe is worth its cost: none is likely enough to show an option that fits")
     return ProbePlan(probes, now, after, spent, wait, why, sorted(unaffordable))
