@@ -194,6 +194,7 @@ class World:
         self.ref_set = load_references()
         self.refs = self.ref_set.measurements
         self._visible: dict[frozenset, ReferenceSet] = {}
+        self.truths: dict[tuple[int, int], object] = {}  # (seed, scenario) -> its plan with every truth measured
         self.rows = truth_rows(self.catalog, self.refs)
         self.devices = sorted({self._dev(n) for n in self.rows})
 
@@ -287,6 +288,7 @@ class World:
         best = self.oracle(scn, scn.job(), cat)
         if not len(best.ranked):
             return None
+        self.truths[(self.seed, i)] = best
         b = int(best.ranked[0])
         scn.optimum = best.types.names[int(best.candidates.type_idx[b])]
         scn.optimum_value = float(best.candidates.cost[b] if objective != "fastest" else best.candidates.hours[b])
@@ -420,7 +422,7 @@ def judge(world: World, scn: Scenario, strategy: str, plan, cat: Catalog, elapse
     i = int(plan.ranked[0])
     c, o = plan.candidates, plan.offers
     key = (plan.types.names[int(c.type_idx[i])], int(o.market[int(c.offer[i])]), int(c.k[i]))
-    truth = world.oracle(scn, scn.job(), cat)
+    truth = world.truths.get((scn.seed, scn.index)) or world.oracle(scn, scn.job(), cat)
     tc, to = truth.candidates, truth.offers
     j = next(j for j in range(len(tc)) if (truth.types.names[int(tc.type_idx[j])], int(to.market[int(tc.offer[j])]),
                                              int(tc.k[j])) == key)
