@@ -138,8 +138,11 @@ def beliefs(types: rk.TypeTable, instance_types: list[InstanceType], precisions:
     keys = list(index_of)
     dev = np.array([index_of[d] for d in devs], dtype=np.int64)
     far = 2 * NEW_KIND  # a type with no device figures: as far as anything gets
-    dd = np.array([[0.0 if a == b else far if a is None or b is None else pair_distance(a, b) for b in keys]
-                   for a in keys])
+    dd = np.zeros((len(keys), len(keys)))
+    for a_i, a in enumerate(keys):
+        for b_i, b in enumerate(keys):
+            if a_i != b_i:
+                dd[a_i, b_i] = far if a is None or b is None else pair_distance(a, b)
     z = NormalDist().inv_cdf(0.5 + BAND_COVERAGE / 2)
     bands = estimator.model.bands
     # A reference set with no pair of devices in one suite cannot calibrate the probe band: then a
