@@ -65,11 +65,10 @@ def ladder_measurements(vcpus: int) -> int:
 
 
 def probe_seconds(per_device_sps: float, vcpus: int) -> float:
-    """Expected (bounded) billed seconds of one probe of a type training at per_device_sps."""
+    """Billed seconds of one probe of a type training at per_device_sps (the ladder at its bound)."""
     step = START_BATCH / per_device_sps if per_device_sps > 0 else math.inf
     per = WARMUP_STEPS * step + max(MAX_SECONDS, 2 * step)
-    total = STARTUP_SECONDS + ladder_measurements(vcpus) * per + COMPILE_SECONDS
-    return min(total, WATCHDOG_MINUTES * 60.0)
+    return STARTUP_SECONDS + ladder_measurements(vcpus) * per + COMPILE_SECONDS
 
 
 def sibling_key(it: InstanceType) -> str:
@@ -108,7 +107,8 @@ def economics(c: rk.Candidates, offers: rk.OfferTable, job: rk.Job, objective: s
 
 def probe_offers(types: rk.TypeTable, offers: rk.OfferTable, instance_types: list[InstanceType]) -> list[ProbeOffer | None]:
     """Per type: the cheapest one-instance offer (on-demand or spot, as the user asked; not the
-    spot-with-fallback rows) and the probe's duration; None for a measured type or no offer."""
+    spot-with-fallback rows) and the probe's duration; None for a measured type, no offer, or a
+    probe that would not finish within `advisor launch`'s watchdog."""
     out: list[ProbeOffer | None] = [None] * len(types.names)
     direct = offers.market != rk.FALLBACK
     for t, it in enumerate(instance_types):
@@ -119,8 +119,10 @@ def probe_offers(types: rk.TypeTable, offers: rk.OfferTable, instance_types: lis
             continue
         o = int(mine[np.argmin(offers.price[mine])])
         devices = device_count(it)
-        per_dev = float(types.sps[t]) / max(devices, 1)
-        out[t] = ProbeOffer(o, float(offers.price[o]), probe_seconds(per_dev, it.vcpus) / 3600.0)
+        seconds = probe_seconds(float(types.sps[t]) / max(devices, 1), it.vcpus)
+        if seconds > WATCHDOG_MINUTES * 60:
+            continue  # its ladder would not finish before launch's watchdog stops it: no result
+        out[t] = ProbeOffer(o, float(offers.price[o]), seconds / 3600.0)
     return out
 
 
