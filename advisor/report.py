@@ -13,6 +13,8 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
+from catalog.models import RESERVATION_NOTE
+
 from .jobspec import JobSpec
 from .output import emit
 from .planner import Plan, bucket_label
@@ -23,7 +25,8 @@ TABLE_COLUMNS = ("rank", "instance", "count", "region", "market", "samples/s (so
 CSV_COLUMNS = ("rank", "instance_type", "count", "region", "market", "samples_per_sec", "throughput_source",
                "throughput_low", "throughput_high", "hours", "hours_pessimistic", "cost_usd",
                "samples_per_dollar", "feasible", "reason", "budget_needed_usd", "deadline_needed_hours",
-               "usd_per_hour", "precision", "scale_out_efficiency", "expected_interruptions", "interruption_bucket")
+               "usd_per_hour", "precision", "scale_out_efficiency", "expected_interruptions", "interruption_bucket",
+               "obtainable", "obtainable_reason")
 NOTE_WIDTH = 50  # the note column's width in the plain table; json, csv and markdown keep notes whole
 # Below this a run's time is printed in minutes, and with no --setup-minutes the table says that
 # boot, install and data staging are left out: minutes of their own (an instance boots, then
@@ -65,13 +68,18 @@ class Recommendation(BaseModel):
     scale_out_efficiency: float  # throughput / (count x one instance's)
     expected_interruptions: float
     interruption_bucket: str | None = None
+    obtainable: Literal["yes", "no", "unknown"] | None = None  # --check-account; None: not checked
+    obtainable_reason: str | None = None
     notes: list[str] = []
     basis: dict[str, Any] = {}  # where the throughput comes from (anchor, ratios, provenance, result id)
 
 
 def notes(r: CandidateRow) -> list[str]:
     """The note column's parts, in order."""
-    out = list(r.throughput_notes)
+    out = [] if r.obtainable is None else [f"obtainable {r.obtainable}: {r.obtainable_reason}"]
+    if r.sold_by_reservation and RESERVATION_NOTE not in (r.obtainable_reason or ""):
+        out.append(RESERVATION_NOTE)
+    out += r.throughput_notes
     if r.estimate_anchor is not None:
         out.append(f"est. {r.throughput_low:,.0f}-{r.throughput_high:,.0f}/s from {r.estimate_anchor}")
     if r.overall_efficiency is not None:

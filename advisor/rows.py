@@ -54,6 +54,10 @@ class CandidateRow:
     network_note: str | None  # several instances: the assumption made about the network
     throughput_notes: list[str]  # what the throughput model said (measurement age, devices used, caps)
     basis: dict[str, Any]  # where the throughput comes from, for JSON
+    # Facts about getting the instances, filled by the command layer (advisor/commands/recommend.py):
+    sold_by_reservation: bool = False  # catalog: AWS sells the type mostly by Capacity Block / reservation
+    obtainable: str | None = None  # --check-account: yes | no | unknown; None: not checked
+    obtainable_reason: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

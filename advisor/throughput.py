@@ -41,7 +41,7 @@ from lightning_module.workload_facts import WorkloadFacts
 from .estimate.calibrate import CALIBRATED_SHARE
 from .estimate.host import apply_cap, host_cap
 from .estimate.model import CrossDeviceModel, build
-from .estimate.points import MIXED, PRECISION_OF_DTYPE
+from .estimate.points import MIXED, PRECISION_OF_DTYPE, at_probe_stack
 from .estimate.predict import Estimator, Measured, measured_from
 from .references import ReferenceError, ReferenceSet, load_references
 from .scaling import DEFAULT_BATCH, intra_instance
@@ -223,13 +223,15 @@ class ThroughputModel:
 
 
     def _reference(self, it: InstanceType):
-        """A published figure on this very instance type, all its devices, at the precision the
-        probe would train in; tuned first (the probe tunes too), then the newest."""
+        """A published figure on this very instance type, all its devices, at the precision and the
+        stack level the probe would reach (the final rung of a ladder, not an NCHW default run,
+        which then informs the estimate instead, nor an MLPerf ceiling); the best one first, then the newest."""
         dtype = best_dtype(it)
         want = MIXED if device_kind(it) != "cpu" else (PRECISION_OF_DTYPE.get(dtype or "fp32"),)
         n = device_count(it)
         rows = [m for m in self.references if m.instance_type == it.name and m.workload_id == self.workload_id
-                and m.nodes == 1 and (m.gpus == n or device_kind(it) == "cpu") and m.precision in want]
+                and m.nodes == 1 and (m.gpus == n or device_kind(it) == "cpu") and m.precision in want
+                and at_probe_stack(m)]
         return max(rows, key=lambda m: (m.tuned, m.source_date.isoformat() if m.source_date else ""), default=None)
 
     def _finish(self, it: InstanceType, per_dev: float, low_f: float, high_f: float, source: str,

@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     result = check(model)
     f = model.fit
     print(f"reference dataset: {len(refs.measurements)} rows; fitted {f.rows} rows on {len({d.group for d in f.devices.values()})} devices "
-          f"({len(model.skipped)} not fitted: other framework or precision, no peak figures, multi-node, ladder rungs)")
+          f"({len(model.skipped)} not fitted: other framework or precision, no peak figures, multi-node, ladder rungs, MLPerf ceilings)")
     print(f"machine: {platform.machine()} {platform.python_version()} (accuracy only, no timing)")
     print()
     print("fitted model: per-device samples/s = exp(lambda_w + sigma*[tuned] + kappa_kind) / (1/P + theta_m*beta/B + theta_o)")
@@ -111,6 +111,18 @@ def main(argv: list[str] | None = None) -> int:
     if "H100" in per:
         print("  ratios to the H100: " + ", ".join(f"{d} {per[d] / per['H100']:.2f}x" for d in ("A100 80GB", "H200", "B200")
                                                     if d in per))
+
+    # One A10G, two instance types: the estimate for the one must agree with the other's published
+    # ladder figure (both at the probe's stack), not sit at the NCHW default level below it.
+    est, ref = (catalog.instance_types.get(n) for n in ("g5.xlarge", "g5.2xlarge"))
+    if est is not None and ref is not None:
+        e, r = tm.evaluate(est), tm.evaluate(ref)
+        if e.source == "estimated" and r.source == "reference":
+            spread = e.basis.get("band", {}).get("stack_spread", 1.0)
+            inside = "inside" if e.low <= r.samples_per_sec <= e.high else "OUTSIDE"
+            print(f"\nstack level: g5.xlarge (A10G) estimated {e.samples_per_sec:,.0f} ({e.low:,.0f}-{e.high:,.0f}; NCHW default "
+                  f"level {e.samples_per_sec / spread:,.0f}) vs g5.2xlarge (A10G) published {r.samples_per_sec:,.0f} "
+                  f"({r.basis['reference_row']}): {e.samples_per_sec / r.samples_per_sec:.2f}x, {inside} the band")
     return 0 if ok else 1
 
 

@@ -141,10 +141,34 @@ def _match_key(tokens: list[str], memory_gib: float | None) -> str | None:
         # HL-205 is Gaudi 1; HL-225 (Gaudi2) and HL-325L (Gaudi3) are later parts not in the table.
         later = _followed_by_number(tokens, "GAUDI") or (part is not None and not part.startswith("205"))
         candidates.append(None if later else "Gaudi")
+    candidates += _workstation_card(t)
     found = {c for c in candidates}
     if len(found) != 1:
         return None  # nothing, or two different models named at once
     return found.pop()
+
+
+# GeForce, Quadro, Titan and RTX workstation cards (in the reference rows, on no AWS instance):
+# key -> (tokens the name must hold, modifier tokens it may hold). Any other modifier names
+# another product: an RTX 3090 Ti, a 4090 D, a laptop part, the Turing Quadro RTX 6000, an
+# RTX PRO 6000 (Blackwell), an "RTX 6000" without "Ada".
+_CARDS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
+    "RTX2080Ti": (frozenset({"RTX", "2080", "TI"}), frozenset({"TI"})),
+    "GTX1080Ti": (frozenset({"GTX", "1080", "TI"}), frozenset({"TI"})),
+    "TitanRTX": (frozenset({"TITAN", "RTX"}), frozenset()),
+    "QuadroRTX8000": (frozenset({"RTX", "8000"}), frozenset({"QUADRO"})),
+    "RTX3080": (frozenset({"RTX", "3080"}), frozenset()),
+    "RTX3090": (frozenset({"RTX", "3090"}), frozenset()),
+    "RTXA6000": (frozenset({"RTX", "A6000"}), frozenset()),
+    "RTX4090": (frozenset({"RTX", "4090"}), frozenset()),
+    "RTX6000Ada": (frozenset({"RTX", "6000", "ADA"}), frozenset({"ADA", "GENERATION"})),
+}
+_CARD_MODIFIERS = frozenset({"TI", "SUPER", "D", "LAPTOP", "MOBILE", "MAX", "Q", "PRO", "SERVER", "WORKSTATION",
+                             "ADA", "GENERATION", "BLACKWELL", "QUADRO", "12GB"})
+
+
+def _workstation_card(t: set[str]) -> list[str]:
+    return [key for key, (need, may) in _CARDS.items() if need <= t and not (t & _CARD_MODIFIERS) - may]
 
 
 def _next(tokens: list[str], tok: str) -> str | None:

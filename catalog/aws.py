@@ -2,9 +2,10 @@
 
 Reads DescribeInstanceTypes (specs), DescribeInstanceTypeOfferings (which types each region
 offers), the Pricing API (Linux on-demand $/h) and DescribeSpotPriceHistory (current spot price
-per AZ), plus an optional copy of the Spot Instance Advisor JSON for interruption buckets.
-Every call goes through a paginator and botocore's retry configuration. Any AWS failure becomes
-one CatalogError line; nothing is written unless the whole refresh succeeded.
+per AZ), plus the Spot Instance Advisor data (catalog/spot_advisor.py) for interruption buckets.
+Every call goes through a paginator and catalog/awscall.py (bounded timeouts, retries, a deadline
+for the whole refresh). Any AWS failure becomes one CatalogError line; nothing is written unless
+the whole refresh succeeded.
 """
 
 from __future__ import annotations
@@ -14,43 +15,35 @@ import logging
 import math
 import re
 import statistics
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from . import awscall, spot_advisor
 from .describe import family_of, instance_type_from_describe
 from .io import CatalogError
 from .models import SCHEMA_VERSION, Catalog, InstanceType, Offer, RegionOffers
 
 log = logging.getLogger(__name__)
 
-DEFAULT_REGIONS = ("us-east-1", "us-west-2", "eu-west-1")
+DEFAULT_REGIONS = ("us-east-1", "us-east-2", "us-west-2", "eu-west-1")
 # The Pricing API has endpoints in us-east-1 and a few others; us-east-1 serves every region.
 PRICING_REGION = "us-east-1"
-MAX_ATTEMPTS = 8  # botocore's adaptive mode backs off and rate-limits between attempts
 IAM_ACTIONS = ("ec2:DescribeInstanceTypes", "ec2:DescribeInstanceTypeOfferings",
-               "ec2:DescribeSpotPriceHistory", "pricing:GetProducts")
-
-_DENIED = {"AccessDenied", "AccessDeniedException", "UnauthorizedOperation", "AuthFailure",
-           "UnrecognizedClientException", "InvalidClientTokenId", "ExpiredToken", "ExpiredTokenException",
-           "SignatureDoesNotMatch", "OptInRequired"}
-_THROTTLED = {"Throttling", "ThrottlingException", "RequestLimitExceeded", "TooManyRequestsException",
-              "RequestThrottled", "RequestThrottledException"}
+               "ec2:DescribeSpotPriceHistory", "pricing:GetProducts", "ec2:DescribeRegions (for --regions all)")
+# The whole refresh may take this long per region before it gives up (keeping the previous
+# catalog): a full region is a few dozen paged calls, a minute or two on a normal network.
+SECONDS_PER_REGION = 300
 
 
-def _config():
-    from botocore.config import Config
-
-    return Config(retries={"mode": "adaptive", "max_attempts": MAX_ATTEMPTS}, connect_timeout=10, read_timeout=60)
-
-
-def ec2_client(session, region: str):
-    return session.client("ec2", region_name=region, config=_config())
+def ec2_client(session, region: str, deadline: awscall.Deadline | None = None):
+    # adaptive: botocore backs off and rate-limits between attempts when throttled
+    return awscall.make_client("ec2", region, session=session, deadline=deadline, mode="adaptive")
 
 
-def pricing_client(session):
-    return session.client("pricing", region_name=PRICING_REGION, config=_config())
+def pricing_client(session, deadline: awscall.Deadline | None = None):
+    return awscall.make_client("pricing", PRICING_REGION, session=session, deadline=deadline, mode="adaptive")
 
 
 def known_regions(session=None) -> set[str]:
@@ -140,76 +133,22 @@ def spot_stats(history: Iterable[dict[str, Any]], region: str | None = None) -> 
     return out
 
 
-def load_spot_advisor(path: str | Path) -> dict[str, dict[str, dict[str, int]]]:
-    """The public Spot Instance Advisor JSON -> {region: {type: {"s": savings %, "r": bucket}}}
-    (Linux only)."""
-    path = Path(path)
-    try:
-        doc = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise CatalogError(f"spot advisor file {path} does not exist") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise CatalogError(f"spot advisor file {path} is not valid JSON ({getattr(e, 'msg', e)})") from None
-    except OSError as e:
-        raise CatalogError(f"spot advisor file {path}: {e.strerror or e}") from None
-    advisor = doc.get("spot_advisor") if isinstance(doc, dict) else None
-    if not isinstance(advisor, dict):
-        raise CatalogError(f"spot advisor file {path} has no 'spot_advisor' object (expected the Spot Instance Advisor JSON)")
-    out: dict[str, dict[str, dict[str, int]]] = {}
-    for region, by_os in advisor.items():
-        linux = by_os.get("Linux") if isinstance(by_os, dict) else None
-        if not isinstance(linux, dict):
-            continue
-        clean = {}
-        for itype, v in linux.items():
-            r, s = (v.get("r"), v.get("s")) if isinstance(v, dict) else (None, None)
-            if isinstance(r, int) and 0 <= r <= 4:
-                clean[itype] = {"r": r, "s": s if isinstance(s, (int, float)) else None}
-        out[region] = clean
-    return out
-
-
 # ---------------------------------------------------------------------------------------------
 # Calls
 
 
-def _aws_error(e: Exception, what: str) -> CatalogError:
+def _aws_error(e: BaseException, what: str) -> CatalogError:
     """One line that says what failed and what to do; never credentials."""
-    from botocore.exceptions import (
-        ClientError,
-        ConnectTimeoutError,
-        EndpointConnectionError,
-        NoCredentialsError,
-        NoRegionError,
-        PartialCredentialsError,
-        ReadTimeoutError,
-    )
-
-    if isinstance(e, (NoCredentialsError, PartialCredentialsError)):
-        return CatalogError("no AWS credentials found (configure a profile, environment variables or an instance role); the previous catalog is kept")
-    if isinstance(e, ClientError):
-        err = e.response.get("Error", {})
-        code, msg = err.get("Code", "?"), " ".join(str(err.get("Message", "")).split())[:200]
-        if code in _DENIED:
-            return CatalogError(f"AWS denied {what} ({code}); the refresh needs IAM permissions {', '.join(IAM_ACTIONS)}; the previous catalog is kept")
-        if code in _THROTTLED:
-            return CatalogError(f"AWS throttled {what} after {MAX_ATTEMPTS} attempts ({code}); try again later or with fewer --regions; the previous catalog is kept")
-        return CatalogError(f"AWS error in {what}: {code}: {msg}; the previous catalog is kept")
-    if isinstance(e, (EndpointConnectionError, ConnectTimeoutError, ReadTimeoutError)):
-        return CatalogError(f"cannot reach AWS for {what} ({type(e).__name__}); check the network; the previous catalog is kept")
-    if isinstance(e, NoRegionError):
-        return CatalogError("no AWS region configured; pass --regions")
-    return CatalogError(f"AWS call {what} failed: {type(e).__name__}: {' '.join(str(e).split())[:200]}; the previous catalog is kept")
+    line = awscall.explain(e, what, denied_hint=f"the refresh needs IAM permissions {', '.join(IAM_ACTIONS)}")
+    return CatalogError(f"{line}; the previous catalog is kept")
 
 
 def _paginate(client, operation: str, result_key: str, what: str, **kwargs) -> list[Any]:
-    from botocore.exceptions import BotoCoreError, ClientError
-
     out: list[Any] = []
     try:
         for page in client.get_paginator(operation).paginate(**kwargs):
             out.extend(page.get(result_key, []))
-    except (BotoCoreError, ClientError) as e:
+    except awscall.errors() as e:
         raise _aws_error(e, what) from None
     return out
 
@@ -274,29 +213,61 @@ def fetch_spot(ec2, region: str, types: list[str], now: datetime) -> dict[str, d
     return spot_stats(history, region)
 
 
+def enabled_regions(session) -> list[str]:
+    """The regions this account has enabled (DescribeRegions without AllRegions), for --regions all."""
+    try:
+        ec2 = awscall.make_client("ec2", session.region_name or "us-east-1", session=session)
+        resp = ec2.describe_regions(AllRegions=False)
+    except awscall.errors() as e:
+        raise _aws_error(e, "ec2:DescribeRegions (--regions all)") from None
+    regions = sorted(r["RegionName"] for r in resp.get("Regions", []) if r.get("RegionName"))
+    if not regions:
+        raise CatalogError("ec2:DescribeRegions listed no enabled region; pass --regions")
+    return regions
+
+
 def refresh(regions: Iterable[str] | None = None, families: Iterable[str] | None = None,
-            spot_advisor: str | Path | None = None, session=None) -> Catalog:
-    """Build a Catalog from the live APIs. Raises CatalogError (one line) on any failure."""
+            spot_advisor_file: str | Path | None = None, session=None, previous: Catalog | None = None,
+            on_warning: Callable[[str], None] = log.warning) -> Catalog:
+    """Build a Catalog from the live APIs. Raises CatalogError (one line) on any failure.
+
+    Interruption buckets come from `spot_advisor_file` when given, else from the public Spot
+    Instance Advisor file; when that fetch fails they are kept from `previous` (the catalog being
+    replaced), with a warning. `regions` ["all"] means every region the account has enabled."""
     import boto3
 
-    session = session or boto3.session.Session()
-    regions = validate_regions(regions or DEFAULT_REGIONS, session)
+    try:
+        session = session or boto3.session.Session()
+    except awscall.errors() as e:  # AWS_PROFILE names no profile
+        raise _aws_error(e, "AWS configuration") from None
+    regions = list(regions or DEFAULT_REGIONS)
+    regions = enabled_regions(session) if regions == ["all"] else validate_regions(regions, session)
     fams = {f.strip() for f in families if f.strip()} if families else None
-    advisor = load_spot_advisor(spot_advisor) if spot_advisor else None
+    advisor = spot_advisor.load(spot_advisor_file) if spot_advisor_file else None  # a bad file fails first
     now = datetime.now(timezone.utc)
+    deadline = awscall.Deadline(SECONDS_PER_REGION * len(regions))
 
-    pricing = pricing_client(session)
+    try:
+        pricing = pricing_client(session, deadline)
+        ec2s = {region: ec2_client(session, region, deadline) for region in regions}
+    except awscall.errors() as e:  # credentials are resolved here: missing or partial ones
+        raise _aws_error(e, "connecting to AWS") from None
     all_types: dict[str, InstanceType] = {}
-    offers: dict[str, list[Offer]] = {}
-    for region in regions:
-        ec2 = ec2_client(session, region)
+    prices: dict[str, tuple[list[str], dict[str, float], dict[str, dict[str, Any]]]] = {}
+    for region, ec2 in ec2s.items():
         # Each region describes the types it has; the union covers types only some regions offer.
         all_types.update(fetch_instance_types(ec2, fams))
         offered = fetch_offered_types(ec2, region)
         wanted = sorted(t for t in offered if t in all_types and (fams is None or family_of(t) in fams))
         od = fetch_on_demand_prices(pricing, region)
-        spot = fetch_spot(ec2, region, wanted, now) if wanted else {}
-        adv = (advisor or {}).get(region, {})
+        prices[region] = (wanted, od, fetch_spot(ec2, region, wanted, now) if wanted else {})
+    if advisor is None:
+        advisor, advisor_note = _fetched_buckets(previous, on_warning, now)
+    else:
+        advisor_note = f"interruption buckets from the Spot Instance Advisor file {Path(spot_advisor_file).name}"
+    offers: dict[str, list[Offer]] = {}
+    for region, (wanted, od, spot) in prices.items():
+        adv = advisor.get(region, {})
         rows: list[Offer] = []
         for t in wanted:
             if t in od:
@@ -320,7 +291,7 @@ def refresh(regions: Iterable[str] | None = None, families: Iterable[str] | None
         f"AWS APIs at {now:%Y-%m-%d %H:%M} UTC: DescribeInstanceTypes, DescribeInstanceTypeOfferings, "
         "Pricing GetProducts (Linux, shared tenancy, on-demand), DescribeSpotPriceHistory (Linux/UNIX, "
         "current price per AZ; usd_per_hour = median over AZs)"
-        + (f"; interruption buckets from the Spot Instance Advisor file {Path(spot_advisor).name}" if spot_advisor else "")
+        + f"; {advisor_note}"
         + (f"; families {', '.join(sorted(fams))}" if fams else "")
     )
     return Catalog(
@@ -332,3 +303,19 @@ def refresh(regions: Iterable[str] | None = None, families: Iterable[str] | None
         instance_types={n: all_types[n] for n in sorted(used)},
         offers={r: RegionOffers.from_offers(rows) for r, rows in offers.items()},
     )
+
+
+def _fetched_buckets(previous: Catalog | None, on_warning: Callable[[str], None],
+                     now: datetime) -> tuple[spot_advisor.Buckets, str]:
+    """The public Spot Instance Advisor buckets, or the previous catalog's when the fetch fails."""
+    try:
+        return spot_advisor.fetch(), f"interruption buckets from the Spot Instance Advisor data {spot_advisor.url()} fetched at {now:%Y-%m-%d %H:%M} UTC"
+    except CatalogError as e:
+        kept = spot_advisor.from_catalog(previous)
+        if not kept:
+            on_warning(f"{e}; the new catalog has no interruption buckets (pass --spot-advisor FILE to add them)")
+            return {}, f"no interruption buckets (the Spot Instance Advisor fetch failed: {e})"
+        on_warning(f"{e}; keeping the interruption buckets of the previous catalog ({previous.source}, "
+                   f"fetched {previous.fetched_at:%Y-%m-%d})")
+        return kept, (f"interruption buckets kept from the previous catalog ({previous.source}, fetched "
+                      f"{previous.fetched_at:%Y-%m-%d}): the Spot Instance Advisor fetch failed")

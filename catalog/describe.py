@@ -140,4 +140,5 @@ def instance_type_from_describe(d: dict[str, Any]) -> InstanceType | None:
         network_up_to=up_to,
         network_baseline_gbps=baseline_gbps(net),
         efa=bool(net.get("EfaSupported")),
+        usage_classes=[str(u) for u in d.get("SupportedUsageClasses") or []],
     )

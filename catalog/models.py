@@ -30,6 +30,12 @@ INTERRUPTION_BUCKETS: tuple[tuple[float, float], ...] = (
 )
 INTERRUPTION_LABELS = ("<5%", "5-10%", "10-15%", "15-20%", ">20%")
 
+# Families AWS sells mostly by reservation (Capacity Blocks for ML, On-Demand Capacity
+# Reservations), whether or not a catalog's source lists "capacity-block" for them; p6 covers
+# every p6 family (p6-b200, p6-b300, p6e-gb200).
+RESERVATION_FAMILIES = frozenset({"p4d", "p4de", "p5", "p5e", "p5en"})
+RESERVATION_NOTE = "usually needs a Capacity Block or reservation"
+
 
 class InstanceType(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -58,6 +64,17 @@ class InstanceType(BaseModel):
     # (c7i.2xlarge: 3.125 of "up to 12.5").
     network_baseline_gbps: float | None = None
     efa: bool = False
+    # DescribeInstanceTypes' SupportedUsageClasses ("on-demand", "spot", "capacity-block");
+    # empty where the catalog's source did not say.
+    usage_classes: list[str] = []
+
+    @property
+    def sold_by_reservation(self) -> bool:
+        """AWS sells this type through Capacity Blocks (it says so in SupportedUsageClasses), or it
+        is of a class (p4d, p5, p5e, p5en, p6) whose capacity goes mostly to Capacity Blocks and
+        reservations: an on-demand or spot request for it usually finds none."""
+        return "capacity-block" in self.usage_classes or self.family in RESERVATION_FAMILIES \
+            or self.family.startswith("p6")
 
     @model_validator(mode="after")
     def _accelerator_consistent(self) -> InstanceType:

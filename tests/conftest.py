@@ -15,6 +15,9 @@ def isolated_dirs(tmp_path, monkeypatch):
         monkeypatch.delenv(k, raising=False)
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    # nor the public Spot Instance Advisor file: nothing listens on the discard port, so a refresh
+    # that fetches it fails at once (keeping previous buckets) unless a test serves one itself
+    monkeypatch.setenv("INSTANCE_ADVISOR_SPOT_ADVISOR_URL", "http://127.0.0.1:9/spot-advisor-data.json")
     return tmp_path
 
 

@@ -59,6 +59,20 @@ def test_every_number_has_a_source_and_uncertain_names_real_fields():
         ("NVIDIA A100 80GB PCIe", None, "A100-PCIE-80GB"),
         ("A100 PCIe", 40.0, "A100-PCIE-40GB"),
         ("MI250X GCD", 64.0, "MI250X-GCD"),
+        # Workstation and GeForce cards of the reference rows (spelled as the rows and torch do)
+        ("RTX 3090", 24.0, "RTX3090"),
+        ("NVIDIA GeForce RTX 3090", None, "RTX3090"),
+        ("RTX 3080", 10.0, "RTX3080"),
+        ("NVIDIA GeForce RTX 4090", None, "RTX4090"),
+        ("RTX 2080 Ti", 11.0, "RTX2080Ti"),
+        ("GTX 1080 Ti", 11.0, "GTX1080Ti"),
+        ("RTX A6000", 48.0, "RTXA6000"),
+        ("NVIDIA RTX A6000", None, "RTXA6000"),
+        ("RTX 6000 Ada", 48.0, "RTX6000Ada"),
+        ("NVIDIA RTX 6000 Ada Generation", None, "RTX6000Ada"),
+        ("Quadro RTX 8000", 48.0, "QuadroRTX8000"),
+        ("Titan RTX", 24.0, "TitanRTX"),
+        ("NVIDIA TITAN RTX", None, "TitanRTX"),
     ],
 )
 def test_lookup_maps_real_device_names(name, memory_gib, key):
@@ -83,14 +97,76 @@ def test_lookup_maps_real_device_names(name, memory_gib, key):
         ("NVIDIA H200 NVL", None),  # the PCIe card, not the SXM part
         ("NVIDIA H200 NVL", 141.0),
         ("Qualcomm AI100", None),
-        ("NVIDIA GeForce RTX 4090", None),
         ("AMD Radeon Pro V520", None),
+        # Other products that share a model number or a word with a card in the table
+        ("Quadro RTX 6000", None),  # Turing, 24 GB: not the RTX 6000 Ada
+        ("NVIDIA RTX 6000", None),  # says neither Ada nor Quadro
+        ("RTX PRO Server 6000", None),  # Blackwell (AWS's name), not the RTX 6000 Ada
+        ("NVIDIA RTX PRO 6000 Blackwell Workstation Edition", None),
+        ("RTX PRO 4500", None),
+        ("RTX 5000 Ada", None),
+        ("RTX A6000 Ada", None),  # no such card: two models named at once
+        ("RTX 3090 Ti", None),
+        ("RTX 3080 Ti", None),
+        ("RTX 3080 12GB", None),  # 70 SMs and 912 GB/s: not the 10 GB card
+        ("RTX 3080", 12.0),
+        ("RTX 4090 D", None),
+        ("NVIDIA GeForce RTX 4090 Laptop GPU", None),
+        ("RTX 2080", None),
+        ("RTX 2080 SUPER", None),
+        ("GTX 1080", None),
+        ("Titan V", None),
+        ("NVIDIA B300", None),
         ("", None),
         ("NVIDIA H100 80GB HBM3", 10.0),  # a MIG slice is not the full device
     ],
 )
 def test_lookup_returns_none_rather_than_a_wrong_match(name, memory_gib):
     assert acc.lookup(name, memory_gib) is None
+
+
+def test_amp_peaks_are_fp32_accumulate_rates():
+    """AMP accumulates in FP32: GeForce cards run that at half their FP16-accumulate tensor rate
+    (RTX 2080 Ti 53.8 of 107.6, RTX 3090 71 of 142, RTX 4090 165.2 of 330.3), the professional and
+    Titan cards do not (Quadro RTX 8000 and Titan RTX 130.5 like the Quadro RTX 6000, RTX A6000
+    154.8, RTX 6000 Ada 364). Dense figures, never the sparse ones."""
+    fp16 = {k: acc.get(k).fp16_tflops for k in ("RTX2080Ti", "RTX3090", "RTX4090", "QuadroRTX8000", "TitanRTX",
+                                                 "RTXA6000", "RTX6000Ada", "RTX3080")}
+    assert fp16 == {"RTX2080Ti": 53.8, "RTX3090": 71.0, "RTX4090": 165.2, "QuadroRTX8000": 130.5, "TitanRTX": 130.5,
+                    "RTXA6000": 154.8, "RTX6000Ada": 364.0, "RTX3080": 59.5}
+    assert acc.get("RTX3080").uncertain == ["fp16_tflops"]  # derived from the FP16-accumulate figure
+    # Same die, different product: the GeForce card's AMP peak is half the workstation card's per SM-clock.
+    assert acc.get("RTX4090").fp16_tflops / acc.get("RTX6000Ada").fp16_tflops < 0.5
+    bw = {k: acc.get(k).bandwidth_gbs for k in fp16}
+    assert bw == {"RTX2080Ti": 616.0, "RTX3090": 936.0, "RTX4090": 1008.0, "QuadroRTX8000": 672.0, "TitanRTX": 672.0,
+                  "RTXA6000": 768.0, "RTX6000Ada": 960.0, "RTX3080": 760.0}
+    # Pascal has no tensor cores: no 16-bit peak, so its AMP rows are not fitted.
+    p = acc.get("GTX1080Ti")
+    assert p.fp16_tflops is None and not p.fp16_supported and p.fp32_tflops == 11.3
+
+
+def test_every_aws_gpu_name_maps_as_before():
+    """The names moto's DescribeInstanceTypes data (AWS's own) gives, with memory: the cards added
+    for the reference rows change none of them (AWS's RTX PRO parts stay unknown)."""
+    import gzip
+    import json
+    from pathlib import Path
+
+    import moto
+
+    with gzip.open(Path(moto.__file__).parent / "ec2" / "resources" / "instance_types.json.gz") as f:
+        described = json.load(f)
+    seen = {}
+    for d in described.values():
+        for g in (d.get("GpuInfo") or {}).get("Gpus") or []:
+            mib = (g.get("MemoryInfo") or {}).get("SizeInMiB")
+            share = g.get("GpuPartitionSize") or 1
+            spec = acc.lookup(g["Name"], mib / 1024 / share if mib else None)
+            seen[g["Name"]] = seen.get(g["Name"], set()) | {spec.key if spec else None}
+    expected = {"A100": {"A100-40GB", "A100-80GB"}, "A10G": {"A10G"}, "B200": {"B200"}, "B300": {None},
+                "H100": {"H100"}, "H200": {"H200"}, "L4": {"L4"}, "L40S": {"L40S"}, "T4": {"T4"}, "T4g": {"T4"},
+                "V100": {"V100-32GB"}, "RTX PRO 4500": {None}, "RTX PRO Server 6000": {None}}
+    assert seen == expected
 
 
 def test_peak_tflops_per_dtype():

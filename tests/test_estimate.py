@@ -70,6 +70,22 @@ def test_builtin_calibration_meets_its_targets(builtin):
     assert builtin.bands.coverage_model >= 0.80  # in sample: the scale is set to cover 85%
 
 
+def test_workstation_and_geforce_cards_are_fitted_and_mlperf_ceilings_are_not(builtin):
+    """The RTX/Quadro/Titan rows (Ampere and Ada siblings of the A10G, L4 and L40S) are anchors;
+    MLPerf submissions are hand-tuned ceilings, not a stack the probe reaches; Pascal (no tensor
+    cores) has no 16-bit peak to scale from."""
+    groups = {p.device.group for p in builtin.points}
+    assert {"RTX3090", "RTX4090", "RTXA6000", "RTX6000Ada", "QuadroRTX8000", "TitanRTX", "RTX2080Ti"} <= groups
+    assert len({g for g in groups if not g.startswith("cpu")}) >= 15
+    skipped = dict(builtin.skipped)
+    assert "MLPerf" in skipped["mlperf-v4.0-h200-8gpu-rn50-mxnet"]
+    assert all(not p.label.startswith("mlperf-") for p in builtin.points)
+    assert "no 16-mixed peak" in skipped["lambda-v0-rn50-gtx-1080ti-1gpu-fp16"]
+    # timm's plain-PyTorch NHWC rows are at the tuned level they are fitted as: the probe's own stack.
+    nhwc = [p for p in builtin.points if p.label == "timm-pt112-rtx3090-resnet50-amp-nhwc"]
+    assert nhwc and nhwc[0].stack == "tuned"
+
+
 def test_efficiency_comes_from_published_pairs(builtin):
     eff = builtin.efficiency
     assert len(eff.pairs) >= 10

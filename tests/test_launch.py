@@ -11,6 +11,7 @@ import re
 from datetime import datetime, timezone
 
 import pytest
+from aws_fakes import serve_account
 from botocore.exceptions import ClientError
 
 from advisor.ec2 import aws as ec2_aws
@@ -43,6 +44,7 @@ def aws(monkeypatch, tmp_path):
     import boto3
     from moto import mock_aws
 
+    account = serve_account(monkeypatch)
     # moto's ~thousand default AMIs take seconds to load in every test; three of our own do
     monkeypatch.setenv("MOTO_EC2_LOAD_DEFAULT_AMIS", "false")
     with mock_aws():
@@ -60,7 +62,8 @@ def aws(monkeypatch, tmp_path):
         wheel = tmp_path / "instance_advisor-0.1.0-py3-none-any.whl"
         wheel.write_bytes(b"PK\x05\x06" + b"\0" * 18)  # an empty zip: the instances are not real
         creds = boto3.Session().get_credentials()  # mock_aws sets its own fake ones
-        yield type("AWS", (), {"ec2": ec2, "s3": s3, "amis": amis, "wheel": str(wheel),
+        yield type("AWS", (), {"ec2": ec2, "s3": s3, "amis": amis, "wheel": str(wheel), "account": account,
+                                   "quotas": account.quotas,
                                    "key": creds.access_key, "secret": creds.secret_key})
 
 
@@ -170,7 +173,7 @@ def test_ami_of_the_wrong_architecture_skips_that_type(aws, run_calls, cli, monk
     code, out, err = cli(*base_args(aws, "g5.xlarge,g5g.xlarge", "--ami", aws.amis["x86_64"], "--yes", "--format", "json"))
     assert code == 1, err  # one of two launched
     assert [c["InstanceType"] for c in launched(run_calls.calls)] == ["g5.xlarge"]
-    assert f"g5g.xlarge: skipped, the EC2 DryRun check failed: AMI {aws.amis['x86_64']} is x86_64; g5g.xlarge needs arm64" in err
+    assert f"g5g.xlarge: skipped: AMI {aws.amis['x86_64']} is x86_64; g5g.xlarge needs arm64" in err
     assert [r["instance_type"] for r in json.loads(out)] == ["g5.xlarge"]
 
 
@@ -545,3 +548,38 @@ def test_temporary_credentials_warning_comes_before_the_question(aws, run_calls,
     assert err.index("signed with temporary credentials") < err.index("Start 1 on-demand instance(s)")
     code, _out, err = cli(*base_args(aws, "t3.micro", "--max-minutes", "90", "--dry-run"))
     assert code == 0 and "signed with temporary credentials" in err
+
+
+# ---------------------------------------------------------------- vCPU quotas (issue 10)
+
+
+def test_a_type_over_its_quota_is_refused_before_any_run_instances(aws, run_calls, cli):
+    aws.quotas["L-DB2E81BA"] = 0  # Running On-Demand G and VT instances
+    code, _out, err = cli(*base_args(aws, "g5.xlarge", "--yes"))
+    assert code == 2
+    assert errors(err) == [(
+        "advisor: error: g5.xlarge: the quota 'Running On-Demand G and VT instances' (L-DB2E81BA) is 0 vCPUs in "
+        "us-east-1, and it needs 4; request an increase at https://us-east-1.console.aws.amazon.com/servicequotas/home/"
+        "services/ec2/quotas/L-DB2E81BA or with 'aws service-quotas request-service-quota-increase --service-code ec2 "
+        "--quota-code L-DB2E81BA --desired-value 4 --region us-east-1'; nothing launched")]
+    assert run_calls.calls == []  # not even a DryRun
+    assert manifests.list_run_ids() == []
+
+
+def test_spot_quota_refuses_one_type_and_the_others_launch(aws, run_calls, cli):
+    aws.quotas["L-3819A6DF"] = 4  # All G and VT Spot Instance Requests: one xlarge
+    code, _out, err = cli(*base_args(aws, "g5.xlarge,g6.xlarge,c7i.large", "--market", "spot", "--yes"))
+    assert code == 1, err  # not every planned type launched
+    assert ("g6.xlarge: skipped: the quota 'All G and VT Spot Instance Requests' (L-3819A6DF) is 4 vCPUs in "
+            "us-east-1, and it needs 4 beside the 4 of the types before it; request an increase") in err
+    assert [c["InstanceType"] for c in launched(run_calls.calls)] == ["g5.xlarge", "c7i.large"]
+    assert "g6.xlarge" not in {c["InstanceType"] for c in run_calls.calls}  # no DryRun for it either
+
+
+def test_unreadable_quotas_warn_and_launch(aws, run_calls, cli):
+    aws.account.deny.add("ListServiceQuotas")
+    code, _out, err = cli(*base_args(aws, "g5.xlarge", "--yes"))
+    assert code == 0, err
+    assert ("advisor: warning: servicequotas:ListServiceQuotas in us-east-1: AWS refused (AccessDeniedException: "
+            "not allowed to ListServiceQuotas)" in err and "the launch may still fail on a vCPU limit" in err)
+    assert [c["InstanceType"] for c in launched(run_calls.calls)] == ["g5.xlarge"]

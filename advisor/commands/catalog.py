@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
+from catalog.aws import DEFAULT_REGIONS
+
 from ..errors import UserError
-from ..output import add_format_option, emit
+from ..output import add_format_option, emit, warn
 from .common import add_catalog_options, catalog_path, load_catalog
 
 SHOW_COLUMNS = ("instance_type", "region", "market", "usd_per_hour", "vcpus", "memory_gib", "accelerator",
@@ -34,10 +36,11 @@ def register(sub) -> None:
 
     ref = csub.add_parser("refresh", help="rebuild the catalog cache from the AWS APIs (needs credentials)")
     ref.add_argument("--regions", nargs="+", metavar="R",
-                     help="regions (space or comma separated; default us-east-1 us-west-2 eu-west-1)")
+                     help=f"regions (space or comma separated; default {' '.join(DEFAULT_REGIONS)}); "
+                          "'all': every region the account has enabled")
     ref.add_argument("--families", metavar="F[,F...]", help="only these families (default: every type offered)")
     ref.add_argument("--spot-advisor", metavar="FILE",
-                     help="a copy of the Spot Instance Advisor JSON, for interruption buckets and savings")
+                     help="a saved copy of the Spot Instance Advisor JSON (default: fetched from AWS's public URL)")
     add_format_option(ref)
     ref.set_defaults(func=cmd_refresh)
 
@@ -159,16 +162,23 @@ def cmd_info(args) -> int:
 
 def cmd_refresh(args) -> int:
     from catalog import aws
-    from catalog.io import save_atomic
+    from catalog.io import CatalogError, load, save_atomic
 
     from ..paths import catalog_cache_path
 
     regions = _split(args.regions) or None
+    if regions and "all" in regions and regions != ["all"]:
+        raise UserError("--regions all cannot be combined with other regions")
     families = _split(args.families) or None
+    path = catalog_cache_path()
+    try:  # the catalog being replaced: its interruption buckets stay if the advisor fetch fails
+        previous = load(catalog_path(args))
+    except CatalogError:
+        previous = None
     # Everything is fetched and validated before anything is written: a failure leaves the
     # previous cache as it was.
-    cat = aws.refresh(regions=regions, families=families, spot_advisor=args.spot_advisor)
-    path = catalog_cache_path()
+    cat = aws.refresh(regions=regions, families=families, spot_advisor_file=args.spot_advisor,
+                      previous=previous, on_warning=warn)
     save_atomic(cat, path)
     emit([{
         "path": str(path),

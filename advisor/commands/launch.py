@@ -153,15 +153,18 @@ def handle_launch(args) -> int:
     validate_request(req)  # before any AWS call: --max-instances refusal costs nothing
     catalog = _catalog_or_none(args)
     plan = plan_launch(req, catalog)
+    if len(plan) == 1 and plan[0].check_error and not args.dry_run:  # one type, refused: one line
+        raise UserError(f"{plan[0].instance_type}: {plan[0].check_error}; nothing launched")
     if not req.ami:
         _warn_unsupported_accelerators(catalog, req.instance_types)
     # A real launch prints the plan as part of the confirmation, on stderr, so stdout carries
     # one document: what was launched.
-    emit([p.row() for p in plan], args.format, PLAN_COLUMNS, stream=None if args.dry_run else sys.stderr)
+    emit([p.row() for p in plan], args.format, PLAN_COLUMNS, stream=None if args.dry_run else sys.stderr,
+         wrap={"check": 60})
     ok = [p for p in plan if p.check_error is None]
     for p in plan:
         if p.check_error:
-            warn(f"{p.instance_type}: skipped, the EC2 DryRun check failed: {p.check_error}")
+            warn(f"{p.instance_type}: skipped: {p.check_error}")
     costs = [p.max_cost_usd for p in ok]
     total = "unknown" if any(c is None for c in costs) else f"${sum(costs):.2f}"
     if args.dry_run:
@@ -169,7 +172,7 @@ def handle_launch(args) -> int:
               f"if every one runs its full {req.max_minutes} minutes; nothing launched", file=sys.stderr)
         return 0 if ok else 1
     if not ok:
-        raise UserError("no instance type passed the EC2 DryRun check; nothing launched")
+        raise UserError("no instance type passed the checks (quota, AMI, EC2 DryRun); nothing launched")
     if not args.yes and not confirm(
         f"Start {len(ok)} {req.market} instance(s) in {req.region} for at most {req.max_minutes} "
         f"minutes each (max cost {total})?"

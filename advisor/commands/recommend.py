@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import math
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ..errors import UserError
@@ -15,11 +16,13 @@ from ..output import FORMATS, warn
 from .common import add_catalog_options, add_store_option, load_catalog, store_path
 
 if TYPE_CHECKING:
-    from ..rows import ProbeRow
+    from ..rows import CandidateRow, ProbeRow, Rows
 
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_INSTANCES = 4
+# --obtainable-only ranks this many times --top candidates before dropping those not obtainable
+OBTAINABLE_POOL = 5
 
 
 def register(sub) -> None:
@@ -68,6 +71,11 @@ def register(sub) -> None:
                         "planned only when it is expected to save more than it costs)")
     p.add_argument("--top", type=int, default=10, metavar="N", help="rows to show (default 10)")
     p.add_argument("--show-excluded", action="store_true", help="also list excluded instance types with the reason")
+    p.add_argument("--check-account", action="store_true",
+                   help="ask AWS whether your account can get each candidate: its vCPU quota (Service Quotas) and, "
+                        "for spot, the spot placement score; needs credentials (IAM permissions: see README)")
+    p.add_argument("--obtainable-only", action="store_true",
+                   help="only candidates the account can get (obtainable yes); implies --check-account")
     p.add_argument("--plot", metavar="FILE", help="write a cost-vs-time plot to FILE.png, .svg or .pdf (needs matplotlib)")
     p.add_argument("--format", choices=FORMATS, default="table", help="output format")
     p.add_argument("--references", default="builtin", metavar="builtin|none|FILE",
@@ -135,10 +143,13 @@ def handle(args) -> int:
 
     spec = workload_spec(job)  # its id picks the measurements; build_plan checks the filters
     measurements = load_measurements(args, spec.workload_id)
-    plan = build_plan(catalog, job, measurements, top=args.top, references=args.references)
+    # --obtainable-only ranks a deeper pool, so that --top rows remain after the unobtainable go
+    plan = build_plan(catalog, job, measurements, top=args.top * OBTAINABLE_POOL if args.obtainable_only else args.top,
+                      references=args.references)
     for w in plan.warnings:
         warn(w)
-    rows = build(plan)
+    rows = with_account_facts(build(plan), catalog, check=args.check_account or args.obtainable_only,
+                              only=args.obtainable_only, top=args.top)
     write(plan, rows, args.format, probe_commands=probe_commands(job, rows.probes), show_excluded=args.show_excluded)
     if args.plot:
         from ..plot import plot_plan
@@ -147,6 +158,35 @@ def handle(args) -> int:
         if args.format == "table":
             print(f"\nplot written to {args.plot}")
     return 0
+
+
+def with_account_facts(rows: Rows, catalog, *, check: bool, only: bool, top: int) -> Rows:
+    """Rows with what the catalog knows about getting each type (Capacity Block / reservation
+    classes) and, with `check`, what the account's quotas and spot placement scores say."""
+    cands = [replace(r, sold_by_reservation=catalog.instance_types[r.instance_type].sold_by_reservation)
+             for r in rows.candidates]
+    if check:
+        from ..ec2.account import Account, Need
+        from ..ec2.account import check as check_account
+
+        def need(r: CandidateRow) -> Need:
+            it = catalog.instance_types[r.instance_type]
+            # spot+od-fallback starts on spot: its first request is what must be obtainable
+            return Need(r.instance_type, r.region, "on-demand" if r.market == "on-demand" else "spot", r.count,
+                        it.vcpus, it.sold_by_reservation)
+
+        account = Account()
+        verdicts = check_account([need(r) for r in cands], account)
+        for w in account.warnings:
+            warn(w)
+        cands = [replace(r, obtainable=(v := verdicts[need(r)]).obtainable, obtainable_reason=v.reason) for r in cands]
+        if only:
+            kept = [r for r in cands if r.obtainable == "yes"][:top]
+            if not kept:
+                warn(f"--obtainable-only: none of the {len(cands)} best candidates is obtainable by this account; "
+                     "without --obtainable-only the note column says why")
+            cands = [replace(r, rank=n + 1) if r.rank is not None else r for n, r in enumerate(kept)]
+    return replace(rows, candidates=cands)
 
 
 def probe_commands(job: JobSpec, probes: list[ProbeRow]) -> list[str]:

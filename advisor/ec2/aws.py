@@ -11,41 +11,39 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from catalog import awscall
+
 from ..errors import UserError
 
 
 def client(service: str, region: str | None, **config: Any):
-    import boto3
-    from botocore.config import Config
-
-    cfg = Config(retries={"mode": "standard", "max_attempts": 8}, **config)
-    return boto3.client(service, region_name=region, config=cfg)
+    """A client with the project's timeouts, retries and guard (catalog/awscall.py). Credentials
+    are resolved here: missing or partial ones are a one-line UserError."""
+    try:
+        return awscall.make_client(service, region, **config)
+    except awscall.errors() as e:
+        raise user_error(e, f"connecting to AWS {service}") from None
 
 
 def error_code(e: Exception) -> str:
-    return getattr(e, "response", {}).get("Error", {}).get("Code", type(e).__name__)
+    resp = getattr(e, "response", None)  # None on botocore's HTTP errors (a read timeout)
+    return (resp if isinstance(resp, dict) else {}).get("Error", {}).get("Code", type(e).__name__)
 
 
 def error_line(e: Exception) -> str:
     """`Code: message` on one line, from a botocore ClientError or any exception."""
     resp = getattr(e, "response", None)
-    if resp:
+    if isinstance(resp, dict) and resp:
         err = resp.get("Error", {})
         msg = str(err.get("Message") or e)
         return f"{err.get('Code', 'Error')}: {' '.join(msg.split())}"
     return " ".join(str(e).split()) or type(e).__name__
 
 
-def user_error(e: Exception, doing: str) -> UserError:
-    """One-line UserError for AWS failures that are the user's to fix (credentials, region,
-    permissions, missing resources)."""
-    from botocore.exceptions import NoCredentialsError, NoRegionError
-
-    if isinstance(e, NoCredentialsError):
-        return UserError(f"{doing}: no AWS credentials found (set AWS_PROFILE or run 'aws configure')")
-    if isinstance(e, NoRegionError):
-        return UserError(f"{doing}: no AWS region (pass --region or set AWS_DEFAULT_REGION)")
-    return UserError(f"{doing}: {error_line(e)}")
+def user_error(e: BaseException, doing: str, denied_hint: str = "") -> UserError:
+    """One-line UserError for an AWS failure while `doing` (the translation is awscall.explain,
+    shared with the catalog refresh)."""
+    return UserError(awscall.explain(e, doing, denied_hint=denied_hint))
 
 
 def default_region(region: str | None) -> str:
@@ -53,7 +51,10 @@ def default_region(region: str | None) -> str:
         return region
     import boto3
 
-    r = boto3.session.Session().region_name
+    try:
+        r = boto3.session.Session().region_name
+    except awscall.errors() as e:  # AWS_PROFILE names no profile
+        raise user_error(e, "AWS configuration") from None
     if not r:
         raise UserError("no AWS region: pass --region or set AWS_DEFAULT_REGION")
     return r
@@ -127,7 +128,10 @@ def warn_if_temporary_credentials(expires_s: int) -> None:
 
     from ..output import warn
 
-    creds = boto3.session.Session().get_credentials()
+    try:
+        creds = boto3.session.Session().get_credentials()
+    except awscall.errors():
+        return  # the clients made before this one said what is wrong with them
     if creds is not None and creds.get_frozen_credentials().token and expires_s > 3600:
         warn(f"the presigned upload URLs are signed with temporary credentials; they stop working when those "
              f"expire, which may be before the {expires_s // 60} minutes a probe may need: long-lived "

@@ -70,7 +70,7 @@ def execute(
     """Upload the package, write the manifest, start one instance per planned type."""
     to_launch = [p for p in plan if p.check_error is None]
     if not to_launch:
-        raise UserError("no instance type passed the EC2 DryRun check; nothing launched")
+        raise UserError("no instance type passed the checks (quota, AMI, EC2 DryRun); nothing launched")
     run_id = run_id or manifests.new_run_id()
     s3 = aws.s3_client_for(req.s3.bucket, req.region)
     package_key, spec = upload_package(s3, req, run_id)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import UserError
+from ..output import warn
 from . import aws
 from .aws import S3Location, error_code, error_line
 from .package import check_package
@@ -119,15 +120,17 @@ def validate_request(req: LaunchRequest) -> None:
 
 
 
-def instance_architectures(ec2, types: list[str]) -> dict[str, str]:
+def describe_types(ec2, types: list[str]) -> dict[str, tuple[str, int]]:
+    """Instance type -> (architecture, vCPUs), from DescribeInstanceTypes."""
     from botocore.exceptions import BotoCoreError, ClientError
 
-    archs: dict[str, str] = {}
+    archs: dict[str, tuple[str, int]] = {}
     try:
         for page in ec2.get_paginator("describe_instance_types").paginate(InstanceTypes=types):
-            for it in page["InstanceTypes"]:
+            for it in page.get("InstanceTypes", []):
                 supported = it.get("ProcessorInfo", {}).get("SupportedArchitectures", [])
-                archs[it["InstanceType"]] = "arm64" if "arm64" in supported and "x86_64" not in supported else "x86_64"
+                arch = "arm64" if "arm64" in supported and "x86_64" not in supported else "x86_64"
+                archs[it["InstanceType"]] = (arch, int(it.get("VCpuInfo", {}).get("DefaultVCpus") or 0))
     except ClientError as e:
         if error_code(e) == "InvalidInstanceType":
             raise UserError(error_line(e)) from None
@@ -299,12 +302,19 @@ def describe_amis(ec2, amis: set[str]) -> dict[str, AmiFacts]:
 
 def plan_launch(req: LaunchRequest, catalog=None) -> list[PlannedLaunch]:
     """Everything short of starting instances: validation, the bucket, architectures, AMIs,
-    prices and a DryRun check per type."""
+    prices, the vCPU quotas and a DryRun check per type."""
+    from . import account
+
     validate_request(req)
     aws.s3_client_for(req.s3.bucket, req.region)  # the bucket exists and is reachable
     aws.warn_if_temporary_credentials((req.max_minutes + URL_GRACE_MINUTES) * 60)  # before the confirmation
     ec2 = aws.client("ec2", req.region)
-    archs = instance_architectures(ec2, req.instance_types)
+    described = describe_types(ec2, req.instance_types)
+    archs = {t: arch for t, (arch, _) in described.items()}
+    quotas = account.Account(cache_seconds=0, purpose="the launch's quota check")
+    over_quota = account.launch_refusals(req.region, req.market, {t: v for t, (_, v) in described.items()}, quotas)
+    for w in quotas.warnings:
+        warn(f"{w}: the launch may still fail on a vCPU limit")
     amis: dict[str, str] = {}
     if req.ami:
         amis = {a: req.ami for a in set(archs.values())}
@@ -329,13 +339,16 @@ def plan_launch(req: LaunchRequest, catalog=None) -> list[PlannedLaunch]:
         f = facts.get(p.ami, AmiFacts())
         p.root_device, p.root_volume_gib = f.root_override or (None, None)
         p.kept_volumes = dict(f.kept_volumes)
-        if f.arch and f.arch != p.arch:
+        if t in over_quota:  # before its DryRun: EC2's DryRun does not check quotas
+            p.check_error = over_quota[t]
+        elif f.arch and f.arch != p.arch:
             p.check_error = f"AMI {p.ami} is {f.arch}; {t} needs {p.arch} (give --ami per architecture: launch them separately)"
         else:
             params = run_instances_params(req=req, run_id="dry-run", instance_type=t, ami=p.ami, user_data=None,
                                           root_device=p.root_device, root_volume_gib=p.root_volume_gib,
                                           kept_volumes=p.kept_volumes)
-            p.check_error = dry_run_check(ec2, params)
+            failed = dry_run_check(ec2, params)
+            p.check_error = f"the EC2 DryRun check failed: {failed}" if failed else None
         plan.append(p)
     return plan
 

@@ -108,7 +108,7 @@ def distance(dev: Device, workload: str, f: Fit) -> tuple[float, list[str]]:
             d += OUTSIDE_PER_DOUBLING * out
             faster = dev.peak > max(g.peak for g in same_kind) or (
                 dev.bandwidth and dev.bandwidth > max(g.bandwidth or 0 for g in same_kind))
-            why.append(f"{2 ** out:.2g}x {'beyond the fastest' if faster else 'below the slowest'} anchor "
+            why.append(f"{2 ** out:.3g}x {'beyond the fastest' if faster else 'below the slowest'} anchor "
                        "(peak FLOP/s or bandwidth)")
     if workload not in f.level:
         d += NEW_WORKLOAD

@@ -32,6 +32,28 @@ BYTES_FACTOR = {"32-true": 2.0, "tf32": 2.0, "16-mixed": 1.0, "bf16-mixed": 1.0}
 PRECISION_OF_DTYPE = {"bf16": "bf16-mixed", "fp16": "16-mixed", "fp32": "32-true"}
 MIXED = ("16-mixed", "bf16-mixed")
 
+# The stack the probe measures, in the reference dataset's terms. On a GPU the probe's ladder ends
+# at AMP + channels_last (+ torch.compile, loader workers, a batch search) in plain PyTorch, and
+# the dataset puts that at its "tuned" level (NHWC/DALI vendor stacks), not at the NCHW AMP
+# "default" (Lambda's NGC runs): timm's plain-PyTorch RTX 3090 rows gain 1.47x on ResNet-50 from
+# NHWC alone (826 -> 1,218/s; resnet18 1.26x, resnet101 1.31x), and Article A's ladder reached
+# ~926/s on an A10G where Lambda's NCHW AMP A10 row is 638 (1.45x). So estimates are made at this
+# level, and a GPU where channels_last does not win (the ladder keeps its best rung) is still at
+# least at the default level: the band's lower end. On a CPU the rows are Article A's ladder itself.
+PROBE_STACK = "tuned"
+
+
+def is_mlperf(m) -> bool:
+    """An MLPerf Training submission: a hand-tuned end-to-end ceiling, not a stack the probe reaches."""
+    where = f"{m.source.repo or ''} {m.source.url or ''}".lower()
+    return "mlcommons" in where or m.id.startswith("mlperf-")
+
+
+def at_probe_stack(m) -> bool:
+    """Whether a published row is at the level a probe of its instance type would reach: the
+    probe's stack, the final rung of a ladder, not an MLPerf ceiling."""
+    return m.stack == PROBE_STACK and not is_mlperf(m) and (not m.rung or m.tuned)
+
 
 @dataclass(frozen=True)
 class Device:
@@ -57,7 +79,7 @@ class Point:
     device: Device
     workload: str  # model name: resnet50, bert-large, ...
     precision: str
-    stack: str  # tuned | default | probe
+    stack: str  # tuned | default (the dataset's stacks; a probe is at PROBE_STACK)
     sps: float  # per device samples/s (multi-device runs divided by n x the scaling efficiency)
     devices: int  # devices in the run (one node)
     label: str  # reference row id, or "probe <instance type>"
@@ -131,6 +153,9 @@ def reference_points(rows, catalog: Catalog | None, efficiency) -> tuple[list[Po
             continue
         if m.nodes > 1:
             skipped.append((m.id, "multi-node run"))
+            continue
+        if is_mlperf(m):
+            skipped.append((m.id, "MLPerf submission: a hand-tuned ceiling, not a stack the probe reaches"))
             continue
         if m.rung and not m.tuned:
             skipped.append((m.id, f"intermediate rung {m.rung!r} of a published ladder (its final rung is fitted)"))

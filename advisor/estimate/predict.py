@@ -2,8 +2,9 @@
 
 Without probes the level comes from the reference rows (the fitted lambda of the workload, or for
 a workload with no rows the best-known one's scaled by FLOPs per sample) and the estimate is for
-the probe's own stack (Lightning + torchvision after the ladder: a default, not a hand-tuned,
-stack); the band's upper end also allows the tuned stacks the reference rows show.
+the probe's own stack after its ladder (points.PROBE_STACK: AMP + channels_last in plain PyTorch,
+which the dataset puts at its tuned level); the band's lower end reaches the NCHW default level,
+where a GPU on which channels_last does not win still is.
 
 With probes the level is re-anchored: each probe's measured / predicted ratio on its own device
 moves every other estimate. Each probe (carried over by the model's device ratio) and the
@@ -26,7 +27,7 @@ from catalog.models import Catalog, InstanceType
 
 from .calibrate import distance, level_for, pair_distance
 from .model import FLOPS, CrossDeviceModel
-from .points import PRECISION_OF_DTYPE, Device, instance_device
+from .points import PRECISION_OF_DTYPE, PROBE_STACK, Device, instance_device
 
 UNRELIABLE_WIDEN = 2.0  # an unreliable probe's half-width against a reliable one's (a quarter of its weight)
 
@@ -82,7 +83,7 @@ class Estimator:
         dev = instance_device(it, m.precision) if it is not None else None
         if dev is None:
             return None
-        pred = self.model.fit.log_predict(dev, self.workload, "default", level=self.level or 0.0,
+        pred = self.model.fit.log_predict(dev, self.workload, PROBE_STACK, level=self.level or 0.0,
                                           own_rows=self.use_references)
         return dev, math.log(m.per_device_sps) - pred, m
 
@@ -117,19 +118,21 @@ class Estimator:
 
     def _from_references(self, dev: Device, precision: str) -> Estimate:
         f, bands = self.model.fit, self.model.bands
-        mid = f.log_predict(dev, self.workload, "default", level=self.level)
+        mid = f.log_predict(dev, self.workload, PROBE_STACK, level=self.level)
         d, why = distance(dev, self.workload, f)
         w = bands.model_scale * (1.0 + d)
+        # The ladder keeps its best rung: where channels_last does not pay, the probe still gets
+        # the NCHW default level, tuned/default below the estimate.
         stack = max(f.sigma, 0.0) if dev.kind != "cpu" else 0.0
         basis = self._basis(dev, precision, mid) | {
             "band": {"log_half_width": round(w, 3), "distance": round(d, 2), "extrapolation": why or ["inside the fitted range"],
                      "stack_spread": round(math.exp(stack), 3),
                      "calibrated": f"leave-one-device-out: covers {bands.coverage_model:.0%} of held-out figures "
                                    f"(target {bands.share:.0%}); band = x/exp({bands.model_scale:.3f} x (1 + distance)), "
-                                   "upper end x the tuned/default stack ratio"},
+                                   "lower end / the tuned/default stack ratio"},
         }
         notes = [f"extrapolated: {'; '.join(why)}"] if d >= 1 else []
-        return Estimate(math.exp(mid), math.exp(mid - w), math.exp(mid + stack + w), precision, basis, notes)
+        return Estimate(math.exp(mid), math.exp(mid - stack - w), math.exp(mid + w), precision, basis, notes)
 
     def _anchored(self, dev: Device, precision: str, probes, reference: Estimate | None) -> Estimate:
         """Each probe, carried over by the model's device ratio, and the reference estimate are
@@ -137,7 +140,7 @@ class Estimator:
         (the nearest, most reliable source counts most). The band is the narrowest single source's:
         their errors share the model, so averaging does not shrink it."""
         f, bands = self.model.fit, self.model.bands
-        base = f.log_predict(dev, self.workload, "default", level=self.level or 0.0, own_rows=self.use_references)
+        base = f.log_predict(dev, self.workload, PROBE_STACK, level=self.level or 0.0, own_rows=self.use_references)
         sources, used = [], []
         for pdev, shift, m in probes:
             d = pair_distance(pdev, dev)
@@ -148,10 +151,10 @@ class Estimator:
                          "predicted_per_device": round(m.per_device_sps / math.exp(shift), 2),
                          "ratio": round(math.exp(shift), 3), "distance": round(d, 2), "reliable": m.reliable})
         if reference is not None:
-            # The published rows do not know your stack: their band's centre, and its half-width
-            # including the stack spread.
+            # The published rows do not know your stack: their estimate, with a half-width that
+            # includes the stack spread.
             lo, hi = math.log(reference.low), math.log(reference.high)
-            sources.append(((lo + hi) / 2, (hi - lo) / 2))
+            sources.append((math.log(reference.per_device), (hi - lo) / 2))
         weights = [1.0 / h**2 for _, h in sources]
         total = sum(weights)
         mid = sum(w * m for w, (m, _) in zip(weights, sources)) / total
