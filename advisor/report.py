@@ -154,11 +154,11 @@ def _covers(p: ProbeRow) -> str:
     return shown + (f" +{len(p.covers) - 2} more" if len(p.covers) > 2 else "")
 
 
-def _known(o: Outlook) -> str:
+def _known(o: Outlook, now: bool = False) -> str:
     """How far the pick may be from the true best in 90% of outcomes, or how often it misses."""
     if math.isfinite(o.p90_regret):
-        return f"{o.p90_regret:.0%}"
-    return f"- (the pick misses the deadline or the budget in {o.p_miss:.0%} of outcomes)"
+        return f"{'now ' if now else ''}within {o.p90_regret:.0%}"
+    return f"{'now ' if now else ''}not known: the pick misses the deadline or the budget in {o.p_miss:.0%} of outcomes"
 
 
 def probe_lines(s: ProbeSummary, probes: list[ProbeRow]) -> list[str]:
@@ -172,11 +172,11 @@ def probe_lines(s: ProbeSummary, probes: list[ProbeRow]) -> list[str]:
                        f"estimates now); the pick is then within {s.within:.0%} of the true best in "
                        f"{s.after.p_within:.0%}.")
         else:
-            out.append(f"{first} the best option is known to within {_known(s.after)} (now {_known(s.now)}; 90% of "
-                       f"outcomes): the pick within {s.within:.0%} of the true best in {s.after.p_within:.0%} of "
-                       f"outcomes (now {s.now.p_within:.0%}).")
+            out.append(f"{first} the best option is known {_known(s.after)} in 90% of outcomes ({_known(s.now, True)}): "
+                       f"the pick within {s.within:.0%} of the true best in {s.after.p_within:.0%} of outcomes "
+                       f"(now {s.now.p_within:.0%}).")
     elif s.now is not None and s.has_pick:
-        out.append(f"None: {s.why_empty}. The best option is known to within {_known(s.now)} (90% of outcomes): "
+        out.append(f"None: {s.why_empty}. The best option is known {_known(s.now)} in 90% of outcomes: "
                    f"the pick within {s.within:.0%} of the true best in {s.now.p_within:.0%} of outcomes.")
     else:
         out.append(f"None: {s.why_empty}.")
