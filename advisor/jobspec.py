@@ -13,6 +13,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from catalog.filters import TypeFilter
+
 from .errors import UserError
 
 Objective = Literal["cheapest", "fastest", "pareto"]
@@ -114,7 +116,11 @@ class JobSpec(BaseModel):
     num_classes: int = 1000
     objective: Objective = "cheapest"
     regions: list[str] = []
+    # Instance-type filters, matched by catalog/filters.py (the rule `catalog show` uses too).
     families: list[str] = []
+    accelerators: list[str] = []  # device names or kinds; any of them
+    arch: Literal["x86_64", "arm64"] | None = None
+    min_gpus: int = Field(default=0, ge=0)  # accelerator devices per instance
     market: MarketChoice = "on-demand"
     max_instances: int = Field(default=4, ge=1)
     min_accelerator_memory_gib: float | None = None
@@ -124,6 +130,10 @@ class JobSpec(BaseModel):
     setup_minutes: float = Field(default=0.0, ge=0)
     include_cpu: bool = True
     probe_budget_usd: float | None = Field(default=None, ge=0)  # the most the probe plan may cost
+
+    def type_filter(self) -> TypeFilter:
+        return TypeFilter(families=tuple(self.families), accelerators=tuple(self.accelerators), arch=self.arch,
+                          min_gpus=self.min_gpus)
 
 
 def work_samples(samples: str | None, epochs: str | None, dataset_size: str | None) -> float:

@@ -55,13 +55,7 @@ class Plan:
 def check_filters(catalog: Catalog, job: JobSpec) -> None:
     if not any(len(ro) for ro in catalog.offers.values()):
         raise UserError("the catalog has no offers (no prices); refresh it or pass another --catalog")
-    unknown = [r for r in job.regions if r not in catalog.offers]
-    if unknown:
-        raise UserError(f"unknown region {unknown[0]!r}; the catalog has {', '.join(sorted(catalog.offers))}")
-    families = {it.family for it in catalog.instance_types.values()}
-    bad = [f for f in job.families if f not in families]
-    if bad:
-        raise UserError(f"unknown instance family {bad[0]!r}; e.g. {', '.join(sorted(families)[:12])}")
+    job.type_filter().check(catalog, job.regions)
 
 
 def workload_spec(job: JobSpec) -> WorkloadSpec:
@@ -95,7 +89,7 @@ def build_plan(catalog: Catalog, job: JobSpec, measurements: list | None = None,
     facts = workload_facts(spec, measurements or [])
     model = ThroughputModel(catalog, facts, spec.workload_id, job.image_size, measurements, references=references)
     regions = job.regions or list(catalog.offers)
-    families = set(job.families)
+    wanted = job.type_filter()
 
     # Which types have a price in the chosen regions/markets at all.
     want_markets = {"on-demand"} if job.market == "on-demand" else {"spot"} if job.market == "spot" else {"on-demand", "spot"}
@@ -111,7 +105,7 @@ def build_plan(catalog: Catalog, job: JobSpec, measurements: list | None = None,
     throughputs: list[Throughput] = []
     exclusions: list[Exclusion] = []
     for name, it in catalog.instance_types.items():
-        if families and it.family not in families:
+        if not wanted(it):
             continue
         if not job.include_cpu and it.accelerator_kind == "none":
             continue

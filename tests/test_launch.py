@@ -340,7 +340,7 @@ def test_plan_table_prices_from_catalog(aws, run_calls, cli, tmp_path):
         (("--instance-types", "g5.xlarge", "--s3", "s3://bkt/p", "--workload", "not a model"), "unknown workload"),
         (("--instance-types", "g5.xlarge", "--s3", "s3://bkt/p", "--probe-args", "--output x.json"), "must not contain --output"),
         (("--instance-types", "g5.xlarge", "--s3", "s3://bkt/p", "--max-minutes", "0"), "--max-minutes 0 is out of range"),
-        (("--s3", "s3://bkt/p"), "launch needs --instance-types"),
+        (("--s3", "s3://bkt/p"), "launch needs --instance-type"),
     ],
 )
 def test_bad_input_is_one_line(cli, argv, message):

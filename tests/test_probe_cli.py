@@ -131,7 +131,7 @@ def test_user_lightning_module_with_and_without_its_datamodule(cli, tmp_path, us
         (("--accelerator", "quantum"), "invalid choice"),
         (("--accelerator", "tpu"), "not available here"),
         (("--target-ci", "150%"), "between 0 and 1"),
-        (("--skip", "warp"), "unknown rung warp"),
+        (("--skip", "warp"), "--skip: unknown warp"),
         (("--workload", "vit_b_16", "--image-size", "30"), "divisible by 16"),
         (("--accelerator", "cpu", "--precision", "16-mixed"), "16-mixed is not supported on cpu"),
         (("--strategy", "warp_drive"), "unknown --strategy 'warp_drive'"),

@@ -162,7 +162,7 @@ def test_excluded_are_listed_with_reasons(cli, catalog_file):
 def test_probe_next_names_the_commands(cli, catalog_file):
     code, out, _ = cli("recommend", "--budget", "500", "--deadline", "2d", "--samples", "1e8", "--catalog", catalog_file)
     assert code == 0
-    assert "Probe next" in out and "advisor launch --instance-types" in out and "--s3 s3://BUCKET/prefix" in out
+    assert "Probe next" in out and "advisor launch --instance-type" in out and "--s3 s3://BUCKET/prefix" in out
 
 
 def test_csv_and_markdown(cli, catalog_file):

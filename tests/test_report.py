@@ -93,10 +93,10 @@ def test_probe_commands_are_built_by_the_command_layer():
     probes = [probe("g5.xlarge", "us-east-1"), probe("g6.xlarge", "us-west-2"), probe("g4dn.xlarge", "us-east-1"),
               probe("g5g.xlarge", "us-east-1", "spot")]
     cmds = probe_commands(job(image_size=160, num_classes=10), probes)
-    assert cmds[0] == ("advisor launch --instance-types g5.xlarge,g4dn.xlarge --region us-east-1 --market on-demand "
+    assert cmds[0] == ("advisor launch --instance-type g5.xlarge,g4dn.xlarge --region us-east-1 --market on-demand "
                        "--workload resnet50 --probe-args '--image-size 160 --num-classes 10' --s3 s3://BUCKET/prefix")
-    assert cmds[1].startswith("advisor launch --instance-types g6.xlarge --region us-west-2 --market on-demand ")
-    assert cmds[2].startswith("advisor launch --instance-types g5g.xlarge --region us-east-1 --market spot ")
+    assert cmds[1].startswith("advisor launch --instance-type g6.xlarge --region us-west-2 --market on-demand ")
+    assert cmds[2].startswith("advisor launch --instance-type g5g.xlarge --region us-east-1 --market spot ")
     assert cmds[-1] == "(or on a machine of that type: advisor probe --workload resnet50 --image-size 160 --num-classes 10)"
     assert probe_commands(job(), []) == []
 

@@ -178,7 +178,7 @@ def test_regions_all_reads_the_enabled_regions(monkeypatch):
 
 def test_regions_all_with_others_is_refused(cli):
     code, _out, err = cli("catalog", "refresh", "--regions", "all,us-east-1")
-    assert code == 2 and "--regions all cannot be combined" in err
+    assert code == 2 and "--region all cannot be combined" in err
 
 
 def test_default_regions_include_us_east_2():

@@ -67,14 +67,29 @@ def test_probe_command_and_quoting():
 def test_install_pins_the_images_torch():
     text = script()
     assert "/opt/pytorch/bin/python" in text
-    assert '-m pip install --constraint "$WORK/constraints.txt" "$WORK/instance_advisor-0.1.0-py3-none-any.whl"' in text
+    # the wheel with its probe extra (torch, torchvision, lightning), the image's torch pinned
+    assert '-m pip install --constraint "$WORK/constraints.txt" "$WORK/instance_advisor-0.1.0-py3-none-any.whl[probe]"' in text
     assert "torch|torchvision" in text
 
 
 def test_pip_spec_variant_downloads_nothing():
     text = script(package_url=None, package_filename=None, package_spec="instance-advisor[plot]==0.1.0")
     assert "pkg.whl" not in text
-    assert "pip install --constraint \"$WORK/constraints.txt\" 'instance-advisor[plot]==0.1.0'" in text
+    assert "pip install --constraint \"$WORK/constraints.txt\" 'instance-advisor[plot,probe]==0.1.0'" in text
+
+
+@pytest.mark.parametrize("spec, installed", [
+    ("instance-advisor", "instance-advisor[probe]"),
+    ("instance-advisor==0.1.0", "instance-advisor[probe]==0.1.0"),
+    ("instance-advisor[probe]>=0.1", "instance-advisor[probe]>=0.1"),
+    ("instance-advisor @ https://example.com/x/instance_advisor-0.1.0-py3-none-any.whl",
+     "instance-advisor[probe] @ https://example.com/x/instance_advisor-0.1.0-py3-none-any.whl"),
+    ("git+https://github.com/me/instance-advisor.git", "git+https://github.com/me/instance-advisor.git"),  # no name
+])
+def test_pip_spec_gets_the_probe_extra(spec, installed):
+    from advisor.ec2.userdata import with_extra
+
+    assert with_extra(spec, "probe") == installed
 
 
 def test_exactly_one_package_source():

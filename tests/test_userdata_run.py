@@ -96,7 +96,7 @@ def test_user_data_runs_uploads_and_shuts_down(moto_server, cli, tmp_path):
 case "$1 $2 $3" in
   "-m pip --version") echo "pip 25.0 (shim)" ;;
   "-m pip list") printf 'torch==2.9.0+cu128\\ntorchvision==0.24.0+cu128\\nnumpy==2.1.0\\nnvidia-cudnn-cu12==9.1.0\\n' ;;
-  "-m pip install") cp "${{@: -1}}" {calls}/installed.whl; cp "$5" {calls}/constraints.txt ;;
+  "-m pip install") w="${{@: -1}}"; cp "${{w%\\[probe\\]}}" {calls}/installed.whl; cp "$5" {calls}/constraints.txt ;;
   *) exit 64 ;;
 esac
 ''')
@@ -130,7 +130,7 @@ sed "s/__TYPE__/$itype/" {fixture} > "$out"
     assert (calls / "shutdown").read_text().splitlines() == ["-h +30", "-h now", "-h +30", "-h now"]
     pip_calls = (calls / "python").read_text().splitlines()
     assert pip_calls[:2] == ["-m pip --version", "-m pip list --format=freeze"]
-    assert re.fullmatch(r"-m pip install --constraint /\S+/constraints\.txt /\S+/instance_advisor-0\.1\.0-py3-none-any\.whl",
+    assert re.fullmatch(r"-m pip install --constraint /\S+/constraints\.txt /\S+/instance_advisor-0\.1\.0-py3-none-any\.whl\[probe\]",
                         pip_calls[2])
     # pip got the downloaded wheel (same bytes as uploaded) and the torch stack pinned
     assert (calls / "installed.whl").read_bytes() == wheel.read_bytes()

@@ -8,7 +8,14 @@ from catalog.aws import DEFAULT_REGIONS
 
 from ..errors import UserError
 from ..output import add_format_option, emit, warn
-from .common import add_catalog_options, catalog_path, load_catalog
+from .common import (
+    add_catalog_options,
+    add_list_option,
+    add_type_filter_options,
+    catalog_path,
+    load_catalog,
+    type_filter,
+)
 
 SHOW_COLUMNS = ("instance_type", "region", "market", "usd_per_hour", "vcpus", "memory_gib", "accelerator",
                 "network_gbps", "efa", "interruption")
@@ -20,10 +27,8 @@ def register(sub) -> None:
                             parser_class=type(p))
 
     show = csub.add_parser("show", help="list instance types with their offers")
-    show.add_argument("--family", metavar="F[,F...]", help="only these families (e.g. g5,p4d)")
-    show.add_argument("--region", metavar="R[,R...]", help="only these regions")
-    show.add_argument("--accelerator", metavar="NAME",
-                      help="only this accelerator (e.g. A10G, 'NVIDIA L40S', H100) or kind (gpu, neuron, gaudi, none)")
+    add_list_option(show, "--region", metavar="R", help="only these regions")
+    add_type_filter_options(show)
     show.add_argument("--market", choices=("on-demand", "spot"), help="only this market")
     add_catalog_options(show)
     add_format_option(show)
@@ -35,66 +40,29 @@ def register(sub) -> None:
     info.set_defaults(func=cmd_info)
 
     ref = csub.add_parser("refresh", help="rebuild the catalog cache from the AWS APIs (needs credentials)")
-    ref.add_argument("--regions", nargs="+", metavar="R",
-                     help=f"regions (space or comma separated; default {' '.join(DEFAULT_REGIONS)}); "
-                          "'all': every region the account has enabled")
-    ref.add_argument("--families", metavar="F[,F...]", help="only these families (default: every type offered)")
+    add_list_option(ref, "--region", metavar="R", aliases=("--regions",),
+                    help=f"regions to fetch (default {', '.join(DEFAULT_REGIONS)}); "
+                         "'all': every region the account has enabled")
+    add_list_option(ref, "--family", metavar="F", aliases=("--families",),
+                    help="only these instance families (default: every type offered)")
     ref.add_argument("--spot-advisor", metavar="FILE",
                      help="a saved copy of the Spot Instance Advisor JSON (default: fetched from AWS's public URL)")
     add_format_option(ref)
     ref.set_defaults(func=cmd_refresh)
 
 
-def _split(values: str | list[str] | None) -> list[str]:
-    if not values:
-        return []
-    if isinstance(values, str):
-        values = [values]
-    return [x.strip() for v in values for x in v.split(",") if x.strip()]
-
-
-def _accelerator_filter(name: str):
-    """A predicate on InstanceType for --accelerator; unknown names are a user error."""
-    from catalog.accelerators import lookup
-
-    kinds = {"gpu", "neuron", "gaudi", "none", "cpu"}
-    low = name.strip().lower()
-    if low in kinds:
-        kind = "none" if low == "cpu" else low
-        return lambda it: it.accelerator_kind == kind
-    spec = lookup(name)
-    if spec is None:
-        base = name.strip().upper()  # "A100" or "V100" without a size: every variant
-        if base in ("A100", "V100"):
-            return lambda it: (it.accelerator_model or "").upper().startswith(base + "-")
-        raise UserError(f"unknown accelerator {name!r} (e.g. T4, A10G, L4, L40S, A100, H100, H200, Trainium; or gpu, neuron, gaudi, none)")
-    return lambda it: it.accelerator_model == spec.key
-
-
 def cmd_show(args) -> int:
     from catalog.models import INTERRUPTION_LABELS
 
     cat = load_catalog(args)
-    families = _split(args.family)
-    regions = _split(args.region)
-    known_fams = {it.family for it in cat.instance_types.values()}
-    for f in families:
-        if f not in known_fams:
-            raise UserError(f"unknown instance family {f!r} in this catalog (e.g. {', '.join(sorted(known_fams)[:6])})")
-    for r in regions:
-        if r not in cat.offers:
-            raise UserError(f"unknown region {r!r} in this catalog (it has {', '.join(cat.regions)})")
-    acc_ok = _accelerator_filter(args.accelerator) if args.accelerator else None
+    wanted = type_filter(args)
+    wanted.check(cat, args.region)
 
     rows = []
-    for region in regions or cat.regions:
+    for region in args.region or cat.regions:
         for o in cat.iter_offers(region):
             it = cat.instance_types[o.instance_type]
-            if families and it.family not in families:
-                continue
-            if args.market and o.market != args.market:
-                continue
-            if acc_ok and not acc_ok(it):
+            if (args.market and o.market != args.market) or not wanted(it):
                 continue
             acc = f"{it.accelerator_count}x {it.accelerator_model}" if it.accelerator_count else ""
             rows.append({
@@ -125,6 +93,9 @@ def cmd_show(args) -> int:
             })
     # Within a family, by size (vCPUs), so g6e.2xlarge comes before g6e.12xlarge.
     rows.sort(key=lambda r: (r["region"], r["family"], r["vcpus"], r["instance_type"], r["market"]))
+    if not rows and args.format in ("table", "markdown"):
+        warn("no offer in this catalog matches these filters")
+        return 0
     emit(rows, args.format, columns=None if args.format == "json" else SHOW_COLUMNS)
     return 0
 
@@ -166,10 +137,10 @@ def cmd_refresh(args) -> int:
 
     from ..paths import catalog_cache_path
 
-    regions = _split(args.regions) or None
+    regions = args.region or None
     if regions and "all" in regions and regions != ["all"]:
-        raise UserError("--regions all cannot be combined with other regions")
-    families = _split(args.families) or None
+        raise UserError("--region all cannot be combined with other regions")
+    families = args.family or None
     path = catalog_cache_path()
     try:  # the catalog being replaced: its interruption buckets stay if the advisor fetch fails
         previous = load(catalog_path(args))

@@ -1,21 +1,143 @@
-"""Options and loaders shared by several commands."""
+"""Options and loaders shared by several commands: the catalog, the store, and list options."""
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+import argparse
+import math
+import os
+import shlex
+import sys
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from catalog.io import SNAPSHOT_PATH, CatalogError, load
+from pydantic import AwareDatetime, BaseModel
+
+from catalog.filters import ARCHS, TypeFilter
+from catalog.io import SNAPSHOT_PATH, CatalogError, load, save_atomic
 from catalog.models import Catalog
 
 from ..errors import UserError
 from ..output import warn
-from ..paths import catalog_cache_path, default_store_path
+from ..paths import cache_dir, catalog_cache_path, default_store_path
+
+DEFAULT_MAX_AGE_DAYS = 30.0
+MAX_AGE_ENV = "INSTANCE_ADVISOR_MAX_AGE"
+# The age warning is said once per this long per catalog; the stamp lives in the cache dir.
+AGE_WARNING_EVERY = timedelta(days=1)
+AGE_STAMP_NAME = "age-warnings.json"
+
+
+def command_name() -> str:
+    """How to type `advisor` again, for command lines a command prints for copying: as it was run
+    (`.venv/bin/advisor` from a venv that is not activated), else plain `advisor`."""
+    me = sys.argv[0] if sys.argv else ""
+    return shlex.quote(me) if os.path.basename(me) == "advisor" else "advisor"
+
+
+# ---------------------------------------------------------------------------------------------
+# List options: one spelling and one grammar in every command
+
+class ListAction(argparse.Action):
+    """`--family g5,g6 --family P4D` -> ['g5', 'g6', 'p4d']: a comma list, repeated, or both;
+    each item trimmed, normalised (lower case unless told otherwise), duplicates dropped (unless
+    `unique=False`: the command refuses them itself), and checked against `choices` when given."""
+
+    def __init__(self, option_strings, dest, *, normalise=str.lower, item_choices=None, unique=True, **kw):
+        self.normalise = normalise
+        self.item_choices = item_choices
+        self.unique = unique
+        super().__init__(option_strings, dest, **kw)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        items = list(getattr(namespace, self.dest, None) or [])  # never the shared default
+        new = [x.strip() for v in (values if isinstance(values, list) else [values]) for x in v.split(",")]
+        new = [self.normalise(x) for x in new if x]
+        if not new:
+            parser.error(f"argument {option_string}: give at least one value (a comma list, or repeat the option)")
+        if self.item_choices is not None:
+            bad = [x for x in new if x not in self.item_choices]
+            if bad:
+                parser.error(f"argument {option_string}: unknown {', '.join(bad)}: choose from {', '.join(self.item_choices)}")
+        items.extend(x for x in new if not (self.unique and x in items))
+        setattr(namespace, self.dest, items)
+
+
+def add_list_option(parser, name: str, *, metavar: str, help: str, aliases: tuple[str, ...] = (),
+                    normalise=str.lower, choices=None, unique: bool = True) -> None:
+    """A list option (`--region R[,R...]`, repeatable). `aliases` are old spellings kept working
+    but not shown in --help; an alias ending in 's' also takes space-separated values, as the
+    old plural options did (`--regions us-east-1 us-west-2`)."""
+    dest = name.lstrip("-").replace("-", "_")
+    parser.add_argument(name, action=ListAction, default=[], metavar=f"{metavar}[,{metavar}...]",
+                        help=f"{help} (a comma list, or repeat the option)", dest=dest,
+                        normalise=normalise, item_choices=choices, unique=unique)
+    for alias in aliases:
+        parser.add_argument(alias, action=ListAction, dest=dest, default=argparse.SUPPRESS,
+                            nargs="+" if alias.endswith("s") else None, help=argparse.SUPPRESS,
+                            normalise=normalise, item_choices=choices, unique=unique)
+
+
+def one_region(text: str) -> str:
+    """argparse type of the --region that names where AWS calls go (launch, its status and cancel,
+    results pull): the same spelling as the list options, one value."""
+    region = text.strip().lower()
+    if "," in region or not region:
+        raise argparse.ArgumentTypeError(f"give one region (this command works in one at a time), got {text!r}")
+    return region
+
+
+def add_type_filter_options(parser) -> None:
+    """The instance-type filters of `catalog show` and `recommend` (catalog/filters.py is the rule)."""
+    add_list_option(parser, "--family", metavar="F", help="only these instance families, e.g. g6e,p4d")
+    add_list_option(parser, "--accelerator", metavar="NAME", normalise=str.strip,
+                    help="only instance types with this accelerator: a device name as the catalog has it "
+                         "(A10G, 'NVIDIA L40S', A100, Trainium2) or a kind (gpu, neuron, gaudi, none)")
+    parser.add_argument("--arch", choices=ARCHS, help="only this CPU architecture")
+    parser.add_argument("--min-gpus", type=int, default=0, metavar="N",
+                        help="only instance types with at least N accelerator devices (GPUs, Neuron or Gaudi devices)")
+
+
+def type_filter(args) -> TypeFilter:
+    if args.min_gpus < 0:
+        raise UserError(f"--min-gpus must be 0 or more, got {args.min_gpus}")
+    return TypeFilter(families=tuple(args.family), accelerators=tuple(args.accelerator),
+                      arch=args.arch, min_gpus=args.min_gpus)
+
+
+# ---------------------------------------------------------------------------------------------
+# The catalog
+
+def _days(text: str, where: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        v = math.nan
+    if not math.isfinite(v) or v < 0:
+        raise UserError(f"{where} must be a number of days, 0 or more (e.g. 30), got {text!r}")
+    return v
+
+
+def _max_age_arg(text: str) -> float:
+    try:
+        return _days(text, "--max-age")
+    except UserError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def add_catalog_options(parser) -> None:
     parser.add_argument("--catalog", metavar="FILE", help="catalog file to read (default: the refreshed cache, else the shipped snapshot)")
-    parser.add_argument("--max-age", type=float, default=30.0, metavar="DAYS", help="warn when the catalog is older than this (default 30)")
+    parser.add_argument("--max-age", type=_max_age_arg, default=None, metavar="DAYS",
+                        help=f"warn (once a day) when the catalog is older than this (default: ${MAX_AGE_ENV}, "
+                             f"else {DEFAULT_MAX_AGE_DAYS:g})")
+
+
+def max_age_days(args) -> float:
+    """--max-age, else $INSTANCE_ADVISOR_MAX_AGE, else the default."""
+    if getattr(args, "max_age", None) is not None:
+        return args.max_age
+    if text := os.environ.get(MAX_AGE_ENV, "").strip():
+        return _days(text, f"${MAX_AGE_ENV}")
+    return DEFAULT_MAX_AGE_DAYS
 
 
 def catalog_path(args) -> Path:
@@ -27,19 +149,51 @@ def catalog_path(args) -> Path:
 
 
 def load_catalog(args) -> Catalog:
+    max_age = max_age_days(args)  # a bad $INSTANCE_ADVISOR_MAX_AGE is said before any work
+    path = catalog_path(args)
     try:
-        cat = load(catalog_path(args))
+        cat = load(path)
     except CatalogError as e:
         raise UserError(str(e)) from None
-    max_age = getattr(args, "max_age", 30.0)
     age_days = (datetime.now(timezone.utc) - cat.fetched_at).total_seconds() / 86400
-    if max_age is not None and age_days > max_age:
+    if age_days > max_age and _first_warning_today(path, cat):
         warn(
             f"catalog ({cat.source}, fetched {cat.fetched_at:%Y-%m-%d}) is {age_days:.0f} days old; "
-            "prices change: run 'advisor catalog refresh' with AWS credentials"
+            "prices change: run 'advisor catalog refresh' with AWS credentials "
+            f"(said once a day; --max-age or ${MAX_AGE_ENV} sets the limit)"
         )
     return cat
 
+
+class _AgeStamps(BaseModel):
+    said: dict[str, AwareDatetime] = {}  # catalog -> when its age warning was last said
+
+
+def _first_warning_today(path: Path, cat: Catalog, now: datetime | None = None) -> bool:
+    """True when this catalog's age warning was not said in the last day, and stamps it as said.
+    The stamp is a small JSON file in the cache dir, replaced atomically; when it cannot be read
+    or written (a read-only cache dir), the warning is said every time rather than never."""
+    now = now or datetime.now(timezone.utc)
+    stamp = cache_dir() / AGE_STAMP_NAME
+    key = f"{path.resolve()}@{cat.fetched_at.isoformat()}"  # a refreshed catalog is another catalog
+    try:
+        said = _AgeStamps.model_validate_json(stamp.read_bytes()).said
+    except (OSError, ValueError):  # none yet, or unreadable: start afresh
+        said = {}
+    last = said.get(key)
+    if last is not None and timedelta(0) <= now - last < AGE_WARNING_EVERY:
+        return False
+    said = {k: v for k, v in said.items() if now - v < 2 * AGE_WARNING_EVERY}  # forget old catalogs
+    said[key] = now
+    try:
+        save_atomic(_AgeStamps(said=said), stamp)
+    except OSError:
+        pass
+    return True
+
+
+# ---------------------------------------------------------------------------------------------
+# The results store
 
 def add_store_option(parser) -> None:
     parser.add_argument("--store", metavar="DB", help="results store (SQLite; default: the XDG data dir)")

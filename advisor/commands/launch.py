@@ -10,7 +10,7 @@ import sys
 
 from ..errors import UserError
 from ..output import add_format_option, emit, warn
-from .common import add_catalog_options, load_catalog
+from .common import add_catalog_options, add_list_option, load_catalog, one_region
 
 PLAN_COLUMNS = ("instance_type", "arch", "ami", "market", "usd_per_hour", "max_cost_usd", "check")
 LAUNCH_COLUMNS = ("instance_type", "state", "instance_id", "error")
@@ -28,9 +28,10 @@ def register(sub) -> None:
             "results. Subcommands: 'status RUN_ID', 'cancel RUN_ID'."
         ),
     )
-    p.add_argument("--instance-types", metavar="A,B,C", help="comma-separated instance types, one instance each")
+    add_list_option(p, "--instance-type", metavar="TYPE", aliases=("--instance-types",),
+                    unique=False, help="instance types to probe, one instance each")
     p.add_argument("--s3", metavar="S3_URL", help="s3://bucket/prefix for the package, results and logs")
-    p.add_argument("--region", help="EC2 region (default: the AWS configuration's)")
+    p.add_argument("--region", type=one_region, help="EC2 region (default: the AWS configuration's)")
     p.add_argument("--market", choices=("on-demand", "spot"), default="on-demand")
     p.add_argument("--workload", default="resnet50", help="what to probe (default resnet50)")
     p.add_argument("--probe-args", default="", metavar="ARGS", help="extra arguments for 'advisor probe', as one string")
@@ -50,12 +51,12 @@ def register(sub) -> None:
     actions = p.add_subparsers(dest="action", metavar="{status,cancel}")
     s = actions.add_parser("status", help="instances of a run, their state and whether results arrived")
     s.add_argument("run_id", metavar="RUN_ID")
-    s.add_argument("--region", help="region, when this machine has no manifest of the run")
+    s.add_argument("--region", type=one_region, help="region, when this machine has no manifest of the run")
     add_format_option(s)
     s.set_defaults(func=handle_status)
     c = actions.add_parser("cancel", help="terminate every instance of a run")
     c.add_argument("run_id", metavar="RUN_ID")
-    c.add_argument("--region", help="region, when this machine has no manifest of the run")
+    c.add_argument("--region", type=one_region, help="region, when this machine has no manifest of the run")
     add_format_option(c)
     c.set_defaults(func=handle_cancel)
 
@@ -64,8 +65,8 @@ def _request(args):
     from ..ec2.aws import default_region, parse_s3_url
     from ..ec2.plan import LaunchRequest
 
-    if not args.instance_types:
-        raise UserError("launch needs --instance-types (or a subcommand: status RUN_ID, cancel RUN_ID)")
+    if not args.instance_type:
+        raise UserError("launch needs --instance-type A,B,... (or a subcommand: status RUN_ID, cancel RUN_ID)")
     if not args.s3:
         raise UserError("launch needs --s3 s3://bucket/prefix for the package and the results")
     try:
@@ -74,7 +75,7 @@ def _request(args):
         raise UserError(f"--probe-args: {e}") from None
     check_probe_args(args.workload, probe_args)
     return LaunchRequest(
-        instance_types=[t.strip() for t in args.instance_types.split(",") if t.strip()],
+        instance_types=args.instance_type,
         s3=parse_s3_url(args.s3),
         region=default_region(args.region),
         market=args.market,

@@ -13,7 +13,7 @@ from lightning_module.result import BUILTIN_MODELS, WorkloadSpec
 
 from ..errors import UserError
 from ..output import add_format_option, emit
-from .common import add_store_option, open_store
+from .common import add_list_option, add_store_option, open_store
 
 ACCELERATORS = ("auto", "cpu", "gpu", "mps", "tpu")
 PRECISIONS = ("32-true", "bf16-mixed", "16-mixed")
@@ -54,14 +54,6 @@ def _fraction(text: str) -> float:
     return v
 
 
-def _skip_list(text: str) -> frozenset[str]:
-    names = frozenset(s.strip() for s in text.split(",") if s.strip())
-    bad = sorted(names - set(SKIPPABLE))
-    if bad:
-        raise argparse.ArgumentTypeError(f"unknown rung {', '.join(bad)}: choose from {', '.join(SKIPPABLE)}")
-    return names
-
-
 def register(sub) -> None:
     p = sub.add_parser(
         "probe",
@@ -91,8 +83,7 @@ def register(sub) -> None:
     m = p.add_argument_group("measurement")
     m.add_argument("--tune", action=argparse.BooleanOptionalAction, default=True,
                    help="climb the optimisation ladder (default) or only measure the baseline")
-    m.add_argument("--skip", type=_skip_list, default=frozenset(), metavar="RUNG[,RUNG]",
-                   help=f"rungs not to try: {', '.join(SKIPPABLE)}")
+    add_list_option(m, "--skip", metavar="RUNG", choices=SKIPPABLE, help=f"rungs not to try: {', '.join(SKIPPABLE)}")
     m.add_argument("--target-ci", type=_fraction, default=defaults.TARGET_CI, metavar="FRACTION",
                    help="stop timing a rung when the 95%% CI half-width of samples/s is within this "
                    f"(default {defaults.TARGET_CI * 100:g}%%)")
@@ -172,7 +163,22 @@ def _write_result(path: Path, result) -> None:
         raise UserError(f"cannot write {path}: {e.strerror or e}") from None
 
 
+# What `advisor probe` trains with: the `probe` extra (pyproject.toml), import name -> distribution.
+PROBE_MODULES = {"torch": "torch", "torchvision": "torchvision", "lightning": "lightning"}
+
+
+def require_probe_extra() -> None:
+    """One line instead of a traceback when the core install (no torch) runs the probe."""
+    from importlib.util import find_spec
+
+    missing = [dist for mod, dist in PROBE_MODULES.items() if find_spec(mod) is None]
+    if missing:
+        raise UserError(f"advisor probe needs {', '.join(PROBE_MODULES.values())}; this installation lacks "
+                        f"{', '.join(missing)}: pip install 'instance-advisor[probe]' (in a checkout: pip install -e '.[probe]')")
+
+
 def handle(args) -> int:
+    require_probe_extra()
     spec = _spec(args)
     out_path = Path(args.output) if args.output else None
     if out_path is not None and out_path.is_dir():
@@ -196,7 +202,7 @@ def handle(args) -> int:
         spec=spec, accelerator=args.accelerator, devices=args.devices, strategy=args.strategy,
         precision=args.precision, tune=args.tune, target_ci=args.target_ci, max_seconds=args.max_seconds,
         warmup_steps=args.warmup_steps, max_steps=args.max_steps, compile_timeout=args.compile_timeout,
-        instance_type=args.instance_type, profile_dir=args.profile, skip=args.skip,
+        instance_type=args.instance_type, profile_dir=args.profile, skip=frozenset(args.skip),
         progress_bar=sys.stderr.isatty(),
     )
     try:

@@ -6,7 +6,7 @@ import sys
 from dataclasses import asdict
 
 from ..output import add_format_option, emit
-from .common import add_store_option, open_store
+from .common import add_store_option, one_region, open_store
 
 PULL_COLUMNS = ("run_id", "instance_type", "status", "result_id", "samples_per_sec", "detail")
 
@@ -23,7 +23,7 @@ def register(results_sub) -> None:
     )
     p.add_argument("s3", metavar="S3_URL", help="the s3://bucket/prefix given to 'advisor launch --s3'")
     p.add_argument("--run", metavar="RUN_ID", help="only this run (default: every run under the prefix)")
-    p.add_argument("--region", help="region of the bucket (default: found from the bucket)")
+    p.add_argument("--region", type=one_region, help="region of the bucket (default: found from the bucket)")
     add_store_option(p)
     add_format_option(p)
     p.set_defaults(func=handle_pull)

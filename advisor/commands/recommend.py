@@ -13,7 +13,16 @@ from typing import TYPE_CHECKING
 from ..errors import UserError
 from ..jobspec import JobSpec, parse_amount, parse_deadline, work_samples
 from ..output import FORMATS, warn
-from .common import add_catalog_options, add_store_option, load_catalog, store_path
+from .common import (
+    add_catalog_options,
+    add_list_option,
+    add_store_option,
+    add_type_filter_options,
+    command_name,
+    load_catalog,
+    store_path,
+    type_filter,
+)
 
 if TYPE_CHECKING:
     from ..rows import CandidateRow, ProbeRow, Rows
@@ -48,13 +57,13 @@ def register(sub) -> None:
     p.add_argument("--num-classes", type=int, default=1000, help="classes (default 1000)")
     p.add_argument("--objective", choices=("cheapest", "fastest", "pareto"), default="cheapest",
                    help="cheapest meeting the deadline (default), fastest within budget, or the Pareto set")
-    p.add_argument("--region", action="append", default=[], metavar="R", help="only this region (repeatable)")
+    add_list_option(p, "--region", metavar="R", help="only these regions")
     p.add_argument("--market", choices=("on-demand", "spot", "any"), default="on-demand",
                    help="on-demand (default), spot, or any (both, plus spot with on-demand fallback)")
     p.add_argument("--max-instances", type=int, default=DEFAULT_MAX_INSTANCES, metavar="K",
                    help=f"consider 1..K data-parallel instances (default {DEFAULT_MAX_INSTANCES}: past that the "
                         "all-reduce model is outside anything measured)")
-    p.add_argument("--family", action="append", default=[], metavar="F", help="only this instance family, e.g. g6 (repeatable)")
+    add_type_filter_options(p)  # --family, --accelerator, --arch, --min-gpus: as `catalog show`
     p.add_argument("--gpu-only", action="store_true", help="leave CPU-only instance types out")
     p.add_argument("--min-accelerator-memory", type=float, metavar="GiB",
                    help="per-device memory the job needs (default: the workload's own floor)")
@@ -107,11 +116,13 @@ def job_from_args(args) -> JobSpec:
     if args.probe_budget is not None:
         probe_budget = 0.0 if str(args.probe_budget).strip() in ("0", "0.0", "0.00") else parse_amount(
             args.probe_budget, "--probe-budget")
+    wanted = type_filter(args)
     return JobSpec(
         probe_budget_usd=probe_budget, samples=samples, budget_usd=budget, deadline_hours=deadline.total_seconds() / 3600,
         workload=args.workload, datamodule=args.datamodule, image_size=args.image_size, num_classes=args.num_classes,
-        objective=args.objective, regions=list(dict.fromkeys(args.region)),
-        families=list(dict.fromkeys(args.family)), market=args.market, max_instances=args.max_instances,
+        objective=args.objective, regions=args.region, families=list(wanted.families),
+        accelerators=list(wanted.accelerators), arch=wanted.arch, min_gpus=wanted.min_gpus,
+        market=args.market, max_instances=args.max_instances,
         min_accelerator_memory_gib=args.min_accelerator_memory, require_dtype=args.require_dtype,
         checkpoint_minutes=args.checkpoint_minutes, restart_minutes=args.restart_minutes,
         setup_minutes=args.setup_minutes,
@@ -206,10 +217,11 @@ def probe_commands(job: JobSpec, probes: list[ProbeRow]) -> list[str]:
     if job.num_classes != 1000:
         shape.append(f"--num-classes {job.num_classes}")
     extra = f" --probe-args '{' '.join(shape)}'" if shape else ""
-    cmds = [f"advisor launch --instance-types {','.join(names)} --region {region} --market {market} "
+    me = command_name()
+    cmds = [f"{me} launch --instance-type {','.join(names)} --region {region} --market {market} "
             f"--workload {job.workload}{extra} --s3 s3://BUCKET/prefix" for (region, market), names in groups.items()]
-    cmds.append("advisor results pull s3://BUCKET/prefix   # then run this recommend again: it re-plans from "
+    cmds.append(f"{me} results pull s3://BUCKET/prefix   # then run this recommend again: it re-plans from "
                 "what the probes measured")
-    cmds.append(f"(or on a machine of that type: advisor probe --workload {job.workload}"
+    cmds.append(f"(or on a machine of that type: {me} probe --workload {job.workload}"
                 f"{' ' + ' '.join(shape) if shape else ''})")
     return cmds

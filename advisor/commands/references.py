@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ..errors import UserError
 from ..output import add_format_option, emit
+from .common import add_list_option
 
 LIST_COLUMNS = ("id", "device", "GiB", "devices", "instance_type", "model", "precision", "batch", "pipeline",
                 "format", "stack", "samples/s", "per device", "date", "source")
@@ -16,8 +17,9 @@ def register(sub) -> None:
                             parser_class=type(p))
 
     lp = rsub.add_parser("list", help="print the reference dataset (or a team's own file in its schema)")
-    lp.add_argument("--device", metavar="D[,D...]", help="only these accelerators (e.g. A100,H100,cpu; case-insensitive)")
-    lp.add_argument("--model", metavar="M[,M...]", help="only these models (e.g. resnet50,bert-large)")
+    add_list_option(lp, "--accelerator", metavar="D", aliases=("--device",), normalise=str.strip,
+                    help="only rows on these devices (e.g. A100,H100,cpu; case-insensitive)")
+    add_list_option(lp, "--model", metavar="M", normalise=str.strip, help="only these models (e.g. resnet50,bert-large)")
     add_references_option(lp)
     add_format_option(lp)
     lp.set_defaults(func=handle_list)
@@ -47,13 +49,9 @@ def load(args):
     return load_references(getattr(args, "references", None))
 
 
-def _split(value: str | None) -> list[str]:
-    return [x.strip() for x in (value or "").split(",") if x.strip()]
-
-
 def handle_list(args) -> int:
     refs = load(args)
-    devices, models = _split(args.device), _split(args.model)
+    devices, models = args.accelerator, args.model
     _check_known("device", devices, {m.device for m in refs.measurements})
     _check_known("model", models, {m.model for m in refs.measurements})
     rows = refs.select(devices, models)

@@ -8,7 +8,7 @@ from pathlib import Path
 from lightning_module.result import ResultError, parse_results
 
 from ..output import add_format_option, emit
-from .common import add_store_option, open_store
+from .common import add_list_option, add_store_option, open_store
 from .probe import LADDER_COLUMNS, ci_text, describe, ladder_rows
 
 LIST_COLUMNS = ("id", "workload", "instance_type", "accelerator", "precision", "batch", "samples/s",
@@ -26,8 +26,7 @@ def register(sub) -> None:
     rsub = p.add_subparsers(dest="results_command", required=True, metavar="ACTION")
 
     lp = rsub.add_parser("list", help="the stored results, newest first")
-    lp.add_argument("--workload", metavar="ID", help="only this workload id (e.g. resnet50-224px-1000c)")
-    lp.add_argument("--instance-type", metavar="TYPE", help="only this instance type")
+    _add_filters(lp)
     add_store_option(lp)
     add_format_option(lp)
     lp.set_defaults(func=handle_list)
@@ -49,8 +48,7 @@ def register(sub) -> None:
     ip.set_defaults(func=handle_import)
 
     ep = rsub.add_parser("export", help="every stored result (json: full records; csv and others: one row each)")
-    ep.add_argument("--workload", metavar="ID")
-    ep.add_argument("--instance-type", metavar="TYPE")
+    _add_filters(ep)
     add_format_option(ep, default="json")
     add_store_option(ep)
     ep.set_defaults(func=handle_export)
@@ -58,6 +56,20 @@ def register(sub) -> None:
     from . import pull
 
     pull.register(rsub)
+
+
+def _add_filters(parser) -> None:
+    add_list_option(parser, "--workload", metavar="ID", normalise=str.strip,
+                    help="only these workload ids (e.g. resnet50-224px-1000c)")
+    add_list_option(parser, "--instance-type", metavar="TYPE", help="only these instance types")
+
+
+def _selected(store, args) -> list:
+    """The stored results the --workload / --instance-type filters keep, newest first."""
+    one = lambda xs: xs[0] if len(xs) == 1 else None  # a single value filters in SQL
+    return [r for r in store.results(one(args.workload), one(args.instance_type))
+            if (not args.workload or r.workload_id in args.workload)
+            and (not args.instance_type or r.instance_type in args.instance_type)]
 
 
 def _ratio(r) -> float | None:
@@ -82,7 +94,7 @@ def list_row(r) -> dict:
 
 def handle_list(args) -> int:
     with open_store(args) as store:
-        rows = [list_row(r) for r in store.results(args.workload, args.instance_type)]
+        rows = [list_row(r) for r in _selected(store, args)]
     if not rows and args.format in ("table", "markdown"):
         print("no results stored yet: run 'advisor probe' or 'advisor results import FILE'", file=sys.stderr)
         return 0
@@ -168,7 +180,7 @@ def export_row(r) -> dict:
 
 def handle_export(args) -> int:
     with open_store(args) as store:
-        results = store.results(args.workload, args.instance_type)
+        results = _selected(store, args)
     if args.format == "json":
         emit([r.model_dump(mode="json") for r in results], "json")
     else:

@@ -90,10 +90,10 @@ _RESERVED_PROBE_ARGS = ("--workload", "--instance-type", "--output")
 def validate_request(req: LaunchRequest) -> None:
     types = req.instance_types
     if not types:
-        raise UserError("--instance-types is empty: give one or more types, e.g. g5.xlarge,g6.xlarge")
+        raise UserError("--instance-type is empty: give one or more types, e.g. g5.xlarge,g6.xlarge")
     dupes = sorted({t for t in types if types.count(t) > 1})
     if dupes:
-        raise UserError(f"--instance-types names {dupes[0]} more than once")
+        raise UserError(f"--instance-type names {dupes[0]} more than once")
     bad = [t for t in types if not re.fullmatch(r"[a-z0-9][a-z0-9\-]*\.[a-z0-9\-]+", t)]
     if bad:
         raise UserError(f"{bad[0]!r} is not an instance type name (like g5.xlarge)")

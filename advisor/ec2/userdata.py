@@ -26,6 +26,7 @@ absent (a custom --ami), the first `python3` on PATH is used the same way.
 
 from __future__ import annotations
 
+import re
 import shlex
 from dataclasses import dataclass, field
 
@@ -63,6 +64,22 @@ class ProbeScript:
     upload_reserve_s: int = 180
 
 
+# The distribution's extra with what `advisor probe` trains with (torch, torchvision, lightning);
+# the constraints file keeps the AMI's own torch build.
+PROBE_EXTRA = "probe"
+_NAMED_REQUIREMENT = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[([^\]]*)\])?(.*)", re.DOTALL)
+
+
+def with_extra(requirement: str, extra: str) -> str:
+    """'instance-advisor==0.1.0' -> 'instance-advisor[probe]==0.1.0' (extras it names are kept);
+    a requirement that is only a URL has no name to hang an extra on and is left as it is."""
+    m = _NAMED_REQUIREMENT.fullmatch(requirement.strip())
+    if m is None or "://" in m.group(1) + m.group(3).split("@")[0]:
+        return requirement
+    extras = [e.strip() for e in (m.group(2) or "").split(",") if e.strip()]
+    return f"{m.group(1)}[{','.join([*extras, extra] if extra not in extras else extras)}]{m.group(3)}"
+
+
 def render(s: ProbeScript) -> str:
     if (s.package_url is None) == (s.package_spec is None):
         raise ValueError("give exactly one of package_url or package_spec")
@@ -84,10 +101,10 @@ def render(s: ProbeScript) -> str:
             f'{CURL} -o "$WORK/{s.package_filename}" {q(s.package_url)} '
             '|| { echo "advisor-probe: downloading the package failed"; exit 10; }\n'
         )
-        target = f'"$WORK/{s.package_filename}"'
+        target = f'"$WORK/{s.package_filename}[{PROBE_EXTRA}]"'
     else:
         fetch = ""
-        target = q(s.package_spec)
+        target = q(with_extra(s.package_spec, PROBE_EXTRA))
     return f"""#!/bin/bash
 # instance-advisor probe: run {s.run_id}, instance type {s.instance_type}, workload {s.workload}
 # Watchdog first: whatever happens below, the instance powers off (and so terminates) after
