@@ -28,6 +28,7 @@ CSV_COLUMNS = ("rank", "instance_type", "count", "region", "market", "samples_pe
                "usd_per_hour", "precision", "scale_out_efficiency", "expected_interruptions", "interruption_bucket",
                "obtainable", "obtainable_reason")
 NOTE_WIDTH = 50  # the note column's width in the plain table; json, csv and markdown keep notes whole
+NAMED_PAST_BUDGET = 5  # probes past --probe-budget named in the table text; JSON has every one
 # Below this a run's time is printed in minutes, and with no --setup-minutes the table says that
 # boot, install and data staging are left out: minutes of their own (an instance boots, then
 # installs the stack: advisor/userdata.py), so a large share of a run this short.
@@ -181,7 +182,9 @@ def probe_lines(s: ProbeSummary, probes: list[ProbeRow]) -> list[str]:
     else:
         out.append(f"None: {s.why_empty}.")
     if s.not_affordable:
-        out.append(f"Worth probing but past --probe-budget ${s.probe_budget_usd:,.2f}: {', '.join(s.not_affordable)}.")
+        shown, more = s.not_affordable[:NAMED_PAST_BUDGET], len(s.not_affordable) - NAMED_PAST_BUDGET
+        out.append(f"Worth probing but past --probe-budget ${s.probe_budget_usd:,.2f}, most valuable first: "
+                   f"{', '.join(shown)}{f' (+{more} more; JSON lists them all)' if more > 0 else ''}.")
     return out
 
 

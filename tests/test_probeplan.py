@@ -161,3 +161,21 @@ def test_a_probes_duration_follows_the_probe_and_launch_defaults():
     # A device too slow to time its steps within the rung limit: two steps per rung, past the watchdog,
     # so the plan never offers it (its probe would be stopped before it writes a result).
     assert pi.probe_seconds(0.5, 4) > pi.WATCHDOG_MINUTES * 60
+
+
+def test_past_the_probe_budget_names_what_the_plan_would_add_not_every_probe_with_value(cli):
+    """With a budget that buys one probe, 'worth probing but past the budget' is what the
+    unconstrained plan takes next, in its order: never more than the unconstrained plan holds."""
+    import json
+
+    job = ("recommend", "--budget", "500", "--deadline", "2d", "--samples", "1e8", "--format", "json")
+    code, out, _ = cli(*job)
+    free = [p["instance_type"] for p in json.loads(out)["probe_next"]]
+    assert code == 0 and len(free) >= 2
+    budget = json.loads(out)["probe_next"][0]["probe_cost_usd"] + 0.001
+    code, out, _ = cli(*job, "--probe-budget", f"{budget}")
+    doc = json.loads(out)
+    taken = [p["instance_type"] for p in doc["probe_next"]]
+    past = doc["probe_plan"]["not_affordable"]
+    assert code == 0 and past and not set(past) & set(taken)
+    assert set(taken) | set(past) <= set(free)

@@ -59,7 +59,7 @@ def test_the_launch_command_carries_the_market_asked_for(cli):
 
 def test_after_the_results_come_in_the_plan_moves_on_and_then_empties(cli, tmp_path):
     db = tmp_path / "r.db"
-    doc, probes, _ = plan_of(cli, "--store", str(db))
+    doc, probes, _ = plan_of(cli)  # no results yet (a --store that does not exist is refused)
     first = {p["instance_type"] for p in probes}
     pick = doc["recommendations"][0]
     # The probes come back: each measured at its estimate (as `advisor results pull` would store them).

@@ -150,7 +150,7 @@ class ProbePlan:
     usd: float = 0.0
     hours: float = 0.0  # wall time: the probes run in parallel
     why_empty: str | None = None
-    limited_by_budget: list[int] = field(default_factory=list)  # worth probing, not affordable
+    limited_by_budget: list[int] = field(default_factory=list)  # what the plan would add without the budget, in order
 
 
 class _Worlds:
@@ -328,26 +328,26 @@ def plan(econ: Economics, bel: Beliefs, pick: int | None, budget_usd: float | No
     probes: list[PlannedProbe] = []
     spent = wait = 0.0
     cur_pick, cur_loss = now_pick, loss_now
-    unaffordable: set[int] = set()
-    while len(chosen) < max_probes:
+
+    def best_next(budget_left: float | None):
+        """The probe that adds the most net value to those chosen (None when none is worth its cost)."""
         best = None
         for t in options:
             if t in chosen:
                 continue
             usd = float(bel.probe_usd[t])
+            if budget_left is not None and usd > budget_left + 1e-9:
+                continue
             wt = max(wait, float(bel.probe_hours[t]))
             p = w.pick_after(chosen + [t], wt)
             lo = w.loss(p, wt)
             gain = float((cur_loss - lo).mean()) * usd_per_unit
-            if gain - usd <= 0:
-                continue
-            if budget_usd is not None and spent + usd > budget_usd + 1e-9:
-                unaffordable.add(t)
-                continue
-            if best is None or gain - usd > best[0]:
+            if gain - usd > 0 and (best is None or gain - usd > best[0]):
                 best = (gain - usd, t, p, lo, gain, wt)
-        if best is None:
-            break
+        return best
+
+    def take(best) -> None:
+        nonlocal spent, wait, cur_pick, cur_loss
         _, t, p, lo, gain, wt = best
         changed = p != cur_pick
         saving = float((cur_loss - lo)[changed].mean()) * usd_per_unit if changed.any() else 0.0
@@ -364,11 +364,27 @@ def plan(econ: Economics, bel: Beliefs, pick: int | None, budget_usd: float | No
         spent += float(bel.probe_usd[t])
         wait = wt
         cur_pick, cur_loss = p, lo
-    unaffordable -= set(chosen)
+
+    while len(chosen) < max_probes:
+        best = best_next(None if budget_usd is None else budget_usd - spent)
+        if best is None:
+            break
+        take(best)
+    # What the plan would go on to take without --probe-budget: those are the probes worth their
+    # cost that the budget leaves out (not every probe with some value on its own: one may make
+    # the others worthless).
+    unaffordable: list[int] = []
+    if budget_usd is not None:
+        kept = (list(chosen), list(probes), spent, wait, cur_pick, cur_loss)
+        while len(chosen) < max_probes and (best := best_next(None)) is not None:
+            take(best)
+            unaffordable.append(chosen[-1])
+        chosen[:], probes[:] = kept[0], kept[1]
+        spent, wait, cur_pick, cur_loss = kept[2:]
     after = w.outlook(cur_pick, wait) if chosen else now
     why = None
     if not chosen:
         why = ("the probes worth their cost do not fit the probe budget" if unaffordable
                else "no probe is worth its cost: none is expected to change the pick by more than it costs"
                if pick_i >= 0 else "no probe is worth its cost: none is likely enough to show an option that fits")
-    return ProbePlan(probes, now, after, spent, wait, why, sorted(unaffordable))
+    return ProbePlan(probes, now, after, spent, wait, why, unaffordable)
