@@ -121,6 +121,7 @@ class JobSpec(BaseModel):
     restart_minutes: float = Field(default=5.0, ge=0)
     setup_minutes: float = Field(default=0.0, ge=0)
     include_cpu: bool = True
+    probe_budget_usd: float | None = Field(default=None, ge=0)  # the most the probe plan may cost
 
     def type_filter(self) -> TypeFilter:
         return TypeFilter(families=tuple(self.families), accelerators=tuple(self.accelerators), arch=self.arch,

@@ -19,6 +19,8 @@ from lightning_module.workload_facts import facts_for, facts_from_probes
 from . import rank as rk
 from .errors import UserError
 from .jobspec import JobSpec
+from .probeplan.inputs import ProbeOffer, plan_probes
+from .probeplan.value import ProbePlan
 from .throughput import Exclusion, Throughput, ThroughputModel
 
 WORST_BUCKET = len(INTERRUPTION_BUCKETS) - 1
@@ -37,7 +39,8 @@ class Plan:
     candidates: rk.Candidates
     ranked: np.ndarray
     closest: np.ndarray  # filled when nothing is feasible
-    probe: list[tuple[int, int]]  # (type index, offer index) of each type worth probing
+    probe: ProbePlan  # what to measure next (advisor.probeplan)
+    probe_offers: list[ProbeOffer | None]  # per type: where and at what price one probe of it runs
     throughputs: list[Throughput]  # index-aligned with types.names
     exclusions: list[Exclusion]
     regions: list[str]
@@ -134,9 +137,12 @@ def build_plan(catalog: Catalog, job: JobSpec, measurements: list | None = None,
             cands, offers, rk.closest(cands, rjob, n_close * max(1, len(regions)) * K), n_close, True,
             need_deadline <= rjob.deadline_h)
         counts.update(close_counts)
-    probe = rk.probe_next(cands, types, int(ranked[0]), job.objective, rjob, offers) if len(ranked) else []
+    probe, probe_offers = plan_probes(
+        types=types, offers=offers, candidates=cands, job=rjob, objective=job.objective,
+        pick=int(ranked[0]) if len(ranked) else None, instance_types=[catalog.instance_types[n] for n in types.names],
+        precisions=[t.precision for t in throughputs], estimator=model, probe_budget_usd=job.probe_budget_usd)
     return Plan(job=job, rank_job=rjob, workload_id=spec.workload_id, types=types, offers=offers, candidates=cands,
-                ranked=ranked, closest=closest, probe=probe, throughputs=throughputs, exclusions=exclusions,
+                ranked=ranked, closest=closest, probe=probe, probe_offers=probe_offers, throughputs=throughputs, exclusions=exclusions,
                 regions=regions, bucket=bucket, warnings=model.warnings,
                 pareto=ordered if job.objective == "pareto" else None, also_regions=also, front_size=front_size,
                 also_counts=counts)

@@ -253,35 +253,3 @@ def closest(c: Candidates, job: Job, top: int) -> np.ndarray:
     stretch = np.maximum(need_budget / job.budget_usd, need_deadline / job.deadline_h)
     return _top(stretch, c, np.flatnonzero(np.isfinite(stretch)), top)
 
-
-def probe_next(c: Candidates, types: TypeTable, best: int, objective: str, job: Job,
-               offers: OfferTable, limit: int = 5) -> list[tuple[int, int]]:
-    """Unmeasured types that could beat or match the best option within their bands:
-    [(type index, offer index of its cheapest one-instance price)], cheapest probe first."""
-    cost_lo, cost_hi = c.cost_band()
-    hours_lo, hours_hi = c.hours_band()
-    lo, hi = (hours_lo, hours_hi) if objective == "fastest" else (cost_lo, cost_hi)
-    # Feasible at the optimistic end of the band.
-    could = (types.source[c.type_idx] != 0) & (lo <= hi[best]) & feasible_mask(
-        cost_lo, hours_lo * (c.hours_pess / c.hours), job)
-    # bincount, not np.unique: unique imports numpy.ma (~30 ms of a sub-second command)
-    t_hits = np.flatnonzero(np.bincount(c.type_idx[could], minlength=len(types.names)))
-    if len(t_hits) == 0:
-        return []
-    # The probe runs on one instance: the cheapest single-instance offer of each type.
-    # On-demand preferred: a probe interrupted half-way measures nothing.
-    single = c.k == 1
-    offer_price = offers.price[c.offer] * np.where(offers.market[c.offer] == ON_DEMAND, 1.0, 1e6)
-    price = np.where(single, offer_price, np.inf)
-    best_offer = np.full(len(types.names), -1)
-    best_price = np.full(len(types.names), np.inf)
-    order = np.argsort(price, kind="stable")[::-1]  # later writes (cheaper) win
-    best_offer[c.type_idx[order]] = c.offer[order]
-    best_price[c.type_idx[order]] = price[order]
-    plan = sorted((best_price[t], t) for t in t_hits if np.isfinite(best_price[t]))
-    out = [(int(t), int(best_offer[t])) for _, t in plan[:limit]]
-    # The best option itself, when it rests on an estimate, is always worth its probe.
-    bt = int(c.type_idx[best])
-    if types.source[bt] != 0 and bt not in [t for t, _ in out] and np.isfinite(best_price[bt]):
-        out.append((bt, int(best_offer[bt])))
-    return out

@@ -18,7 +18,7 @@ from catalog.models import RESERVATION_NOTE
 from .jobspec import JobSpec
 from .output import emit
 from .planner import Plan, bucket_label
-from .rows import PROBE_HOURS, CandidateRow, ProbeRow, Rows
+from .rows import CandidateRow, Outlook, ProbeRow, ProbeSummary, Rows
 
 TABLE_COLUMNS = ("rank", "instance", "count", "region", "market", "samples/s (source)", "time",
                  "cost USD", "samples/$", "note")
@@ -28,6 +28,7 @@ CSV_COLUMNS = ("rank", "instance_type", "count", "region", "market", "samples_pe
                "usd_per_hour", "precision", "scale_out_efficiency", "expected_interruptions", "interruption_bucket",
                "obtainable", "obtainable_reason")
 NOTE_WIDTH = 50  # the note column's width in the plain table; json, csv and markdown keep notes whole
+NAMED_PAST_BUDGET = 5  # probes past --probe-budget named in the table text; JSON has every one
 # Below this a run's time is printed in minutes, and with no --setup-minutes the table says that
 # boot, install and data staging are left out: minutes of their own (an instance boots, then
 # installs the stack: advisor/userdata.py), so a large share of a run this short.
@@ -136,22 +137,55 @@ def recommendation(r: CandidateRow, job: JobSpec) -> dict[str, Any]:
 
 
 def probe_record(p: ProbeRow) -> dict[str, Any]:
-    return {
-        "instance_type": p.instance_type,
-        "throughput_source": p.throughput_source,
-        "samples_per_sec": p.samples_per_sec,
-        "throughput_low": p.throughput_low,
-        "throughput_high": p.throughput_high,
-        "region": p.region,
-        "market": p.market,
-        "usd_per_hour": p.usd_per_hour,
-        "probe_cost_usd": p.probe_cost_usd,
-        "why": _why(p),
-    }
+    return dict(vars(p))
 
 
-def _why(p: ProbeRow) -> str:
-    return "the best option rests on this estimate" if p.best_rests_on_it else "band overlaps the best option"
+def probe_plan_record(s: ProbeSummary) -> dict[str, Any]:
+    """p90_regret is null where it is unbounded (the pick misses in more than 10% of outcomes)."""
+    def outlook(o: Outlook) -> dict[str, Any]:
+        return {k: (v if math.isfinite(v) else None) for k, v in vars(o).items()}
+
+    return {k: (outlook(v) if isinstance(v, Outlook) else v) for k, v in vars(s).items()}
+
+
+def _covers(p: ProbeRow) -> str:
+    if not p.covers:
+        return "-"
+    shown = ", ".join(p.covers[:2])
+    return shown + (f" +{len(p.covers) - 2} more" if len(p.covers) > 2 else "")
+
+
+def _known(o: Outlook, now: bool = False) -> str:
+    """How far the pick may be from the true best in 90% of outcomes, or how often it misses."""
+    if math.isfinite(o.p90_regret):
+        return f"{'now ' if now else ''}within {o.p90_regret:.0%}"
+    return f"{'now ' if now else ''}not known: the pick misses the deadline or the budget in {o.p_miss:.0%} of outcomes"
+
+
+def probe_lines(s: ProbeSummary, probes: list[ProbeRow]) -> list[str]:
+    """What the plan expects to learn, in words."""
+    out = []
+    if probes:
+        n = len(probes)
+        first = f"After {'this probe' if n == 1 else f'these {n} probes'} (${s.usd:,.2f}, ~{s.hours * 60:.0f} min, in parallel)"
+        if not s.has_pick:
+            out.append(f"{first} something fits in {1 - s.after.p_miss:.0%} of outcomes (nothing does by the "
+                       f"estimates now); the pick is then within {s.within:.0%} of the true best in "
+                       f"{s.after.p_within:.0%}.")
+        else:
+            out.append(f"{first} the best option is known {_known(s.after)} in 90% of outcomes ({_known(s.now, True)}): "
+                       f"the pick within {s.within:.0%} of the true best in {s.after.p_within:.0%} of outcomes "
+                       f"(now {s.now.p_within:.0%}).")
+    elif s.now is not None and s.has_pick:
+        out.append(f"None: {s.why_empty}. The best option is known {_known(s.now)} in 90% of outcomes: "
+                   f"the pick within {s.within:.0%} of the true best in {s.now.p_within:.0%} of outcomes.")
+    else:
+        out.append(f"None: {s.why_empty}.")
+    if s.not_affordable:
+        shown, more = s.not_affordable[:NAMED_PAST_BUDGET], len(s.not_affordable) - NAMED_PAST_BUDGET
+        out.append(f"Worth probing but past --probe-budget ${s.probe_budget_usd:,.2f}, most valuable first: "
+                   f"{', '.join(shown)}{f' (+{more} more; JSON lists them all)' if more > 0 else ''}.")
+    return out
 
 
 def exclusion_rows(plan: Plan) -> list[dict[str, Any]]:
@@ -211,6 +245,7 @@ def write(plan: Plan, rows: Rows, fmt: str, *, probe_commands: list[str], show_e
             "recommendations": records if feasible else [],
             "closest": [] if feasible else records,
             "probe_next": [probe_record(p) for p in rows.probes],
+            "probe_plan": probe_plan_record(rows.probe_summary),
             "probe_commands": probe_commands,
             "excluded": exclusion_rows(plan),
             "warnings": plan.warnings,
@@ -238,14 +273,19 @@ def write(plan: Plan, rows: Rows, fmt: str, *, probe_commands: list[str], show_e
     else:
         print("(no candidates: every instance type was excluded or has no price; see --show-excluded)", file=stream)
     pr = rows.probes
-    if pr:
-        print(f"\nProbe next (unmeasured types whose band overlaps the best option; cheapest probe first, "
-              f"~{PROBE_HOURS:g} h each):", file=stream)
-        emit([{"instance": p.instance_type, "source": p.throughput_source,
-               "samples/s band": f"{_num(p.throughput_low)}-{_num(p.throughput_high)}",
-               "region": p.region, "$/h": f"{p.usd_per_hour:.4g}", "probe ~$": f"{p.probe_cost_usd:.2f}",
-               "why": _why(p)}
-              for p in pr], fmt, stream=stream)
+    if rows.candidates:
+        print("\nProbe next (each expected to save more than it costs, the most valuable first given those above "
+              "it; a probe re-anchors the estimates of its device's other sizes, and of other devices less):",
+              file=stream)
+        if pr:
+            emit([{"instance": p.instance_type,
+                   "samples/s now": f"{_num(p.throughput_low)}-{_num(p.throughput_high)} ({p.throughput_source})",
+                   "region": p.region, "market": p.market, "$/h": f"{p.usd_per_hour:.4g}",
+                   "probe $": f"{p.probe_cost_usd:.2f}", "changes pick": f"{p.p_change:.0%}",
+                   "saves then $": f"{p.saving_if_changed_usd:,.2f}", "why": p.reason, "covers": _covers(p)}
+                  for p in pr], fmt, stream=stream)
+        for line in probe_lines(rows.probe_summary, pr):
+            print(line, file=stream)
         for cmd in probe_commands:
             print(f"  {cmd}", file=stream)
     if show_excluded:

@@ -13,12 +13,7 @@ from typing import Any
 
 from . import rank as rk
 from .planner import Plan
-
-# One probe: boot, install, the optimisation ladder and steady-state timing, for ordering and a
-# rough price only. An assumption, bounded by measurement: the full ResNet-50 ladder took 615 s
-# on a 2-core CPU (benchmarks/probe_ladder.py), GPUs step far faster, and boot plus install add
-# minutes; `advisor launch`'s watchdog (--max-minutes, default 45) caps what a probe can cost.
-PROBE_HOURS = 0.5
+from .probeplan.value import RECHECK
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -67,7 +62,7 @@ class CandidateRow:
 
 @dataclass(frozen=True, kw_only=True)
 class ProbeRow:
-    """One instance type worth probing: its band now and what a probe of it costs."""
+    """One probe of the plan: the type's band now, what the probe costs, what it is expected to change."""
 
     instance_type: str
     throughput_source: str
@@ -75,10 +70,37 @@ class ProbeRow:
     throughput_low: float
     throughput_high: float
     region: str
-    market: str
+    market: str  # on-demand | spot: where the probe runs (the market the user asked for)
     usd_per_hour: float
+    probe_hours: float
     probe_cost_usd: float
-    best_rests_on_it: bool  # the best option's own type (else: its band overlaps the best option)
+    gain_usd: float  # expected drop of the pick's true cost (after the probes above it)
+    p_change: float  # chance it changes the pick
+    saving_if_changed_usd: float
+    covers: list[str]  # siblings (the same device in other sizes) whose estimates it re-anchors
+    reason: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Outlook:
+    """How close the pick is to the true best, over the outcomes the bands allow."""
+
+    p_within: float  # chance the pick is feasible and within WITHIN of the true best
+    p90_regret: float  # the pick's excess over the true best, 90th percentile (inf: misses > 10%)
+    p_miss: float  # chance the pick misses the deadline or the budget in truth
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProbeSummary:
+    has_pick: bool  # something fits by the estimates (else the plan is valued against no pick)
+    usd: float  # the plan's probes together
+    hours: float  # wall time: they run in parallel
+    now: Outlook | None
+    after: Outlook | None
+    within: float  # the share "within" means
+    why_empty: str | None
+    not_affordable: list[str]  # worth probing, but past --probe-budget
+    probe_budget_usd: float | None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -88,6 +110,7 @@ class Rows:
     feasible: bool  # candidates are the ranked ones (else the closest, each with what it needs)
     candidates: list[CandidateRow]
     probes: list[ProbeRow]
+    probe_summary: ProbeSummary
 
 
 def build(plan: Plan) -> Rows:
@@ -96,7 +119,7 @@ def build(plan: Plan) -> Rows:
         cands = [candidate_row(plan, int(i), n + 1) for n, i in enumerate(plan.ranked)]
     else:
         cands = [candidate_row(plan, int(i), None) for i in plan.closest]
-    return Rows(feasible=feasible, candidates=cands, probes=probe_rows(plan))
+    return Rows(feasible=feasible, candidates=cands, probes=probe_rows(plan), probe_summary=probe_summary(plan))
 
 
 def candidate_row(plan: Plan, i: int, rank_no: int | None) -> CandidateRow:
@@ -156,16 +179,28 @@ def _up_to_a_deadline(h: float) -> float:
 
 
 def probe_rows(plan: Plan) -> list[ProbeRow]:
-    best_t = int(plan.candidates.type_idx[plan.ranked[0]]) if len(plan.ranked) else -1
     out = []
-    for ti, off in plan.probe:
-        th = plan.throughputs[ti]
-        price = float(plan.offers.price[off])
+    for p in plan.probe.probes:
+        ti = p.type_idx
+        th, where = plan.throughputs[ti], plan.probe_offers[ti]
         out.append(ProbeRow(
             instance_type=plan.types.names[ti], throughput_source=th.source, samples_per_sec=th.samples_per_sec,
-            throughput_low=th.low, throughput_high=th.high, region=plan.regions[int(plan.offers.region_idx[off])],
-            market=rk.MARKET_NAMES[int(plan.offers.market[off])], usd_per_hour=price,
-            probe_cost_usd=round(price * PROBE_HOURS, 2), best_rests_on_it=ti == best_t,
+            throughput_low=th.low, throughput_high=th.high,
+            region=plan.regions[int(plan.offers.region_idx[where.offer])],
+            market=rk.MARKET_NAMES[int(plan.offers.market[where.offer])], usd_per_hour=where.usd_per_hour,
+            probe_hours=where.hours, probe_cost_usd=p.usd, gain_usd=p.gain_usd, p_change=p.p_change,
+            saving_if_changed_usd=p.saving_if_changed, covers=sorted(plan.types.names[u] for u in p.covers),
+            reason=p.reason,
         ))
     return out
 
+
+def probe_summary(plan: Plan) -> ProbeSummary:
+    pp = plan.probe
+
+    def outlook(o):
+        return None if o is None else Outlook(p_within=o.p_within, p90_regret=o.p90_regret, p_miss=o.p_miss)
+
+    return ProbeSummary(has_pick=bool(len(plan.ranked)), usd=pp.usd, hours=pp.hours, now=outlook(pp.now), after=outlook(pp.after), within=RECHECK,
+                        why_empty=pp.why_empty, not_affordable=[plan.types.names[t] for t in pp.limited_by_budget],
+                        probe_budget_usd=plan.job.probe_budget_usd)

@@ -215,19 +215,6 @@ def test_efficiency_model_values():
     assert sc.overlap_efficiency(1.0, 1.0) == pytest.approx(1 / (1 + 1 / 3))
 
 
-def test_probe_next_lists_overlapping_unmeasured_cheapest_first():
-    t = types([100, 95, 20, 100], spread=[1.05, 1.5, 1.5, 1.5])
-    t.source = np.array([0, 2, 2, 1])  # measured, estimated, estimated, reference
-    o = offers([0, 1, 2, 3], [1.0, 0.9, 10.0, 0.5])
-    j = job()
-    c = rk.evaluate(t, o, j)
-    best = int(rk.rank(c, "cheapest", 1)[0])
-    assert names(c, [best], t) == ["t3"]
-    plan = rk.probe_next(c, t, best, "cheapest", j, o)
-    # t2 can't match even at its optimistic end ($10 x 20/30 = $33 vs <= $5.5), t0 is measured.
-    assert [t.names[ti] for ti, _ in plan] == ["t3", "t1"]
-
-
 def test_pareto_front_matches_brute_force():
     rng = np.random.default_rng(3)
     cost = rng.integers(1, 30, 400).astype(float)
@@ -249,17 +236,6 @@ def test_equal_cost_prefers_the_faster_then_equal_time_the_cheaper():
     o = offers([0, 1], [2.0, 1.0])
     c = rk.evaluate(t, o, job())
     assert names(c, rk.rank(c, "fastest", 2), t) == ["t1", "t0"]
-
-
-def test_probe_next_always_includes_an_unmeasured_best():
-    t = types([100] * 4 + [10_000], spread=[1.5] * 5)
-    o = offers([0, 1, 2, 3, 4], [0.9, 0.95, 0.97, 0.99, 80.0])
-    j = job()
-    c = rk.evaluate(t, o, j)
-    best = int(rk.rank(c, "cheapest", 1)[0])
-    assert names(c, [best], t) == ["t4"]  # $8 at 10,000/s beats $9-9.9 at 100/s
-    plan = rk.probe_next(c, t, best, "cheapest", j, o, limit=2)
-    assert [t.names[ti] for ti, _ in plan] == ["t0", "t1", "t4"]
 
 
 def test_setup_time_is_billed_on_every_instance_and_favours_fewer():
@@ -284,7 +260,7 @@ def test_shortfall_is_the_limit_where_met_and_the_figure_where_not():
     assert rk.feasible_mask(np.array([10.0]), np.array([5.0]), j).tolist() == [True]
 
 
-def test_evaluate_closest_and_probe_next_use_the_one_rule():
+def test_evaluate_and_closest_use_the_one_rule():
     # Every candidate's feasible flag is feasible_mask of its own figures, and closest orders by
     # the shortfall's relative stretch.
     j = job(budget=9.0, deadline=2.0)

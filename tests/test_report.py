@@ -82,18 +82,21 @@ def test_reason_from_the_typed_shortfall():
     assert "network bandwidth unknown" in report.reason(row(feasible=False, has_figure=False), j)
 
 
-def probe(name, region, best=False) -> ProbeRow:
+def probe(name, region, market="on-demand") -> ProbeRow:
     return ProbeRow(instance_type=name, throughput_source="estimated", samples_per_sec=100.0, throughput_low=50.0,
-                    throughput_high=200.0, region=region, market="on-demand", usd_per_hour=1.0, probe_cost_usd=0.5,
-                    best_rests_on_it=best)
+                    throughput_high=200.0, region=region, market=market, usd_per_hour=1.0, probe_hours=0.25,
+                    probe_cost_usd=0.25, gain_usd=1.0, p_change=0.5, saving_if_changed_usd=2.0, covers=[],
+                    reason="could beat the pick")
 
 
 def test_probe_commands_are_built_by_the_command_layer():
-    probes = [probe("g5.xlarge", "us-east-1"), probe("g6.xlarge", "us-west-2"), probe("g4dn.xlarge", "us-east-1")]
+    probes = [probe("g5.xlarge", "us-east-1"), probe("g6.xlarge", "us-west-2"), probe("g4dn.xlarge", "us-east-1"),
+              probe("g5g.xlarge", "us-east-1", "spot")]
     cmds = probe_commands(job(image_size=160, num_classes=10), probes)
-    assert cmds[0] == ("advisor launch --instance-type g5.xlarge,g4dn.xlarge --region us-east-1 --workload resnet50 "
-                       "--probe-args '--image-size 160 --num-classes 10' --s3 s3://BUCKET/prefix")
-    assert cmds[1].startswith("advisor launch --instance-type g6.xlarge --region us-west-2 ")
+    assert cmds[0] == ("advisor launch --instance-type g5.xlarge,g4dn.xlarge --region us-east-1 --market on-demand "
+                       "--workload resnet50 --probe-args '--image-size 160 --num-classes 10' --s3 s3://BUCKET/prefix")
+    assert cmds[1].startswith("advisor launch --instance-type g6.xlarge --region us-west-2 --market on-demand ")
+    assert cmds[2].startswith("advisor launch --instance-type g5g.xlarge --region us-east-1 --market spot ")
     assert cmds[-1] == "(or on a machine of that type: advisor probe --workload resnet50 --image-size 160 --num-classes 10)"
     assert probe_commands(job(), []) == []
 

@@ -75,6 +75,9 @@ def register(sub) -> None:
     p.add_argument("--setup-minutes", type=opt.minutes, default=0.0, metavar="M",
                    help="billed time per run on every instance before training starts (boot, install, data "
                         "staging); default 0, the articles' arithmetic")
+    p.add_argument("--probe-budget", type=opt.number(0, opt.MAX_BUDGET_USD), metavar="USD",
+                   help="the most the 'Probe next' plan may spend on probes (default: no limit; each probe is "
+                        "planned only when it is expected to save more than it costs)")
     p.add_argument("--top", type=opt.whole(1, 10_000), default=10, metavar="N", help="rows to show (default 10)")
     p.add_argument("--show-excluded", action="store_true", help="also list excluded instance types with the reason")
     p.add_argument("--check-account", action="store_true",
@@ -100,7 +103,7 @@ def job_from_args(args) -> JobSpec:
     samples = work_samples(args.samples, args.epochs, args.dataset_size)
     wanted = type_filter(args)
     return JobSpec(
-        samples=samples, budget_usd=budget, deadline_hours=deadline.total_seconds() / 3600,
+        probe_budget_usd=args.probe_budget, samples=samples, budget_usd=budget, deadline_hours=deadline.total_seconds() / 3600,
         workload=args.workload, datamodule=args.datamodule, image_size=args.image_size, num_classes=args.num_classes,
         objective=args.objective, regions=args.region, families=list(wanted.families),
         accelerators=list(wanted.accelerators), arch=wanted.arch, min_gpus=wanted.min_gpus,
@@ -181,13 +184,14 @@ def with_account_facts(rows: Rows, catalog, *, check: bool, only: bool, top: int
 
 
 def probe_commands(job: JobSpec, probes: list[ProbeRow]) -> list[str]:
-    """The command lines that measure the probe rows: `advisor launch`
-    per region, then the pull that imports the results (or `advisor probe` on such a machine)."""
+    """The command lines that measure the probe rows: one `advisor launch` per region and market
+    (the market the user asked for: a --market spot plan probes on spot), then the pull that
+    imports the results (or `advisor probe` on such a machine)."""
     if not probes:
         return []
-    by_region: dict[str, list[str]] = {}
+    groups: dict[tuple[str, str], list[str]] = {}
     for p in probes:
-        by_region.setdefault(p.region, []).append(p.instance_type)
+        groups.setdefault((p.region, p.market), []).append(p.instance_type)
     shape = []
     if job.datamodule:
         shape.append(f"--datamodule {job.datamodule}")
@@ -197,9 +201,10 @@ def probe_commands(job: JobSpec, probes: list[ProbeRow]) -> list[str]:
         shape.append(f"--num-classes {job.num_classes}")
     extra = f" --probe-args '{' '.join(shape)}'" if shape else ""
     me = command_name()
-    cmds = [f"{me} launch --instance-type {','.join(names)} --region {region} --workload {job.workload}{extra} "
-            f"--s3 s3://BUCKET/prefix" for region, names in by_region.items()]
-    cmds.append(f"{me} results pull s3://BUCKET/prefix   # then run this recommend again")
+    cmds = [f"{me} launch --instance-type {','.join(names)} --region {region} --market {market} "
+            f"--workload {job.workload}{extra} --s3 s3://BUCKET/prefix" for (region, market), names in groups.items()]
+    cmds.append(f"{me} results pull s3://BUCKET/prefix   # then run this recommend again: it re-plans from "
+                "what the probes measured")
     cmds.append(f"(or on a machine of that type: {me} probe --workload {job.workload}"
                 f"{' ' + ' '.join(shape) if shape else ''})")
     return cmds

@@ -1,0 +1,182 @@
+"""From a ranked plan (the candidates, the per-type throughputs and bands, the offers) to what the
+value model needs: per candidate its cost split, per type its band, its sibling group and what
+one probe of it costs, where, and for how long.
+
+The adapter between the estimator and the plan: where the estimator says how sure it is (the
+band's coverage, what a sibling's measurement leaves), this is the one place that reads it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from statistics import NormalDist
+
+import numpy as np
+
+from catalog import accelerators as acc
+from catalog.hardware import device_count
+from catalog.models import InstanceType
+
+from .. import rank as rk
+from .. import throughput as tp
+from ..estimate.calibrate import NEW_KIND, pair_distance
+from ..estimate.points import instance_device
+from .value import Beliefs, Economics
+
+# What the estimator's band means: the share of held-out truths it is calibrated to cover.
+BAND_COVERAGE = tp.BAND_COVERAGE
+
+# One probe's measurement: `advisor probe` times each rung until its 95% CI is within
+# --target-ci (default 3%), so the result's log-sd is about log(1.03) / 1.96.
+PROBE_TARGET_CI = 0.03
+PROBE_NOISE_SD = math.log1p(PROBE_TARGET_CI) / 1.96
+
+# How long one probe runs (and bills), from what `advisor launch` + `advisor probe` do:
+# - start-up: boot, ~29 s from RunInstances to SSH on a Linux AMI (ec2-boot-bench, Colin
+#   Percival, https://www.daemonology.net/blog/2021-08-12-EC2-boot-time-benchmarking.html),
+#   and the pip install the user-data runs (lightning, boto3, pydantic, tabulate and their
+#   small dependencies without torch, which the AMI has): 19.5 s measured on this project's
+#   2-core build machine with no pip cache. Derived: 50 s.
+STARTUP_SECONDS = 29.0 + 19.5
+# - the ladder (lightning_module.ladder.run_ladder): baseline, half precision, channels_last,
+#   compile, then loader worker counts 2, 4, ... up to the vCPUs (the probe's worker_counts), then
+#   the batch search's first two sizes (double, half). Each measurement is its warm-up steps plus
+#   timed steps until the CI target or --max-seconds (60 s); priced at that bound, since no GPU
+#   ladder has been timed on the project. torch.compile: at most --compile-timeout (300 s).
+FIXED_RUNGS = 4 + 2  # baseline, precision, channels_last, compile; batch x2 and /2
+WARMUP_STEPS = 3  # advisor probe --warmup-steps default
+MAX_SECONDS = 60.0  # advisor probe --max-seconds default
+COMPILE_SECONDS = 300.0  # advisor probe --compile-timeout default
+START_BATCH = 128  # advisor probe --start-batch-size default
+# `advisor launch`'s watchdog: no probe instance bills past --max-minutes (default 45).
+WATCHDOG_MINUTES = 45
+# `advisor launch` refuses more instances than --max-instances (default 8) in one go.
+MAX_PROBES = 8
+# Worlds the plan's expectations are taken over: the value of the best probe moves by a few
+# percent between seeds at 256 (tests/test_probeplan.py), well inside what separates a probe
+# worth taking from one that is not; 256 keeps recommend's plan under ~0.1 s.
+DRAWS = 256
+
+
+def ladder_measurements(vcpus: int) -> int:
+    """The rungs above plus one per worker count the probe tries on this many vCPUs (2, 4, ...)."""
+    return FIXED_RUNGS + max(int(math.log2(max(vcpus, 1))), 0)
+
+
+def probe_seconds(per_device_sps: float, vcpus: int) -> float:
+    """Billed seconds of one probe of a type training at per_device_sps (the ladder at its bound)."""
+    step = START_BATCH / per_device_sps if per_device_sps > 0 else math.inf
+    per = WARMUP_STEPS * step + max(MAX_SECONDS, 2 * step)
+    return STARTUP_SECONDS + ladder_measurements(vcpus) * per + COMPILE_SECONDS
+
+
+def sibling_key(it: InstanceType) -> str:
+    """One device in other sizes: the family and its accelerator (the CPU family for CPUs)."""
+    if it.accelerator_kind == "none":
+        return it.family
+    spec = acc.lookup(it.accelerator_model or "", it.accelerator_memory_gib)
+    return f"{it.family}/{spec.key if spec else it.accelerator_model}"
+
+
+@dataclass
+class ProbeOffer:
+    """Where one probe of a type runs: its cheapest single instance in the user's regions and markets."""
+
+    offer: int  # index into the OfferTable
+    usd_per_hour: float
+    hours: float
+
+    @property
+    def usd(self) -> float:
+        return self.usd_per_hour * self.hours
+
+
+def economics(c: rk.Candidates, offers: rk.OfferTable, job: rk.Job, objective: str) -> Economics:
+    """Setup (billed, not training) is the part that does not scale with throughput; a candidate
+    with no figure (NaN: network unknown for k > 1) never fits."""
+    bad = ~(np.isfinite(c.cost) & np.isfinite(c.hours_pess))
+    setup_cost = np.where(bad, 0.0, job.setup_h * c.k * offers.price[c.offer])
+    setup_h = np.where(bad, 0.0, job.setup_h)
+    var = lambda total, fix: np.where(bad, np.inf, total - fix)
+    return Economics(type_idx=c.type_idx, cost_fix=setup_cost, cost_var=var(c.cost, setup_cost),
+                     hours_fix=setup_h, hours_var=var(c.hours, setup_h), pess_fix=setup_h,
+                     pess_var=var(c.hours_pess, setup_h), budget=job.budget_usd, deadline=job.deadline_h,
+                     objective=objective)
+
+
+def probe_offers(types: rk.TypeTable, offers: rk.OfferTable, instance_types: list[InstanceType]) -> list[ProbeOffer | None]:
+    """Per type: the cheapest one-instance offer (on-demand or spot, as the user asked; not the
+    spot-with-fallback rows) and the probe's duration; None for a measured type, no offer, or a
+    probe that would not finish within `advisor launch`'s watchdog."""
+    out: list[ProbeOffer | None] = [None] * len(types.names)
+    direct = offers.market != rk.FALLBACK
+    for t, it in enumerate(instance_types):
+        if types.source[t] == 0:  # measured already
+            continue
+        mine = np.flatnonzero((offers.type_idx == t) & direct)
+        if not len(mine):
+            continue
+        o = int(mine[np.argmin(offers.price[mine])])
+        devices = device_count(it)
+        seconds = probe_seconds(float(types.sps[t]) / max(devices, 1), it.vcpus)
+        if seconds > WATCHDOG_MINUTES * 60:
+            continue  # its ladder would not finish before launch's watchdog stops it: no result
+        out[t] = ProbeOffer(o, float(offers.price[o]), seconds / 3600.0)
+    return out
+
+
+def beliefs(types: rk.TypeTable, instance_types: list[InstanceType], precisions: list[str],
+            probes: list[ProbeOffer | None], estimator) -> Beliefs:
+    """The bands as the value model reads them, and how the types' truths hang together, from the
+    estimator: its re-anchoring rule (a probe of p moves u's estimate with weight 1 / (1 + d)^2, d
+    its pair distance between their devices) and its calibrated band after a probe (log half-width
+    probe_scale x (1 + d)). What a probe of a sibling leaves unknown (d = 0) is the types' own
+    variance; what a probe of another device leaves (d: the mean distance to the other devices in
+    play) adds the device factor; the rest of each band is common to all types."""
+    sd_low, sd_high = Beliefs.sds(types.sps, types.low, types.high, BAND_COVERAGE)
+    devs = [instance_device(it, prec) for it, prec in zip(instance_types, precisions)]
+    index_of = {d: i for i, d in enumerate(dict.fromkeys(devs))}
+    keys = list(index_of)
+    dev = np.array([index_of[d] for d in devs], dtype=np.int64)
+    far = 2 * NEW_KIND  # a type with no device figures: as far as anything gets
+    dd = np.zeros((len(keys), len(keys)))
+    for a_i, a in enumerate(keys):
+        for b_i, b in enumerate(keys):
+            if a_i != b_i:
+                dd[a_i, b_i] = far if a is None or b is None else pair_distance(a, b)
+    z = NormalDist().inv_cdf(0.5 + BAND_COVERAGE / 2)
+    bands = estimator.model.bands
+    # A reference set with no pair of devices in one suite cannot calibrate the probe band: then a
+    # probe is taken to tell no more than the references do.
+    probe_scale = bands.probe_scale if math.isfinite(bands.probe_scale) else bands.model_scale
+    scale = probe_scale / z
+    var = np.maximum((sd_low**2 + sd_high**2) / 2, 1e-12)
+    # Var(u - p) once p is probed = own_u + own_p, plus device_u + device_p across devices.
+    own = np.minimum(scale**2 / 2, var)
+    n_dev = len(keys)
+    mean_d = dd.sum(axis=1) / max(n_dev - 1, 1)
+    device = np.clip((scale * (1 + mean_d[dev])) ** 2 / 2 - own, 0.0, var - own)
+    sib = [sibling_key(it) for it in instance_types]
+    index = {k: i for i, k in enumerate(dict.fromkeys(sib))}
+    common = np.nan_to_num((var - own - device) / var).clip(0.0, 1.0)
+    return Beliefs(
+        sd_low=sd_low, sd_high=sd_high, common_share=common, device=dev,
+        device_share=device / var, weight=1.0 / (1.0 + dd[dev][:, dev]) ** 2, measured=types.source == 0,
+        moves=types.source == rk.SOURCE_NAMES.index("estimated"), group=np.array([index[k] for k in sib], dtype=np.int64),
+        probe_usd=np.array([p.usd if p else np.inf for p in probes], dtype=float),
+        probe_hours=np.array([p.hours if p else np.inf for p in probes], dtype=float), noise_sd=PROBE_NOISE_SD)
+
+
+def plan_probes(*, types: rk.TypeTable, offers: rk.OfferTable, candidates: rk.Candidates, job: rk.Job,
+                objective: str, pick: int | None, instance_types: list[InstanceType], precisions: list[str],
+                estimator, probe_budget_usd: float | None = None, draws: int = DRAWS, seed: int = 0):
+    """(the probe plan, the per-type probe offers) for a ranked set of candidates; `estimator` is
+    the ThroughputModel the candidates' throughputs came from."""
+    from . import value
+
+    where = probe_offers(types, offers, instance_types)
+    bel = beliefs(types, instance_types, precisions, where, estimator)
+    plan = value.plan(economics(candidates, offers, job, objective), bel, pick, probe_budget_usd, draws=draws,
+                      seed=seed, max_probes=MAX_PROBES)
+    return plan, where
