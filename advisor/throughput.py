@@ -38,12 +38,13 @@ from catalog.hardware import (
 from catalog.models import Catalog, InstanceType
 from lightning_module.workload_facts import WorkloadFacts
 
+from .estimate.cache import cached_build
 from .estimate.calibrate import CALIBRATED_SHARE
 from .estimate.host import apply_cap, host_cap
 from .estimate.model import CrossDeviceModel, build
 from .estimate.points import MIXED, PRECISION_OF_DTYPE, at_probe_stack
 from .estimate.predict import Estimator, Measured, measured_from
-from .references import ReferenceError, ReferenceSet, load_references
+from .references import ReferenceError, ReferenceSet, read_references
 from .scaling import DEFAULT_BATCH, intra_instance
 
 log = logging.getLogger(__name__)
@@ -96,13 +97,14 @@ def cross_device_model(references: str | Path | ReferenceSet,
     if key in _MODELS and isinstance(references, ReferenceSet) and _MODELS[key][1] is not references:
         del _MODELS[key]  # another set at a reused id
     if key not in _MODELS:
-        if isinstance(references, ReferenceSet):
-            origin, refs = "given reference set", references
+        if isinstance(references, ReferenceSet):  # no file behind it: built, not cached
+            origin, refs, digest = "given reference set", references, None
         else:
             origin = BUILTIN if str(references) in (BUILTIN, NONE) else str(references)
-            refs = load_references(None if origin == BUILTIN else origin)
+            refs, digest = read_references(None if origin == BUILTIN else origin)
         try:
-            model = build(refs.measurements, catalog, origin)
+            model = (build(refs.measurements, catalog, origin) if digest is None
+                     else cached_build(refs.measurements, catalog, origin, digest))
         except ValueError as e:
             raise ReferenceError(f"reference set {origin}: {e}") from None
         _MODELS[key] = (model, refs, catalog)
