@@ -131,6 +131,10 @@ class ThroughputModel:
         self.use_references = isinstance(references, ReferenceSet) or str(references) != NONE
         self.model, refs = cross_device_model(references, catalog)
         self.references = refs.measurements if self.use_references else []
+        self._on_type: dict[str, list] = {}  # instance type -> its published rows, in the set's order
+        for m in self.references:
+            if m.instance_type:
+                self._on_type.setdefault(m.instance_type, []).append(m)
         self.estimator = Estimator(self.model, catalog, facts.model, self.flops,
                                    [self._as_measured(r) for r in self._measured.values()], self.use_references)
         self.pipeline_rate = self._pipeline_rate()
@@ -231,7 +235,7 @@ class ThroughputModel:
         dtype = best_dtype(it)
         want = MIXED if device_kind(it) != "cpu" else (PRECISION_OF_DTYPE.get(dtype or "fp32"),)
         n = device_count(it)
-        rows = [m for m in self.references if m.instance_type == it.name and m.workload_id == self.workload_id
+        rows = [m for m in self._on_type.get(it.name, ()) if m.workload_id == self.workload_id
                 and m.nodes == 1 and (m.gpus == n or device_kind(it) == "cpu") and m.precision in want
                 and at_probe_stack(m)]
         return max(rows, key=lambda m: (m.tuned, m.source_date.isoformat() if m.source_date else ""), default=None)

@@ -229,6 +229,12 @@ class _Worlds:
         return np.full(self.f.shape[0], int(hit[0]) if len(hit) else -1)
 
 
+def _distinct(a: np.ndarray) -> np.ndarray:
+    """np.unique(a) (sorted distinct values). Asked for the indices too because plain np.unique
+    imports numpy.ma to check for masked input (numpy 2.x): ~18 ms of recommend's start-up."""
+    return np.unique(a, return_index=True)[0]
+
+
 def relevant(econ: Economics, bel: Beliefs, pick: int | None, spread: float = 3.0, wait_h: float = 0.0) -> np.ndarray:
     """Candidates that could be the pick or the true best in some world (throughputs within
     `spread` sds of the estimates): optimistically feasible, and optimistically no worse than the
@@ -236,7 +242,7 @@ def relevant(econ: Economics, bel: Beliefs, pick: int | None, spread: float = 3.
     bounds the true best and beats them by any estimate. The rest cannot change a decision;
     leaving them out keeps the worlds small."""
     t = econ.type_idx
-    up, down = np.exp(spread * bel.sd_high[t]), np.exp(-spread * bel.sd_low[t])
+    up, down = np.exp(spread * bel.sd_high)[t], np.exp(-spread * bel.sd_low)[t]  # per type, then per candidate
     fix, var = econ.objective_fix_var()
     with np.errstate(invalid="ignore"):
         ok = econ.fits(*econ.at(slice(None), up))
@@ -258,7 +264,7 @@ def _dominated(econ: Economics, idx: np.ndarray, pick: int | None) -> np.ndarray
                       econ.pess_var[idx]], axis=1)
     out = np.zeros(len(idx), dtype=bool)
     t = econ.type_idx[idx]
-    for ty in np.unique(t):
+    for ty in _distinct(t):
         j = np.flatnonzero(t == ty)
         if len(j) < 2:
             continue
@@ -280,10 +286,10 @@ def _options(w: _Worlds, sub: Economics, bel: Beliefs, in_play: np.ndarray) -> l
     out: set[int] = set()
     can = np.flatnonzero(np.isfinite(bel.probe_usd) & ~bel.measured)
     dev = np.unique(bel.device, return_inverse=True)[1]
-    for d in np.unique(dev[can]):
+    for d in _distinct(dev[can]):
         mine = can[dev[can] == d]
         out.add(int(mine[np.argmin(bel.probe_usd[mine])]))
-    for g in np.unique(w.group[in_play]):
+    for g in _distinct(w.group[in_play]):
         members = [int(t) for t in in_play if w.group[t] == g and t in set(can.tolist())]
         if not members:
             continue
@@ -318,7 +324,7 @@ def plan(econ: Economics, bel: Beliefs, pick: int | None, budget_usd: float | No
     else:
         rate = (sub.cost_fix + sub.cost_var) / (fix + var)
         usd_per_unit = float(rate[pick_i] if pick_i >= 0 else np.median(rate[np.isfinite(rate)]))
-    in_play = np.unique(sub.type_idx)
+    in_play = _distinct(sub.type_idx)
     options = _options(w, sub, bel, in_play)
     chosen: list[int] = []
     probes: list[PlannedProbe] = []
