@@ -63,11 +63,27 @@ class Picks:
         return self._buf
 
     def _chunk(self, chosen: list[int], options: list[int], waits: np.ndarray) -> np.ndarray:
-        e, bel, reps, draws = self.econ, self.bel, self.reps, self.draws
+        e, bel, draws = self.econ, self.bel, self.draws
         n, k, r = len(options), len(chosen) + 1, len(self.reps)
-        # Each distinct weight column's re-anchoring shift, exp'd: the probes' log ratios weighted
-        # (as value._Worlds.pick_after describes), laid out (probe, column, world).
-        w = np.empty((n, k, r))
+        # Per candidate, where its factor comes from: its device's shift, 1, or its own probe.
+        src = self.base_src.copy()
+        for j, s in enumerate(chosen):
+            src[e.type_idx == s] = r + 1 + j
+        idx = self._undominated(src, options)
+        src = src[idx]
+        # The shifts the candidates left to evaluate read, one row each; then a row of ones, then
+        # each probe's own observed factor.
+        used = np.flatnonzero(np.bincount(src[src < r], minlength=r))
+        u = len(used)
+        row_of = np.concatenate([np.full(r, -1), np.arange(u, u + k + 1)])
+        row_of[used] = np.arange(u)
+        rows = u + 1 + k
+        mine = e.type_idx[idx][None, :] == np.asarray(options)[:, None]  # (probe, candidate): its own
+        src = np.where(mine, rows - 1, row_of[src][None, :]) + (np.arange(n) * rows)[:, None]
+        # Each used weight column's re-anchoring shift, exp'd: the probes' log ratios weighted (as
+        # value._Worlds.pick_after describes), laid out (probe, column, world).
+        reps = self.reps[used]
+        w = np.empty((n, k, u))
         w[:, :-1] = bel.weight[chosen][:, reps]
         w[:, -1] = bel.weight[options][:, reps]
         den = w[:, 0].copy()
@@ -77,20 +93,13 @@ class Picks:
         obs = np.empty((n, k, draws))
         obs[:, :-1] = self.log_obs[:, chosen].T
         obs[:, -1] = self.log_obs[:, options].T
-        rows = r + 1 + k  # the shifts, a row of ones, each probe's own observed factor
         table = np.empty((n, rows, draws))
         with np.errstate(invalid="ignore", divide="ignore"):
             np.exp(np.where(den[:, :, None] > 0, (w.transpose(0, 2, 1) @ obs) / den[:, :, None], 0.0),
-                   out=table[:, :r])
-        table[:, r] = 1.0
-        table[:, r + 1:-1] = self.f_obs[:, chosen].T
+                   out=table[:, :u])
+        table[:, u] = 1.0
+        table[:, u + 1:-1] = self.f_obs[:, chosen].T
         table[:, -1] = self.f_obs[:, options].T
-        src = self.base_src.copy()
-        for j, s in enumerate(chosen):
-            src[e.type_idx == s] = r + 1 + j
-        idx = self._undominated(src, options)
-        mine = e.type_idx[idx][None, :] == np.asarray(options)[:, None]  # (probe, candidate): its own
-        src = np.where(mine, rows - 1, src[idx][None, :]) + (np.arange(n) * rows)[:, None]
 
         m = len(idx)
         buf = self._buffers(n * m * draws)
@@ -131,6 +140,8 @@ class Picks:
         of them would give it a factor of its own)."""
         if self.beats is None:
             return np.arange(len(self.econ))
-        free = ~np.isin(self.econ.type_idx, options)
+        probed = np.zeros(len(self.bel.group), dtype=bool)
+        probed[options] = True
+        free = ~probed[self.econ.type_idx]
         same = (src[:, None] == src[None, :]) & free[:, None] & free[None, :]
         return np.flatnonzero(~(self.beats & same).any(axis=0))
