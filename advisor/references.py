@@ -9,7 +9,6 @@ traceback. Cheap to import (pydantic only): `advisor recommend` reads it.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Iterable
 from datetime import date
@@ -228,25 +227,27 @@ class ReferenceSet(_Strict):
 
 def load_references(path: str | Path | None = None) -> ReferenceSet:
     """The shipped dataset (path None; read once per process), or a team's own file in this schema."""
-    return read_references(path)[0]
-
-
-def read_references(path: str | Path | None = None) -> tuple[ReferenceSet, str]:
-    """load_references, and the SHA-256 of the very bytes the set was parsed from (what a cache of
-    anything derived from the set is keyed on)."""
     if path is None:
         return _builtin()
     return _load(Path(path))
 
 
 @lru_cache(maxsize=1)
-def _builtin() -> tuple[ReferenceSet, str]:
+def _builtin() -> ReferenceSet:
     return _load(REFERENCE_PATH)
 
 
-def _load(path: Path) -> tuple[ReferenceSet, str]:
-    text = read_bytes(path, "reference file", MAX_BYTES, ReferenceError)
-    return loads(text, where=f"reference file {path}"), hashlib.sha256(text).hexdigest()
+def _load(path: Path) -> ReferenceSet:
+    return parse_file(path, file_bytes(path))
+
+
+def file_bytes(path: Path) -> bytes:
+    """A reference file's bytes, or one ReferenceError line (missing, a folder, too large)."""
+    return read_bytes(path, "reference file", MAX_BYTES, ReferenceError)
+
+
+def parse_file(path: Path, text: bytes) -> ReferenceSet:
+    return loads(text, where=f"reference file {path}")
 
 
 def loads(text: str | bytes, where: str = "reference data") -> ReferenceSet:

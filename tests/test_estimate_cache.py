@@ -5,6 +5,7 @@ answer."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 import types
@@ -13,10 +14,11 @@ import numpy as np
 import pytest
 from unprivileged import run_as_reader, shared_dir
 
+from advisor import references
 from advisor import throughput as tp
 from advisor.estimate import cache
 from advisor.estimate.model import build
-from advisor.references import REFERENCE_PATH, read_references
+from advisor.references import REFERENCE_PATH, load_references
 from catalog import accelerators as acc
 from catalog.io import SNAPSHOT_PATH, load
 
@@ -24,98 +26,99 @@ RECOMMEND = ("recommend", "--budget", "500", "--deadline", "2d", "--samples", "1
 
 
 @pytest.fixture(scope="module")
-def inputs():
-    refs, digest = read_references(None)
-    return refs.measurements, load(SNAPSHOT_PATH), digest
+def catalog():
+    return load(SNAPSHOT_PATH)
 
 
 @pytest.fixture(scope="module")
-def fresh(inputs):
-    rows, catalog, _ = inputs
-    return build(rows, catalog, "builtin")
+def fresh(catalog):
+    rows = load_references().measurements
+    return build(rows, catalog, "builtin"), [m for m in rows if m.instance_type]
 
 
 def entries() -> list:
     return sorted(cache.folder().glob("*.json")) if cache.folder().exists() else []
 
 
-def no_build(*a, **kw):
-    raise AssertionError("built although an entry for these inputs was cached")
+def same(got, want) -> bool:
+    """Every float, int, tuple and row exactly as a fresh build and a fresh parse give them."""
+    return repr(got[0]) == repr(want[0]) and got[1] == want[1] and repr(got[1]) == repr(want[1])
 
 
-def test_a_hit_is_exactly_the_fresh_model_and_builds_nothing(inputs, fresh, monkeypatch):
-    rows, catalog, digest = inputs
-    first = cache.cached_build(rows, catalog, "builtin", digest)  # a miss: built and written
-    assert repr(first) == repr(fresh)
-    assert len(entries()) == 1
-    monkeypatch.setattr(cache, "build", no_build)
-    hit = cache.cached_build(rows, catalog, "builtin", digest)
-    assert hit is not first and repr(hit) == repr(fresh)  # every float, int and tuple as built
+def nothing_computed(monkeypatch):
+    def fail(*a, **kw):
+        raise AssertionError("computed although an entry for these inputs was cached")
+
+    monkeypatch.setattr(cache, "build", fail)
+    monkeypatch.setattr(references, "parse_file", fail)
+
+
+def test_a_hit_is_exactly_the_fresh_model_and_rows_and_reads_nothing_else(catalog, fresh, monkeypatch):
+    first = cache.model_for(REFERENCE_PATH, "builtin", catalog)  # a miss: parsed, built, written
+    assert same(first, fresh) and len(entries()) == 1
+    nothing_computed(monkeypatch)
+    hit = cache.model_for(REFERENCE_PATH, "builtin", catalog)
+    assert hit[0] is not first[0] and same(hit, fresh)
 
 
 def test_the_json_form_round_trips_every_value(fresh):
-    again = cache.from_json(json.loads(json.dumps(cache.to_json(fresh))))
-    assert repr(again) == repr(fresh)
+    again = cache.from_json(json.loads(json.dumps(cache.to_json(fresh[0]))))
+    assert repr(again) == repr(fresh[0])
 
 
-def test_every_input_is_in_the_key(inputs, tmp_path, monkeypatch):
-    rows, catalog, digest = inputs
-    base = cache.key(rows, catalog, "builtin", digest)
-    assert cache.key(rows, catalog, "builtin", digest) == base
-    assert cache.key(rows, catalog, "team.json", digest) != base  # the name the model is shown by
-    assert cache.key(rows, catalog, "builtin", "0" * 64) != base  # other reference bytes
-    # The CPU rows take their peaks from the catalog: a changed fact of such a type is a miss ...
-    cpu = next(m.instance_type for m in rows if m.device == "cpu" and m.instance_type in catalog.instance_types)
-    it = catalog.instance_types[cpu]
-    changed = catalog.model_copy(update={"instance_types": {**catalog.instance_types,
-                                                            cpu: it.model_copy(update={"cpu_clock_ghz": it.cpu_clock_ghz * 1.5})}})
-    assert cache.key(rows, changed, "builtin", digest) != base
-    gone = catalog.model_copy(update={"instance_types": {k: v for k, v in catalog.instance_types.items() if k != cpu}})
-    assert cache.key(rows, gone, "builtin", digest) != base
-    # ... a type no row reads is not part of the model
-    other = next(k for k, v in catalog.instance_types.items() if v.accelerator_kind != "none")
-    moved = catalog.model_copy(update={"instance_types": {**catalog.instance_types, other: catalog.instance_types[
-        other].model_copy(update={"vcpus": 1000})}})
-    assert cache.key(rows, moved, "builtin", digest) == base
-    # The accelerator table, the code that computes the model, numpy.
+def test_every_input_is_in_the_key(tmp_path, monkeypatch):
+    digest = hashlib.sha256(REFERENCE_PATH.read_bytes()).hexdigest()
+    base = cache.key(digest, "builtin")
+    assert cache.key(digest, "builtin") == base
+    assert cache.key(digest, "team.json") != base  # the name the model is shown by
+    assert cache.key("0" * 64, "builtin") != base  # other reference bytes
     table = tmp_path / "accelerators.json"
     table.write_bytes(acc.DATA_PATH.read_bytes() + b" ")
     with monkeypatch.context() as m:
         m.setattr(acc, "DATA_PATH", table)
-        assert cache.key(rows, catalog, "builtin", digest) != base
+        assert cache.key(digest, "builtin") != base
     src = tmp_path / "model_code.py"
     src.write_text("X = 1\n")
     monkeypatch.setitem(sys.modules, "fake_model_code", types.SimpleNamespace(__file__=str(src)))
     monkeypatch.setattr(cache, "SOURCES", (*cache.SOURCES, "fake_model_code"))
-    with_code = cache.key(rows, catalog, "builtin", digest)
-    src.write_text("X = 2\n")
-    assert cache.key(rows, catalog, "builtin", digest) != with_code
+    with_code = cache.key(digest, "builtin")
+    src.write_text("X = 2\n")  # a changed formula
+    assert cache.key(digest, "builtin") != with_code
     monkeypatch.setattr(np, "__version__", "0.0.0")
-    assert cache.key(rows, catalog, "builtin", digest) != with_code
+    assert cache.key(digest, "builtin") != with_code
 
 
-def test_another_catalogs_cpu_facts_are_not_served_from_the_cache(inputs):
-    rows, catalog, digest = inputs
+def with_type(catalog, name, **update):
+    it = catalog.instance_types[name]
+    return catalog.model_copy(update={"instance_types": {**catalog.instance_types, name: it.model_copy(update=update)}})
+
+
+def test_another_catalogs_cpu_facts_are_not_served_from_the_cache(catalog, monkeypatch):
+    rows = load_references().measurements
     cpu = next(m.instance_type for m in rows if m.device == "cpu" and m.instance_type in catalog.instance_types)
-    it = catalog.instance_types[cpu]
-    changed = catalog.model_copy(update={"instance_types": {**catalog.instance_types,
-                                                            cpu: it.model_copy(update={"cpu_clock_ghz": it.cpu_clock_ghz * 1.5})}})
-    a = cache.cached_build(rows, catalog, "builtin", digest)
-    b = cache.cached_build(rows, changed, "builtin", digest)
-    assert repr(b) == repr(build(rows, changed, "builtin")) and repr(b) != repr(a)
-    assert len(entries()) == 2
+    changed = with_type(catalog, cpu, cpu_clock_ghz=catalog.instance_types[cpu].cpu_clock_ghz * 1.5)
+    a = cache.model_for(REFERENCE_PATH, "builtin", catalog)
+    b = cache.model_for(REFERENCE_PATH, "builtin", changed)
+    assert repr(b[0]) == repr(build(rows, changed, "builtin")) and repr(b[0]) != repr(a[0])
+    gone = catalog.model_copy(update={"instance_types": {k: v for k, v in catalog.instance_types.items() if k != cpu}})
+    assert repr(cache.model_for(REFERENCE_PATH, "builtin", gone)[0]) == repr(build(rows, gone, "builtin"))
+    # A type no row reads is not part of the model: still a hit.
+    cache.model_for(REFERENCE_PATH, "builtin", catalog)
+    other = next(k for k, v in catalog.instance_types.items() if v.accelerator_kind != "none")
+    nothing_computed(monkeypatch)
+    assert repr(cache.model_for(REFERENCE_PATH, "builtin", with_type(catalog, other, vcpus=1000))[0]) == repr(a[0])
 
 
 @pytest.mark.parametrize("damage", [
     b"", b"{not json", b"[]", b'{"key": "x"}', b"\xff\xfe",
-    "truncated", "another key", "checksum", "wrong shape",
+    "truncated", "another key", "checksum", "wrong shape", "not a row",
 ])
-def test_a_damaged_entry_is_rebuilt_and_rewritten(inputs, fresh, damage):
-    rows, catalog, digest = inputs
-    cache.cached_build(rows, catalog, "builtin", digest)
+def test_a_damaged_entry_is_rebuilt_and_rewritten(catalog, fresh, damage):
+    cache.model_for(REFERENCE_PATH, "builtin", catalog)
     (path,) = entries()
     good = path.read_bytes()
     entry = json.loads(good)  # (damaged below)
+    body = {part: entry[part] for part in ("model", "catalog", "rows")}
     if damage == "truncated":
         data = good[: len(good) // 2]
     elif damage == "another key":
@@ -123,37 +126,44 @@ def test_a_damaged_entry_is_rebuilt_and_rewritten(inputs, fresh, damage):
     elif damage == "checksum":  # a value changed after the entry was written
         entry["model"]["bands"]["model_scale"] *= 2
         data = json.dumps(entry).encode()
-    elif damage == "wrong shape":  # the checksum matches, the content is not a model
-        body = {**entry["model"], "points": [{"device": 3}]}
-        data = json.dumps({**entry, "model": body, "sha256": cache._digest(body)}).encode()
+    elif damage in ("wrong shape", "not a row"):  # the checksum matches, the content is not a model
+        if damage == "wrong shape":
+            body["model"] = {**body["model"], "points": [{"device": 3}]}
+        else:
+            body["rows"] = [{"id": 3}]
+        data = json.dumps({**entry, **body, "sha256": cache._digest(body)}).encode()
     else:
         data = damage
     path.write_bytes(data)
-    again = cache.cached_build(rows, catalog, "builtin", digest)
-    assert repr(again) == repr(fresh)
+    assert same(cache.model_for(REFERENCE_PATH, "builtin", catalog), fresh)
     assert path.read_bytes() == good  # rewritten whole
 
 
-def test_an_entry_that_is_a_folder_is_a_miss(inputs, fresh):
-    rows, catalog, digest = inputs
-    k = cache.key(rows, catalog, "builtin", digest)
+def test_an_entry_that_is_a_folder_is_a_miss(catalog, fresh):
+    k = cache.key(hashlib.sha256(REFERENCE_PATH.read_bytes()).hexdigest(), "builtin")
     (cache.folder() / f"{k}.json").mkdir(parents=True)
-    assert repr(cache.cached_build(rows, catalog, "builtin", digest)) == repr(fresh)
+    assert same(cache.model_for(REFERENCE_PATH, "builtin", catalog), fresh)
 
 
-def test_a_cache_dir_that_cannot_be_written_is_skipped(inputs, fresh, tmp_path, monkeypatch):
-    rows, catalog, digest = inputs
+def test_a_cache_dir_that_cannot_be_written_is_skipped(catalog, fresh, tmp_path, monkeypatch):
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("")
     monkeypatch.setenv("INSTANCE_ADVISOR_CACHE_DIR", str(blocker / "cache"))
-    assert repr(cache.cached_build(rows, catalog, "builtin", digest)) == repr(fresh)
+    assert same(cache.model_for(REFERENCE_PATH, "builtin", catalog), fresh)
 
 
-def test_old_entries_are_pruned(inputs):
-    rows, catalog, digest = inputs
+def test_old_entries_are_pruned(catalog):
     for i in range(cache.KEEP + 3):
-        cache.cached_build(rows, catalog, f"team-{i}.json", digest)
+        cache.model_for(REFERENCE_PATH, f"team-{i}.json", catalog)
     assert len(entries()) == cache.KEEP
+
+
+def test_a_bad_reference_file_is_still_one_line_with_an_entry_for_another(cli, tmp_path):
+    bad = tmp_path / "team.json"
+    bad.write_text('{"schema_version": 2, "about": "x", "measurements": [{"id": 1}]}')
+    assert cli(*RECOMMEND)[0] == 0  # the builtin set's entry exists
+    code, out, err = cli(*RECOMMEND, "--references", str(bad))
+    assert code == 2 and out == "" and err.count("\n") == 1 and str(bad) in err
 
 
 def test_recommend_prints_the_same_with_a_cold_a_warm_and_a_corrupt_cache(cli):

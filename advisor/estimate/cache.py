@@ -1,17 +1,22 @@
 """A disk cache of the cross-device model (model.build: the anchor fit, the n-GPU scaling, the
-leave-one-device-out band calibration and the points), so that `advisor recommend` does not refit
-18 times per run (~0.1 s of a command meant to answer in well under a second).
+leave-one-device-out band calibration and the points) and of the reference rows recommend reads
+directly (those on an AWS instance type), so that `advisor recommend` neither refits 18 times
+nor parses and validates the whole reference file on every run (~0.12 s of a command meant to
+answer in well under a second).
 
-The key is a SHA-256 of everything build() reads, so a stale entry is never a hit:
-- the reference file's bytes (the very bytes the rows were parsed from) and the name it is
-  shown by (the model's `origin`);
-- the catalog's instance types that CPU rows take their peaks from (points._row_device), in full,
-  and catalog/data/accelerators.json;
-- the source of every module the model is computed by (a changed formula is another key), this
-  file's FORMAT, and the numpy, Python and CPU (the SIMD features numpy dispatches on) it ran on.
+An entry is found by a SHA-256 of everything build() reads, so a stale entry is never a hit:
+- the reference file's bytes (the very bytes that are parsed on a miss) and the name it is shown
+  by (the model's `origin`);
+- catalog/data/accelerators.json;
+- the source of every module the model and the rows are computed by (a changed formula or schema
+  is another key), this file's FORMAT, and the numpy, Python and CPU (the SIMD features numpy
+  dispatches on) it ran on;
+and the entry itself holds, in full, the catalog's instance types that the CPU rows take their
+peaks from (points._row_device): another catalog with other facts for them is a miss.
 An entry that cannot be read, does not parse, fails its checksum or has an unexpected shape is
-a miss: the model is rebuilt and the entry rewritten. A cache dir that cannot be written is
-skipped silently (the model is then built on every run, as before).
+a miss: the file is parsed, the model rebuilt and the entry rewritten. A cache dir that cannot be
+written is skipped silently (everything is then computed on every run, as before). A hit is only
+ever an entry written after these very bytes were parsed and validated by this very code.
 """
 
 from __future__ import annotations
@@ -29,7 +34,9 @@ import numpy as np
 from catalog import accelerators as acc
 from catalog.io import FileError, parse_json, read_bytes, write_atomic
 
+from .. import references
 from ..paths import cache_dir
+from ..references import Measurement
 from .calibrate import Efficiency
 from .fit import Fit
 from .model import Bands, CrossDeviceModel, build
@@ -50,24 +57,29 @@ def folder() -> Path:
     return cache_dir() / "cross-device-model"
 
 
-def cached_build(rows, catalog, origin: str, reference_digest: str) -> CrossDeviceModel:
-    """model.build(rows, catalog, origin), from the cache when an entry for exactly these inputs
-    exists; `reference_digest` is the SHA-256 of the bytes `rows` were parsed from."""
+def model_for(path: Path, origin: str, catalog) -> tuple[CrossDeviceModel, list[Measurement]]:
+    """(model.build(rows of the reference file at `path`, catalog, origin), the file's rows on an
+    AWS instance type), from the cache when an entry for exactly these inputs exists. A file that
+    cannot be read or parsed raises ReferenceError, one that cannot be fitted ValueError, as
+    without the cache."""
+    text = references.file_bytes(path)
     try:
-        k = key(rows, catalog, origin, reference_digest)
+        k = key(hashlib.sha256(text).hexdigest(), origin)
     except (OSError, ValueError, AttributeError, TypeError) as e:  # a source file not on disk, say
         log.info("cross-device model not cached (%s)", e)
-        return build(rows, catalog, origin)
-    path = folder() / f"{k}.json"
-    model = _read(path, k)
-    if model is not None:
-        return model
+        k = None
+    entry = folder() / f"{k}.json"
+    if k is not None and (hit := _read(entry, k, catalog)) is not None:
+        return hit
+    rows = references.parse_file(path, text).measurements
     model = build(rows, catalog, origin)
-    _write(path, k, model)
-    return model
+    on_types = [m for m in rows if m.instance_type]
+    if k is not None:
+        _write(entry, k, model, on_types, _catalog_facts(rows, catalog))
+    return model, on_types
 
 
-def key(rows, catalog, origin: str, reference_digest: str) -> str:
+def key(reference_digest: str, origin: str) -> str:
     h = hashlib.sha256()
 
     def part(label: str, data: bytes | str) -> None:
@@ -78,10 +90,6 @@ def key(rows, catalog, origin: str, reference_digest: str) -> str:
     part("format", str(FORMAT))
     part("origin", origin)
     part("references", reference_digest)
-    # What points._row_device reads from the catalog: the instance types of CPU rows.
-    for name in sorted({m.instance_type for m in rows if m.device == "cpu" and m.instance_type}):
-        it = catalog.instance_types.get(name) if catalog is not None else None
-        part(f"instance_type {name}", it.model_dump_json() if it is not None else "absent")
     part("accelerators", read_bytes(acc.DATA_PATH, "accelerator table", MAX_BYTES))
     for name in SOURCES:
         part(name, Path(importlib.import_module(name).__file__).read_bytes())
@@ -92,24 +100,37 @@ def key(rows, catalog, origin: str, reference_digest: str) -> str:
     return h.hexdigest()
 
 
-def _read(path: Path, k: str) -> CrossDeviceModel | None:
+def _catalog_facts(rows, catalog) -> dict[str, str]:
+    """What points._row_device reads from the catalog: the instance types of the CPU rows, whole."""
+    names = sorted({m.instance_type for m in rows if m.device == "cpu" and m.instance_type})
+    return _facts_of(names, catalog)
+
+
+def _facts_of(names, catalog) -> dict[str, str]:
+    its = catalog.instance_types if catalog is not None else {}
+    return {name: its[name].model_dump_json() if name in its else "absent" for name in names}
+
+
+def _read(path: Path, k: str, catalog) -> tuple[CrossDeviceModel, list[Measurement]] | None:
     try:
         entry = parse_json(read_bytes(path, "cached model", MAX_BYTES), f"cached model {path}")
-        body = entry["model"]
+        body = {part: entry[part] for part in ("model", "catalog", "rows")}
         if entry["key"] != k or entry["sha256"] != _digest(body):
             raise ValueError("another key, or not the bytes that were written")
-        return from_json(body)
+        if body["catalog"] != _facts_of(list(body["catalog"]), catalog):
+            raise ValueError("another catalog: the CPU rows' instance types differ")
+        return from_json(body["model"]), [Measurement.model_validate(m) for m in body["rows"]]
     except FileError:  # none yet, unreadable, not JSON
         return None
-    except (KeyError, TypeError, ValueError, AttributeError) as e:
+    except (KeyError, TypeError, ValueError, AttributeError) as e:  # ValidationError is a ValueError
         log.info("cached model %s not used (%s): rebuilding it", path, e)
         return None
 
 
-def _write(path: Path, k: str, model: CrossDeviceModel) -> None:
-    body = to_json(model)
+def _write(path: Path, k: str, model: CrossDeviceModel, rows: list[Measurement], facts: dict[str, str]) -> None:
+    body = {"model": to_json(model), "catalog": facts, "rows": [m.model_dump(mode="json") for m in rows]}
     try:
-        write_atomic(path, json.dumps({"key": k, "sha256": _digest(body), "model": body}))
+        write_atomic(path, json.dumps({"key": k, "sha256": _digest(body), **body}))
         old = sorted(path.parent.glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True)[KEEP:]
         for p in old:
             p.unlink()
