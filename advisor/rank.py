@@ -116,9 +116,10 @@ def shortfall(cost, hours_pess, job: Job) -> tuple[np.ndarray, np.ndarray]:
 
 
 def feasible_mask(cost, hours_pess, job: Job) -> np.ndarray:
-    """Within the budget (cost) and the deadline (pessimistic hours); False for NaN/inf."""
-    need_budget, need_deadline = shortfall(cost, hours_pess, job)
-    return (need_budget <= job.budget_usd) & (need_deadline <= job.deadline_h)
+    """Within the budget (cost) and the deadline (pessimistic hours); False for NaN/inf. The same
+    as the shortfall being the limits themselves (max(x, limit) <= limit is x <= limit, NaN
+    failing both), without building it."""
+    return (cost <= job.budget_usd) & (hours_pess <= job.deadline_h)
 
 
 def evaluate(types: TypeTable, offers: OfferTable, job: Job) -> Candidates:

@@ -238,7 +238,15 @@ def _builtin() -> ReferenceSet:
 
 
 def _load(path: Path) -> ReferenceSet:
-    text = read_bytes(path, "reference file", MAX_BYTES, ReferenceError)
+    return parse_file(path, file_bytes(path))
+
+
+def file_bytes(path: Path) -> bytes:
+    """A reference file's bytes, or one ReferenceError line (missing, a folder, too large)."""
+    return read_bytes(path, "reference file", MAX_BYTES, ReferenceError)
+
+
+def parse_file(path: Path, text: bytes) -> ReferenceSet:
     return loads(text, where=f"reference file {path}")
 
 

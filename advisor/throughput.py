@@ -38,12 +38,13 @@ from catalog.hardware import (
 from catalog.models import Catalog, InstanceType
 from lightning_module.workload_facts import WorkloadFacts
 
+from .estimate.cache import model_for as cached_model
 from .estimate.calibrate import CALIBRATED_SHARE
 from .estimate.host import apply_cap, host_cap
 from .estimate.model import CrossDeviceModel, build
 from .estimate.points import MIXED, PRECISION_OF_DTYPE, at_probe_stack
 from .estimate.predict import Estimator, Measured, measured_from
-from .references import ReferenceError, ReferenceSet, load_references
+from .references import REFERENCE_PATH, ReferenceError, ReferenceSet
 from .scaling import DEFAULT_BATCH, intra_instance
 
 log = logging.getLogger(__name__)
@@ -83,29 +84,34 @@ class Exclusion:
 
 
 
-# (references, catalog) -> model; the catalog is kept in the value so its id cannot be reused.
-_MODELS: dict[tuple, tuple[CrossDeviceModel, ReferenceSet, Catalog]] = {}
+# (references, catalog) -> (model, rows on instance types, catalog, the set given); the catalog
+# and the set are kept in the value so that their ids cannot be reused.
+_MODELS: dict[tuple, tuple] = {}
 
 
-def cross_device_model(references: str | Path | ReferenceSet,
-                       catalog: Catalog) -> tuple[CrossDeviceModel, ReferenceSet]:
+def cross_device_model(references: str | Path | ReferenceSet, catalog: Catalog) -> tuple[CrossDeviceModel, list]:
     """The model for `--references builtin|none|FILE`, or for a ReferenceSet given directly (none:
-    the builtin model's calibration, whose rows are then not used as anchors). Built once per
-    process, reference set and catalog."""
-    key = (id(references) if isinstance(references, ReferenceSet) else str(references), id(catalog))
-    if key in _MODELS and isinstance(references, ReferenceSet) and _MODELS[key][1] is not references:
+    the builtin model's calibration, whose rows are then not used as anchors), and the set's rows
+    on an AWS instance type (published figures of that very type). Built once per process,
+    reference set and catalog, and kept in the cache dir between runs (estimate/cache.py)."""
+    given = references if isinstance(references, ReferenceSet) else None
+    key = (id(references) if given is not None else str(references), id(catalog))
+    if key in _MODELS and _MODELS[key][3] is not given:
         del _MODELS[key]  # another set at a reused id
     if key not in _MODELS:
-        if isinstance(references, ReferenceSet):
-            origin, refs = "given reference set", references
-        else:
-            origin = BUILTIN if str(references) in (BUILTIN, NONE) else str(references)
-            refs = load_references(None if origin == BUILTIN else origin)
+        origin = ("given reference set" if given is not None
+                  else BUILTIN if str(references) in (BUILTIN, NONE) else str(references))
         try:
-            model = build(refs.measurements, catalog, origin)
+            if given is not None:  # no file behind it: built, not cached
+                model = build(given.measurements, catalog, origin)
+                rows = [m for m in given.measurements if m.instance_type]
+            else:
+                model, rows = cached_model(REFERENCE_PATH if origin == BUILTIN else Path(origin), origin, catalog)
+        except ReferenceError:
+            raise
         except ValueError as e:
             raise ReferenceError(f"reference set {origin}: {e}") from None
-        _MODELS[key] = (model, refs, catalog)
+        _MODELS[key] = (model, rows, catalog, given)
     return _MODELS[key][:2]
 
 
@@ -127,8 +133,10 @@ class ThroughputModel:
         self._multi: dict[str, dict[int, float]] = {}
         self._index_measurements()
         self.use_references = isinstance(references, ReferenceSet) or str(references) != NONE
-        self.model, refs = cross_device_model(references, catalog)
-        self.references = refs.measurements if self.use_references else []
+        self.model, rows = cross_device_model(references, catalog)
+        self._on_type: dict[str, list] = {}  # instance type -> its published rows, in the set's order
+        for m in rows if self.use_references else []:
+            self._on_type.setdefault(m.instance_type, []).append(m)
         self.estimator = Estimator(self.model, catalog, facts.model, self.flops,
                                    [self._as_measured(r) for r in self._measured.values()], self.use_references)
         self.pipeline_rate = self._pipeline_rate()
@@ -229,7 +237,7 @@ class ThroughputModel:
         dtype = best_dtype(it)
         want = MIXED if device_kind(it) != "cpu" else (PRECISION_OF_DTYPE.get(dtype or "fp32"),)
         n = device_count(it)
-        rows = [m for m in self.references if m.instance_type == it.name and m.workload_id == self.workload_id
+        rows = [m for m in self._on_type.get(it.name, ()) if m.workload_id == self.workload_id
                 and m.nodes == 1 and (m.gpus == n or device_kind(it) == "cpu") and m.precision in want
                 and at_probe_stack(m)]
         return max(rows, key=lambda m: (m.tuned, m.source_date.isoformat() if m.source_date else ""), default=None)

@@ -31,10 +31,10 @@ from .models import (
     Offer,
     RegionOffers,
 )
+from .regions import DEFAULT_REGIONS
 
 log = logging.getLogger(__name__)
 
-DEFAULT_REGIONS = ("us-east-1", "us-east-2", "us-west-2", "eu-west-1")
 # The Pricing API has endpoints in us-east-1 and a few others; us-east-1 serves every region.
 PRICING_REGION = "us-east-1"
 IAM_ACTIONS = ("ec2:DescribeInstanceTypes", "ec2:DescribeInstanceTypeOfferings",

@@ -168,6 +168,11 @@ def save_atomic(model: BaseModel, path: str | Path, indent: int | None = None) -
     """Write a pydantic model (a catalog, a launch manifest) as JSON to a temporary file beside the
     target, then rename: a crash never leaves half a file. `indent` is for files people read or
     keep in git (the shipped snapshot, run manifests), where readable diffs matter."""
+    write_atomic(path, model.model_dump_json(indent=indent))
+
+
+def write_atomic(path: str | Path, text: str) -> None:
+    """save_atomic for text already made (a cache entry)."""
     path = check_writable(path, "cannot write")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -176,7 +181,7 @@ def save_atomic(model: BaseModel, path: str | Path, indent: int | None = None) -
         raise FileError(f"cannot write {path}: {e.strerror or e}") from None
     try:
         with os.fdopen(fd, "w") as f:
-            f.write(model.model_dump_json(indent=indent))
+            f.write(text)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)

@@ -24,9 +24,6 @@ from .result import Contention, ProbeConfig, RungResult
 
 log = logging.getLogger(__name__)
 
-TUNING_RUNGS = ("precision", "channels_last", "compile", "workers", "batch")
-EXTENSION_RUNGS = ("run_cpu", "ipex", "zentorch", "xla")
-RUNGS = ("baseline", *TUNING_RUNGS, *EXTENSION_RUNGS)
 BATCH_GAIN = 0.03  # a batch size step must beat the best by more than this to count
 
 

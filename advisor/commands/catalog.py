@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from catalog.aws import DEFAULT_REGIONS
+from catalog.regions import DEFAULT_REGIONS
 
 from .. import options as opt
 from ..errors import UserError

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from catalog.io import save_atomic
 from lightning_module import options as defaults
-from lightning_module.ladder import EXTENSION_RUNGS, TUNING_RUNGS, ProbeStopped
+from lightning_module.options import EXTENSION_RUNGS, TUNING_RUNGS
 from lightning_module.result import BUILTIN_MODELS, WorkloadSpec
 
 from .. import options as opt
@@ -198,6 +198,8 @@ class SignalStop:
         self.stored = False
 
     def _handler(self, signum, frame):
+        from lightning_module.ladder import ProbeStopped
+
         if self.holding:
             self.pending = signum
             return
@@ -214,6 +216,8 @@ class SignalStop:
 
     @contextmanager
     def held(self):
+        from lightning_module.ladder import ProbeStopped
+
         self.holding = True
         try:
             yield
@@ -259,6 +263,8 @@ def require_probe_extra() -> None:
 
 
 def handle(args) -> int:
+    from lightning_module.ladder import ProbeStopped
+
     require_probe_extra()
     spec = _spec(args)
     out_path = Path(args.output) if args.output else None

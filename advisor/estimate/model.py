@@ -1,8 +1,9 @@
 """The cross-device model built from a reference set: anchor fit, scaling efficiency, bands.
 
-Everything is recomputed from the reference rows on each run (a team's own file too): the fit
-takes a few milliseconds and the leave-one-device-out band calibration one refit per device,
-well under 0.1 s for the shipped dataset. Nothing derived is stored, so nothing can go stale.
+Everything is computed from the reference rows (a team's own file too): the fit takes a few
+milliseconds and the leave-one-device-out band calibration one refit per device, ~0.1 s for the
+shipped dataset. `advisor recommend` keeps the result in its cache dir (cache.py), keyed by every
+input, so a changed input is never served a stale model.
 """
 
 from __future__ import annotations

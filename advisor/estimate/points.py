@@ -180,6 +180,7 @@ def _row_device(m, catalog: Catalog | None) -> tuple[Device | None, str]:
     units (CUDA cores, not tensor cores: V100 fp32 runs at 2.3x the utilisation of its fp16) and
     would bend the curve the estimates are read from."""
     if m.device == "cpu":
+        # The one thing read from the catalog: advisor/estimate/cache.py keys on these instance types.
         it = catalog.instance_types.get(m.instance_type) if (catalog and m.instance_type) else None
         if it is None:
             return None, "CPU row without an instance type in the catalog (its peak needs cores x clock x ISA)"

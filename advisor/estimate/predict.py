@@ -71,6 +71,7 @@ class Estimator:
         if self.level is not None and workload in FLOPS and math.isfinite(flops_per_sample):
             self.level += math.log(FLOPS[workload] / flops_per_sample)  # another image size: FLOPs ~ pixels
         self._probes = [self._probe_point(m) for m in self.measured]
+        self._facts: dict[Device, tuple[list[str], list[Device]]] = {}
 
     def with_measurements(self, measured: list[Measured]) -> Estimator:
         """The same estimator, re-anchored on these measurements instead."""
@@ -178,8 +179,7 @@ class Estimator:
 
     def _basis(self, dev: Device, precision: str, log_mid: float) -> dict:
         f = self.model.fit
-        rows = [p.label for p in self.model.points if p.device.group == dev.group] if self.use_references else []
-        near = sorted(f.devices.values(), key=lambda g: pair_distance(g, dev))[:3]
+        rows, near = self._device_facts(dev)
         return {
             "model": f.describe() | {"reference": self.model.origin if self.use_references else "none (probes only)"},
             "device": dev.key, "precision": precision, "peak_tflops": round(dev.peak, 2),
@@ -189,6 +189,16 @@ class Estimator:
             "nearest_anchor_devices": [g.key for g in near] if self.use_references else [],
             "per_device_samples_per_sec": round(math.exp(log_mid), 2),
         }
+
+
+    def _device_facts(self, dev: Device) -> tuple[list[str], list[Device]]:
+        """(this device's own published rows, the three fitted devices nearest it): the same for
+        every size of one device, so worked out once per device."""
+        if dev not in self._facts:
+            rows = [p.label for p in self.model.points if p.device.group == dev.group] if self.use_references else []
+            self._facts[dev] = (rows, sorted(self.model.fit.devices.values(), key=lambda g: pair_distance(g, dev))[:3])
+        rows, near = self._facts[dev]
+        return list(rows), near
 
 
 def measured_from(result, devices_in_run: int, efficiency) -> Measured:

@@ -110,14 +110,19 @@ def probe_offers(types: rk.TypeTable, offers: rk.OfferTable, instance_types: lis
     spot-with-fallback rows) and the probe's duration; None for a measured type, no offer, or a
     probe that would not finish within `advisor launch`'s watchdog."""
     out: list[ProbeOffer | None] = [None] * len(types.names)
-    direct = offers.market != rk.FALLBACK
+    direct = np.flatnonzero(offers.market != rk.FALLBACK)
+    # Per type its cheapest direct offer, the first listed among equals (as argmin answers, which
+    # answers a NaN price first): one stable sort, not a scan of every offer per type.
+    price = offers.price[direct]
+    order = direct[np.lexsort((price, ~np.isnan(price), offers.type_idx[direct]))]
+    first = order[np.r_[True, offers.type_idx[order][1:] != offers.type_idx[order][:-1]]] if len(order) else order
+    cheapest = dict(zip(offers.type_idx[first].tolist(), first.tolist()))
     for t, it in enumerate(instance_types):
         if types.source[t] == 0:  # measured already
             continue
-        mine = np.flatnonzero((offers.type_idx == t) & direct)
-        if not len(mine):
+        o = cheapest.get(t)
+        if o is None:
             continue
-        o = int(mine[np.argmin(offers.price[mine])])
         devices = device_count(it)
         seconds = probe_seconds(float(types.sps[t]) / max(devices, 1), it.vcpus)
         if seconds > WATCHDOG_MINUTES * 60:

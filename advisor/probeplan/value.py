@@ -38,6 +38,7 @@ from statistics import NormalDist
 import numpy as np
 
 from .. import rank as rk
+from .picks import Picks
 
 OBJECTIVES = ("cheapest", "fastest", "pareto")  # pareto is planned as cheapest: the frontier's cheap end
 RECHECK = 0.10  # "within 10%": the share of worlds where the pick is within this of the true best
@@ -183,18 +184,20 @@ class _Worlds:
         self.est_cost = econ.cost_fix + econ.cost_var
         self.est_pess = econ.pess_fix + econ.pess_var
         self.order = np.argsort(self.est_obj, kind="stable")
+        self.picks = Picks(econ, bel, self.f_obs, self.log_obs, self.held)
 
-    def truth(self, pick: np.ndarray, wait_h: float) -> tuple[np.ndarray, np.ndarray]:
-        """(true objective, feasible in truth) of one pick per world (-1: none)."""
+    def truth(self, pick: np.ndarray, wait_h) -> tuple[np.ndarray, np.ndarray]:
+        """(true objective, feasible in truth) of one pick per world (-1: none); picks (n, draws)
+        with waits (n, 1) are n such questions at once."""
         e = self.econ
-        m = np.arange(len(pick))
+        m = np.arange(pick.shape[-1])
         p = np.maximum(pick, 0)
         ft = self.f[m, e.type_idx[p]]
         obj = self.obj_fix[p] + self.obj_var[p] / ft
         ok = (pick >= 0) & e.fits(*e.at(p, ft), wait_h)
         return np.where(pick >= 0, obj, np.inf), ok
 
-    def loss(self, pick: np.ndarray, wait_h: float) -> np.ndarray:
+    def loss(self, pick: np.ndarray, wait_h) -> np.ndarray:
         obj, ok = self.truth(pick, wait_h)
         # A miss: the run, found too slow or too dear, then a re-run on the true best.
         out = np.where(ok, obj, np.where(pick >= 0, obj, self.best) + self.best)
@@ -214,23 +217,22 @@ class _Worlds:
                        p_miss=float(np.mean(~ok[live])))
 
     def pick_after(self, probed: list[int], wait_h: float) -> np.ndarray:
-        """What recommend picks in each world once `probed` are measured."""
-        e = self.econ
-        draws = self.f.shape[0]
-        if not probed:
-            ok = e.fits(self.est_cost, self.est_pess, wait_h)
-            hit = self.order[ok[self.order]]
-            return np.full(draws, int(hit[0]) if len(hit) else -1)
-        w = self.bel.weight[probed]  # (|S|, T)
-        den = w.sum(axis=0) + self.held
-        with np.errstate(invalid="ignore", divide="ignore"):
-            shift = np.where((den > 0) & self.bel.moves, (self.log_obs[:, probed] @ w) / den, 0.0)
-        fhat = np.exp(shift)
-        fhat[:, probed] = self.f_obs[:, probed]
-        ft = fhat[:, e.type_idx]
-        obj = np.where(e.fits(*e.at(slice(None), ft), wait_h), self.obj_fix + self.obj_var / ft, np.inf)
-        j = obj.argmin(axis=1)
-        return np.where(np.isfinite(obj[np.arange(draws), j]), j, -1)
+        """What recommend picks in each world once `probed` are measured: the estimates re-anchored
+        on what the probes saw (an estimated u moves by the weighted mean of the probes' log
+        ratios, the measurements keeping their weight at ratio 1; a probed type takes its own
+        observation), then the best candidate that fits by them. Many probe sets at once:
+        picks.Picks."""
+        if probed:
+            return self.picks.after(probed[:-1], probed[-1:], np.array([wait_h]))[0]
+        ok = self.econ.fits(self.est_cost, self.est_pess, wait_h)
+        hit = self.order[ok[self.order]]
+        return np.full(self.f.shape[0], int(hit[0]) if len(hit) else -1)
+
+
+def _distinct(a: np.ndarray) -> np.ndarray:
+    """np.unique(a) (sorted distinct values). Asked for the indices too because plain np.unique
+    imports numpy.ma to check for masked input (numpy 2.x): ~18 ms of recommend's start-up."""
+    return np.unique(a, return_index=True)[0]
 
 
 def relevant(econ: Economics, bel: Beliefs, pick: int | None, spread: float = 3.0, wait_h: float = 0.0) -> np.ndarray:
@@ -240,7 +242,7 @@ def relevant(econ: Economics, bel: Beliefs, pick: int | None, spread: float = 3.
     bounds the true best and beats them by any estimate. The rest cannot change a decision;
     leaving them out keeps the worlds small."""
     t = econ.type_idx
-    up, down = np.exp(spread * bel.sd_high[t]), np.exp(-spread * bel.sd_low[t])
+    up, down = np.exp(spread * bel.sd_high)[t], np.exp(-spread * bel.sd_low)[t]  # per type, then per candidate
     fix, var = econ.objective_fix_var()
     with np.errstate(invalid="ignore"):
         ok = econ.fits(*econ.at(slice(None), up))
@@ -262,7 +264,7 @@ def _dominated(econ: Economics, idx: np.ndarray, pick: int | None) -> np.ndarray
                       econ.pess_var[idx]], axis=1)
     out = np.zeros(len(idx), dtype=bool)
     t = econ.type_idx[idx]
-    for ty in np.unique(t):
+    for ty in _distinct(t):
         j = np.flatnonzero(t == ty)
         if len(j) < 2:
             continue
@@ -284,10 +286,10 @@ def _options(w: _Worlds, sub: Economics, bel: Beliefs, in_play: np.ndarray) -> l
     out: set[int] = set()
     can = np.flatnonzero(np.isfinite(bel.probe_usd) & ~bel.measured)
     dev = np.unique(bel.device, return_inverse=True)[1]
-    for d in np.unique(dev[can]):
+    for d in _distinct(dev[can]):
         mine = can[dev[can] == d]
         out.add(int(mine[np.argmin(bel.probe_usd[mine])]))
-    for g in np.unique(w.group[in_play]):
+    for g in _distinct(w.group[in_play]):
         members = [int(t) for t in in_play if w.group[t] == g and t in set(can.tolist())]
         if not members:
             continue
@@ -322,7 +324,7 @@ def plan(econ: Economics, bel: Beliefs, pick: int | None, budget_usd: float | No
     else:
         rate = (sub.cost_fix + sub.cost_var) / (fix + var)
         usd_per_unit = float(rate[pick_i] if pick_i >= 0 else np.median(rate[np.isfinite(rate)]))
-    in_play = np.unique(sub.type_idx)
+    in_play = _distinct(sub.type_idx)
     options = _options(w, sub, bel, in_play)
     chosen: list[int] = []
     probes: list[PlannedProbe] = []
@@ -332,18 +334,16 @@ def plan(econ: Economics, bel: Beliefs, pick: int | None, budget_usd: float | No
     def best_next(budget_left: float | None):
         """The probe that adds the most net value to those chosen (None when none is worth its cost)."""
         best = None
-        for t in options:
-            if t in chosen:
-                continue
+        ts = [t for t in options if t not in chosen
+              and not (budget_left is not None and float(bel.probe_usd[t]) > budget_left + 1e-9)]
+        wts = np.array([max(wait, float(bel.probe_hours[t])) for t in ts])
+        picks = w.picks.after(chosen, ts, wts)
+        losses = w.loss(picks, wts[:, None])
+        for t, wt, p, lo in zip(ts, wts, picks, losses):
             usd = float(bel.probe_usd[t])
-            if budget_left is not None and usd > budget_left + 1e-9:
-                continue
-            wt = max(wait, float(bel.probe_hours[t]))
-            p = w.pick_after(chosen + [t], wt)
-            lo = w.loss(p, wt)
             gain = float((cur_loss - lo).mean()) * usd_per_unit
             if gain - usd > 0 and (best is None or gain - usd > best[0]):
-                best = (gain - usd, t, p, lo, gain, wt)
+                best = (gain - usd, t, p, lo, gain, float(wt))
         return best
 
     def take(best) -> None:
