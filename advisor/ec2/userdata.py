@@ -116,7 +116,7 @@ DEADLINE=$(( $(date +%s) + {s.max_minutes * 60 - s.upload_reserve_s} ))
 set -u
 export HOME="${{HOME:-/root}}"
 export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore
-WORK="$(mktemp -d /tmp/advisor-probe.XXXXXX)"
+WORK="$(mktemp -d "${{TMPDIR:-/tmp}}/advisor-probe.XXXXXX")"  # TMPDIR: a test run keeps its own
 LOG="$WORK/probe.log"
 exec >>"$LOG" 2>&1
 
