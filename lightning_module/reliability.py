@@ -5,7 +5,8 @@
 - `measure_until_known` re-measures a configuration whose CI is still wider than the target when
   its time ran out, pooling the steps (a bounded number of times).
 - `confirm` measures the ladder's pick and the baseline again in alternation (A B A B ...) and
-  gives the speed-up as a ratio with its 95% CI: the pick is kept only if the CI lies above 1.
+  gives the speed-up as a ratio with its 95% CI: the pick is kept only if the CI lies above 1
+  (with step times at hand: it won every round by more than its steps' noise).
 - `reasons` says why a finished result is not reliable.
 """
 
@@ -90,15 +91,24 @@ def speedup(base: list[Measurement], tuned: list[Measurement]) -> Speedup:
     """tuned / baseline from paired rounds, with a 95% CI.
 
     Each round's log-ratio log(tuned_i / base_i) is one observation: pairs measured back to back
-    share the machine's conditions, so drift between rounds cancels within a pair. The CI is the
-    t interval of their mean, never narrower than the legs' own step-level noise allows (two
-    rounds that agree by chance must not claim a certainty their steps do not have).
+    share the machine's conditions, so drift between rounds cancels within a pair. The ratio is
+    their geometric mean. When the legs' timed steps are at hand, each round gets its own CI from
+    the step-to-step noise (pooled over every leg, so a short leg borrows the others' degrees of
+    freedom) and the result's CI spans them all: the pick holds only if it won in every round, by
+    more than its steps' noise. That needs no estimate of the drift between rounds, which two or
+    three rounds cannot give (a t interval over two rounds multiplies their spread by 12.7, and
+    threw away a pick that beat the baseline by 1.4x and 1.8x in its two rounds).
     """
     k = min(len(base), len(tuned))
     if k == 0:
         raise ValueError("no rounds to compare")
     d = [math.log(tuned[i].samples_per_sec / base[i].samples_per_sec) for i in range(k)]
     mean = statistics.fmean(d)
+    per_round = _round_halves(base[:k], tuned[:k])
+    if per_round is not None:
+        return Speedup(math.exp(mean), math.exp(min(x - h for x, h in zip(d, per_round))),
+                       math.exp(max(x + h for x, h in zip(d, per_round))))
+    # No step times: the rounds' spread (t interval), never narrower than the legs' own CIs allow.
     between = t95(k - 1) * statistics.stdev(d) / math.sqrt(k) if k >= 2 else math.inf
     within = 1.96 * math.sqrt(sum(_rel_sd(base[i]) ** 2 + _rel_sd(tuned[i]) ** 2 for i in range(k))) / k
     if k == 1:
@@ -110,6 +120,24 @@ def speedup(base: list[Measurement], tuned: list[Measurement]) -> Speedup:
     if not math.isfinite(half):
         return Speedup(math.exp(mean), 0.0, CI_UNBOUNDED)
     return Speedup(math.exp(mean), math.exp(mean - half), math.exp(mean + half))
+
+
+def _round_halves(base: list[Measurement], tuned: list[Measurement]) -> list[float] | None:
+    """Each round's 95% half-width on log(tuned / base) from the legs' step times: the variance of
+    log step time pooled over every leg (a configuration's batch is fixed within a leg, so this is
+    the variance of log samples/s per step). None when a leg has no step times or no leg has two."""
+    legs = [m.extra for m in (*base, *tuned)]
+    if not all(isinstance(t, Timing) for t in legs):
+        return None
+    logs = [[math.log(x) for x in usable_steps(t) if x > 0] for t in legs]
+    if not all(logs):
+        return None
+    df = sum(len(x) - 1 for x in logs)
+    if df < 1:
+        return None
+    var = sum(sum((v - statistics.fmean(x)) ** 2 for v in x) for x in logs) / df
+    k = len(base)
+    return [t95(df) * math.sqrt(var * (1 / len(logs[i]) + 1 / len(logs[k + i]))) for i in range(k)]
 
 
 @dataclass
