@@ -150,7 +150,7 @@ def test_a_failed_download_still_powers_off(tmp_path):
     for tool, body in (("shutdown", f'echo "$*" >> {calls}\n'), ("python3", "exit 99\n"), ("advisor", "exit 99\n")):
         (bin_dir / tool).write_text("#!/bin/bash\n" + body)
         (bin_dir / tool).chmod(0o755)
-    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(tmp_path)}
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(tmp_path), "TMPDIR": str(tmp_path)}
     proc = subprocess.run(["bash", str(path)], env=env, capture_output=True, text=True, timeout=60, check=False)
     assert proc.returncode == 10, proc.stdout + proc.stderr  # "downloading the package failed"
     assert calls.read_text().splitlines() == ["-h +30", "-h now"]
@@ -189,7 +189,7 @@ def test_a_hung_probe_is_stopped_in_time_to_upload_its_log(tmp_path):
                            ("advisor", 'echo "probe hangs"; sleep 60\n')):
             (bin_dir / tool).write_text("#!/bin/bash\n" + body)
             (bin_dir / tool).chmod(0o755)
-        env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(tmp_path)}
+        env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(tmp_path), "TMPDIR": str(tmp_path)}
         t0 = time.monotonic()
         proc = subprocess.run(["bash", str(path)], env=env, capture_output=True, text=True, timeout=60, check=False)
         assert time.monotonic() - t0 < 30
