@@ -62,10 +62,11 @@ def emit(
         return
     cols = list(columns) if columns is not None else _all_keys(rows)
     if fmt == "csv":
-        w = csv.DictWriter(stream, fieldnames=[safe_text(c) for c in cols], extrasaction="ignore", lineterminator="\n")
+        header = [safe_text(c) for c in cols]
+        w = csv.DictWriter(stream, fieldnames=header, extrasaction="ignore", lineterminator="\n")
         w.writeheader()
         for r in rows:
-            w.writerow({safe_text(c): _csv_cell(r.get(c)) for c in cols})
+            w.writerow({h: _csv_cell(r.get(c)) for h, c in zip(header, cols)})
         return
     from tabulate import tabulate  # imported here: only people-facing formats need it
 

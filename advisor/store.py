@@ -50,7 +50,6 @@ INVALID_ROWS_NAMED = 5  # a store with thousands of bad rows names the first few
 class ResultStore:
     def __init__(self, path: str | Path, readonly: bool = False, create: bool = True):
         self.path = Path(path)
-        self.readonly = readonly
         self.invalid: list[tuple[str, str]] = []  # (row id, why) of rows skipped by the last read
         try:
             if (readonly or not create) and not self.path.exists():

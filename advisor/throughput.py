@@ -18,8 +18,6 @@ model over the instance's interconnect (advisor.scaling, catalog.hardware).
 
 from __future__ import annotations
 
-import copy
-import logging
 import math
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -36,7 +34,7 @@ from catalog.hardware import (
     sustained_network_gbps,
 )
 from catalog.models import Catalog, InstanceType
-from lightning_module.workload_facts import WorkloadFacts
+from lightning_module.workload_facts import REFERENCE_IMAGE_SIZE, WorkloadFacts
 
 from .estimate.cache import model_for as cached_model
 from .estimate.calibrate import CALIBRATED_SHARE
@@ -46,8 +44,6 @@ from .estimate.points import MIXED, PRECISION_OF_DTYPE, at_probe_stack
 from .estimate.predict import Estimator, Measured, measured_from
 from .references import REFERENCE_PATH, ReferenceError, ReferenceSet
 from .scaling import DEFAULT_BATCH, intra_instance
-
-log = logging.getLogger(__name__)
 
 STALE_DAYS = 30
 BUILTIN, NONE = "builtin", "none"
@@ -118,7 +114,7 @@ def cross_device_model(references: str | Path | ReferenceSet, catalog: Catalog) 
 class ThroughputModel:
     """Builds the per-type throughput table for one workload from the store and the reference set."""
 
-    def __init__(self, catalog: Catalog, facts: WorkloadFacts, workload_id: str, image_size: int = 224,
+    def __init__(self, catalog: Catalog, facts: WorkloadFacts, workload_id: str, image_size: int = REFERENCE_IMAGE_SIZE,
                  measurements: list | None = None, now: datetime | None = None,
                  references: str | Path | ReferenceSet = BUILTIN):
         self.catalog = catalog
@@ -140,23 +136,6 @@ class ThroughputModel:
         self.estimator = Estimator(self.model, catalog, facts.model, self.flops,
                                    [self._as_measured(r) for r in self._measured.values()], self.use_references)
         self.pipeline_rate = self._pipeline_rate()
-
-    def reanchored(self, measured: dict[str, float]) -> ThroughputModel:
-        """This model with the estimates re-anchored as if these instance types had been probed at
-        these whole-instance samples/s (added to the real probes): what a probe plan asks of
-        "what would measuring X change?". The types themselves stay estimates (at distance 0
-        from their own probe, so with the narrowest band the calibration gives)."""
-        extra = []
-        for name, sps in measured.items():
-            it = self.catalog.instance_types[name]
-            n = device_count(it)
-            extra.append(Measured(name, f"hypothetical:{name}", PRECISION_OF_DTYPE[best_dtype(it) or "fp32"],
-                                  sps / n / self.model.efficiency(n)))
-        other = copy.copy(self)
-        other.warnings = []
-        other.estimator = self.estimator.with_measurements(
-            [m for m in self.estimator.measured if m.instance_type not in measured] + extra)
-        return other
 
     # -- sources ---------------------------------------------------------------------------
 
@@ -313,8 +292,9 @@ class ThroughputModel:
         if isinstance(est, str):
             return Exclusion(it.name, est)
         basis, notes = dict(est.basis), list(est.notes)
-        if self.image_size != 224:
-            basis["image_size_note"] = f"FLOPs scaled by (image_size/224)^2 = {(self.image_size / 224) ** 2:.3g}"
+        if self.image_size != REFERENCE_IMAGE_SIZE:
+            basis["image_size_note"] = (f"FLOPs scaled by (image_size/{REFERENCE_IMAGE_SIZE})^2 = "
+                                        f"{(self.image_size / REFERENCE_IMAGE_SIZE) ** 2:.3g}")
         spec = gpu_spec(it)
         if spec is not None and spec.uncertain:
             basis["uncertain_spec_fields"] = list(spec.uncertain)

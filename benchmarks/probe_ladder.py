@@ -126,7 +126,7 @@ def run_probe(args, label: str):
     return result, time.perf_counter() - t0
 
 
-def report_probe(result, seconds: float, args, label: str) -> float | None:
+def report_probe(result, seconds: float, label: str) -> float | None:
     c = result.config
     print(f"[{label}] probe: {result.samples_per_sec:.2f} samples/s (95% CI {result.samples_per_sec_ci[0]:.2f}-"
           f"{result.samples_per_sec_ci[1]:.2f}); {c.precision}, channels_last={c.channels_last}, compile={c.compile}, "
@@ -188,7 +188,7 @@ def idle_mode(args) -> float | None:
 
     result, seconds = run_probe(args, "idle")
     save(args, "idle", result)
-    speedup = report_probe(result, seconds, args, "idle")
+    speedup = report_probe(result, seconds, "idle")
     probe_cost(result, args)
 
     # The best of three: a peak is what the device can do, and a busy moment only lowers it.
@@ -227,7 +227,7 @@ def load_mode(args, idle_speedup: float | None) -> None:
             b.terminate()
             b.join()
     save(args, "load", result)
-    speedup = report_probe(result, seconds, args, "load")
+    speedup = report_probe(result, seconds, "load")
     flagged = result.contention is not None and result.contention.contended or not result.reliable
     print(f"flagged as contended / unreliable under load: {'yes' if flagged else 'NO'}  (target: yes)")
     if idle_speedup is None:

@@ -188,9 +188,7 @@ _HL_RE = re.compile(r"^HL(\d{3}[A-Z]*)$")
 def _habana_part(tokens: list[str]) -> str | None:
     """Habana's part number after "HL" ('Gaudi HL-205' -> '205', 'HL-325L' -> '325L'), else None."""
     for x, y in itertools.pairwise(tokens + [""]):
-        if x == "HL" and re.fullmatch(r"\d{3}[A-Z]*", y):
-            return y
-        m = _HL_RE.match(x)
+        m = _HL_RE.match(x + y if x == "HL" else x)
         if m:
             return m.group(1)
     return None

@@ -92,6 +92,8 @@ def measure_in_child(settings: MeasureSettings, config: ProbeConfig, slow_step_s
         "profile_dir": profile_dir, "max_steps": max_steps,
     }
     # Past every bound measure() keeps itself (compilation, slow steps, the rung's time): a hang.
+    # Margins, not measurements: 4x the rung's time covers its re-measurement and contended steps'
+    # extension; 20 slow steps (30 s when none is known) the warm-up and the first step.
     limit = STARTUP_S + settings.compile_timeout + 4 * min(settings.max_seconds, 3600.0) + 20 * (slow_step_s or 30.0)
     with tempfile.TemporaryDirectory(prefix="advisor-child-") as tmp:
         req_path, out_path, log_path = (os.path.join(tmp, n) for n in ("request.json", "result.json", "child.log"))

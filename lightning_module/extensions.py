@@ -11,11 +11,11 @@ otherwise recorded as not-installed / not-applicable with the reason. None is ev
 from __future__ import annotations
 
 import importlib.util
-from importlib import metadata
 
 import torch
 
 from . import run_cpu
+from .hardware import _version
 from .ladder import Extension
 from .result import HardwareFingerprint, WorkloadSpec
 from .workloads import is_builtin
@@ -23,13 +23,6 @@ from .workloads import is_builtin
 
 def _minor(version: str) -> str:
     return ".".join(version.split("+")[0].split(".")[:2])
-
-
-def _version(dist: str) -> str | None:
-    try:
-        return metadata.version(dist)
-    except metadata.PackageNotFoundError:
-        return None
 
 
 def package_missing(module: str, dist: str) -> str | None:

@@ -133,10 +133,11 @@ def catalog_path(args) -> Path:
     if getattr(args, "catalog", None):
         return Path(args.catalog)
     cache = catalog_cache_path()
-    if cache.exists() and not cache.is_file():
+    if cache.is_file():  # one stat on the start-up path
+        return cache
+    if cache.exists():
         warn(f"catalog cache {cache} is not a file; using the shipped snapshot (remove it, then 'advisor catalog refresh')")
-        return SNAPSHOT_PATH
-    return cache if cache.exists() else SNAPSHOT_PATH
+    return SNAPSHOT_PATH
 
 
 def load_catalog(args) -> Catalog:

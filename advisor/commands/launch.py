@@ -8,6 +8,7 @@ import io
 import shlex
 import sys
 
+from ..ec2 import MAX_INSTANCES, MAX_MINUTES
 from ..errors import UserError
 from ..output import add_format_option, emit, warn
 from .common import add_catalog_options, add_list_option, load_catalog, one_region
@@ -35,8 +36,10 @@ def register(sub) -> None:
     p.add_argument("--market", choices=("on-demand", "spot"), default="on-demand")
     p.add_argument("--workload", default="resnet50", help="what to probe (default resnet50)")
     p.add_argument("--probe-args", default="", metavar="ARGS", help="extra arguments for 'advisor probe', as one string")
-    p.add_argument("--max-minutes", type=int, default=45, help="watchdog: each instance powers off after this (default 45)")
-    p.add_argument("--max-instances", type=int, default=8, help="refuse to start more instances than this (default 8)")
+    p.add_argument("--max-minutes", type=int, default=MAX_MINUTES,
+                   help=f"watchdog: each instance powers off after this (default {MAX_MINUTES})")
+    p.add_argument("--max-instances", type=int, default=MAX_INSTANCES,
+                   help=f"refuse to start more instances than this (default {MAX_INSTANCES})")
     p.add_argument("--ami", help="AMI for every type (default: the PyTorch Deep Learning AMI for the type's architecture)")
     p.add_argument("--subnet", help="subnet id (default: the default VPC's); it needs a route to the internet for pip")
     p.add_argument("--security-group", help="security group id (no inbound rules are needed)")

@@ -395,7 +395,9 @@ def reliability_line(r) -> str:
 
 def ci_range(low: float, high: float) -> str:
     """A 95% CI as 'low-high'; an unbounded upper end (one or two timed steps) says so."""
-    return f"{low:.2f}-{high:.2f}" if high < 1e17 else f"{low:.2f}-unbounded"
+    from lightning_module.ladder import CI_UNBOUNDED
+
+    return f"{low:.2f}-{high:.2f}" if high < CI_UNBOUNDED else f"{low:.2f}-unbounded"
 
 
 def summary_lines(result, saved, out_path) -> list[str]:

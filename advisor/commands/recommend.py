@@ -170,10 +170,12 @@ def with_account_facts(rows: Rows, catalog, *, check: bool, only: bool, top: int
                         it.vcpus, it.sold_by_reservation)
 
         account = Account()
-        verdicts = check_account([need(r) for r in cands], account)
+        needs = [need(r) for r in cands]
+        verdicts = check_account(needs, account)
         for w in account.warnings:
             warn(w)
-        cands = [replace(r, obtainable=(v := verdicts[need(r)]).obtainable, obtainable_reason=v.reason) for r in cands]
+        cands = [replace(r, obtainable=(v := verdicts[n]).obtainable, obtainable_reason=v.reason)
+                 for r, n in zip(cands, needs)]
         if only:
             kept = [r for r in cands if r.obtainable == "yes"][:top]
             if not kept:

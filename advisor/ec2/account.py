@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from catalog import awscall
 from catalog.io import read_json_file
@@ -139,7 +139,7 @@ class Account:
                 self.cache_path = cache_dir() / f"account-{_credentials_key(self.purpose)}.json"
             try:
                 self._cache = _CacheFile.model_validate(read_json_file(self.cache_path, "account-check cache", 16 * 2**20))
-            except (ValueError, ValidationError, RecursionError):  # FileError is a ValueError
+            except ValueError:  # FileError and ValidationError are ValueErrors; parse_json bounds nesting
                 self._cache = _CacheFile()  # none yet, or unreadable: asked again, rewritten
         return self._cache
 
@@ -292,7 +292,7 @@ def _score_part(score: int | None, need: Need, scored_types: int) -> tuple[str, 
         return "unknown", f"no spot placement score for {need.region}"
     text = f"spot placement score {score}/10 in {need.region}"
     if scored_types < MIN_SCORED_TYPES:
-        text += f" (from {scored_types} type{'s' if scored_types > 1 else ''}: AWS scores fewer than 3 low)"
+        text += f" (from {scored_types} type{'s' if scored_types > 1 else ''}: AWS scores fewer than {MIN_SCORED_TYPES} low)"
         return ("yes" if score >= SCORE_YES else "unknown"), text
     if score >= SCORE_YES:
         return "yes", text

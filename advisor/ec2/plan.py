@@ -12,7 +12,7 @@ from typing import Any
 
 from ..errors import UserError
 from ..output import warn
-from . import aws
+from . import MAX_INSTANCES, MAX_MINUTES, aws
 from .aws import S3Location, error_code, error_line
 from .package import check_package
 
@@ -72,8 +72,8 @@ class LaunchRequest:
     market: str = "on-demand"
     workload: str = "resnet50"
     probe_args: list[str] = field(default_factory=list)
-    max_minutes: int = 45
-    max_instances: int = 8
+    max_minutes: int = MAX_MINUTES
+    max_instances: int = MAX_INSTANCES
     ami: str | None = None
     subnet: str | None = None
     security_group: str | None = None

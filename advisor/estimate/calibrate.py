@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .fit import Fit, fit
+from .fit import Fit, fit, group_weights
 from .points import Device, Point
 
 # The share of held-out figures the stated band is calibrated to cover (the target is >= 80%).
@@ -184,10 +184,14 @@ def band_scale(held: list[Held], share: float = CALIBRATED_SHARE) -> float:
     if not held:
         return float("nan")
     ratio = np.array([abs(h.resid) / (1.0 + h.distance) for h in held])
-    w = _device_weights(held)
-    order = np.argsort(ratio)
+    return weighted_quantile(ratio, _device_weights(held), share)
+
+
+def weighted_quantile(x: np.ndarray, w: np.ndarray, q: float) -> float:
+    """The smallest x with at least a share q of the weight at or below it."""
+    order = np.argsort(x)
     cum = np.cumsum(w[order]) / w.sum()
-    return float(ratio[order][np.searchsorted(cum, share)])
+    return float(x[order][np.searchsorted(cum, q)])
 
 
 def coverage(held: list[Held], scale: float) -> float:
@@ -197,7 +201,4 @@ def coverage(held: list[Held], scale: float) -> float:
 
 
 def _device_weights(held: list[Held]) -> np.ndarray:
-    n: dict[str, int] = {}
-    for h in held:
-        n[h.point.device.group] = n.get(h.point.device.group, 0) + 1
-    return np.array([1.0 / n[h.point.device.group] for h in held])
+    return group_weights([h.point.device.group for h in held])

@@ -15,8 +15,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .calibrate import Held, band_scale, leave_one_device_out
+from .calibrate import Held, band_scale, leave_one_device_out, weighted_quantile
+from .fit import group_weights
 from .model import FLOPS, CrossDeviceModel
+from .points import _row_device
 
 
 @dataclass
@@ -49,14 +51,14 @@ class Check:
         rows = self.probe_rows if probe else self.rows
         if not rows:
             return {"rows": 0}
-        w = _weights(rows)
+        w = group_weights([r.device for r in rows])
         err = np.array([abs(r.error) for r in rows])
         cov = np.array([r.covered for r in rows], float)
         per_dev = self.per_device(probe)
         worst = max(per_dev, key=lambda d: d["median_abs_error"])
         return {
             "rows": len(rows), "devices": len(per_dev),
-            "median_abs_error": _weighted_median(err, w),  # each device weighted equally
+            "median_abs_error": weighted_quantile(err, w, 0.5),  # each device weighted equally
             "median_abs_error_rows": float(np.median(err)),
             "coverage": float((cov * w).sum() / w.sum()),
             "worst_device": worst["device"], "worst_median_abs_error": worst["median_abs_error"],
@@ -102,19 +104,6 @@ def _rows(held: list[Held], kind: str, scale: float | None = None) -> list[Check
     return out
 
 
-def _weights(rows: list[CheckRow]) -> np.ndarray:
-    n: dict[str, int] = {}
-    for r in rows:
-        n[r.device] = n.get(r.device, 0) + 1
-    return np.array([1.0 / n[r.device] for r in rows])
-
-
-def _weighted_median(x: np.ndarray, w: np.ndarray) -> float:
-    order = np.argsort(x)
-    cum = np.cumsum(w[order]) / w.sum()
-    return float(x[order][np.searchsorted(cum, 0.5)])
-
-
 @dataclass
 class RatioCheck:
     suite: str
@@ -132,8 +121,6 @@ def out_of_fit_ratios(model: CrossDeviceModel, rows, catalog) -> list[RatioCheck
     """Figures the fit never sees (other frameworks: MLPerf's MXNet, ...) still say how devices
     compare within one stack: each suite's per-device ratios to its most common device, against
     the model's. A check on data outside the dataset's fitted rows, not a fit."""
-    from .points import _row_device
-
     fitted = {p.label for p in model.points}
     suites: dict[str, list] = {}
     for m in rows:

@@ -87,6 +87,14 @@ def device_offset(dev: Device, theta_m: float, theta_o: float) -> float:
     return math.log(1.0 / dev.peak + theta_m * dev.bytes_factor / dev.bandwidth + theta_o)
 
 
+def group_weights(groups: list[str]) -> np.ndarray:
+    """1 / (rows of its group) for each row: every device counts once, however many rows it has."""
+    n: dict[str, int] = {}
+    for g in groups:
+        n[g] = n.get(g, 0) + 1
+    return np.array([1.0 / n[g] for g in groups])
+
+
 def fit(points: list[Point]) -> Fit:
     """Least squares over all points (reference rows, not probes)."""
     if not points:
@@ -96,10 +104,7 @@ def fit(points: list[Point]) -> Fit:
     inv_p = np.array([1.0 / p.device.peak for p in points])
     has_bw = np.array([p.device.bandwidth is not None for p in points])
     mem = np.array([p.device.bytes_factor / p.device.bandwidth if p.device.bandwidth else 0.0 for p in points])
-    per_group: dict[str, int] = {}
-    for p in points:
-        per_group[p.device.group] = per_group.get(p.device.group, 0) + 1
-    w = np.array([1.0 / per_group[p.device.group] for p in points])
+    w = group_weights([p.device.group for p in points])
 
     workloads = sorted({p.workload for p in points})
     kinds = sorted({p.device.kind for p in points} - {"gpu"})

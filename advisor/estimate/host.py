@@ -50,10 +50,11 @@ def host_cap(it: InstanceType, image_size: int, measured_rate: float | None = No
     n = device_count(it)
     rate = measured_rate or default_rate_per_vcpu(image_size)
     workers = max(1, it.vcpus - n)  # one vCPU per GPU runs its training process
+    link_words, link_gbs = HOST_LINK.get(it.family, PCIE4)
     caps = {
         "vCPUs": rate * workers,
         "training processes": n * default_rate_per_process(image_size),
-        "host link": n * HOST_LINK.get(it.family, PCIE4)[1] * 1e9 / (3 * image_size**2),  # uint8 RGB
+        "host link": n * link_gbs * 1e9 / (3 * image_size**2),  # uint8 RGB
     }
     binding = min(caps, key=caps.get)
     return {
@@ -64,7 +65,7 @@ def host_cap(it: InstanceType, image_size: int, measured_rate: float | None = No
         "pipeline_rate_from": "your probe" if measured_rate else
         "default: the probe's synthetic pipeline on the development machine (scripts/measure_pipeline.py)",
         "worker_vcpus": workers,
-        "host_link": HOST_LINK.get(it.family, PCIE4)[0],
+        "host_link": link_words,
         "spread": MEASURED_CAP_SPREAD if measured_rate else DEFAULT_CAP_SPREAD,
     }
 

@@ -11,8 +11,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from catalog.models import Catalog
 from lightning_module.workload_facts import FACTS
 
@@ -37,11 +35,6 @@ class Bands:
     share: float  # the share of held-out points the scales were set to cover
     coverage_model: float
     coverage_probe: float
-    median_error_model: float  # |predicted / published - 1|, median over held-out points
-    median_error_probe: float
-    held_model: int
-    held_probe: int
-    devices: int
 
 
 @dataclass
@@ -75,11 +68,4 @@ def compute_bands(points: list[Point]) -> Bands:
         raise ValueError("too few devices to calibrate the bands (leave-one-device-out needs two devices of a kind)")
     if math.isnan(s1):
         s1 = s0  # no two devices in one suite: a probe's band is taken as the model's
-    return Bands(
-        s0, s1, CALIBRATED_SHARE, coverage(held, s0), coverage(probe_held, s1),
-        _median_error(held), _median_error(probe_held), len(held), len(probe_held),
-        len({h.point.device.group for h in held}))
-
-
-def _median_error(held) -> float:
-    return float(np.median([abs(math.exp(h.log_pred) / h.point.sps - 1) for h in held])) if held else math.nan
+    return Bands(s0, s1, CALIBRATED_SHARE, coverage(held, s0), coverage(probe_held, s1))

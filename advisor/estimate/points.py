@@ -8,7 +8,6 @@ catalog.hardware); nothing here imports torch.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from catalog import accelerators as acc
@@ -66,10 +65,6 @@ class Device:
     peak: float  # TFLOP/s at the precision used (CPU: the counted socket)
     bandwidth: float | None  # GB/s; None for CPUs (not in the catalog)
     bytes_factor: float  # 2 for fp32/TF32 activations, 1 for 16-bit
-
-    @property
-    def log_peak(self) -> float:
-        return math.log(self.peak)
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,10 @@ import numpy as np
 from catalog import accelerators as acc
 from catalog.hardware import device_count
 from catalog.models import InstanceType
+from lightning_module import options as probe_defaults
+from lightning_module.result import WorkloadSpec
 
+from .. import ec2
 from .. import rank as rk
 from .. import throughput as tp
 from ..estimate.calibrate import NEW_KIND, pair_distance
@@ -29,7 +32,7 @@ BAND_COVERAGE = tp.BAND_COVERAGE
 
 # One probe's measurement: `advisor probe` times each rung until its 95% CI is within
 # --target-ci (default 3%), so the result's log-sd is about log(1.03) / 1.96.
-PROBE_TARGET_CI = 0.03
+PROBE_TARGET_CI = probe_defaults.TARGET_CI
 PROBE_NOISE_SD = math.log1p(PROBE_TARGET_CI) / 1.96
 
 # How long one probe runs (and bills), from what `advisor launch` + `advisor probe` do:
@@ -45,14 +48,14 @@ STARTUP_SECONDS = 29.0 + 19.5
 #   timed steps until the CI target or --max-seconds (60 s); priced at that bound, since no GPU
 #   ladder has been timed on the project. torch.compile: at most --compile-timeout (300 s).
 FIXED_RUNGS = 4 + 2  # baseline, precision, channels_last, compile; batch x2 and /2
-WARMUP_STEPS = 3  # advisor probe --warmup-steps default
-MAX_SECONDS = 60.0  # advisor probe --max-seconds default
-COMPILE_SECONDS = 300.0  # advisor probe --compile-timeout default
-START_BATCH = 128  # advisor probe --start-batch-size default
-# `advisor launch`'s watchdog: no probe instance bills past --max-minutes (default 45).
-WATCHDOG_MINUTES = 45
-# `advisor launch` refuses more instances than --max-instances (default 8) in one go.
-MAX_PROBES = 8
+WARMUP_STEPS = probe_defaults.WARMUP_STEPS  # advisor probe --warmup-steps default
+MAX_SECONDS = probe_defaults.MAX_SECONDS  # advisor probe --max-seconds default
+COMPILE_SECONDS = probe_defaults.COMPILE_TIMEOUT  # advisor probe --compile-timeout default
+START_BATCH = WorkloadSpec.model_fields["batch_size"].default  # advisor probe --start-batch-size default
+# `advisor launch`'s watchdog: no probe instance bills past --max-minutes.
+WATCHDOG_MINUTES = ec2.MAX_MINUTES
+# `advisor launch` refuses more instances than --max-instances in one go.
+MAX_PROBES = ec2.MAX_INSTANCES
 # Worlds the plan's expectations are taken over: the value of the best probe moves by a few
 # percent between seeds at 256 (tests/test_probeplan.py), well inside what separates a probe
 # worth taking from one that is not; 256 keeps recommend's plan under ~0.1 s.

@@ -125,7 +125,6 @@ class Beliefs:
 class Outlook:
     """How good the pick is, over the worlds: regret = true objective / true best - 1."""
 
-    mean_regret: float  # over the worlds where the pick is feasible in truth
     p90_regret: float  # inf when the pick misses in over 10% of worlds
     p_within: float  # share of worlds with the pick feasible and within RECHECK of the best
     p_miss: float  # share of worlds where the pick misses the deadline or the budget in truth
@@ -181,9 +180,6 @@ class _Worlds:
         self.live = np.isfinite(self.best)  # worlds with something feasible in truth
         # By the estimates as they stand (f = 1), for the candidates no probe touches.
         self.est_obj = self.obj_fix + self.obj_var
-        self.est_cost = econ.cost_fix + econ.cost_var
-        self.est_pess = econ.pess_fix + econ.pess_var
-        self.order = np.argsort(self.est_obj, kind="stable")
         self.picks = Picks(econ, bel, self.f_obs, self.log_obs, self.held)
 
     def truth(self, pick: np.ndarray, wait_h) -> tuple[np.ndarray, np.ndarray]:
@@ -207,12 +203,10 @@ class _Worlds:
         obj, ok = self.truth(pick, wait_h)
         live = self.live
         if not live.any():
-            return Outlook(math.nan, math.nan, math.nan, math.nan)
+            return Outlook(math.nan, math.nan, math.nan)
         with np.errstate(invalid="ignore", divide="ignore"):
             regret = np.where(ok, obj / self.best - 1.0, np.inf)[live]
-        fin = regret[np.isfinite(regret)]
-        return Outlook(mean_regret=float(fin.mean()) if len(fin) else math.nan,
-                       p90_regret=float(np.sort(regret)[math.ceil(0.9 * len(regret)) - 1]),
+        return Outlook(p90_regret=float(np.sort(regret)[math.ceil(0.9 * len(regret)) - 1]),
                        p_within=float(np.mean(regret <= RECHECK + 1e-12)),
                        p_miss=float(np.mean(~ok[live])))
 
@@ -224,8 +218,10 @@ class _Worlds:
         picks.Picks."""
         if probed:
             return self.picks.after(probed[:-1], probed[-1:], np.array([wait_h]))[0]
-        ok = self.econ.fits(self.est_cost, self.est_pess, wait_h)
-        hit = self.order[ok[self.order]]
+        e = self.econ
+        ok = e.fits(e.cost_fix + e.cost_var, e.pess_fix + e.pess_var, wait_h)
+        order = np.argsort(self.est_obj, kind="stable")
+        hit = order[ok[order]]
         return np.full(self.f.shape[0], int(hit[0]) if len(hit) else -1)
 
 
@@ -289,8 +285,9 @@ def _options(w: _Worlds, sub: Economics, bel: Beliefs, in_play: np.ndarray) -> l
     for d in _distinct(dev[can]):
         mine = can[dev[can] == d]
         out.add(int(mine[np.argmin(bel.probe_usd[mine])]))
+    probeable = set(can.tolist())
     for g in _distinct(w.group[in_play]):
-        members = [int(t) for t in in_play if w.group[t] == g and t in set(can.tolist())]
+        members = [int(t) for t in in_play if w.group[t] == g and t in probeable]
         if not members:
             continue
         mine = np.flatnonzero(np.isin(sub.type_idx, members))
