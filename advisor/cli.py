@@ -9,7 +9,15 @@ import logging
 import sys
 
 from . import __version__
-from .errors import EXIT_INTERNAL, EXIT_OK, EXIT_SIGINT, EXIT_USER, UserError
+from .errors import AdvisorError
+
+# The exit statuses, documented in docs/exit-codes.md; only this edge turns errors into them.
+EXIT_OK = 0
+EXIT_FAILED = 1  # the command ran, but some of its work failed (a probe, a pulled result, a launch)
+EXIT_USER = 2  # bad input: an option, a file, a store, a catalog, an AWS answer; one line says which
+EXIT_INTERNAL = 70  # a bug in the advisor (sysexits EX_SOFTWARE); -vv prints the traceback
+EXIT_SIGINT = 130  # 128 + SIGINT
+EXIT_SIGTERM = 143  # 128 + SIGTERM
 
 # Each module defines register(subparsers); its handlers take the parsed args and return an exit code.
 COMMAND_MODULES = ("catalog", "probe", "results", "recommend", "launch", "references")
@@ -49,13 +57,12 @@ def build_parser() -> Parser:
 
 
 def user_errors() -> tuple[type[BaseException], ...]:
+    """The library errors that mean bad input: exit 2 with their one line."""
     from catalog.filters import FilterError
     from catalog.io import CatalogError, FileError
     from lightning_module.result import ResultError
 
-    from .references import ReferenceError
-
-    return (UserError, CatalogError, FileError, FilterError, ResultError, ReferenceError)
+    return (AdvisorError, CatalogError, FileError, FilterError, ResultError)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -15,7 +15,7 @@ import re
 from catalog.models import NAME_PATTERN
 from lightning_module.result import MAX_BATCH_SIZE, MAX_IMAGE_SIZE, MAX_NUM_CLASSES
 
-from .errors import UserError
+from .errors import AdvisorError
 
 # Amounts: samples are whole; the largest jobs ever trained see ~1e13 samples (tokens), so 1e15
 # is past anything real and keeps hours x price finite.
@@ -39,7 +39,7 @@ def parse_amount(text: str, what: str, lo: float = 0.0, hi: float = math.inf, wh
     s = str(text).strip().replace("_", "")
     if "," in s:
         if not _THOUSANDS.fullmatch(s.rstrip("kKmMgGbB")):
-            raise UserError(f"{what} {text!r}: use ',' only between thousands (1,000,000) and '.' for decimals")
+            raise AdvisorError(f"{what} {text!r}: use ',' only between thousands (1,000,000) and '.' for decimals")
         s = s.replace(",", "")
     mult = 1.0
     if s[-1:].lower() in _SUFFIX and not s.lower().endswith("inf"):
@@ -47,24 +47,24 @@ def parse_amount(text: str, what: str, lo: float = 0.0, hi: float = math.inf, wh
     try:
         v = float(s) * mult
     except ValueError:
-        raise UserError(f"{what} {text!r} is not a number") from None
+        raise AdvisorError(f"{what} {text!r} is not a number") from None
     if not math.isfinite(v) or v <= 0:
-        raise UserError(f"{what} must be a positive finite number, got {text!r}")
+        raise AdvisorError(f"{what} must be a positive finite number, got {text!r}")
     if whole and v != math.floor(v):
-        raise UserError(f"{what} counts whole samples, got {text!r}")
+        raise AdvisorError(f"{what} counts whole samples, got {text!r}")
     if v < lo or v > hi:
-        raise UserError(f"{what} must be between {lo:g} and {hi:g}, got {text!r}")
+        raise AdvisorError(f"{what} must be between {lo:g} and {hi:g}, got {text!r}")
     return v
 
 
 def _argtype(fn, name: str):
-    """An argparse type from a function that raises UserError; the name shows in argparse's
+    """An argparse type from a function that raises AdvisorError; the name shows in argparse's
     'invalid <name> value' only if the message is empty."""
 
     def convert(text: str):
         try:
             return fn(text)
-        except UserError as e:
+        except AdvisorError as e:
             raise argparse.ArgumentTypeError(str(e)) from None
 
     convert.__name__ = name
@@ -77,10 +77,10 @@ def whole(lo: int, hi: int):
     def conv(text: str) -> int:
         t = text.strip()
         if not re.fullmatch(r"[+-]?\d{1,30}", t):
-            raise UserError(f"{text!r} is not a whole number")
+            raise AdvisorError(f"{text!r} is not a whole number")
         v = int(t)
         if not lo <= v <= hi:
-            raise UserError(f"must be between {lo:,} and {hi:,}, got {v:,}" if v > lo else f"must be at least {lo}, got {v}")
+            raise AdvisorError(f"must be between {lo:,} and {hi:,}, got {v:,}" if v > lo else f"must be at least {lo}, got {v}")
         return v
 
     return _argtype(conv, "whole number")
@@ -93,12 +93,12 @@ def number(lo: float, hi: float, lo_open: bool = False):
         try:
             v = float(text)
         except ValueError:
-            raise UserError(f"{text!r} is not a number") from None
+            raise AdvisorError(f"{text!r} is not a number") from None
         if not math.isfinite(v):
-            raise UserError(f"must be a finite number, got {text!r}")
+            raise AdvisorError(f"must be a finite number, got {text!r}")
         if v < lo or (lo_open and v == lo) or v > hi:
             low = f"more than {lo:g}" if lo_open else f"at least {lo:g}"
-            raise UserError(f"must be {low} and at most {hi:g}, got {text!r}")
+            raise AdvisorError(f"must be {low} and at most {hi:g}, got {text!r}")
         return v
 
     return _argtype(conv, "number")
@@ -130,15 +130,15 @@ def check_text(value: str, what: str = "", max_len: int = MAX_TEXT) -> str:
     argument arrives as lone surrogates, which SQLite cannot take), no control characters."""
     label = f"{what} " if what else ""
     if not value.strip():
-        raise UserError(f"{label}is empty")
+        raise AdvisorError(f"{label}is empty")
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
-        raise UserError(f"{label}{_shown(value)} is not valid UTF-8 text") from None
+        raise AdvisorError(f"{label}{_shown(value)} is not valid UTF-8 text") from None
     if any(ord(c) < 32 or 127 <= ord(c) < 160 for c in value):
-        raise UserError(f"{label}{_shown(value)} contains control characters")
+        raise AdvisorError(f"{label}{_shown(value)} contains control characters")
     if len(value) > max_len:
-        raise UserError(f"{label}is {len(value):,} characters long; at most {max_len}")
+        raise AdvisorError(f"{label}is {len(value):,} characters long; at most {max_len}")
     return value
 
 
@@ -175,7 +175,7 @@ def parse_days(text: str, what: str) -> float:
     except ValueError:
         v = math.nan
     if not (math.isfinite(v) and 0 <= v <= MAX_DAYS):
-        raise UserError(f"{what} must be a number of days, 0 or more (e.g. 30), got {text!r}".lstrip())
+        raise AdvisorError(f"{what} must be a number of days, 0 or more (e.g. 30), got {text!r}".lstrip())
     return v
 
 

@@ -26,7 +26,7 @@ else:  # Python 3.10
 
 from lightning_module.result import ProbeResult, ResultError, parse_result
 
-from .errors import UserError
+from .errors import AdvisorError
 from .output import safe_text, warn
 
 _SCHEMA = """
@@ -53,24 +53,24 @@ class ResultStore:
         self.invalid: list[tuple[str, str]] = []  # (row id, why) of rows skipped by the last read
         try:
             if (readonly or not create) and not self.path.exists():
-                raise UserError(f"results store {self.path} does not exist; give the file 'advisor probe' or "
+                raise AdvisorError(f"results store {self.path} does not exist; give the file 'advisor probe' or "
                                 "'advisor results import' wrote (--store)")
             self._db = self._open_readonly() if readonly else self._open_writable()
         except sqlite3.DatabaseError as e:
-            raise UserError(f"results store {self.path} cannot be opened: {e}; pass --store to use another file") from None
+            raise AdvisorError(f"results store {self.path} cannot be opened: {e}; pass --store to use another file") from None
         except OSError as e:
-            raise UserError(f"results store {self.path}: {e.strerror or e}") from None
+            raise AdvisorError(f"results store {self.path}: {e.strerror or e}") from None
 
     def _open_writable(self) -> sqlite3.Connection:
         if self.path.is_dir():
-            raise UserError(f"results store {self.path} is a directory; pass --store FILE")
+            raise AdvisorError(f"results store {self.path} is a directory; pass --store FILE")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
         db.execute("PRAGMA busy_timeout = 60000")
         tables = _tables(db)
         if tables and "results" not in tables:  # another application's database: leave it alone
             db.close()
-            raise UserError(f"{self.path} is an SQLite file but not a results store; pass --store to use another file")
+            raise AdvisorError(f"{self.path} is an SQLite file but not a results store; pass --store to use another file")
         db.execute("PRAGMA journal_mode = WAL")
         db.executescript(_SCHEMA)
         self._check_schema(db)
@@ -78,7 +78,7 @@ class ResultStore:
 
     def _open_readonly(self) -> sqlite3.Connection:
         if not self.path.is_file():
-            raise UserError(f"results store {self.path} is not a file")
+            raise AdvisorError(f"results store {self.path} is not a file")
         uri = "file:" + quote(os.fsencode(self.path.resolve()))
         db = sqlite3.connect(uri + "?mode=ro", uri=True, timeout=60, isolation_level=None)
         try:
@@ -92,7 +92,7 @@ class ResultStore:
             tables = _tables(db)
         if "results" not in tables:
             db.close()
-            raise UserError(f"{self.path} is not a results store (no results table); pass --store to use another file")
+            raise AdvisorError(f"{self.path} is not a results store (no results table); pass --store to use another file")
         self._check_schema(db)
         return db
 
@@ -100,7 +100,7 @@ class ResultStore:
         cols = {row[1] for row in db.execute("PRAGMA table_info(results)")}
         if not _COLUMNS <= cols:
             db.close()
-            raise UserError(f"{self.path} has a results table that is not the advisor's "
+            raise AdvisorError(f"{self.path} has a results table that is not the advisor's "
                             f"(missing {', '.join(sorted(_COLUMNS - cols))})")
 
     def close(self) -> None:
@@ -129,14 +129,14 @@ class ResultStore:
                 ),
             )
         except sqlite3.Error as e:  # read-only file, full disk, locked past the busy timeout
-            raise UserError(f"results store {self.path}: cannot write: {e}") from None
+            raise AdvisorError(f"results store {self.path}: cannot write: {e}") from None
         return cur.rowcount == 1
 
     def _rows(self, sql: str, args: list | tuple) -> list[tuple]:
         try:
             return self._db.execute(sql, args).fetchall()
         except sqlite3.Error as e:  # a damaged file ("database disk image is malformed")
-            raise UserError(f"results store {self.path} cannot be read: {e}") from None
+            raise AdvisorError(f"results store {self.path} cannot be read: {e}") from None
 
     def _parse(self, rid, text) -> ProbeResult | None:
         """The row's result, or None (and the row named in self.invalid) when it does not validate."""
@@ -185,9 +185,9 @@ class ResultStore:
         if exact:
             return exact[0]
         if not rows:
-            raise UserError(f"no result with id {result_id!r}; 'advisor results list' shows the ids")
+            raise AdvisorError(f"no result with id {result_id!r}; 'advisor results list' shows the ids")
         if len(rows) > 1:
-            raise UserError(f"result id prefix {result_id!r} is ambiguous ({len(rows)} matches); give more characters")
+            raise AdvisorError(f"result id prefix {result_id!r} is ambiguous ({len(rows)} matches); give more characters")
         return rows[0]
 
     def get(self, result_id: str) -> ProbeResult:
@@ -195,7 +195,7 @@ class ResultStore:
         self.invalid = []
         r = self._parse(rid, text)
         if r is None:
-            raise UserError(f"{self.invalid[0][1]}; 'advisor results delete {safe_text(rid, 80)}' removes it")
+            raise AdvisorError(f"{self.invalid[0][1]}; 'advisor results delete {safe_text(rid, 80)}' removes it")
         return r
 
     def delete(self, result_ids: list[str]) -> list[str]:
@@ -210,7 +210,7 @@ class ResultStore:
         except sqlite3.Error as e:
             if self._db.in_transaction:
                 self._db.execute("ROLLBACK")
-            raise UserError(f"results store {self.path}: cannot delete: {e}") from None
+            raise AdvisorError(f"results store {self.path}: cannot delete: {e}") from None
         return full
 
     def count(self) -> int:

@@ -52,11 +52,11 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from advisor import rank as rk
-from advisor.jobspec import JobSpec
-from advisor.planner import build_plan
-from advisor.probeplan.inputs import PROBE_NOISE_SD, PROBE_TARGET_CI, probe_offers
-from advisor.references import Measurement, ReferenceSet, load_references
+from advisor.estimate.references import Measurement, ReferenceSet, load_references
+from advisor.recommend import rank as rk
+from advisor.recommend.jobspec import JobSpec
+from advisor.recommend.planner import build_plan
+from advisor.recommend.probeplan.inputs import PROBE_NOISE_SD, PROBE_TARGET_CI, probe_offers
 from catalog import accelerators as acc
 from catalog.io import load as load_catalog
 from catalog.models import OFFER_COLUMNS, Catalog, InstanceType, RegionOffers
@@ -318,7 +318,7 @@ def _pick(rng, choices):
 
 def old_probe_next(c: rk.Candidates, types: rk.TypeTable, best: int, objective: str, job: rk.Job,
                    offers: rk.OfferTable, limit: int = 5) -> list[tuple[int, int]]:
-    """The old plan, as advisor.rank.probe_next was before the value-of-information plan replaced
+    """The old plan, as advisor.recommend.rank.probe_next was before the value-of-information plan replaced
     it (main @ 6adde99): unmeasured types that could beat or match the best option within their
     bands, [(type index, offer index of its cheapest one-instance price)], cheapest probe first."""
     cost_lo, cost_hi = c.cost_band()

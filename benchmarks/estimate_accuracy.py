@@ -31,8 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from advisor.estimate.evaluate import check, out_of_fit_ratios
 from advisor.estimate.model import build
-from advisor.references import load_references
-from advisor.throughput import ThroughputModel
+from advisor.estimate.references import load_references
+from advisor.estimate.throughput import ThroughputModel
 from catalog.io import SNAPSHOT_PATH, load
 from lightning_module.workload_facts import FACTS
 

@@ -1,6 +1,6 @@
 """How `advisor recommend` scales.
 
-1. The ranking core (advisor.rank.evaluate + rank) on a synthetic problem of 1,300 instance
+1. The ranking core (advisor.recommend.rank.evaluate + rank) on a synthetic problem of 1,300 instance
    types x 30 regions x 2 markets and max-instances 16 (~1.25M candidates). Target: median
    <= 200 ms.
 2. The whole planner (throughput per type, offer columns, ranking) on a synthetic 1,300 x 30
@@ -31,7 +31,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from advisor import rank as rk
+from advisor.recommend import rank as rk
 from catalog.models import INTERRUPTION_BUCKETS
 from lightning_module.workload_facts import FACTS
 
@@ -81,8 +81,8 @@ def time_core(repeat: int) -> None:
 
 
 def time_planner(repeat: int) -> None:
-    from advisor.jobspec import JobSpec
-    from advisor.planner import build_plan
+    from advisor.recommend.jobspec import JobSpec
+    from advisor.recommend.planner import build_plan
     from catalog.io import SNAPSHOT_PATH, load
     from catalog.models import Catalog, InstanceType, RegionOffers
 
@@ -164,7 +164,7 @@ mark("import advisor.cli")
 parser = cli.build_parser()
 mark("build the parser (imports pydantic, the catalog and result models)")
 args = parser.parse_args(sys.argv[1:])
-import advisor.planner as pl, advisor.probeplan.inputs as pi, advisor.report as rp, advisor.throughput as tp
+import advisor.recommend.planner as pl, advisor.recommend.probeplan.inputs as pi, advisor.recommend.report as rp, advisor.estimate.throughput as tp
 import advisor.commands.recommend as rc
 mark("import numpy, the planner, estimator, probe plan, report")
 spans = {}

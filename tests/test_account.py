@@ -13,7 +13,7 @@ from botocore.stub import Stubber
 from advisor.ec2 import account
 from advisor.ec2.account import Account, Need, check, launch_refusals
 from advisor.ec2.quotas import CLASSES, quota_class
-from advisor.errors import UserError
+from advisor.errors import AdvisorError
 
 P_OD = "L-417A185B"
 G_OD = "L-DB2E81BA"
@@ -160,7 +160,7 @@ def test_a_refused_quota_api_is_a_warning_and_unknown(clients, acct, code, words
 def test_no_credentials_is_one_line(tmp_path, monkeypatch):
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
-    with pytest.raises(UserError, match="--check-account: no AWS credentials found"):
+    with pytest.raises(AdvisorError, match="--check-account: no AWS credentials found"):
         check([Need("g5.xlarge", "us-east-1", "on-demand", 1, 4)])
 
 

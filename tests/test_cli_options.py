@@ -18,8 +18,7 @@ from hypothesis import strategies as st
 from recommend_catalogs import write_catalog
 from unprivileged import run_as_reader, shared_dir
 
-from advisor.cli import build_parser
-from advisor.errors import EXIT_INTERNAL, EXIT_SIGINT, EXIT_USER
+from advisor.cli import EXIT_INTERNAL, EXIT_SIGINT, EXIT_USER, build_parser
 
 _DIR = Path(tempfile.mkdtemp(prefix="cli-options-"))
 CATALOG = write_catalog(_DIR / "cat.json")

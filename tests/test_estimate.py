@@ -13,7 +13,7 @@ from advisor.estimate.evaluate import check
 from advisor.estimate.fit import device_offset, fit
 from advisor.estimate.model import FLOPS, build
 from advisor.estimate.points import Point, gpu_device
-from advisor.references import REFERENCE_PATH, load_references
+from advisor.estimate.references import REFERENCE_PATH, load_references
 from catalog import accelerators as acc
 from catalog.io import SNAPSHOT_PATH, load
 

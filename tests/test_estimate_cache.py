@@ -14,11 +14,10 @@ import numpy as np
 import pytest
 from unprivileged import run_as_reader, shared_dir
 
-from advisor import references
-from advisor import throughput as tp
-from advisor.estimate import cache
+from advisor.estimate import cache, references
+from advisor.estimate import throughput as tp
 from advisor.estimate.model import build
-from advisor.references import REFERENCE_PATH, load_references
+from advisor.estimate.references import REFERENCE_PATH, load_references
 from catalog import accelerators as acc
 from catalog.io import SNAPSHOT_PATH, load
 

@@ -6,8 +6,8 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from advisor.errors import UserError
-from advisor.jobspec import parse_amount, parse_deadline, work_samples
+from advisor.errors import AdvisorError
+from advisor.recommend.jobspec import parse_amount, parse_deadline, work_samples
 
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=timezone.utc)
 
@@ -35,14 +35,14 @@ def test_naive_datetime_is_utc():
 
 @pytest.mark.parametrize("text", ["2026-11-20T12:00", "2020-01-01", "2026-11-21T12:00Z"])
 def test_past_deadline(text):
-    with pytest.raises(UserError, match="in the past"):
+    with pytest.raises(AdvisorError, match="in the past"):
         parse_deadline(text, NOW)
 
 
 @pytest.mark.parametrize("text", ["", "  ", "soon", "2", "36", "h", "d2", "2x", "P", "PT", "P2DT", "1d12", "-2d",
                                   "0h", "0d0h", "P0D", "2026-13-01", "P1Y", "nan", "inf", "1e400d"])
 def test_bad_deadlines(text):
-    with pytest.raises(UserError) as e:
+    with pytest.raises(AdvisorError) as e:
         parse_deadline(text, NOW)
     assert "\n" not in str(e.value)
 
@@ -55,7 +55,7 @@ def test_amounts(text, value):
 
 @pytest.mark.parametrize("text", ["0", "-1", "nan", "NaN", "inf", "-inf", "1e999", "abc", "", "M", "1e", "--5"])
 def test_bad_amounts(text):
-    with pytest.raises(UserError) as e:
+    with pytest.raises(AdvisorError) as e:
         parse_amount(text, "--budget")
     assert "--budget" in str(e.value) and "\n" not in str(e.value)
 
@@ -68,5 +68,5 @@ def test_work_from_epochs():
 @pytest.mark.parametrize("args", [(None, None, None), (None, "3", None), (None, None, "1000"), ("1e8", "3", "1000"),
                                   (None, "0", "1000"), ("0", None, None)])
 def test_bad_work(args):
-    with pytest.raises(UserError):
+    with pytest.raises(AdvisorError):
         work_samples(*args)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from advisor.probeplan import value as pv
+from advisor.recommend.probeplan import value as pv
 
 
 def econ(costs, hours=None, budget=1000.0, deadline=100.0, objective="cheapest", types=None):
@@ -145,7 +145,7 @@ def test_a_probes_duration_follows_the_probe_and_launch_defaults():
     # The duration model reads what `advisor probe` and `advisor launch` do by default: if a default
     # moves there, this fails rather than the plan pricing probes on stale numbers.
     from advisor.cli import build_parser
-    from advisor.probeplan import inputs as pi
+    from advisor.recommend.probeplan import inputs as pi
 
     parser = build_parser()
     probe = parser.parse_args(["probe"])

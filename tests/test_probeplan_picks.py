@@ -1,4 +1,4 @@
-"""The probe plan's batched pick evaluation (advisor/probeplan/picks.py) answers exactly what the
+"""The probe plan's batched pick evaluation (advisor/recommend/probeplan/picks.py) answers exactly what the
 plain one-probe-set-at-a-time evaluation answers: same pick in every world, for every objective,
 with ties, candidates with no figure, setup time, measured and fixed types."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from advisor.probeplan import picks as pk
-from advisor.probeplan import value as pv
+from advisor.recommend.probeplan import picks as pk
+from advisor.recommend.probeplan import value as pv
 
 
 def one_at_a_time(w: pv._Worlds, probed: list[int], wait_h: float) -> np.ndarray:

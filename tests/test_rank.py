@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from advisor import rank as rk
-from advisor import scaling as sc
+from advisor.estimate import scaling as sc
+from advisor.recommend import rank as rk
 
 NAN = math.nan
 

@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 from recommend_catalogs import make_catalog, write_catalog
 
-from advisor import rank as rk
-from advisor.jobspec import JobSpec
-from advisor.planner import build_plan
-from advisor.report import NOTE_WIDTH, duration, money
-from advisor.rows import build
+from advisor.recommend import rank as rk
+from advisor.recommend.jobspec import JobSpec
+from advisor.recommend.planner import build_plan
+from advisor.recommend.report import NOTE_WIDTH, duration, money
+from advisor.recommend.rows import build
 
 SNAPSHOT_JOB = ["--budget", "500", "--deadline", "2d", "--samples", "1e8"]
 
@@ -187,7 +187,7 @@ def non_dominated(h: np.ndarray, c: np.ndarray) -> set[tuple[float, float]]:
 
 
 def test_the_frontier_drawn_is_the_pareto_set_of_the_points_drawn():
-    from advisor.plot import plot_points
+    from advisor.recommend.plot import plot_points
 
     for plan in plans():
         rows = build(plan)
@@ -211,7 +211,7 @@ def test_rank_labels_do_not_overlap_each_other_or_the_labelled_points():
     import matplotlib.pyplot as plt
     from matplotlib.text import Annotation
 
-    from advisor.plot import draw
+    from advisor.recommend.plot import draw
 
     for plan in plans():
         rows = build(plan)
@@ -236,7 +236,7 @@ def test_rank_labels_do_not_overlap_each_other_or_the_labelled_points():
 
 
 def test_plot_of_a_hand_made_plan_has_its_options_ringed():
-    from advisor.plot import plot_points
+    from advisor.recommend.plot import plot_points
 
     plan = build_plan(make_catalog(), JobSpec(samples=1e7, budget_usd=1000, deadline_hours=48, objective="pareto"),
                       top=50)

@@ -10,7 +10,7 @@ import json
 import pytest
 
 from advisor.cli import main
-from advisor.references import REFERENCE_PATH, ReferenceError, load_references, loads
+from advisor.estimate.references import REFERENCE_PATH, ReferenceError, load_references, loads
 
 
 @pytest.fixture(scope="module")
@@ -142,7 +142,7 @@ def test_missing_directory_and_oversize_files(tmp_path, monkeypatch):
         load_references(tmp_path / "nope.json")
     with pytest.raises(ReferenceError, match="is a directory"):
         load_references(tmp_path)
-    from advisor import references
+    from advisor.estimate import references
 
     monkeypatch.setattr(references, "MAX_BYTES", 1000)
     big = tmp_path / "big.json"

@@ -10,11 +10,11 @@ import json
 import pytest
 from recommend_catalogs import make_catalog
 
-from advisor import report
 from advisor.commands.recommend import probe_commands
-from advisor.jobspec import JobSpec
-from advisor.planner import Plan, build_plan
-from advisor.rows import CandidateRow, ProbeRow, build
+from advisor.recommend import report
+from advisor.recommend.jobspec import JobSpec
+from advisor.recommend.planner import Plan, build_plan
+from advisor.recommend.rows import CandidateRow, ProbeRow, build
 
 
 def job(**over) -> JobSpec:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from test_probe_factories import make_result
 
-from advisor.errors import UserError
+from advisor.errors import AdvisorError
 from advisor.store import ResultStore
 
 TESTS = Path(__file__).parent
@@ -39,16 +39,16 @@ def test_unknown_and_ambiguous_ids_are_user_errors(tmp_path):
     with ResultStore(tmp_path / "r.db") as s:
         s.add(make_result(0, result_id="ab" + "0" * 30))
         s.add(make_result(1, result_id="ab" + "1" * 30))
-        with pytest.raises(UserError, match="ambiguous"):
+        with pytest.raises(AdvisorError, match="ambiguous"):
             s.get("ab")
-        with pytest.raises(UserError, match="no result"):
+        with pytest.raises(AdvisorError, match="no result"):
             s.get("zz")
 
 
 def test_a_file_that_is_not_sqlite_is_a_user_error(tmp_path):
     bad = tmp_path / "bad.db"
     bad.write_text("this is not a database, just text " * 100)
-    with pytest.raises(UserError, match="cannot be opened"):
+    with pytest.raises(AdvisorError, match="cannot be opened"):
         ResultStore(bad)
 
 
@@ -98,7 +98,7 @@ def test_id_prefix_is_literal_not_a_pattern(tmp_path):
     with ResultStore(tmp_path / "r.db") as s:
         s.add(make_result(0, result_id="ab" + "0" * 30))
         for pattern in ("%", "_", "a_"):
-            with pytest.raises(UserError, match="no result"):
+            with pytest.raises(AdvisorError, match="no result"):
                 s.get(pattern)
         assert s.get("ab").result_id.startswith("ab")
 
@@ -106,5 +106,5 @@ def test_id_prefix_is_literal_not_a_pattern(tmp_path):
 def test_a_store_that_cannot_be_written_is_a_user_error(tmp_path):
     with ResultStore(tmp_path / "r.db") as s:
         s._db.execute("PRAGMA query_only = ON")  # stands in for a read-only file (root ignores chmod)
-        with pytest.raises(UserError, match="cannot write"):
+        with pytest.raises(AdvisorError, match="cannot write"):
             s.add(make_result(0))

@@ -123,9 +123,9 @@ def test_the_store_opened_read_only_cannot_write(tmp_path):
     db_path = tmp_path / "r.db"
     ResultStore(db_path).close()
     with ResultStore(db_path, readonly=True) as s:
-        from advisor.errors import UserError
+        from advisor.errors import AdvisorError
 
-        with pytest.raises(UserError, match="cannot write"):
+        with pytest.raises(AdvisorError, match="cannot write"):
             s.add(make_result(0))
 
 

@@ -10,8 +10,8 @@ from recommend_catalogs import NOW, instance, make_catalog, probe_result
 
 from advisor.estimate.host import default_rate_per_process, default_rate_per_vcpu
 from advisor.estimate.points import instance_device
-from advisor.scaling import allreduce_seconds, overlap_efficiency
-from advisor.throughput import Exclusion, ThroughputModel
+from advisor.estimate.scaling import allreduce_seconds, overlap_efficiency
+from advisor.estimate.throughput import Exclusion, ThroughputModel
 from catalog.hardware import UP_TO_BASELINE_SHARE, sustained_network_gbps
 from catalog.io import SNAPSHOT_PATH, load
 from lightning_module.workload_facts import FACTS
@@ -138,7 +138,7 @@ def test_a_default_stack_row_informs_the_estimate_instead_of_standing_in_for_a_p
 
 def test_band_widens_with_distance(snapshot):
     """Inside the fitted range < beyond the fastest anchor < further beyond < another vendor's CPU."""
-    from advisor.references import ReferenceSet, load_references
+    from advisor.estimate.references import ReferenceSet, load_references
 
     refs = load_references()
     upto_h100 = ReferenceSet(schema_version=2, about="test: nothing above the H100",
@@ -211,7 +211,7 @@ def test_unknown_accelerator_is_excluded_not_guessed():
 
 
 def test_a_workload_without_rows_scales_by_flops_with_a_wider_band():
-    from advisor.references import ReferenceSet, load_references
+    from advisor.estimate.references import ReferenceSet, load_references
 
     # The builtin set has resnet18 rows (timm's RTX 3090 table): hide them.
     refs = load_references()
@@ -314,7 +314,7 @@ def test_a_user_probe_moves_its_neighbours(snapshot):
 def test_a_probe_of_a_kind_the_fit_never_saw_does_not_move_the_others(snapshot):
     """References with no CPU rows: a CPU is not estimated from GPUs, and a CPU probe does not
     drag the GPU estimates (there is no calibrated ratio between the kinds)."""
-    from advisor.references import ReferenceSet, load_references
+    from advisor.estimate.references import ReferenceSet, load_references
 
     refs = load_references()
     gpu_only = ReferenceSet(schema_version=2, about="test: GPU rows only",

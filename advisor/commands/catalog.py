@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 from catalog.regions import DEFAULT_REGIONS
 
 from .. import options as opt
-from ..errors import UserError
+from ..errors import AdvisorError
 from ..output import add_format_option, emit, safe_text, warn
 from .common import (
     add_catalog_options,
@@ -144,7 +144,7 @@ def cmd_refresh(args) -> int:
 
     regions = args.region or None
     if regions and "all" in regions and regions != ["all"]:
-        raise UserError("--region all cannot be combined with other regions")
+        raise AdvisorError("--region all cannot be combined with other regions")
     families = args.family or None
     path = check_writable(catalog_cache_path(), "catalog cache")  # before minutes of API calls
     try:  # the catalog being replaced: its interruption buckets stay if the advisor fetch fails

@@ -16,7 +16,7 @@ from catalog.io import SNAPSHOT_PATH, CatalogError, FileError, load, read_json_f
 from catalog.models import Catalog
 
 from .. import options as opt
-from ..errors import UserError
+from ..errors import AdvisorError
 from ..output import warn
 from ..paths import cache_dir, catalog_cache_path, default_store_path
 
@@ -55,7 +55,7 @@ class ListAction(argparse.Action):
         for x in new:  # the one rule for text from the command line (UTF-8, no control characters)
             try:
                 opt.check_text(x)
-            except UserError as e:
+            except AdvisorError as e:
                 parser.error(f"argument {option_string}: {e}")
         if not new:
             parser.error(f"argument {option_string}: give at least one value (a comma list, or repeat the option)")
@@ -104,7 +104,7 @@ def add_type_filter_options(parser) -> None:
 
 def type_filter(args) -> TypeFilter:
     if args.min_gpus < 0:
-        raise UserError(f"--min-gpus must be 0 or more, got {args.min_gpus}")
+        raise AdvisorError(f"--min-gpus must be 0 or more, got {args.min_gpus}")
     return TypeFilter(families=tuple(args.family), accelerators=tuple(args.accelerator),
                       arch=args.arch, min_gpus=args.min_gpus)
 
@@ -146,7 +146,7 @@ def load_catalog(args) -> Catalog:
     try:
         cat = load(path)
     except CatalogError as e:
-        raise UserError(str(e)) from None
+        raise AdvisorError(str(e)) from None
     age_days = (datetime.now(timezone.utc) - cat.fetched_at).total_seconds() / 86400
     if age_days > max_age and _first_warning_today(path, cat):
         warn(

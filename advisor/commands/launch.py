@@ -9,7 +9,7 @@ import shlex
 import sys
 
 from ..ec2 import MAX_INSTANCES, MAX_MINUTES
-from ..errors import UserError
+from ..errors import AdvisorError
 from ..output import add_format_option, emit, warn
 from .common import add_catalog_options, add_list_option, load_catalog, one_region
 
@@ -69,13 +69,13 @@ def _request(args):
     from ..ec2.plan import LaunchRequest
 
     if not args.instance_type:
-        raise UserError("launch needs --instance-type A,B,... (or a subcommand: status RUN_ID, cancel RUN_ID)")
+        raise AdvisorError("launch needs --instance-type A,B,... (or a subcommand: status RUN_ID, cancel RUN_ID)")
     if not args.s3:
-        raise UserError("launch needs --s3 s3://bucket/prefix for the package and the results")
+        raise AdvisorError("launch needs --s3 s3://bucket/prefix for the package and the results")
     try:
         probe_args = shlex.split(args.probe_args)
     except ValueError as e:
-        raise UserError(f"--probe-args: {e}") from None
+        raise AdvisorError(f"--probe-args: {e}") from None
     check_probe_args(args.workload, probe_args)
     return LaunchRequest(
         instance_types=args.instance_type,
@@ -96,7 +96,7 @@ def _request(args):
 
 class _ProbeArgsParser(argparse.ArgumentParser):
     def error(self, message: str):
-        raise UserError(f"--probe-args: {message}")
+        raise AdvisorError(f"--probe-args: {message}")
 
 
 def check_probe_args(workload: str, probe_args: list[str]) -> None:
@@ -115,16 +115,16 @@ def check_probe_args(workload: str, probe_args: list[str]) -> None:
         with contextlib.redirect_stdout(io.StringIO()):
             ns = sub.choices["probe"].parse_args(argv)
     except SystemExit:  # --help: argparse printed (to nowhere) and exited
-        raise UserError("--probe-args: --help is not a probe setting") from None
+        raise AdvisorError("--probe-args: --help is not a probe setting") from None
     for dest, (opt, value) in set_by_launch.items():
         if getattr(ns, dest) != value:
-            raise UserError(f"--probe-args must not contain {opt}: launch sets it")
+            raise AdvisorError(f"--probe-args must not contain {opt}: launch sets it")
 
 
 def _catalog_or_none(args):
     try:
         return load_catalog(args)
-    except UserError as e:
+    except AdvisorError as e:
         warn(f"prices unknown: {e}")
         return None
 
@@ -142,7 +142,7 @@ def _warn_unsupported_accelerators(catalog, types: list[str]) -> None:
 
 def confirm(question: str) -> bool:
     if not sys.stdin or not sys.stdin.isatty():
-        raise UserError("refusing to launch without confirmation: stdin is not a terminal; pass --yes")
+        raise AdvisorError("refusing to launch without confirmation: stdin is not a terminal; pass --yes")
     print(f"{question} [y/N] ", end="", file=sys.stderr, flush=True)
     answer = sys.stdin.readline().strip().lower()
     return answer in ("y", "yes")
@@ -158,7 +158,7 @@ def handle_launch(args) -> int:
     catalog = _catalog_or_none(args)
     plan = plan_launch(req, catalog)
     if len(plan) == 1 and plan[0].check_error and not args.dry_run:  # one type, refused: one line
-        raise UserError(f"{plan[0].instance_type}: {plan[0].check_error}; nothing launched")
+        raise AdvisorError(f"{plan[0].instance_type}: {plan[0].check_error}; nothing launched")
     if not req.ami:
         _warn_unsupported_accelerators(catalog, req.instance_types)
     # A real launch prints the plan as part of the confirmation, on stderr, so stdout carries
@@ -176,7 +176,7 @@ def handle_launch(args) -> int:
               f"if every one runs its full {req.max_minutes} minutes; nothing launched", file=sys.stderr)
         return 0 if ok else 1
     if not ok:
-        raise UserError("no instance type passed the checks (quota, AMI, EC2 DryRun); nothing launched")
+        raise AdvisorError("no instance type passed the checks (quota, AMI, EC2 DryRun); nothing launched")
     if not args.yes and not confirm(
         f"Start {len(ok)} {req.market} instance(s) in {req.region} for at most {req.max_minutes} "
         f"minutes each (max cost {total})?"

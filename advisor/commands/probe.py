@@ -15,7 +15,7 @@ from lightning_module.options import EXTENSION_RUNGS, TUNING_RUNGS
 from lightning_module.result import BUILTIN_MODELS, WorkloadSpec
 
 from .. import options as opt
-from ..errors import UserError
+from ..errors import AdvisorError
 from ..output import add_format_option, emit
 from .common import add_list_option, add_store_option, open_store
 
@@ -105,7 +105,7 @@ def _spec(args):
             batch_size=args.batch_size or args.start_batch_size, batch_size_fixed=args.batch_size is not None,
         )
     except ValidationError as e:
-        raise UserError(e.errors()[0]["msg"].removeprefix("Value error, ")) from None
+        raise AdvisorError(e.errors()[0]["msg"].removeprefix("Value error, ")) from None
 
 
 def ci_text(samples_per_sec: float, ci_low: float, ci_high: float) -> str:
@@ -181,7 +181,7 @@ def _write_result(path: Path, result) -> None:
     try:
         save_atomic(result, path, indent=2)  # removes its temporary file on any failure, Ctrl-C too
     except OSError as e:
-        raise UserError(f"cannot write {path}: {e.strerror or e}") from None
+        raise AdvisorError(f"cannot write {path}: {e.strerror or e}") from None
 
 
 class SignalStop:
@@ -237,15 +237,15 @@ def _check_profile_dir(text: str) -> None:
     """Found out now, not after the minutes of measuring the trace was to come from."""
     prof = Path(text)
     if prof.exists() and not prof.is_dir():
-        raise UserError(f"--profile {prof} is a file; give a new or empty directory for the trace")
+        raise AdvisorError(f"--profile {prof} is a file; give a new or empty directory for the trace")
     if prof.is_dir() and any(prof.iterdir()):
-        raise UserError(f"--profile {prof} is not empty; give a new or empty directory, so the trace is this probe's alone")
+        raise AdvisorError(f"--profile {prof} is not empty; give a new or empty directory, so the trace is this probe's alone")
     try:
         prof.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        raise UserError(f"--profile {prof}: cannot create it: {e.strerror or e}") from None
+        raise AdvisorError(f"--profile {prof}: cannot create it: {e.strerror or e}") from None
     if not os.access(prof, os.W_OK):
-        raise UserError(f"--profile {prof} is not writable")
+        raise AdvisorError(f"--profile {prof} is not writable")
 
 
 # What `advisor probe` trains with: the `probe` extra (pyproject.toml), import name -> distribution.
@@ -258,7 +258,7 @@ def require_probe_extra() -> None:
 
     missing = [dist for mod, dist in PROBE_MODULES.items() if find_spec(mod) is None]
     if missing:
-        raise UserError(f"advisor probe needs {', '.join(PROBE_MODULES.values())}; this installation lacks "
+        raise AdvisorError(f"advisor probe needs {', '.join(PROBE_MODULES.values())}; this installation lacks "
                         f"{', '.join(missing)}: pip install 'instance-advisor[probe]' (in a checkout: pip install -e '.[probe]')")
 
 
@@ -269,15 +269,15 @@ def handle(args) -> int:
     spec = _spec(args)
     out_path = Path(args.output) if args.output else None
     if out_path is not None and out_path.is_dir():
-        raise UserError(f"--output {out_path} is a directory; give a file name")
+        raise AdvisorError(f"--output {out_path} is a directory; give a file name")
     if out_path is not None:
         # Found out now, not after the minutes of measuring that the file was to hold.
         try:
             out_path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as e:
-            raise UserError(f"--output {out_path}: cannot create {out_path.parent}: {e.strerror or e}") from None
+            raise AdvisorError(f"--output {out_path}: cannot create {out_path.parent}: {e.strerror or e}") from None
         if not os.access(out_path.parent, os.W_OK):
-            raise UserError(f"--output {out_path}: {out_path.parent} is not writable")
+            raise AdvisorError(f"--output {out_path}: {out_path.parent} is not writable")
     if args.profile:
         _check_profile_dir(args.profile)
 
@@ -297,7 +297,7 @@ def handle(args) -> int:
     try:
         accelerator = probe.preflight(opts)
     except WorkloadError as e:
-        raise UserError(str(e)) from None
+        raise AdvisorError(str(e)) from None
     rank0 = is_global_zero()
 
     def say(line: str) -> None:
@@ -315,7 +315,7 @@ def handle(args) -> int:
                 result = probe.run_probe(opts, on_rung=lambda r, base: say(_rung_line(r, base)),
                                          on_leg=lambda name, m: say(_leg_line(name, m)))
             except WorkloadError as e:
-                raise UserError(str(e)) from None
+                raise AdvisorError(str(e)) from None
             except LadderFailed as e:
                 print(f"advisor: error: probe failed, nothing stored: {e}", file=sys.stderr)
                 return 1

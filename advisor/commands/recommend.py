@@ -10,8 +10,8 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from .. import options as opt
-from ..jobspec import JobSpec, parse_budget, parse_deadline, work_samples
 from ..output import FORMATS, warn
+from ..recommend.jobspec import JobSpec, parse_budget, parse_deadline, work_samples
 from .common import (
     add_catalog_options,
     add_list_option,
@@ -24,7 +24,7 @@ from .common import (
 )
 
 if TYPE_CHECKING:
-    from ..rows import CandidateRow, ProbeRow, Rows
+    from ..recommend.rows import CandidateRow, ProbeRow, Rows
 
 log = logging.getLogger(__name__)
 
@@ -127,13 +127,13 @@ def load_measurements(args, workload_id: str) -> list:
 def handle(args) -> int:
     job = job_from_args(args)
     if args.plot:  # refused before anything is computed or printed
-        from ..plot import check_target
+        from ..recommend.plot import check_target
 
         check_target(args.plot)
     catalog = load_catalog(args)
-    from ..planner import build_plan, workload_spec
-    from ..report import write
-    from ..rows import build
+    from ..recommend.planner import build_plan, workload_spec
+    from ..recommend.report import write
+    from ..recommend.rows import build
 
     spec = workload_spec(job)  # its id picks the measurements; build_plan checks the filters
     measurements = load_measurements(args, spec.workload_id)
@@ -146,7 +146,7 @@ def handle(args) -> int:
                               only=args.obtainable_only, top=args.top)
     write(plan, rows, args.format, probe_commands=probe_commands(job, rows.probes), show_excluded=args.show_excluded)
     if args.plot:
-        from ..plot import plot_plan
+        from ..recommend.plot import plot_plan
 
         plot_plan(plan, rows, args.plot)
         if args.format == "table":

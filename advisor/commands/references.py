@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from ..errors import UserError
+from ..errors import AdvisorError
 from ..output import add_format_option, emit
 from .common import add_list_option
 
@@ -44,7 +44,7 @@ def add_references_option(parser) -> None:
 
 def load(args):
     """The dataset --references names (default: the shipped one); a bad file is a one-line error."""
-    from ..references import load_references
+    from ..estimate.references import load_references
 
     return load_references(getattr(args, "references", None))
 
@@ -68,7 +68,7 @@ def _check_known(what: str, wanted: list[str], have: set[str]) -> None:
     known = {h.lower() for h in have}
     unknown = [w for w in wanted if w.lower() not in known]
     if unknown:
-        raise UserError(f"no reference rows for {what} {', '.join(map(repr, unknown))} "
+        raise AdvisorError(f"no reference rows for {what} {', '.join(map(repr, unknown))} "
                         f"(the dataset has: {', '.join(sorted(have, key=str.lower))})")
 
 

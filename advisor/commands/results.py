@@ -8,7 +8,7 @@ from catalog.io import FileError, read_bytes
 from lightning_module.result import ResultError, parse_results
 
 from .. import options as opt
-from ..errors import UserError
+from ..errors import AdvisorError
 from ..output import add_format_option, emit, error
 from .common import add_list_option, add_store_option, open_store, read_store, store_path
 from .probe import (
@@ -137,7 +137,7 @@ def handle_list(args) -> int:
 def handle_show(args) -> int:
     store = read_store(args)
     if store is None:
-        raise UserError(f"no result with id {args.result_id!r}: nothing is stored yet")
+        raise AdvisorError(f"no result with id {args.result_id!r}: nothing is stored yet")
     with store:
         r = store.get(args.result_id)
     if args.format == "json":

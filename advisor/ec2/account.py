@@ -25,7 +25,7 @@ from catalog import awscall
 from catalog.io import read_json_file
 from catalog.models import RESERVATION_NOTE
 
-from ..errors import UserError
+from ..errors import AdvisorError
 from ..paths import cache_dir
 from . import aws
 from .quotas import Quota, find, quota_class
@@ -94,7 +94,7 @@ def _credentials_key(purpose: str = "--check-account") -> str:
     except awscall.errors() as e:
         raise aws.user_error(e, purpose) from None
     if creds is None:
-        raise UserError(f"{purpose}: no AWS credentials found (set AWS_PROFILE or run 'aws configure'"
+        raise AdvisorError(f"{purpose}: no AWS credentials found (set AWS_PROFILE or run 'aws configure'"
                         f"{'; or leave --check-account out to rank offline' if purpose == '--check-account' else ''})")
     return hashlib.sha256(creds.get_frozen_credentials().access_key.encode()).hexdigest()[:16]
 

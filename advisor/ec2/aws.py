@@ -13,12 +13,12 @@ from urllib.parse import urlsplit
 
 from catalog import awscall
 
-from ..errors import UserError
+from ..errors import AdvisorError
 
 
 def client(service: str, region: str | None, **config: Any):
     """A client with the project's timeouts, retries and guard (catalog/awscall.py). Credentials
-    are resolved here: missing or partial ones are a one-line UserError."""
+    are resolved here: missing or partial ones are a one-line AdvisorError."""
     try:
         return awscall.make_client(service, region, **config)
     except awscall.errors() as e:
@@ -40,10 +40,10 @@ def error_line(e: Exception) -> str:
     return " ".join(str(e).split()) or type(e).__name__
 
 
-def user_error(e: BaseException, doing: str, denied_hint: str = "") -> UserError:
-    """One-line UserError for an AWS failure while `doing` (the translation is awscall.explain,
+def user_error(e: BaseException, doing: str, denied_hint: str = "") -> AdvisorError:
+    """One-line AdvisorError for an AWS failure while `doing` (the translation is awscall.explain,
     shared with the catalog refresh)."""
-    return UserError(awscall.explain(e, doing, denied_hint=denied_hint))
+    return AdvisorError(awscall.explain(e, doing, denied_hint=denied_hint))
 
 
 def default_region(region: str | None) -> str:
@@ -56,7 +56,7 @@ def default_region(region: str | None) -> str:
     except awscall.errors() as e:  # AWS_PROFILE names no profile
         raise user_error(e, "AWS configuration") from None
     if not r:
-        raise UserError("no AWS region: pass --region or set AWS_DEFAULT_REGION")
+        raise AdvisorError("no AWS region: pass --region or set AWS_DEFAULT_REGION")
     return r
 
 
@@ -77,10 +77,10 @@ _BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]$")
 
 def parse_s3_url(url: str) -> S3Location:
     if not url.startswith("s3://"):
-        raise UserError(f"{url!r} is not an S3 URL: expected s3://bucket/prefix")
+        raise AdvisorError(f"{url!r} is not an S3 URL: expected s3://bucket/prefix")
     bucket, _, prefix = url[5:].partition("/")
     if not _BUCKET_RE.match(bucket):
-        raise UserError(f"{url!r}: {bucket!r} is not a valid S3 bucket name")
+        raise AdvisorError(f"{url!r}: {bucket!r} is not a valid S3 bucket name")
     return S3Location(bucket, prefix.strip("/"))
 
 
@@ -99,9 +99,9 @@ def s3_client_for(bucket: str, region: str | None):
         headers = e.response.get("ResponseMetadata", {}).get("HTTPHeaders", {})
         bucket_region = headers.get("x-amz-bucket-region")
         if error_code(e) in ("404", "NoSuchBucket"):
-            raise UserError(f"S3 bucket {bucket!r} does not exist") from None
+            raise AdvisorError(f"S3 bucket {bucket!r} does not exist") from None
         if error_code(e) in ("403", "AccessDenied"):
-            raise UserError(f"S3 bucket {bucket!r}: access denied (need s3:ListBucket, s3:GetObject, s3:PutObject)") from None
+            raise AdvisorError(f"S3 bucket {bucket!r}: access denied (need s3:ListBucket, s3:GetObject, s3:PutObject)") from None
         if not bucket_region:
             raise user_error(e, f"S3 bucket {bucket!r}") from None
     except BotoCoreError as e:

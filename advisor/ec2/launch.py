@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ..errors import UserError
+from ..errors import AdvisorError
 from . import aws
 from . import manifest as manifests
 from .aws import error_code, error_line
@@ -70,7 +70,7 @@ def execute(
     """Upload the package, write the manifest, start one instance per planned type."""
     to_launch = [p for p in plan if p.check_error is None]
     if not to_launch:
-        raise UserError("no instance type passed the checks (quota, AMI, EC2 DryRun); nothing launched")
+        raise AdvisorError("no instance type passed the checks (quota, AMI, EC2 DryRun); nothing launched")
     run_id = run_id or manifests.new_run_id()
     s3 = aws.s3_client_for(req.s3.bucket, req.region)
     package_key, spec = upload_package(s3, req, run_id)
@@ -102,9 +102,9 @@ def upload_package(s3, req: LaunchRequest, run_id: str) -> tuple[str | None, str
         except (ClientError, BotoCoreError) as e:
             raise aws.user_error(e, f"uploading the package to {req.s3}") from None
         except S3UploadFailedError as e:  # the transfer manager's wrapper of client errors
-            raise UserError(f"uploading the package to {req.s3}: {error_line(e)}") from None
+            raise AdvisorError(f"uploading the package to {req.s3}: {error_line(e)}") from None
         except OSError as e:  # the wheel went away since it was checked
-            raise UserError(f"--package {wheel}: {e.strerror or e}") from None
+            raise AdvisorError(f"--package {wheel}: {e.strerror or e}") from None
     return package_key, None
 
 
@@ -195,7 +195,7 @@ def find_instances(ec2, run_id: str, states: list[str] | None = None) -> list[di
 
     # EC2 reads * and ? in filter values as wildcards: `cancel '*'` would reach every run.
     if not run_id or any(c in run_id for c in "*?\\"):
-        raise UserError(f"invalid run id {run_id!r}")
+        raise AdvisorError(f"invalid run id {run_id!r}")
     filters = [{"Name": f"tag:{TAG_RUN}", "Values": [run_id]}, {"Name": f"tag:{TAG_ROLE}", "Values": [ROLE_PROBE]}]
     if states:
         filters.append({"Name": "instance-state-name", "Values": states})
@@ -264,7 +264,7 @@ def run_status(run_id: str, region: str | None) -> list[dict[str, Any]]:
             "error": (inst.get("StateReason") or {}).get("Message") if inst["State"]["Name"] == "terminated" else None,
         })
     if not rows:
-        raise UserError(f"no instances tagged {TAG_RUN}={run_id} in {region} and no local manifest for that run")
+        raise AdvisorError(f"no instances tagged {TAG_RUN}={run_id} in {region} and no local manifest for that run")
     return rows
 
 

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from catalog.io import read_json_file, save_atomic
 from catalog.models import NAME_PATTERN
 
-from ..errors import UserError
+from ..errors import AdvisorError
 from ..paths import data_dir
 from .aws import S3Location
 
@@ -89,7 +89,7 @@ def manifest_path(run_id: str) -> Path:
     # As new_run_id() writes them (20261121-070000-ab12cd): never "..", ".x", "a/b", nor a name
     # too long for the file system.
     if not re.fullmatch(NAME_PATTERN, run_id):
-        raise UserError(f"invalid run id {run_id[:80]!r}")
+        raise AdvisorError(f"invalid run id {run_id[:80]!r}")
     return runs_dir() / f"{run_id}.json"
 
 
@@ -104,11 +104,11 @@ def load(run_id: str) -> RunManifest | None:
     path = manifest_path(run_id)
     if not path.exists():
         return None
-    doc = read_json_file(path, "run manifest", MANIFEST_MAX_BYTES, UserError)
+    doc = read_json_file(path, "run manifest", MANIFEST_MAX_BYTES, AdvisorError)
     try:
         return RunManifest.model_validate(doc)
     except ValidationError as e:
-        raise UserError(f"run manifest {path} is not valid: {e.errors()[0]['msg']}") from None
+        raise AdvisorError(f"run manifest {path} is not valid: {e.errors()[0]['msg']}") from None
 
 
 def list_run_ids() -> list[str]:

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ..errors import UserError
+from ..errors import AdvisorError
 
 _WHEEL_NAME_RE = re.compile(r"[A-Za-z0-9_.]+-[A-Za-z0-9_.!+]+(-\d[A-Za-z0-9_.]*)?(-[A-Za-z0-9_.]+){3}\.whl")
 
@@ -23,14 +23,14 @@ def check_package(package: str) -> None:
     if is_local_package(package):
         wheel = Path(package)
         if wheel.suffix != ".whl":
-            raise UserError(f"--package {package}: a local package must be a .whl file")
+            raise AdvisorError(f"--package {package}: a local package must be a .whl file")
         if not _WHEEL_NAME_RE.fullmatch(wheel.name):
-            raise UserError(f"--package {package}: {wheel.name!r} is not a wheel file name "
+            raise AdvisorError(f"--package {package}: {wheel.name!r} is not a wheel file name "
                             "(name-version-python-abi-platform.whl), which pip on the instance would refuse")
         if not wheel.is_file():
-            raise UserError(f"--package {package}: no such wheel file")
+            raise AdvisorError(f"--package {package}: no such wheel file")
     elif not package.strip() or any(c in package for c in "\n\r\0"):
-        raise UserError(f"--package {package!r} is not a pip requirement")
+        raise AdvisorError(f"--package {package!r} is not a pip requirement")
 
 
 def project_root() -> Path | None:
@@ -50,7 +50,7 @@ def build_wheel(dest: Path) -> Path:
     leaves no build/ or egg-info behind in the user's checkout."""
     root = project_root()
     if root is None:
-        raise UserError("this advisor is not installed from a source tree: pass --package (a wheel or a pip requirement)")
+        raise AdvisorError("this advisor is not installed from a source tree: pass --package (a wheel or a pip requirement)")
     src = dest / "src"
     src.mkdir(parents=True)
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
@@ -70,7 +70,7 @@ def build_wheel(dest: Path) -> Path:
     wheels = sorted(out.glob("*.whl")) if out.is_dir() else []
     if proc.returncode != 0 or not wheels:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no wheel produced"]
-        raise UserError(f"building the wheel failed: {tail[0]}; pass --package to use a built one")
+        raise AdvisorError(f"building the wheel failed: {tail[0]}; pass --package to use a built one")
     return wheels[0]
 
 

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import UserError
+from ..errors import AdvisorError
 from ..output import warn
 from . import MAX_INSTANCES, MAX_MINUTES, aws
 from .aws import S3Location, error_code, error_line
@@ -90,25 +90,25 @@ _RESERVED_PROBE_ARGS = ("--workload", "--instance-type", "--output")
 def validate_request(req: LaunchRequest) -> None:
     types = req.instance_types
     if not types:
-        raise UserError("--instance-type is empty: give one or more types, e.g. g5.xlarge,g6.xlarge")
+        raise AdvisorError("--instance-type is empty: give one or more types, e.g. g5.xlarge,g6.xlarge")
     dupes = sorted({t for t in types if types.count(t) > 1})
     if dupes:
-        raise UserError(f"--instance-type names {dupes[0]} more than once")
+        raise AdvisorError(f"--instance-type names {dupes[0]} more than once")
     bad = [t for t in types if not re.fullmatch(r"[a-z0-9][a-z0-9\-]*\.[a-z0-9\-]+", t)]
     if bad:
-        raise UserError(f"{bad[0]!r} is not an instance type name (like g5.xlarge)")
+        raise AdvisorError(f"{bad[0]!r} is not an instance type name (like g5.xlarge)")
     if len(types) > req.max_instances:
-        raise UserError(
+        raise AdvisorError(
             f"{len(types)} instance types would start {len(types)} instances, more than "
             f"--max-instances {req.max_instances}; raise --max-instances if you mean it"
         )
     if req.package is not None:
         check_package(req.package)
     if req.max_minutes < 5 or req.max_minutes > 24 * 60:
-        raise UserError(f"--max-minutes {req.max_minutes} is out of range (5 to 1440)")
+        raise AdvisorError(f"--max-minutes {req.max_minutes} is out of range (5 to 1440)")
     for a in req.probe_args:
         if a.split("=", 1)[0] in _RESERVED_PROBE_ARGS:
-            raise UserError(f"--probe-args must not contain {a.split('=', 1)[0]}: launch sets it")
+            raise AdvisorError(f"--probe-args must not contain {a.split('=', 1)[0]}: launch sets it")
     from pydantic import ValidationError
 
     from lightning_module.result import WorkloadSpec
@@ -116,7 +116,7 @@ def validate_request(req: LaunchRequest) -> None:
     try:
         WorkloadSpec(model=req.workload)
     except ValidationError as e:
-        raise UserError(str(e.errors()[0]["msg"]).removeprefix("Value error, ")) from None
+        raise AdvisorError(str(e.errors()[0]["msg"]).removeprefix("Value error, ")) from None
 
 
 
@@ -133,13 +133,13 @@ def describe_types(ec2, types: list[str]) -> dict[str, tuple[str, int]]:
                 archs[it["InstanceType"]] = (arch, int(it.get("VCpuInfo", {}).get("DefaultVCpus") or 0))
     except ClientError as e:
         if error_code(e) == "InvalidInstanceType":
-            raise UserError(error_line(e)) from None
+            raise AdvisorError(error_line(e)) from None
         raise aws.user_error(e, "describing instance types") from None
     except BotoCoreError as e:
         raise aws.user_error(e, "describing instance types") from None
     missing = [t for t in types if t not in archs]
     if missing:
-        raise UserError(f"instance type {missing[0]} is not offered in {ec2.meta.region_name}")
+        raise AdvisorError(f"instance type {missing[0]} is not offered in {ec2.meta.region_name}")
     return archs
 
 
@@ -160,12 +160,12 @@ def resolve_dlami(ssm, arch: str) -> tuple[str, str]:
                     if best is None or key > best[0]:
                         best = (key, p["Value"], p["Name"])
     except (ClientError, BotoCoreError) as e:
-        raise UserError(
+        raise AdvisorError(
             f"cannot look up the Deep Learning AMI for {arch} ({error_line(e)}); "
             "grant ssm:GetParametersByPath or pass --ami"
         ) from None
     if best is None:
-        raise UserError(
+        raise AdvisorError(
             f"no PyTorch Deep Learning AMI parameter under {DLAMI_PARAMETER_PATH.format(arch=arch)} "
             f"in {ssm.meta.region_name}; pass --ami"
         )
@@ -243,7 +243,7 @@ def run_instances_params(
 
 
 def dry_run_check(ec2, params: dict[str, Any]) -> str | None:
-    """EC2's own permission and parameter check. Raises UserError when the caller may not
+    """EC2's own permission and parameter check. Raises AdvisorError when the caller may not
     launch at all; returns an error line (not raised) when only this type is refused."""
     from botocore.exceptions import BotoCoreError, ClientError
 
@@ -255,7 +255,7 @@ def dry_run_check(ec2, params: dict[str, Any]) -> str | None:
             return None
         if code in ("UnauthorizedOperation", "AuthFailure", "UnrecognizedClientException",
                     "InvalidClientTokenId", "ExpiredToken", "RequestExpired"):
-            raise UserError(f"not allowed to launch instances: {error_line(e)}") from None
+            raise AdvisorError(f"not allowed to launch instances: {error_line(e)}") from None
         return error_line(e)
     except BotoCoreError as e:
         raise aws.user_error(e, "EC2 dry-run check") from None
@@ -280,7 +280,7 @@ def describe_amis(ec2, amis: set[str]) -> dict[str, AmiFacts]:
         images = ec2.describe_images(ImageIds=sorted(amis))["Images"]
     except ClientError as e:
         if error_code(e).startswith("InvalidAMIID"):
-            raise UserError(f"AMI not found in {ec2.meta.region_name}: {error_line(e)}") from None
+            raise AdvisorError(f"AMI not found in {ec2.meta.region_name}: {error_line(e)}") from None
         log.warning("cannot describe %s (%s): root volumes keep the AMI's DeleteOnTermination", sorted(amis), error_line(e))
         return {}
     except BotoCoreError as e:

@@ -20,7 +20,7 @@ from catalog.io import parse_json
 from catalog.models import NAME_PATTERN
 from lightning_module.result import ResultError, parse_result
 
-from ..errors import UserError
+from ..errors import AdvisorError
 from ..output import safe_text
 from . import aws
 from . import manifest as manifests
@@ -101,10 +101,10 @@ def _expected_types(s3, loc: S3Location, run_id: str, keys: set[str]) -> tuple[l
     if run_key in keys:
         where = f"s3://{loc.bucket}/{run_key}"
         try:
-            doc = parse_json(_get(s3, loc.bucket, run_key, limit=MAX_RESULT_BYTES), where, UserError)
+            doc = parse_json(_get(s3, loc.bucket, run_key, limit=MAX_RESULT_BYTES), where, AdvisorError)
             m = manifests.RunManifest.model_validate(doc)
             return [e.instance_type for e in m.entries if _our_name(e.instance_type)], {}
-        except (ValueError, RecursionError) as e:  # UserError, ResultError, ValidationError
+        except (ValueError, RecursionError) as e:  # AdvisorError, ResultError, ValidationError
             log.warning("%s is not a run manifest: %s", safe_text(where), safe_text(error_line(e)))
     return [], {}
 
@@ -132,10 +132,10 @@ def pull(loc: S3Location, store, run_id: str | None = None, region: str | None =
     if run_id:
         seen.setdefault(run_id, [])
     if not keys and not (run_id and manifests.load(run_id)):
-        raise UserError(f"nothing under {loc}{'/' + run_id if run_id else ''}: no launched run has written there")
+        raise AdvisorError(f"nothing under {loc}{'/' + run_id if run_id else ''}: no launched run has written there")
 
     if not seen:
-        raise UserError(f"no probe runs under {loc}: expected <run_id>/run.json or <run_id>/<type>/result.json keys")
+        raise AdvisorError(f"no probe runs under {loc}: expected <run_id>/run.json or <run_id>/<type>/result.json keys")
     rows: list[PullRow] = []
     for rid in sorted(seen):
         if not _our_name(rid):
@@ -150,7 +150,7 @@ def pull(loc: S3Location, store, run_id: str | None = None, region: str | None =
                 continue
             try:
                 rows.append(_pull_one(s3, loc, store, rid, t, keys, launch_errors.get(t)))
-            except UserError as e:  # this object could not be downloaded: said, and the others pulled
+            except AdvisorError as e:  # this object could not be downloaded: said, and the others pulled
                 rows.append(PullRow(run_id=rid, instance_type=t, status="corrupt", detail=str(e)))
     return rows
 

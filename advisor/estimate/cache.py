@@ -34,13 +34,13 @@ import numpy as np
 from catalog import accelerators as acc
 from catalog.io import FileError, parse_json, read_bytes, write_atomic
 
-from .. import references
 from ..paths import cache_dir
-from ..references import Measurement
+from . import references
 from .calibrate import Efficiency
 from .fit import Fit
 from .model import Bands, CrossDeviceModel, build
 from .points import Device, Point
+from .references import Measurement
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ KEEP = 8  # entries kept (a team's own reference files each have theirs); the ol
 MAX_BYTES = 16 * 2**20
 # The modules whose code computes the model (or the rows and devices it is computed from).
 SOURCES = ("advisor.estimate.model", "advisor.estimate.fit", "advisor.estimate.calibrate",
-           "advisor.estimate.points", "advisor.estimate.cache", "advisor.references", "catalog.accelerators",
+           "advisor.estimate.points", "advisor.estimate.cache", "advisor.estimate.references", "catalog.accelerators",
            "catalog.hardware", "catalog.models", "lightning_module.workload_facts")
 
 

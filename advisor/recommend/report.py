@@ -1,5 +1,5 @@
 """Rows for people and for pipes from a Plan: ranked candidates, the closest ones when nothing
-fits, exclusions and the probe plan. The rows come typed from advisor.rows; this module only
+fits, exclusions and the probe plan. The rows come typed from advisor.recommend.rows; this module only
 formats them."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from pydantic import BaseModel, ConfigDict
 
 from catalog.models import RESERVATION_NOTE
 
+from ..output import emit
 from .jobspec import JobSpec
-from .output import emit
 from .planner import Plan, bucket_label
 from .rows import CandidateRow, Outlook, ProbeRow, ProbeSummary, Rows
 

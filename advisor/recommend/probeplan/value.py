@@ -69,7 +69,7 @@ class Economics:
                          self.deadline, self.objective)
 
     def fits(self, cost, pess, wait_h: float = 0.0) -> np.ndarray:
-        """recommend's feasibility rule (advisor.rank.feasible_mask), the deadline less `wait_h`."""
+        """recommend's feasibility rule (advisor.recommend.rank.feasible_mask), the deadline less `wait_h`."""
         return rk.feasible_mask(cost, pess, rk.Job(0.0, self.budget, self.deadline - wait_h, 0.0, 1))
 
     def at(self, idx, f) -> tuple[np.ndarray, np.ndarray]:

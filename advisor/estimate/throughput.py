@@ -6,14 +6,14 @@ Order of trust, per instance type:
    that says it is not reliable (ProbeResult.reliable False) keeps its figure, with a band
    widened to what the estimate without it says and a note with its reasons.
 2. `reference`: a published figure for this workload on this very instance type (the reference
-   dataset, advisor/references.py).
+   dataset, advisor/estimate/references.py).
 3. `estimated`: the cross-device model (advisor/estimate/): fitted on all reference rows,
    re-anchored by the user's probes, calibrated bands, capped by what the host can feed.
 Types the workload cannot run on are returned as exclusions with the reason.
 
 Multi-device instances: devices x per-device x efficiency; the efficiency is the smaller of the
 published n-GPU scaling (advisor.estimate.calibrate.efficiency_from_pairs) and the all-reduce
-model over the instance's interconnect (advisor.scaling, catalog.hardware).
+model over the instance's interconnect (advisor.estimate.scaling, catalog.hardware).
 """
 
 from __future__ import annotations
@@ -36,12 +36,12 @@ from catalog.hardware import (
 from catalog.models import Catalog, InstanceType
 from lightning_module.workload_facts import REFERENCE_IMAGE_SIZE, WorkloadFacts
 
-from .estimate.cache import model_for as cached_model
-from .estimate.calibrate import CALIBRATED_SHARE
-from .estimate.host import apply_cap, host_cap
-from .estimate.model import CrossDeviceModel, build
-from .estimate.points import MIXED, PRECISION_OF_DTYPE, at_probe_stack
-from .estimate.predict import Estimator, Measured, measured_from
+from .cache import model_for as cached_model
+from .calibrate import CALIBRATED_SHARE
+from .host import apply_cap, host_cap
+from .model import CrossDeviceModel, build
+from .points import MIXED, PRECISION_OF_DTYPE, at_probe_stack
+from .predict import Estimator, Measured, measured_from
 from .references import REFERENCE_PATH, ReferenceError, ReferenceSet
 from .scaling import DEFAULT_BATCH, intra_instance
 

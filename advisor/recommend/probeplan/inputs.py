@@ -20,11 +20,11 @@ from catalog.models import InstanceType
 from lightning_module import options as probe_defaults
 from lightning_module.result import WorkloadSpec
 
-from .. import ec2
+from ... import ec2
+from ...estimate import throughput as tp
+from ...estimate.calibrate import NEW_KIND, pair_distance
+from ...estimate.points import instance_device
 from .. import rank as rk
-from .. import throughput as tp
-from ..estimate.calibrate import NEW_KIND, pair_distance
-from ..estimate.points import instance_device
 from .value import Beliefs, Economics
 
 # What the estimator's band means: the share of held-out truths it is calibrated to cover.

@@ -11,12 +11,8 @@ Pure arithmetic on numbers and arrays: the ranker's benchmark feeds it synthetic
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 import numpy as np
-
-if TYPE_CHECKING:
-    from .rank import TypeTable
 
 BACKWARD_SHARE = 2.0 / 3.0  # backward ~ 2x forward FLOPs, so ~2/3 of a step's compute
 # A step's batch when the efficiency model needs a step time (the workload's default batch).
@@ -51,20 +47,23 @@ def intra_instance(n: int, ic: tuple[str, float] | None, per_device_sps: float,
     return step, comm, eff, words
 
 
-def scale_out(types: TypeTable, max_k: int) -> tuple[np.ndarray, np.ndarray]:
-    """(throughput (T, K), efficiency relative to one instance (T, K)) for k = 1..max_k."""
+def scale_out(sps: np.ndarray, step_s: np.ndarray, intra_s: np.ndarray, inter_unit_s: np.ndarray,
+              multi_node: np.ndarray | None, max_k: int) -> tuple[np.ndarray, np.ndarray]:
+    """(throughput (T, K), efficiency relative to one instance (T, K)) for k = 1..max_k, per type:
+    one instance's samples/s, its step's compute seconds, its own all-reduce seconds, 2 x gradient
+    bytes over its network's bytes/s, and measured samples/s at k instances (NaN where none)."""
     k = np.arange(1, max_k + 1, dtype=float)[None, :]
-    step = types.step_s[:, None]
-    intra = types.intra_s[:, None]
-    inter = types.inter_unit_s[:, None] * (k - 1.0) / k
+    step = step_s[:, None]
+    intra = intra_s[:, None]
+    inter = inter_unit_s[:, None] * (k - 1.0) / k
     # The instance's own NVLink/PCIe all-reduce and the network one share backward's overlap.
     eff_k = overlap_efficiency(step, intra + np.where(k > 1, inter, 0.0))
-    eff_1 = overlap_efficiency(types.step_s, types.intra_s)[:, None]
+    eff_1 = overlap_efficiency(step_s, intra_s)[:, None]
     rel = eff_k / eff_1
-    thr = k * types.sps[:, None] * rel
-    if types.multi_node is not None:
-        measured = types.multi_node[:, :max_k]
+    thr = k * sps[:, None] * rel
+    if multi_node is not None:
+        measured = multi_node[:, :max_k]
         has = np.isfinite(measured)
         thr = np.where(has, measured, thr)
-        rel = np.where(has, measured / (k * types.sps[:, None]), rel)
+        rel = np.where(has, measured / (k * sps[:, None]), rel)
     return thr, rel

@@ -1,7 +1,7 @@
 """The job to plan for: how much work, the budget, the deadline and the filters.
 
 Parsing lives here so every entry point (CLI, tests, notebooks) reads `2d`, `P2DT3H` or
-`2026-12-01T09:00` the same way. Every parse error is a UserError with a one-line message.
+`2026-12-01T09:00` the same way. Every parse error is a AdvisorError with a one-line message.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from catalog.filters import TypeFilter
 
-from .errors import UserError
-from .options import MAX_BUDGET_USD, MAX_EPOCHS, MAX_SAMPLES, MIN_BUDGET_USD, parse_amount
+from ..errors import AdvisorError
+from ..options import MAX_BUDGET_USD, MAX_EPOCHS, MAX_SAMPLES, MIN_BUDGET_USD, parse_amount
 
 Objective = Literal["cheapest", "fastest", "pareto"]
 MarketChoice = Literal["on-demand", "spot", "any"]
@@ -39,24 +39,24 @@ def parse_deadline(text: str, now: datetime | None = None) -> timedelta:
     now = now or datetime.now(timezone.utc)
     s = text.strip()
     if not s:
-        raise UserError("deadline is empty: give e.g. 36h, 2d, 1d12h, P2DT3H or 2026-12-01T09:00")
+        raise AdvisorError("deadline is empty: give e.g. 36h, 2d, 1d12h, P2DT3H or 2026-12-01T09:00")
     seconds = _duration_seconds(s)
     if seconds is None:
         at = _absolute(s)
         if at is None:
-            raise UserError(
+            raise AdvisorError(
                 f"cannot read deadline {text!r}: give e.g. 90m, 36h, 2d, 1d12h, P2DT3H or "
                 "an ISO date-time such as 2026-12-01T09:00 (UTC unless a zone is given)"
             )
         seconds = (at - now).total_seconds()
         if seconds <= 0:
-            raise UserError(f"deadline {text!r} is in the past ({at:%Y-%m-%d %H:%M} UTC)")
+            raise AdvisorError(f"deadline {text!r} is in the past ({at:%Y-%m-%d %H:%M} UTC)")
     if not math.isfinite(seconds) or seconds <= 0:
-        raise UserError(f"deadline {text!r} must be a positive duration")
+        raise AdvisorError(f"deadline {text!r} must be a positive duration")
     if seconds < MIN_DEADLINE_S:
-        raise UserError(f"deadline {text!r} is less than a minute away: no training job fits in it")
+        raise AdvisorError(f"deadline {text!r} is less than a minute away: no training job fits in it")
     if seconds > MAX_DEADLINE_S:
-        raise UserError(f"deadline {text!r} is more than 100 years away")
+        raise AdvisorError(f"deadline {text!r} is more than 100 years away")
     return timedelta(seconds=seconds)
 
 
@@ -133,12 +133,12 @@ def work_samples(samples: str | None, epochs: str | None, dataset_size: str | No
     a fraction of an epoch is fine)."""
     if samples is not None:
         if epochs is not None or dataset_size is not None:
-            raise UserError("give either --samples or --epochs with --dataset-size, not both")
+            raise AdvisorError("give either --samples or --epochs with --dataset-size, not both")
         return parse_amount(samples, "--samples", 1, MAX_SAMPLES, whole=True)
     if epochs is None or dataset_size is None:
-        raise UserError("say how much work: --samples N, or --epochs E with --dataset-size N")
+        raise AdvisorError("say how much work: --samples N, or --epochs E with --dataset-size N")
     total = math.ceil(parse_amount(epochs, "--epochs", 0, MAX_EPOCHS)
                       * parse_amount(dataset_size, "--dataset-size", 1, MAX_SAMPLES, whole=True))
     if total > MAX_SAMPLES:
-        raise UserError(f"--epochs x --dataset-size is {total:.3g} samples; at most {MAX_SAMPLES:.0e} can be planned")
+        raise AdvisorError(f"--epochs x --dataset-size is {total:.3g} samples; at most {MAX_SAMPLES:.0e} can be planned")
     return float(total)

@@ -20,8 +20,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from catalog.io import parse_json, read_bytes
 
+from ..errors import AdvisorError
+
 SCHEMA_VERSION = 2
-REFERENCE_PATH = Path(__file__).parent / "data" / "reference_measurements.json"
+REFERENCE_PATH = Path(__file__).resolve().parents[1] / "data" / "reference_measurements.json"
 MAX_BYTES = 16 * 2**20  # the shipped table is ~0.5 MiB; a file far larger is not one
 
 # The probe's builtin models (lightning_module.result.BUILTIN_MODELS); rows of these models get
@@ -40,7 +42,7 @@ _DATE = re.compile(r"^(\d{4})-(\d{2})(?:-(\d{2}))?$")
 _TORCH = re.compile(r"PyTorch (\d+\.\d+)")
 
 
-class ReferenceError(ValueError):
+class ReferenceError(AdvisorError):
     """A reference file that cannot be used; the message is one line for the user."""
 
 

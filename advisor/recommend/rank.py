@@ -4,7 +4,7 @@ Inputs are column arrays (per instance type, and per offer); nothing here knows 
 the catalog file or the CLI, so the benchmark can feed it a synthetic 1.2M-candidate problem.
 
 Models, in one place so tests and docs can point at them:
-- Scale-out: advisor.scaling (all-reduce time against step time, overlapped with backward).
+- Scale-out: advisor.estimate.scaling (all-reduce time against step time, overlapped with backward).
 - Spot: the interruption bucket gives the share of capacity reclaimed per month; an instance is
   interrupted at rate r / HOURS_PER_MONTH per hour of runtime; k synchronous instances stop when
   any one is hit, so the job's rate is k times that. Each interruption costs `loss_h` (half a
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .scaling import scale_out
+from ..estimate.scaling import scale_out
 
 HOURS_PER_MONTH = 730.0  # AWS's billing month (8,760 h / 12)
 MARKET_NAMES = ("on-demand", "spot", "spot+od-fallback")
@@ -124,7 +124,7 @@ def feasible_mask(cost, hours_pess, job: Job) -> np.ndarray:
 
 def evaluate(types: TypeTable, offers: OfferTable, job: Job) -> Candidates:
     K = job.max_instances
-    thr_tk, rel_tk = scale_out(types, K)
+    thr_tk, rel_tk = scale_out(types.sps, types.step_s, types.intra_s, types.inter_unit_s, types.multi_node, K)
     ti = offers.type_idx
     n_off = len(ti)
     thr = thr_tk[ti].ravel()  # (O*K,), offer-major

@@ -1,6 +1,6 @@
 """From a catalog, a job and the user's measurements to a ranked plan.
 
-Turns the catalog's columnar offers and the per-type throughputs into the arrays advisor.rank
+Turns the catalog's columnar offers and the per-type throughputs into the arrays advisor.recommend.rank
 works on, runs it, and keeps what the report needs (names, notes, bases, exclusions).
 """
 
@@ -16,12 +16,12 @@ from catalog.models import INTERRUPTION_BUCKETS, INTERRUPTION_LABELS, Catalog
 from lightning_module.result import WorkloadSpec
 from lightning_module.workload_facts import facts_for, facts_from_probes
 
+from ..errors import AdvisorError
+from ..estimate.throughput import Exclusion, Throughput, ThroughputModel
 from . import rank as rk
-from .errors import UserError
 from .jobspec import JobSpec
 from .probeplan.inputs import ProbeOffer, plan_probes
 from .probeplan.value import ProbePlan
-from .throughput import Exclusion, Throughput, ThroughputModel
 
 WORST_BUCKET = len(INTERRUPTION_BUCKETS) - 1
 # Counts of one offer whose costs differ by less than this share are one row (cheapest): a spot
@@ -32,14 +32,14 @@ SAME_COST = 0.005
 @dataclass(kw_only=True)
 class Plan:
     job: JobSpec
-    rank_job: rk.Job  # the job as advisor.rank sees it (limits, losses, setup)
+    rank_job: rk.Job  # the job as advisor.recommend.rank sees it (limits, losses, setup)
     workload_id: str
     types: rk.TypeTable
     offers: rk.OfferTable
     candidates: rk.Candidates
     ranked: np.ndarray
     closest: np.ndarray  # filled when nothing is feasible
-    probe: ProbePlan  # what to measure next (advisor.probeplan)
+    probe: ProbePlan  # what to measure next (advisor.recommend.probeplan)
     probe_offers: list[ProbeOffer | None]  # per type: where and at what price one probe of it runs
     throughputs: list[Throughput]  # index-aligned with types.names
     exclusions: list[Exclusion]
@@ -54,18 +54,18 @@ class Plan:
 
 def check_filters(catalog: Catalog, job: JobSpec) -> None:
     if not any(len(ro) for ro in catalog.offers.values()):
-        raise UserError("the catalog has no offers (no prices); refresh it or pass another --catalog")
+        raise AdvisorError("the catalog has no offers (no prices); refresh it or pass another --catalog")
     job.type_filter().check(catalog, job.regions)
 
 
 def workload_spec(job: JobSpec) -> WorkloadSpec:
     if job.workload == "vit_b_16" and job.image_size % 16:
-        raise UserError(f"vit_b_16 needs --image-size divisible by 16 (its patch size), got {job.image_size}")
+        raise AdvisorError(f"vit_b_16 needs --image-size divisible by 16 (its patch size), got {job.image_size}")
     try:
         return WorkloadSpec(model=job.workload, datamodule=job.datamodule, image_size=job.image_size,
                             num_classes=job.num_classes)
     except ValueError:
-        raise UserError(f"unknown workload {job.workload!r}: use resnet50, resnet18, vit_b_16, mlp, or your "
+        raise AdvisorError(f"unknown workload {job.workload!r}: use resnet50, resnet18, vit_b_16, mlp, or your "
                         "probed 'package.module:LightningModuleClass'") from None
 
 
@@ -75,7 +75,7 @@ def workload_facts(spec: WorkloadSpec, measurements: list):
     if facts is not None:
         return facts
     if not measurements:
-        raise UserError(f"no probe results for workload {spec.model!r} (id {spec.workload_id}) in the results "
+        raise AdvisorError(f"no probe results for workload {spec.model!r} (id {spec.workload_id}) in the results "
                         f"store: run 'advisor probe --workload {spec.model}' (same --datamodule, --image-size, "
                         "--num-classes) on at least one machine first")
     return facts_from_probes(spec.model, spec.image_size, [r.flops_per_sample for r in measurements])

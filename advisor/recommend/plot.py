@@ -16,8 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import AdvisorError
 from . import rank as rk
-from .errors import UserError
 from .planner import Plan
 from .report import duration, money
 from .rows import Rows
@@ -36,21 +36,21 @@ def check_target(path: str) -> tuple[Path, str]:
     cannot be written, or no matplotlib."""
     target = Path(path)
     if target.is_dir():
-        raise UserError(f"--plot {path} is a folder: give a file name ending in .png, .svg or .pdf")
+        raise AdvisorError(f"--plot {path} is a folder: give a file name ending in .png, .svg or .pdf")
     fmt = FORMATS.get(target.suffix.lower())
     if fmt is None:
-        raise UserError(f"--plot writes PNG, SVG or PDF: give a file name ending in .png, .svg or .pdf, not {path!r}")
+        raise AdvisorError(f"--plot writes PNG, SVG or PDF: give a file name ending in .png, .svg or .pdf, not {path!r}")
     folder = target.parent
     if not folder.is_dir():
-        raise UserError(f"--plot: folder {folder} does not exist")
+        raise AdvisorError(f"--plot: folder {folder} does not exist")
     try:  # the real test (permissions, read-only mounts, root): make a file there and remove it
         fd, probe = tempfile.mkstemp(prefix=".advisor-plot-", dir=folder)
         os.close(fd)
         os.unlink(probe)
     except OSError as e:
-        raise UserError(f"--plot: cannot write in folder {folder} ({e.strerror}); choose another place") from None
+        raise AdvisorError(f"--plot: cannot write in folder {folder} ({e.strerror}); choose another place") from None
     if importlib.util.find_spec("matplotlib") is None:
-        raise UserError("--plot needs matplotlib: pip install 'instance-advisor[plot]'")
+        raise AdvisorError("--plot needs matplotlib: pip install 'instance-advisor[plot]'")
     return target, fmt
 
 
@@ -104,7 +104,7 @@ def draw(plan: Plan, rows: Rows):
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise UserError("--plot needs matplotlib: pip install 'instance-advisor[plot]'") from None
+        raise AdvisorError("--plot needs matplotlib: pip install 'instance-advisor[plot]'") from None
 
     c, job = plan.candidates, plan.job
     pts = plot_points(plan, rows)
@@ -226,7 +226,7 @@ def _save(fig, target: Path, fmt: str) -> None:
     try:
         fd, tmp = tempfile.mkstemp(prefix=target.name + ".", suffix="." + fmt, dir=folder)
     except OSError as e:
-        raise UserError(f"--plot: cannot write in folder {folder} ({e.strerror}); choose another place") from None
+        raise AdvisorError(f"--plot: cannot write in folder {folder} ({e.strerror}); choose another place") from None
     os.close(fd)
     try:
         fig.savefig(tmp, format=fmt)
@@ -237,7 +237,7 @@ def _save(fig, target: Path, fmt: str) -> None:
         os.replace(tmp, target)
     except OSError as e:
         Path(tmp).unlink(missing_ok=True)
-        raise UserError(f"--plot: could not write {target} ({e.strerror})") from None
+        raise AdvisorError(f"--plot: could not write {target} ({e.strerror})") from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
