@@ -9,6 +9,7 @@ import json
 import os
 import tempfile
 from pathlib import Path
+from typing import NamedTuple
 
 from pydantic import BaseModel, ValidationError
 
@@ -119,6 +120,27 @@ def check_writable(path: str | Path, what: str, error: type[Exception] = FileErr
     return path
 
 
+class FirstError(NamedTuple):
+    """The first of pydantic's complaints about a document, for a one-line message."""
+
+    loc: tuple  # pydantic's location of the value
+    msg: str  # on one line, without pydantic's "Value error, " prefix
+    more: int  # how many other complaints there were
+
+    @property
+    def at(self) -> str:
+        """The location as 'a.b.0.c', '(top)' for the document itself."""
+        return ".".join(str(p) for p in self.loc) or "(top)"
+
+
+def first_error(e: ValidationError) -> FirstError:
+    """Every reader of a validated document (catalog, probe result, reference table, manifest,
+    option) reports its first error through this, so they all read alike."""
+    errs = e.errors()
+    return FirstError(tuple(errs[0]["loc"]), " ".join(str(errs[0]["msg"]).removeprefix("Value error, ").split()),
+                      len(errs) - 1)
+
+
 def load(path: str | Path) -> Catalog:
     return loads(read_bytes(path, "catalog file", CATALOG_MAX_BYTES, CatalogError), where=str(path))
 
@@ -133,7 +155,7 @@ def loads(text: str | bytes, where: str = "catalog") -> Catalog:
     try:
         return Catalog.model_validate_json(text)
     except ValidationError as e:
-        first = e.errors()[0]
+        first = first_error(e)
     finally:
         if gc_was_enabled:
             gc.enable()
@@ -148,9 +170,7 @@ def loads(text: str | bytes, where: str = "catalog") -> Catalog:
             f"{where} has catalog schema_version {data['schema_version']!r}, this advisor reads "
             f"{SCHEMA_VERSION}; run 'advisor catalog refresh' to rebuild it"
         )
-    loc = ".".join(str(p) for p in first["loc"]) or "(top)"
-    msg = first["msg"].removeprefix("Value error, ")
-    raise CatalogError(f"{where}: invalid catalog at {loc}{_offer_name(data, first['loc'])}: {msg}")
+    raise CatalogError(f"{where}: invalid catalog at {first.at}{_offer_name(data, first.loc)}: {first.msg}")
 
 
 def _offer_name(data: dict, loc: tuple) -> str:

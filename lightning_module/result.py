@@ -21,7 +21,7 @@ from pydantic import (
     model_validator,
 )
 
-from catalog.io import parse_json
+from catalog.io import first_error, parse_json
 from catalog.models import NAME_PATTERN, one_line
 
 RESULT_SCHEMA_VERSION = 1
@@ -351,9 +351,7 @@ def _validate(data, where: str) -> ProbeResult:
     try:
         return ProbeResult.model_validate(data)
     except ValidationError as e:
-        err = e.errors()[0]
-        loc = ".".join(str(p) for p in err["loc"]) or "(top)"
-        msg = err["msg"].removeprefix("Value error, ")
-        raise ResultError(f"{where}: invalid probe result at {loc}: {msg}") from None
+        first = first_error(e)
+        raise ResultError(f"{where}: invalid probe result at {first.at}: {first.msg}") from None
     except RecursionError:  # pydantic walking a value nested deeper than the stack
         raise ResultError(f"{where}: nested too deeply to be a probe result") from None

@@ -9,7 +9,7 @@ import sys
 from contextlib import contextmanager
 from pathlib import Path
 
-from catalog.io import save_atomic
+from catalog.io import first_error, save_atomic
 from lightning_module import options as defaults
 from lightning_module.options import EXTENSION_RUNGS, TUNING_RUNGS
 from lightning_module.result import BUILTIN_MODELS, WorkloadSpec
@@ -105,7 +105,7 @@ def _spec(args):
             batch_size=args.batch_size or args.start_batch_size, batch_size_fixed=args.batch_size is not None,
         )
     except ValidationError as e:
-        raise AdvisorError(e.errors()[0]["msg"].removeprefix("Value error, ")) from None
+        raise AdvisorError(first_error(e).msg) from None
 
 
 def ci_text(samples_per_sec: float, ci_low: float, ci_high: float) -> str:

@@ -17,7 +17,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from catalog.io import read_json_file, save_atomic
+from catalog.io import first_error, read_json_file, save_atomic
 from catalog.models import NAME_PATTERN
 
 from ..errors import AdvisorError
@@ -108,7 +108,7 @@ def load(run_id: str) -> RunManifest | None:
     try:
         return RunManifest.model_validate(doc)
     except ValidationError as e:
-        raise AdvisorError(f"run manifest {path} is not valid: {e.errors()[0]['msg']}") from None
+        raise AdvisorError(f"run manifest {path} is not valid: {first_error(e).msg}") from None
 
 
 def list_run_ids() -> list[str]:

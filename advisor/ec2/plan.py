@@ -111,12 +111,13 @@ def validate_request(req: LaunchRequest) -> None:
             raise AdvisorError(f"--probe-args must not contain {a.split('=', 1)[0]}: launch sets it")
     from pydantic import ValidationError
 
+    from catalog.io import first_error
     from lightning_module.result import WorkloadSpec
 
     try:
         WorkloadSpec(model=req.workload)
     except ValidationError as e:
-        raise AdvisorError(str(e.errors()[0]["msg"]).removeprefix("Value error, ")) from None
+        raise AdvisorError(first_error(e).msg) from None
 
 
 

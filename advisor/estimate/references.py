@@ -18,7 +18,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from catalog.io import parse_json, read_bytes
+from catalog.io import first_error, parse_json, read_bytes
 
 from ..errors import AdvisorError
 
@@ -262,9 +262,9 @@ def loads(text: str | bytes, where: str = "reference data") -> ReferenceSet:
     try:
         return ReferenceSet.model_validate(data)
     except ValidationError as e:
-        errs = e.errors()
-        more = f" (and {len(errs) - 1} more)" if len(errs) > 1 else ""
-        raise ReferenceError(f"{where}: {_where_in(data, errs[0]['loc'])}: {_one_line(errs[0]['msg'])}{more}") from None
+        first = first_error(e)
+        more = f" (and {first.more} more)" if first.more else ""
+        raise ReferenceError(f"{where}: {_where_in(data, first.loc)}: {first.msg}{more}") from None
     except RecursionError:
         raise ReferenceError(f"{where} is nested too deeply to be a reference table") from None
 
@@ -278,7 +278,3 @@ def _where_in(data: dict, loc: tuple) -> str:
         rest = "".join(f".{p}" for p in loc[2:])
         return f"measurements[{loc[1]}]{name}{rest}"
     return ".".join(str(p) for p in loc) or "(top)"
-
-
-def _one_line(msg: str) -> str:
-    return " ".join(msg.removeprefix("Value error, ").split())
