@@ -147,9 +147,9 @@ class Scenario:
     market: str
     objective: str
     samples: float
-    budget: float
-    deadline: float
-    probe_budget: float
+    budget_usd: float
+    deadline_hours: float
+    probe_budget_usd: float
     types: list[str]
     truth: dict[str, float]  # instance-wide samples/s
     truth_row: dict[str, str]
@@ -161,7 +161,7 @@ class Scenario:
     optimum_cost: float = math.nan
 
     def job(self, deadline: float | None = None) -> JobSpec:
-        return JobSpec(samples=self.samples, budget_usd=self.budget, deadline_hours=deadline or self.deadline,
+        return JobSpec(samples=self.samples, budget_usd=self.budget_usd, deadline_hours=deadline or self.deadline_hours,
                        workload=WORKLOAD, objective=self.objective, regions=[self.region], market=self.market,
                        max_instances=1, include_cpu="cpu" in self.hidden_devices)
 
@@ -275,16 +275,16 @@ class World:
         t_fast, t_cheap = pess.min(), pess[np.argmin(cost)]
         lo = max(1.2 * t_fast, MIN_DEADLINE_H)
         hi = max(2.0 * t_cheap, 2.0 * lo)
-        scn.deadline = float(np.exp(rng.uniform(np.log(lo), np.log(hi))))
-        fits = pess <= scn.deadline
+        scn.deadline_hours = float(np.exp(rng.uniform(np.log(lo), np.log(hi))))
+        fits = pess <= scn.deadline_hours
         c_min = cost[fits].min()
         if objective == "cheapest":
-            scn.budget = float(c_min * np.exp(rng.uniform(np.log(1.5), np.log(5.0))))
+            scn.budget_usd = float(c_min * np.exp(rng.uniform(np.log(1.5), np.log(5.0))))
         else:
             c_fast = cost[fits][np.argmin(pess[fits])]
             lo, top = 1.2 * c_min, max(1.5 * c_fast, 1.3 * c_min)
-            scn.budget = float(np.exp(rng.uniform(np.log(lo), np.log(top))))
-        scn.probe_budget = PROBE_BUDGET_SHARE * scn.budget
+            scn.budget_usd = float(np.exp(rng.uniform(np.log(lo), np.log(top))))
+        scn.probe_budget_usd = PROBE_BUDGET_SHARE * scn.budget_usd
         best = self.oracle(scn, scn.job(), cat)
         if not len(best.ranked):
             return None
@@ -316,7 +316,7 @@ def _pick(rng, choices):
 # Running the advisor on a scenario
 
 
-def old_probe_next(c: rk.Candidates, types: rk.TypeTable, best: int, objective: str, job: rk.Job,
+def old_probe_next(c: rk.Candidates, types: rk.TypeTable, best: int, objective: str, job: JobSpec,
                    offers: rk.OfferTable, limit: int = 5) -> list[tuple[int, int]]:
     """The old plan, as advisor.recommend.rank.probe_next was before the value-of-information plan replaced
     it (main @ 6adde99): unmeasured types that could beat or match the best option within their
@@ -326,7 +326,7 @@ def old_probe_next(c: rk.Candidates, types: rk.TypeTable, best: int, objective: 
     lo, hi = (hours_lo, hours_hi) if objective == "fastest" else (cost_lo, cost_hi)
     # Feasible at the optimistic end of the band.
     could = (types.source[c.type_idx] != 0) & (lo <= hi[best]) & rk.feasible_mask(
-        cost_lo, hours_lo * (c.hours_pess / c.hours), job)
+        cost_lo, hours_lo * (c.hours_pess / c.hours), job.budget_usd, job.deadline_hours)
     # bincount, not np.unique: unique imports numpy.ma (~30 ms of a sub-second command)
     t_hits = np.flatnonzero(np.bincount(c.type_idx[could], minlength=len(types.names)))
     if len(t_hits) == 0:
@@ -371,12 +371,12 @@ def run(world: World, scn: Scenario, strategy: str) -> Outcome:
     spent = elapsed = 0.0
     rounds = 0
     while True:
-        left = scn.deadline - elapsed
+        left = scn.deadline_hours - elapsed
         if left <= 0:
             plan = None
             break
         # recommend --probe-budget with what is left of it (the plan is the advisor's; the ranking is all's)
-        job = scn.job(left).model_copy(update={"probe_budget_usd": scn.probe_budget - spent})
+        job = scn.job(left).model_copy(update={"probe_budget_usd": scn.probe_budget_usd - spent})
         known = [probe_result(cat.instance_types[n], v, PROBE_TARGET_CI) for n, v in measured.items()]
         plan = build_plan(cat, job, known, top=1, references=visible)
         if len(measured) >= MAX_PROBES or strategy == "none":
@@ -390,7 +390,7 @@ def run(world: World, scn: Scenario, strategy: str) -> Outcome:
         elif strategy == "old-plan":
             best = int(plan.ranked[0]) if len(plan.ranked) else None
             old = [] if best is None else old_probe_next(plan.candidates, plan.types, best, job.objective,
-                                                          plan.rank_job, plan.offers)
+                                                          plan.job, plan.offers)
             wanted = [plan.types.names[t] for t, _ in old]
         elif rounds == 0:  # random: one round, unmeasured types in random order
             pool = [n for n in plan.types.names if n in cost and n not in measured]
@@ -401,7 +401,7 @@ def run(world: World, scn: Scenario, strategy: str) -> Outcome:
         for n in wanted:
             if n in measured or n not in cost or len(measured) + len(batch) >= MAX_PROBES:
                 continue
-            if spent + cost[n] > scn.probe_budget + 1e-9:
+            if spent + cost[n] > scn.probe_budget_usd + 1e-9:
                 continue
             batch.append(n)
             spent += cost[n]
@@ -426,8 +426,8 @@ def judge(world: World, scn: Scenario, strategy: str, plan, cat: Catalog, elapse
     tc, to = truth.candidates, truth.offers
     j = next(j for j in range(len(tc)) if (truth.types.names[int(tc.type_idx[j])], int(to.market[int(tc.offer[j])]),
                                              int(tc.k[j])) == key)
-    missed = bool(tc.hours_pess[j] > scn.deadline - elapsed)
-    over = bool(tc.cost[j] > scn.budget)
+    missed = bool(tc.hours_pess[j] > scn.deadline_hours - elapsed)
+    over = bool(tc.cost[j] > scn.budget_usd)
     value = float(tc.hours[j] if scn.objective == "fastest" else tc.cost[j])
     ok = not (missed or over)
     regret = value / scn.optimum_value - 1.0 if ok else math.inf

@@ -65,7 +65,7 @@ def synthetic_tables(seed: int = 0):
 
 def time_core(repeat: int) -> None:
     types, offers = synthetic_tables()
-    job = rk.Job(samples=1e8, budget_usd=500.0, deadline_h=48.0, loss_h=20 / 60, max_instances=K)
+    job = rk.Job(samples=1e8, budget_usd=500.0, deadline_hours=48.0, loss_hours=20 / 60, max_instances=K)
     c = rk.evaluate(types, offers, job)
     print(f"ranking core: {N_TYPES:,} types x {N_REGIONS} regions x 2 markets x {K} counts = {len(c):,} candidates, "
           f"{int(c.feasible.sum()):,} feasible")

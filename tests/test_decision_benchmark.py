@@ -48,14 +48,14 @@ def test_the_advisor_never_sees_a_hidden_devices_rows(world):
 
 def test_every_scenario_has_a_true_optimum_inside_its_limits(world):
     for s in world.scenarios(4):
-        assert s.optimum in s.types and s.optimum_cost <= s.budget
-        assert 0 < s.probe_budget == pytest.approx(dq.PROBE_BUDGET_SHARE * s.budget)
+        assert s.optimum in s.types and s.optimum_cost <= s.budget_usd
+        assert 0 < s.probe_budget_usd == pytest.approx(dq.PROBE_BUDGET_SHARE * s.budget_usd)
 
 
 def test_one_scenario_runs_every_strategy(world):
     s = world.scenarios(1)[0]
     for strategy in dq.STRATEGIES:
         out = dq.run(world, s, strategy)
-        assert len(out.probes) <= dq.MAX_PROBES and out.probe_usd <= s.probe_budget + 1e-9
+        assert len(out.probes) <= dq.MAX_PROBES and out.probe_usd <= s.probe_budget_usd + 1e-9
         if strategy == "none":
             assert out.probes == []

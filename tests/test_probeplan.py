@@ -15,8 +15,8 @@ def econ(costs, hours=None, budget=1000.0, deadline=100.0, objective="cheapest",
     n = len(costs)
     return pv.Economics(
         type_idx=np.array(types if types is not None else range(n)), cost_fix=np.zeros(n), cost_var=costs,
-        hours_fix=np.zeros(n), hours_var=hours, pess_fix=np.zeros(n), pess_var=hours.copy(), budget=budget,
-        deadline=deadline, objective=objective)
+        hours_fix=np.zeros(n), hours_var=hours, pess_fix=np.zeros(n), pess_var=hours.copy(), budget_usd=budget,
+        deadline_hours=deadline, objective=objective)
 
 
 def beliefs(factors, groups=None, probe_usd=None, hours=0.25):

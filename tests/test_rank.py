@@ -35,7 +35,7 @@ def offers(type_idx, price, market=None, od=None, mid=None, high=None) -> rk.Off
 
 
 def job(samples=3.6e6, budget=100.0, deadline=24.0, loss=0.0, k=1) -> rk.Job:
-    return rk.Job(samples, budget, deadline, loss, k)
+    return rk.Job(samples=samples, budget_usd=budget, deadline_hours=deadline, loss_hours=loss, max_instances=k)
 
 
 # A: 100/s at $1/h -> 10 h, $10.  B: 1000/s at $20/h -> 1 h, $20.
@@ -240,7 +240,7 @@ def test_equal_cost_prefers_the_faster_then_equal_time_the_cheaper():
 
 def test_setup_time_is_billed_on_every_instance_and_favours_fewer():
     t = types([100], inter=[0.0])
-    c = rk.evaluate(t, offers([0], [1.0]), rk.Job(3.6e6, 100.0, 24.0, 0.0, 2, setup_h=0.5))
+    c = rk.evaluate(t, offers([0], [1.0]), rk.Job(samples=3.6e6, budget_usd=100.0, deadline_hours=24.0, loss_hours=0.0, max_instances=2, setup_hours=0.5))
     assert c.hours.tolist() == pytest.approx([10.5, 5.5])
     assert c.cost.tolist() == pytest.approx([10.5, 11.0])
     assert names(c, rk.rank(c, "cheapest", 2), t) == ["t0", "t0"] and c.k[rk.rank(c, "cheapest", 1)[0]] == 1
@@ -250,14 +250,14 @@ def test_shortfall_is_the_limit_where_met_and_the_figure_where_not():
     j = job(budget=10.0, deadline=5.0)
     cost = np.array([8.0, 12.0, 8.0, 12.0, NAN, np.inf])
     hours = np.array([4.0, 4.0, 6.0, 6.0, NAN, np.inf])
-    need_b, need_d = rk.shortfall(cost, hours, j)
+    need_b, need_d = rk.shortfall(cost, hours, j.budget_usd, j.deadline_hours)
     assert need_b[:4].tolist() == [10.0, 12.0, 10.0, 12.0]
     assert need_d[:4].tolist() == [5.0, 5.0, 6.0, 6.0]
     assert math.isnan(need_b[4]) and math.isnan(need_d[4]) and need_b[5] == np.inf
     # The feasibility rule is "needs no more than it has"; NaN and inf never pass.
-    assert rk.feasible_mask(cost, hours, j).tolist() == [True, False, False, False, False, False]
+    assert rk.feasible_mask(cost, hours, j.budget_usd, j.deadline_hours).tolist() == [True, False, False, False, False, False]
     # Exactly at the limits is feasible.
-    assert rk.feasible_mask(np.array([10.0]), np.array([5.0]), j).tolist() == [True]
+    assert rk.feasible_mask(np.array([10.0]), np.array([5.0]), j.budget_usd, j.deadline_hours).tolist() == [True]
 
 
 def test_evaluate_and_closest_use_the_one_rule():
@@ -265,7 +265,7 @@ def test_evaluate_and_closest_use_the_one_rule():
     # the shortfall's relative stretch.
     j = job(budget=9.0, deadline=2.0)
     c = rk.evaluate(T4, O4, j)
-    assert c.feasible.tolist() == rk.feasible_mask(c.cost, c.hours_pess, j).tolist()
-    need_b, need_d = rk.shortfall(c.cost, c.hours_pess, j)
+    assert c.feasible.tolist() == rk.feasible_mask(c.cost, c.hours_pess, j.budget_usd, j.deadline_hours).tolist()
+    need_b, need_d = rk.shortfall(c.cost, c.hours_pess, j.budget_usd, j.deadline_hours)
     stretch = np.maximum(need_b / 9.0, need_d / 2.0)
     assert list(rk.closest(c, j, 4)) == list(np.argsort(stretch, kind="stable"))

@@ -12,18 +12,18 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from catalog.hardware import sustained_network_gbps
-from catalog.models import INTERRUPTION_BUCKETS, INTERRUPTION_LABELS, Catalog
+from catalog.models import Catalog
 from lightning_module.result import WorkloadSpec
 from lightning_module.workload_facts import facts_for, facts_from_probes
 
 from ..errors import AdvisorError
 from ..estimate.throughput import Exclusion, Throughput, ThroughputModel
 from . import rank as rk
+from . import spot
 from .jobspec import JobSpec
 from .probeplan.inputs import ProbeOffer, plan_probes
 from .probeplan.value import ProbePlan
 
-WORST_BUCKET = len(INTERRUPTION_BUCKETS) - 1
 # Counts of one offer whose costs differ by less than this share are one row (cheapest): a spot
 # run's expected interruption loss grows with the count by fractions of a cent.
 SAME_COST = 0.005
@@ -32,7 +32,6 @@ SAME_COST = 0.005
 @dataclass(kw_only=True)
 class Plan:
     job: JobSpec
-    rank_job: rk.Job  # the job as advisor.recommend.rank sees it (limits, losses, setup)
     workload_id: str
     types: rk.TypeTable
     offers: rk.OfferTable
@@ -44,7 +43,7 @@ class Plan:
     throughputs: list[Throughput]  # index-aligned with types.names
     exclusions: list[Exclusion]
     regions: list[str]
-    bucket: np.ndarray  # per offer: the catalog's interruption bucket, -1 unknown, -2 on-demand
+    bucket: np.ndarray  # per offer: the catalog's interruption bucket, or spot.UNKNOWN_BUCKET / ON_DEMAND_BUCKET
     warnings: list[str] = field(default_factory=list)
     pareto: np.ndarray | None = None  # the frontier when the objective is pareto (else the plot computes it)
     also_regions: dict[int, list[int]] = field(default_factory=dict)  # candidate -> same offer elsewhere
@@ -118,8 +117,7 @@ def build_plan(catalog: Catalog, job: JobSpec, measurements: list | None = None,
     K = job.max_instances
     types = _type_table(catalog, throughputs, facts.gradient_bytes(), K)
     offers, bucket = _offer_table(catalog, job, regions, {t.instance_type: i for i, t in enumerate(throughputs)})
-    loss_h = (job.checkpoint_minutes / 2 + job.restart_minutes) / 60
-    rjob = rk.Job(job.samples, job.budget_usd, job.deadline_hours, loss_h, K, job.setup_minutes / 60)
+    rjob = rk.Job.of(job)
     cands = rk.evaluate(types, offers, rjob)
     # Ask for more than `top`: equal offers in several regions (and, for cheapest, several
     # counts at the same cost) become one row each.
@@ -132,16 +130,16 @@ def build_plan(catalog: Catalog, job: JobSpec, measurements: list | None = None,
         n_close = min(top, 5)
         # A count that already meets the deadline stands for the larger counts at its cost: they
         # need the same budget and add nothing.
-        _, need_deadline = rk.shortfall(cands.cost, cands.hours_pess, rjob)
+        _, deadline_needed = rk.shortfall(cands.cost, cands.hours_pess, job.budget_usd, job.deadline_hours)
         closest, also, close_counts = collapse(
             cands, offers, rk.closest(cands, rjob, n_close * max(1, len(regions)) * K), n_close, True,
-            need_deadline <= rjob.deadline_h)
+            deadline_needed <= job.deadline_hours)
         counts.update(close_counts)
     probe, probe_offers = plan_probes(
         types=types, offers=offers, candidates=cands, job=rjob, objective=job.objective,
         pick=int(ranked[0]) if len(ranked) else None, instance_types=[catalog.instance_types[n] for n in types.names],
         precisions=[t.precision for t in throughputs], estimator=model, probe_budget_usd=job.probe_budget_usd)
-    return Plan(job=job, rank_job=rjob, workload_id=spec.workload_id, types=types, offers=offers, candidates=cands,
+    return Plan(job=job, workload_id=spec.workload_id, types=types, offers=offers, candidates=cands,
                 ranked=ranked, closest=closest, probe=probe, probe_offers=probe_offers, throughputs=throughputs, exclusions=exclusions,
                 regions=regions, bucket=bucket, warnings=model.warnings,
                 pareto=ordered if job.objective == "pareto" else None, also_regions=also, front_size=front_size,
@@ -209,8 +207,6 @@ def _type_table(catalog: Catalog, ths: list[Throughput], grad_bytes: float, K: i
 
 
 def _offer_table(catalog: Catalog, job: JobSpec, regions: list[str], type_index: dict[str, int]):
-    mids = np.array([(lo + hi) / 2 for lo, hi in INTERRUPTION_BUCKETS])
-    highs = np.array([hi for _, hi in INTERRUPTION_BUCKETS])
     cols: dict[str, list] = {k: [] for k in ("t", "r", "m", "p", "od", "b")}
     for ri, region in enumerate(regions):
         ro = catalog.offers.get(region)
@@ -219,7 +215,7 @@ def _offer_table(catalog: Catalog, job: JobSpec, regions: list[str], type_index:
         t_idx = np.array([type_index.get(n, -1) for n in ro.instance_type], dtype=np.int64)
         market = np.array([rk.SPOT if m == "spot" else rk.ON_DEMAND for m in ro.market], dtype=np.int64)
         price = np.array(ro.usd_per_hour, dtype=float)
-        bucket = np.array([-1 if b is None else b for b in ro.interruption_bucket], dtype=np.int64)
+        bucket = np.array([spot.UNKNOWN_BUCKET if b is None else b for b in ro.interruption_bucket], dtype=np.int64)
         keep = t_idx >= 0
         od_of = {int(t): p for t, p, m in zip(t_idx, price, market) if m == rk.ON_DEMAND and t >= 0}
         sel = []
@@ -238,18 +234,13 @@ def _offer_table(catalog: Catalog, job: JobSpec, regions: list[str], type_index:
             cols["p"].append(price[mask])
             cols["od"].append(np.array([od_of.get(int(t), np.nan) for t in t_idx[mask]], dtype=float) if mk == rk.FALLBACK
                               else np.full(n, np.nan))
-            cols["b"].append(np.where(mk == rk.ON_DEMAND, -2, bucket[mask]))
+            cols["b"].append(np.where(mk == rk.ON_DEMAND, spot.ON_DEMAND_BUCKET, bucket[mask]))
     cat = {k: (np.concatenate(v) if v else np.empty(0)) for k, v in cols.items()}
     b = cat["b"].astype(np.int64)
-    is_spot = b != -2
-    eff_b = np.where(b == -1, WORST_BUCKET, np.maximum(b, 0))
+    rate_mid, rate_high = spot.bucket_rates(b)
     offers = rk.OfferTable(
         type_idx=cat["t"].astype(np.int64), region_idx=cat["r"].astype(np.int64),
         market=cat["m"].astype(np.int64), price=cat["p"].astype(float), od_price=cat["od"].astype(float),
-        rate_mid=np.where(is_spot, mids[eff_b], 0.0), rate_high=np.where(is_spot, highs[eff_b], 0.0),
+        rate_mid=rate_mid, rate_high=rate_high,
     )
     return offers, b
-
-
-def bucket_label(b: int) -> str:
-    return "unknown" if b < 0 else INTERRUPTION_LABELS[b]

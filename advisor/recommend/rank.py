@@ -3,19 +3,8 @@
 Inputs are column arrays (per instance type, and per offer); nothing here knows about pydantic,
 the catalog file or the CLI, so the benchmark can feed it a synthetic 1.2M-candidate problem.
 
-Models, in one place so tests and docs can point at them:
-- Scale-out: advisor.estimate.scaling (all-reduce time against step time, overlapped with backward).
-- Spot: the interruption bucket gives the share of capacity reclaimed per month; an instance is
-  interrupted at rate r / HOURS_PER_MONTH per hour of runtime; k synchronous instances stop when
-  any one is hit, so the job's rate is k times that. Each interruption costs `loss_h` (half a
-  checkpoint interval of lost work plus a restart). Expected runtime T solves T = T0 + rate T loss,
-  i.e. T = T0 / (1 - rate loss). The expected value (bucket midpoint) gives time and cost; the
-  deadline is checked with the bucket's upper end.
-- Spot with on-demand fallback: run on spot until the first interruption, then finish on
-  on-demand (same type, region, count). With time to first interruption exponential at the job's
-  rate, expected spot hours = (1 - e^(-rate T0)) / rate, one loss happens with probability
-  1 - e^(-rate T0), and the worst case is exactly one loss: T0 + loss_h, which is what the
-  deadline check uses. It assumes on-demand capacity is there when needed.
+The models it applies live in their own homes: scale-out in advisor.estimate.scaling (all-reduce
+time against step time, overlapped with backward), interruptions in advisor.recommend.spot.
 """
 
 from __future__ import annotations
@@ -25,8 +14,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..estimate.scaling import scale_out
+from . import spot
+from .jobspec import JobSpec
 
-HOURS_PER_MONTH = 730.0  # AWS's billing month (8,760 h / 12)
 MARKET_NAMES = ("on-demand", "spot", "spot+od-fallback")
 ON_DEMAND, SPOT, FALLBACK = 0, 1, 2
 SOURCE_NAMES = ("measured", "reference", "estimated")
@@ -69,14 +59,22 @@ class OfferTable:
     rate_high: np.ndarray  # the bucket's upper end
 
 
-@dataclass
+@dataclass(frozen=True, kw_only=True)
 class Job:
+    """The job as the arrays see it: its limits and what the spot and setup arithmetic needs."""
+
     samples: float
     budget_usd: float
-    deadline_h: float
-    loss_h: float  # per interruption: half a checkpoint interval + restart
+    deadline_hours: float
+    loss_hours: float  # per interruption (spot.loss_hours)
     max_instances: int
-    setup_h: float = 0.0  # per run, on every instance: boot, install, data staging (billed, not training)
+    setup_hours: float = 0.0  # per run, on every instance: boot, install, data staging (billed, not training)
+
+    @classmethod
+    def of(cls, job: JobSpec) -> Job:
+        return cls(samples=job.samples, budget_usd=job.budget_usd, deadline_hours=job.deadline_hours,
+                   loss_hours=spot.loss_hours(job.checkpoint_minutes, job.restart_minutes),
+                   max_instances=job.max_instances, setup_hours=job.setup_minutes / 60)
 
 
 @dataclass
@@ -108,18 +106,18 @@ class Candidates:
         return self.hours * self.sps / self.sps_high, self.hours * self.sps / self.sps_low
 
 
-def shortfall(cost, hours_pess, job: Job) -> tuple[np.ndarray, np.ndarray]:
+def shortfall(cost, hours_pess, budget_usd: float, deadline_hours: float) -> tuple[np.ndarray, np.ndarray]:
     """The (budget, deadline) each candidate needs: its cost and pessimistic hours where they
-    exceed the job's limits, else the limits themselves; NaN where there is no figure (the
-    feasibility rule, feasible_mask, is both equal to the limits)."""
-    return np.maximum(cost, job.budget_usd), np.maximum(hours_pess, job.deadline_h)
+    exceed the limits, else the limits themselves; NaN where there is no figure (the feasibility
+    rule, feasible_mask, is both equal to the limits)."""
+    return np.maximum(cost, budget_usd), np.maximum(hours_pess, deadline_hours)
 
 
-def feasible_mask(cost, hours_pess, job: Job) -> np.ndarray:
-    """Within the budget (cost) and the deadline (pessimistic hours); False for NaN/inf. The same
-    as the shortfall being the limits themselves (max(x, limit) <= limit is x <= limit, NaN
-    failing both), without building it."""
-    return (cost <= job.budget_usd) & (hours_pess <= job.deadline_h)
+def feasible_mask(cost, hours_pess, budget_usd: float, deadline_hours: float) -> np.ndarray:
+    """The feasibility rule: within the budget (cost) and the deadline (pessimistic hours); False
+    for NaN/inf. The same as the shortfall being the limits themselves (max(x, limit) <= limit is
+    x <= limit, NaN failing both), without building it."""
+    return (cost <= budget_usd) & (hours_pess <= deadline_hours)
 
 
 def evaluate(types: TypeTable, offers: OfferTable, job: Job) -> Candidates:
@@ -138,43 +136,29 @@ def evaluate(types: TypeTable, offers: OfferTable, job: Job) -> Candidates:
         hours_pess = t0.copy()
         cost = (offers.price[:, None] * k_row).ravel()  # $/h for k instances
         interruptions = np.zeros_like(t0)
-        L = job.loss_h
         # Spot arithmetic only where there is spot: an on-demand search pays nothing for it.
         spot_off = np.flatnonzero(offers.market == SPOT)
         if len(spot_off):
             i = (spot_off[:, None] * K + np.arange(K)).ravel()
-            kk = k[i]
-            lam_mid = np.repeat(offers.rate_mid[spot_off], K) / HOURS_PER_MONTH * kk
-            lam_high = np.repeat(offers.rate_high[spot_off], K) / HOURS_PER_MONTH * kk
-            # Pure spot: T = T0 / (1 - lam L); lam L >= 1 would mean never finishing.
-            d_mid, d_high = 1.0 - lam_mid * L, 1.0 - lam_high * L
-            hours[i] = np.where(d_mid > 0, t0[i] / d_mid, np.inf)
-            hours_pess[i] = np.where(d_high > 0, t0[i] / d_high, np.inf)
-            interruptions[i] = lam_mid * hours[i]
+            hours[i], hours_pess[i], interruptions[i] = spot.pure_spot(
+                t0[i], spot.job_rate(np.repeat(offers.rate_mid[spot_off], K), k[i]),
+                spot.job_rate(np.repeat(offers.rate_high[spot_off], K), k[i]), job.loss_hours)
         fb_off = np.flatnonzero(offers.market == FALLBACK)
         if len(fb_off):
-            i = (fb_off[:, None] * K + np.arange(K)).ravel()
-            kk, t = k[i], t0[i]
-            lam = np.repeat(offers.rate_mid[fb_off], K) / HOURS_PER_MONTH * kk
-            p_int = -np.expm1(-lam * t)
-            spot_h = np.where(lam > 0, p_int / lam, t)
-            fb_hours = t + p_int * L
-            hours[i] = fb_hours
-            hours_pess[i] = t + L
-            interruptions[i] = p_int
-            spot_price = np.repeat(offers.price[fb_off], K)
-            od = np.repeat(offers.od_price[fb_off], K)
-            fb_i, fb_cost = i, kk * (spot_price * spot_h + od * (fb_hours - spot_h))
+            fb_i = (fb_off[:, None] * K + np.arange(K)).ravel()
+            hours[fb_i], hours_pess[fb_i], interruptions[fb_i], fb_cost = spot.with_fallback(
+                t0[fb_i], spot.job_rate(np.repeat(offers.rate_mid[fb_off], K), k[fb_i]), job.loss_hours, k[fb_i],
+                np.repeat(offers.price[fb_off], K), np.repeat(offers.od_price[fb_off], K))
         cost *= hours
         if len(fb_off):
             cost[fb_i] = fb_cost
-        if job.setup_h:
-            hours += job.setup_h
-            hours_pess += job.setup_h
+        if job.setup_hours:
+            hours += job.setup_hours
+            hours_pess += job.setup_hours
             # Setup is billed at the price the run starts on (spot for the fallback).
-            cost += job.setup_h * k * np.repeat(offers.price, K)
+            cost += job.setup_hours * k * np.repeat(offers.price, K)
         spd = job.samples / cost
-    feasible = feasible_mask(cost, hours_pess, job)
+    feasible = feasible_mask(cost, hours_pess, job.budget_usd, job.deadline_hours)
     r_low, r_high = types.low / types.sps, types.high / types.sps
     return Candidates(
         offer=np.repeat(np.arange(n_off), K), k=k.astype(np.int64), type_idx=type_idx,
@@ -250,7 +234,7 @@ def rank(c: Candidates, objective: str, top: int) -> np.ndarray:
 
 def closest(c: Candidates, job: Job, top: int) -> np.ndarray:
     """When nothing fits: the candidates needing the smallest relative stretch of budget or deadline."""
-    need_budget, need_deadline = shortfall(c.cost, c.hours_pess, job)
-    stretch = np.maximum(need_budget / job.budget_usd, need_deadline / job.deadline_h)
+    budget_needed, deadline_needed = shortfall(c.cost, c.hours_pess, job.budget_usd, job.deadline_hours)
+    stretch = np.maximum(budget_needed / job.budget_usd, deadline_needed / job.deadline_hours)
     return _top(stretch, c, np.flatnonzero(np.isfinite(stretch)), top)
 

@@ -17,8 +17,9 @@ from catalog.models import RESERVATION_NOTE
 
 from ..output import emit
 from .jobspec import JobSpec
-from .planner import Plan, bucket_label
+from .planner import Plan
 from .rows import CandidateRow, Outlook, ProbeRow, ProbeSummary, Rows
+from .spot import bucket_label
 
 TABLE_COLUMNS = ("rank", "instance", "count", "region", "market", "samples/s (source)", "time",
                  "cost USD", "samples/$", "note")

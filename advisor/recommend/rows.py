@@ -129,8 +129,10 @@ def candidate_row(plan: Plan, i: int, rank_no: int | None) -> CandidateRow:
     th = plan.throughputs[ti]
     k = int(c.k[i])
     market = int(o.market[off])
-    need_budget, need_deadline = (float(x) for x in rk.shortfall(c.cost[i], c.hours_pess[i], plan.rank_job))
-    has_figure = math.isfinite(need_budget) and math.isfinite(need_deadline)
+    job = plan.job
+    budget_needed, deadline_needed = (float(x) for x in rk.shortfall(c.cost[i], c.hours_pess[i], job.budget_usd,
+                                                                     job.deadline_hours))
+    has_figure = math.isfinite(budget_needed) and math.isfinite(deadline_needed)
     return CandidateRow(
         rank=rank_no,
         index=i,
@@ -157,10 +159,10 @@ def candidate_row(plan: Plan, i: int, rank_no: int | None) -> CandidateRow:
         interruption_bucket=int(plan.bucket[off]),
         feasible=bool(c.feasible[i]),
         has_figure=has_figure,
-        budget_needed_usd=_ceil(need_budget, 2) if has_figure and need_budget > plan.rank_job.budget_usd else None,
-        deadline_needed_hours=(_up_to_a_deadline(need_deadline)
-                               if has_figure and need_deadline > plan.rank_job.deadline_h else None),
-        setup_hours=plan.rank_job.setup_h,
+        budget_needed_usd=_ceil(budget_needed, 2) if has_figure and budget_needed > job.budget_usd else None,
+        deadline_needed_hours=(_up_to_a_deadline(deadline_needed)
+                               if has_figure and deadline_needed > job.deadline_hours else None),
+        setup_hours=job.setup_minutes / 60,
         estimate_anchor=th.anchor,
         network_note=th.network_note if k > 1 else None,
         throughput_notes=list(th.notes),

@@ -96,15 +96,16 @@ class ProbeOffer:
 
 
 def economics(c: rk.Candidates, offers: rk.OfferTable, job: rk.Job, objective: str) -> Economics:
-    """Setup (billed, not training) is the part that does not scale with throughput; a candidate
-    with no figure (NaN: network unknown for k > 1) never fits."""
+    """Each candidate's cost and hours split as advisor.recommend.spot states them: setup (billed,
+    not training) is the fixed part, the rest scales with 1 / throughput; a candidate with no
+    figure (NaN: network unknown for k > 1) never fits."""
     bad = ~(np.isfinite(c.cost) & np.isfinite(c.hours_pess))
-    setup_cost = np.where(bad, 0.0, job.setup_h * c.k * offers.price[c.offer])
-    setup_h = np.where(bad, 0.0, job.setup_h)
+    setup_cost = np.where(bad, 0.0, job.setup_hours * c.k * offers.price[c.offer])
+    setup_h = np.where(bad, 0.0, job.setup_hours)
     var = lambda total, fix: np.where(bad, np.inf, total - fix)
     return Economics(type_idx=c.type_idx, cost_fix=setup_cost, cost_var=var(c.cost, setup_cost),
                      hours_fix=setup_h, hours_var=var(c.hours, setup_h), pess_fix=setup_h,
-                     pess_var=var(c.hours_pess, setup_h), budget=job.budget_usd, deadline=job.deadline_h,
+                     pess_var=var(c.hours_pess, setup_h), budget_usd=job.budget_usd, deadline_hours=job.deadline_hours,
                      objective=objective)
 
 

@@ -110,13 +110,13 @@ class Picks:
         if self.fixed:
             cost += e.cost_fix[idx, None]
             pess += e.pess_fix[idx, None]
-        np.less_equal(pess, (e.deadline - waits)[:, None, None], out=ok)
+        np.less_equal(pess, (e.deadline_hours - waits)[:, None, None], out=ok)
         if self.by_cost:
             # Cheapest among those that meet the deadline, feasible if within the budget: the same
             # answer as the cheapest among those within both (a dearer one never undercuts it).
             obj = cost
         else:
-            ok &= np.less_equal(cost, e.budget, out=ok2)
+            ok &= np.less_equal(cost, e.budget_usd, out=ok2)
             obj = np.divide(self.obj_var[idx, None], ft, out=b)
             obj += self.obj_fix[idx, None]
             poison = (np.isnan(obj, out=ok2) & ok).any(axis=1)  # argmin would answer a NaN: no pick
@@ -130,7 +130,7 @@ class Picks:
         np.equal(obj, best[:, None, :], out=ok)
         np.multiply(ok, (m - np.arange(m)).astype(first.dtype)[None, :, None], out=first)
         j = m - first.max(axis=1).astype(np.int64)
-        valid = best <= e.budget if self.by_cost else np.isfinite(best) & ~poison
+        valid = best <= e.budget_usd if self.by_cost else np.isfinite(best) & ~poison
         return np.where(valid, idx[np.minimum(j, m - 1)], -1)
 
     def _undominated(self, src: np.ndarray, options: list[int]) -> np.ndarray:

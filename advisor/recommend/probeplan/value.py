@@ -55,8 +55,8 @@ class Economics:
     hours_var: np.ndarray
     pess_fix: np.ndarray  # the hours the deadline is checked against
     pess_var: np.ndarray
-    budget: float
-    deadline: float
+    budget_usd: float
+    deadline_hours: float
     objective: str = "cheapest"
 
     def __len__(self) -> int:
@@ -65,12 +65,12 @@ class Economics:
     def subset(self, idx: np.ndarray) -> Economics:
         pick = lambda a: a[idx]
         return Economics(pick(self.type_idx), pick(self.cost_fix), pick(self.cost_var), pick(self.hours_fix),
-                         pick(self.hours_var), pick(self.pess_fix), pick(self.pess_var), self.budget,
-                         self.deadline, self.objective)
+                         pick(self.hours_var), pick(self.pess_fix), pick(self.pess_var), self.budget_usd,
+                         self.deadline_hours, self.objective)
 
     def fits(self, cost, pess, wait_h: float = 0.0) -> np.ndarray:
         """recommend's feasibility rule (advisor.recommend.rank.feasible_mask), the deadline less `wait_h`."""
-        return rk.feasible_mask(cost, pess, rk.Job(0.0, self.budget, self.deadline - wait_h, 0.0, 1))
+        return rk.feasible_mask(cost, pess, self.budget_usd, self.deadline_hours - wait_h)
 
     def at(self, idx, f) -> tuple[np.ndarray, np.ndarray]:
         """(cost, pessimistic hours) of candidates idx at throughput factors f."""
