@@ -40,11 +40,11 @@ N_TYPES, N_REGIONS, K = 1300, 30, 16
 
 def synthetic_tables(seed: int = 0):
     rng = np.random.default_rng(seed)
-    sps = rng.lognormal(5, 1.5, N_TYPES)
+    samples_per_sec = rng.lognormal(5, 1.5, N_TYPES)
     spread = rng.uniform(1.05, 3.5, N_TYPES)
     types = rk.TypeTable(
-        names=[f"x{i}.large" for i in range(N_TYPES)], sps=sps, low=sps / spread, high=sps * spread,
-        source=rng.integers(0, 3, N_TYPES), step_s=128 / sps, intra_s=np.zeros(N_TYPES),
+        names=[f"x{i}.large" for i in range(N_TYPES)], samples_per_sec=samples_per_sec, low=samples_per_sec / spread, high=samples_per_sec * spread,
+        source=rng.integers(0, 3, N_TYPES), step_s=128 / samples_per_sec, intra_s=np.zeros(N_TYPES),
         inter_unit_s=2 * FACTS["resnet50"].gradient_bytes() / (rng.choice([12.5, 25, 50, 100, 400], N_TYPES) * 1e9 / 8),
     )
     t_idx = np.tile(np.arange(N_TYPES), N_REGIONS * 2)

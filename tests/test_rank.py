@@ -13,14 +13,14 @@ from advisor.recommend import rank as rk
 NAN = math.nan
 
 
-def types(sps, spread=None, inter=None, step=None, names=None) -> rk.TypeTable:
-    sps = np.array(sps, dtype=float)
-    spread = np.array(spread if spread is not None else [1.1] * len(sps), dtype=float)
+def types(samples_per_sec, spread=None, inter=None, step=None, names=None) -> rk.TypeTable:
+    samples_per_sec = np.array(samples_per_sec, dtype=float)
+    spread = np.array(spread if spread is not None else [1.1] * len(samples_per_sec), dtype=float)
     return rk.TypeTable(
-        names=names or [f"t{i}" for i in range(len(sps))], sps=sps, low=sps / spread, high=sps * spread,
-        source=np.full(len(sps), 2), step_s=np.array(step if step is not None else 128 / sps, dtype=float),
-        intra_s=np.zeros(len(sps)),
-        inter_unit_s=np.array(inter if inter is not None else [NAN] * len(sps), dtype=float),
+        names=names or [f"t{i}" for i in range(len(samples_per_sec))], samples_per_sec=samples_per_sec, low=samples_per_sec / spread, high=samples_per_sec * spread,
+        source=np.full(len(samples_per_sec), 2), step_s=np.array(step if step is not None else 128 / samples_per_sec, dtype=float),
+        intra_s=np.zeros(len(samples_per_sec)),
+        inter_unit_s=np.array(inter if inter is not None else [NAN] * len(samples_per_sec), dtype=float),
     )
 
 
@@ -58,7 +58,7 @@ def test_time_and_cost_arithmetic():
     assert c.hours.tolist() == pytest.approx([10, 1, 2.5, 20])
     assert c.cost.tolist() == pytest.approx([10, 20, 7.5, 8])
     # samples per dollar is the articles' formula when nothing is lost to interruptions
-    assert c.samples_per_dollar.tolist() == pytest.approx(rk.samples_per_dollar(T4.sps, O4.price).tolist())
+    assert c.samples_per_dollar.tolist() == pytest.approx(rk.samples_per_dollar(T4.samples_per_sec, O4.price).tolist())
 
 
 def test_cheapest():
@@ -120,7 +120,7 @@ def test_scale_out_improves_time_not_cost():
         comm = 2.0 * (k - 1) / k
         eff = step / (step + max(0.0, comm - 2 / 3 * step))
         assert c.efficiency[k - 1] == pytest.approx(eff)
-        assert c.sps[k - 1] == pytest.approx(100 * k * eff)
+        assert c.samples_per_sec[k - 1] == pytest.approx(100 * k * eff)
     assert np.all(np.diff(c.hours) < 0)  # more instances: faster
     assert np.all(np.diff(c.cost) > 0)  # and dearer, never cheaper
     assert rk.rank(c, "cheapest", 1)[0] == 0 and rk.rank(c, "fastest", 1)[0] == 3
@@ -144,7 +144,7 @@ def test_measured_multi_node_overrides_the_model():
     t = types([100], inter=[100.0])  # the model would say: hopeless
     t.multi_node = np.array([[np.nan, 190.0]])
     c = rk.evaluate(t, offers([0], [1.0]), job(k=2))
-    assert c.sps[1] == pytest.approx(190.0)
+    assert c.samples_per_sec[1] == pytest.approx(190.0)
     assert c.efficiency[1] == pytest.approx(0.95)
 
 

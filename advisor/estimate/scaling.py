@@ -47,7 +47,7 @@ def intra_instance(n: int, ic: tuple[str, float] | None, per_device_sps: float,
     return step, comm, eff, words
 
 
-def scale_out(sps: np.ndarray, step_s: np.ndarray, intra_s: np.ndarray, inter_unit_s: np.ndarray,
+def scale_out(samples_per_sec: np.ndarray, step_s: np.ndarray, intra_s: np.ndarray, inter_unit_s: np.ndarray,
               multi_node: np.ndarray | None, max_k: int) -> tuple[np.ndarray, np.ndarray]:
     """(throughput (T, K), efficiency relative to one instance (T, K)) for k = 1..max_k, per type:
     one instance's samples/s, its step's compute seconds, its own all-reduce seconds, 2 x gradient
@@ -60,10 +60,10 @@ def scale_out(sps: np.ndarray, step_s: np.ndarray, intra_s: np.ndarray, inter_un
     eff_k = overlap_efficiency(step, intra + np.where(k > 1, inter, 0.0))
     eff_1 = overlap_efficiency(step_s, intra_s)[:, None]
     rel = eff_k / eff_1
-    thr = k * sps[:, None] * rel
+    thr = k * samples_per_sec[:, None] * rel
     if multi_node is not None:
         measured = multi_node[:, :max_k]
         has = np.isfinite(measured)
         thr = np.where(has, measured, thr)
-        rel = np.where(has, measured / (k * sps[:, None]), rel)
+        rel = np.where(has, measured / (k * samples_per_sec[:, None]), rel)
     return thr, rel

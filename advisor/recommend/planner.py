@@ -194,7 +194,7 @@ def _type_table(catalog: Catalog, ths: list[Throughput], grad_bytes: float, K: i
                 multi[i, k - 1] = v
     return rk.TypeTable(
         names=[t.instance_type for t in ths],
-        sps=np.array([t.samples_per_sec for t in ths], dtype=float),
+        samples_per_sec=np.array([t.samples_per_sec for t in ths], dtype=float),
         low=np.array([t.low for t in ths], dtype=float),
         high=np.array([t.high for t in ths], dtype=float),
         source=np.array([rk.SOURCE_NAMES.index(t.source) for t in ths], dtype=np.int64),

@@ -126,7 +126,7 @@ def draw(plan: Plan, rows: Rows):
     # Error bars on the options that matter (the rows and the frontier): a throughput band moves
     # time and cost together, so each gets bars in both directions.
     b = pts.bars
-    r_hi, r_lo = c.sps[b] / c.sps_high[b], c.sps[b] / c.sps_low[b]
+    r_hi, r_lo = c.samples_per_sec[b] / c.high[b], c.samples_per_sec[b] / c.low[b]
     for code, (_, _, colour) in STYLES.items():
         m = src[b] == code
         if m.any():

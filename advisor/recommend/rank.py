@@ -32,7 +32,7 @@ class TypeTable:
     """Per instance type (index-aligned): one instance's throughput and what scale-out needs."""
 
     names: list[str]
-    sps: np.ndarray  # one instance, all its devices
+    samples_per_sec: np.ndarray  # one instance, all its devices
     low: np.ndarray
     high: np.ndarray
     source: np.ndarray  # index into SOURCE_NAMES
@@ -84,9 +84,9 @@ class Candidates:
     offer: np.ndarray
     k: np.ndarray
     type_idx: np.ndarray
-    sps: np.ndarray
-    sps_low: np.ndarray
-    sps_high: np.ndarray
+    samples_per_sec: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
     efficiency: np.ndarray
     hours: np.ndarray  # expected
     hours_pess: np.ndarray  # for the deadline check
@@ -100,10 +100,10 @@ class Candidates:
         return len(self.k)
 
     def cost_band(self) -> tuple[np.ndarray, np.ndarray]:
-        return self.cost * self.sps / self.sps_high, self.cost * self.sps / self.sps_low
+        return self.cost * self.samples_per_sec / self.high, self.cost * self.samples_per_sec / self.low
 
     def hours_band(self) -> tuple[np.ndarray, np.ndarray]:
-        return self.hours * self.sps / self.sps_high, self.hours * self.sps / self.sps_low
+        return self.hours * self.samples_per_sec / self.high, self.hours * self.samples_per_sec / self.low
 
 
 def shortfall(cost, hours_pess, budget_usd: float, deadline_hours: float) -> tuple[np.ndarray, np.ndarray]:
@@ -122,7 +122,7 @@ def feasible_mask(cost, hours_pess, budget_usd: float, deadline_hours: float) ->
 
 def evaluate(types: TypeTable, offers: OfferTable, job: Job) -> Candidates:
     K = job.max_instances
-    thr_tk, rel_tk = scale_out(types.sps, types.step_s, types.intra_s, types.inter_unit_s, types.multi_node, K)
+    thr_tk, rel_tk = scale_out(types.samples_per_sec, types.step_s, types.intra_s, types.inter_unit_s, types.multi_node, K)
     ti = offers.type_idx
     n_off = len(ti)
     thr = thr_tk[ti].ravel()  # (O*K,), offer-major
@@ -159,10 +159,10 @@ def evaluate(types: TypeTable, offers: OfferTable, job: Job) -> Candidates:
             cost += job.setup_hours * k * np.repeat(offers.price, K)
         spd = job.samples / cost
     feasible = feasible_mask(cost, hours_pess, job.budget_usd, job.deadline_hours)
-    r_low, r_high = types.low / types.sps, types.high / types.sps
+    r_low, r_high = types.low / types.samples_per_sec, types.high / types.samples_per_sec
     return Candidates(
         offer=np.repeat(np.arange(n_off), K), k=k.astype(np.int64), type_idx=type_idx,
-        sps=thr, sps_low=thr * r_low[type_idx], sps_high=thr * r_high[type_idx], efficiency=rel,
+        samples_per_sec=thr, low=thr * r_low[type_idx], high=thr * r_high[type_idx], efficiency=rel,
         hours=hours, hours_pess=hours_pess, cost=cost, interruptions=interruptions,
         samples_per_dollar=spd, feasible=feasible, uncertainty=types.uncertainty[type_idx],
     )

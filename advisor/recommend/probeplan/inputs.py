@@ -128,7 +128,7 @@ def probe_offers(types: rk.TypeTable, offers: rk.OfferTable, instance_types: lis
         if o is None:
             continue
         devices = device_count(it)
-        seconds = probe_seconds(float(types.sps[t]) / max(devices, 1), it.vcpus)
+        seconds = probe_seconds(float(types.samples_per_sec[t]) / max(devices, 1), it.vcpus)
         if seconds > WATCHDOG_MINUTES * 60:
             continue  # its ladder would not finish before launch's watchdog stops it: no result
         out[t] = ProbeOffer(o, float(offers.price[o]), seconds / 3600.0)
@@ -143,7 +143,7 @@ def beliefs(types: rk.TypeTable, instance_types: list[InstanceType], precisions:
     probe_scale x (1 + d)). What a probe of a sibling leaves unknown (d = 0) is the types' own
     variance; what a probe of another device leaves (d: the mean distance to the other devices in
     play) adds the device factor; the rest of each band is common to all types."""
-    sd_low, sd_high = Beliefs.sds(types.sps, types.low, types.high, BAND_COVERAGE)
+    sd_low, sd_high = Beliefs.sds(types.samples_per_sec, types.low, types.high, BAND_COVERAGE)
     devs = [instance_device(it, prec) for it, prec in zip(instance_types, precisions)]
     index_of = {d: i for i, d in enumerate(dict.fromkeys(devs))}
     keys = list(index_of)

@@ -100,20 +100,20 @@ class Beliefs:
     noise_sd: float  # log-sd of one probe's result
 
     @staticmethod
-    def sds(sps, low, high, coverage: float) -> tuple[np.ndarray, np.ndarray]:
-        """(sd_low, sd_high) of a band that is the `coverage` central interval around sps."""
+    def sds(samples_per_sec, low, high, coverage: float) -> tuple[np.ndarray, np.ndarray]:
+        """(sd_low, sd_high) of a band that is the `coverage` central interval around samples_per_sec."""
         z = NormalDist().inv_cdf(0.5 + coverage / 2)
-        sps, low, high = (np.asarray(a, dtype=float) for a in (sps, low, high))
+        samples_per_sec, low, high = (np.asarray(a, dtype=float) for a in (samples_per_sec, low, high))
         with np.errstate(divide="ignore", invalid="ignore"):
-            sd_low = np.nan_to_num(np.log(sps / low) / z, nan=0.0, posinf=0.0).clip(0)
-            sd_high = np.nan_to_num(np.log(high / sps) / z, nan=0.0, posinf=0.0).clip(0)
+            sd_low = np.nan_to_num(np.log(samples_per_sec / low) / z, nan=0.0, posinf=0.0).clip(0)
+            sd_high = np.nan_to_num(np.log(high / samples_per_sec) / z, nan=0.0, posinf=0.0).clip(0)
         return sd_low, sd_high
 
     @staticmethod
-    def siblings(sps, low, high, coverage: float, group, sibling_share: float = 0.95, **kw) -> Beliefs:
+    def siblings(samples_per_sec, low, high, coverage: float, group, sibling_share: float = 0.95, **kw) -> Beliefs:
         """Devices independent of each other; a device's sizes (one group) share `sibling_share`
         of their variance and are re-anchored only by their own device's probes."""
-        sd_low, sd_high = Beliefs.sds(sps, low, high, coverage)
+        sd_low, sd_high = Beliefs.sds(samples_per_sec, low, high, coverage)
         g = np.asarray(group)
         n = len(g)
         return Beliefs(sd_low=sd_low, sd_high=sd_high, common_share=np.zeros(n), device=g,
