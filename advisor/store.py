@@ -27,7 +27,7 @@ else:  # Python 3.10
 from lightning_module.result import ProbeResult, ResultError, parse_result
 
 from .errors import AdvisorError
-from .output import safe_text, warn
+from .output import safe_text
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS results (
@@ -150,8 +150,8 @@ class ResultStore:
             return None
 
     def results(self, workload_id: str | None = None, instance_type: str | None = None) -> list[ProbeResult]:
-        """Newest first. Rows that do not validate are skipped, named on stderr and kept in
-        self.invalid."""
+        """Newest first. Rows that do not validate are skipped and kept in self.invalid
+        (invalid_warnings() says them in words)."""
         sql, args = "SELECT result_id, json FROM results", []
         where = []
         if workload_id is not None:
@@ -164,15 +164,15 @@ class ResultStore:
             sql += " WHERE " + " AND ".join(where)
         sql += " ORDER BY finished_at DESC"
         self.invalid = []
-        out = [r for rid, text in self._rows(sql, args) if (r := self._parse(rid, text)) is not None]
-        self._warn_invalid()
-        return out
+        return [r for rid, text in self._rows(sql, args) if (r := self._parse(rid, text)) is not None]
 
-    def _warn_invalid(self) -> None:
-        for rid, why in self.invalid[:INVALID_ROWS_NAMED]:
-            warn(f"skipped invalid {why.removeprefix('store ')}; 'advisor results delete {safe_text(rid, 80)}' removes it")
+    def invalid_warnings(self) -> list[str]:
+        """The rows the last read skipped, in words (the first few named, then a count)."""
+        out = [f"skipped invalid {why.removeprefix('store ')}; 'advisor results delete {safe_text(rid, 80)}' removes it"
+               for rid, why in self.invalid[:INVALID_ROWS_NAMED]]
         if len(self.invalid) > INVALID_ROWS_NAMED:
-            warn(f"and {len(self.invalid) - INVALID_ROWS_NAMED} more invalid rows skipped")
+            out.append(f"and {len(self.invalid) - INVALID_ROWS_NAMED} more invalid rows skipped")
+        return out
 
     def _match(self, result_id: str) -> list[tuple]:
         # Not LIKE: a '_' or '%' typed as part of an id would match any result.

@@ -10,10 +10,10 @@ import json
 import pytest
 from recommend_catalogs import make_catalog
 
-from advisor.commands.recommend import probe_commands
 from advisor.recommend import report
 from advisor.recommend.jobspec import JobSpec
 from advisor.recommend.planner import Plan, build_plan
+from advisor.recommend.probeplan.commands import probe_commands
 from advisor.recommend.rows import CandidateRow, ProbeRow, build
 
 
@@ -89,7 +89,7 @@ def probe(name, region, market="on-demand") -> ProbeRow:
                     reason="could beat the pick")
 
 
-def test_probe_commands_are_built_by_the_command_layer():
+def test_probe_commands_group_the_probes_by_region_and_market():
     probes = [probe("g5.xlarge", "us-east-1"), probe("g6.xlarge", "us-west-2"), probe("g4dn.xlarge", "us-east-1"),
               probe("g5g.xlarge", "us-east-1", "spot")]
     cmds = probe_commands(job(image_size=160, num_classes=10), probes)

@@ -12,13 +12,13 @@ from pathlib import Path
 from pydantic import AwareDatetime, BaseModel
 
 from catalog.filters import ARCHS, TypeFilter
-from catalog.io import SNAPSHOT_PATH, CatalogError, FileError, load, read_json_file, save_atomic
+from catalog.io import FileError, load, read_json_file, save_atomic
 from catalog.models import Catalog
 
 from .. import options as opt
 from ..errors import AdvisorError
 from ..output import warn
-from ..paths import cache_dir, catalog_cache_path, default_store_path
+from ..paths import cache_dir, catalog_file, default_store_path
 
 DEFAULT_MAX_AGE_DAYS = 30.0
 MAX_AGE_ENV = "INSTANCE_ADVISOR_MAX_AGE"
@@ -130,23 +130,17 @@ def max_age_days(args) -> float:
 
 def catalog_path(args) -> Path:
     """--catalog FILE, else the cache written by 'catalog refresh', else the shipped snapshot."""
-    if getattr(args, "catalog", None):
-        return Path(args.catalog)
-    cache = catalog_cache_path()
-    if cache.is_file():  # one stat on the start-up path
-        return cache
-    if cache.exists():
-        warn(f"catalog cache {cache} is not a file; using the shipped snapshot (remove it, then 'advisor catalog refresh')")
-    return SNAPSHOT_PATH
+    path, note = catalog_file(getattr(args, "catalog", None))
+    if note:
+        warn(note)
+    return path
 
 
 def load_catalog(args) -> Catalog:
+    """The catalog catalog_path picks, with its age said once a day when it is older than --max-age."""
     max_age = max_age_days(args)  # a bad $INSTANCE_ADVISOR_MAX_AGE is said before any work
     path = catalog_path(args)
-    try:
-        cat = load(path)
-    except CatalogError as e:
-        raise AdvisorError(str(e)) from None
+    cat = load(path)
     age_days = (datetime.now(timezone.utc) - cat.fetched_at).total_seconds() / 86400
     if age_days > max_age and _first_warning_today(path, cat):
         warn(
@@ -203,13 +197,19 @@ def open_store(args, create: bool = True):
     return ResultStore(store_path(args), create=create)
 
 
-def read_store(args):
-    """The store to read, opened read-only; None when nothing was ever stored in the default
-    place. A store named with --store or INSTANCE_ADVISOR_STORE must exist: a mistyped path is
-    an error, not an empty store."""
-    from ..store import ResultStore
-
+def store_to_read(args) -> Path | None:
+    """The store to read; None when nothing was ever stored in the default place. A store named
+    with --store or INSTANCE_ADVISOR_STORE must exist: a mistyped path is an error (when it is
+    opened), not an empty store."""
     path = store_path(args)
     if not getattr(args, "store", None) and not os.environ.get("INSTANCE_ADVISOR_STORE") and not path.exists():
         return None
-    return ResultStore(path, readonly=True)
+    return path
+
+
+def read_store(args):
+    """The store to read (store_to_read), opened read-only; None when there is none."""
+    from ..store import ResultStore
+
+    path = store_to_read(args)
+    return None if path is None else ResultStore(path, readonly=True)

@@ -8,6 +8,8 @@ import io
 import shlex
 import sys
 
+from catalog.io import CatalogError
+
 from ..ec2 import MAX_INSTANCES, MAX_MINUTES
 from ..errors import AdvisorError
 from ..output import add_format_option, emit, warn
@@ -124,7 +126,7 @@ def check_probe_args(workload: str, probe_args: list[str]) -> None:
 def _catalog_or_none(args):
     try:
         return load_catalog(args)
-    except AdvisorError as e:
+    except (AdvisorError, CatalogError) as e:
         warn(f"prices unknown: {e}")
         return None
 

@@ -5,10 +5,6 @@ The fast, offline path: no torch, lightning, torchvision, boto3 (and matplotlib 
 
 from __future__ import annotations
 
-import logging
-from dataclasses import replace
-from typing import TYPE_CHECKING
-
 from .. import options as opt
 from ..output import FORMATS, warn
 from ..recommend.jobspec import JobSpec, parse_budget, parse_deadline, work_samples
@@ -19,19 +15,12 @@ from .common import (
     add_type_filter_options,
     command_name,
     load_catalog,
-    read_store,
+    store_to_read,
     type_filter,
 )
 
-if TYPE_CHECKING:
-    from ..recommend.rows import CandidateRow, ProbeRow, Rows
-
-log = logging.getLogger(__name__)
-
 DEFAULT_MAX_INSTANCES = 4
 MAX_INSTANCES = 64  # past this the scale-out model says nothing
-# --obtainable-only ranks this many times --top candidates before dropping those not obtainable
-OBTAINABLE_POOL = 5
 
 
 def register(sub) -> None:
@@ -115,15 +104,6 @@ def job_from_args(args) -> JobSpec:
     )
 
 
-def load_measurements(args, workload_id: str) -> list:
-    """The user's probes of this workload, newest first, read-only; nothing stored yet means none."""
-    store = read_store(args)
-    if store is None:
-        return []
-    with store:
-        return store.results(workload_id=workload_id)
-
-
 def handle(args) -> int:
     job = job_from_args(args)
     if args.plot:  # refused before anything is computed or printed
@@ -131,82 +111,18 @@ def handle(args) -> int:
 
         check_target(args.plot)
     catalog = load_catalog(args)
-    from ..recommend.planner import build_plan, workload_spec
+    from ..recommend.advice import advise
     from ..recommend.report import write
-    from ..recommend.rows import build
 
-    spec = workload_spec(job)  # its id picks the measurements; build_plan checks the filters
-    measurements = load_measurements(args, spec.workload_id)
-    # --obtainable-only ranks a deeper pool, so that --top rows remain after the unobtainable go
-    plan = build_plan(catalog, job, measurements, top=args.top * OBTAINABLE_POOL if args.obtainable_only else args.top,
-                      references=args.references)
-    for w in plan.warnings:
-        warn(w)
-    rows = with_account_facts(build(plan), catalog, check=args.check_account or args.obtainable_only,
-                              only=args.obtainable_only, top=args.top)
-    write(plan, rows, args.format, probe_commands=probe_commands(job, rows.probes), show_excluded=args.show_excluded)
+    advice = advise(job, catalog=catalog, store=store_to_read(args), references=args.references,
+                    check_account=args.check_account, obtainable_only=args.obtainable_only, top=args.top,
+                    program=command_name(), say=warn)
+    write(advice.plan, advice.rows, args.format, probe_commands=advice.probe_commands,
+          show_excluded=args.show_excluded)
     if args.plot:
         from ..recommend.plot import plot_plan
 
-        plot_plan(plan, rows, args.plot)
+        plot_plan(advice.plan, advice.rows, args.plot)
         if args.format == "table":
             print(f"\nplot written to {args.plot}")
     return 0
-
-
-def with_account_facts(rows: Rows, catalog, *, check: bool, only: bool, top: int) -> Rows:
-    """Rows with what the catalog knows about getting each type (Capacity Block / reservation
-    classes) and, with `check`, what the account's quotas and spot placement scores say."""
-    cands = [replace(r, sold_by_reservation=catalog.instance_types[r.instance_type].sold_by_reservation)
-             for r in rows.candidates]
-    if check:
-        from ..ec2.account import Account, Need
-        from ..ec2.account import check as check_account
-
-        def need(r: CandidateRow) -> Need:
-            it = catalog.instance_types[r.instance_type]
-            # spot+od-fallback starts on spot: its first request is what must be obtainable
-            return Need(r.instance_type, r.region, "on-demand" if r.market == "on-demand" else "spot", r.count,
-                        it.vcpus, it.sold_by_reservation)
-
-        account = Account()
-        needs = [need(r) for r in cands]
-        verdicts = check_account(needs, account)
-        for w in account.warnings:
-            warn(w)
-        cands = [replace(r, obtainable=(v := verdicts[n]).obtainable, obtainable_reason=v.reason)
-                 for r, n in zip(cands, needs)]
-        if only:
-            kept = [r for r in cands if r.obtainable == "yes"][:top]
-            if not kept:
-                warn(f"--obtainable-only: none of the {len(cands)} best candidates is obtainable by this account; "
-                     "without --obtainable-only the note column says why")
-            cands = [replace(r, rank=n + 1) if r.rank is not None else r for n, r in enumerate(kept)]
-    return replace(rows, candidates=cands)
-
-
-def probe_commands(job: JobSpec, probes: list[ProbeRow]) -> list[str]:
-    """The command lines that measure the probe rows: one `advisor launch` per region and market
-    (the market the user asked for: a --market spot plan probes on spot), then the pull that
-    imports the results (or `advisor probe` on such a machine)."""
-    if not probes:
-        return []
-    groups: dict[tuple[str, str], list[str]] = {}
-    for p in probes:
-        groups.setdefault((p.region, p.market), []).append(p.instance_type)
-    shape = []
-    if job.datamodule:
-        shape.append(f"--datamodule {job.datamodule}")
-    if job.image_size != 224:
-        shape.append(f"--image-size {job.image_size}")
-    if job.num_classes != 1000:
-        shape.append(f"--num-classes {job.num_classes}")
-    extra = f" --probe-args '{' '.join(shape)}'" if shape else ""
-    me = command_name()
-    cmds = [f"{me} launch --instance-type {','.join(names)} --region {region} --market {market} "
-            f"--workload {job.workload}{extra} --s3 s3://BUCKET/prefix" for (region, market), names in groups.items()]
-    cmds.append(f"{me} results pull s3://BUCKET/prefix   # then run this recommend again: it re-plans from "
-                "what the probes measured")
-    cmds.append(f"(or on a machine of that type: {me} probe --workload {job.workload}"
-                f"{' ' + ' '.join(shape) if shape else ''})")
-    return cmds

@@ -9,7 +9,7 @@ from lightning_module.result import ResultError, parse_results
 
 from .. import options as opt
 from ..errors import AdvisorError
-from ..output import add_format_option, emit, error
+from ..output import add_format_option, emit, error, warn
 from .common import add_list_option, add_store_option, open_store, read_store, store_path
 from .probe import (
     LADDER_COLUMNS,
@@ -120,7 +120,10 @@ def _stored(args) -> tuple[list, int]:
     if store is None:  # nothing ever stored in the default place
         return [], 0
     with store:
-        return _selected(store, args), len(store.invalid)
+        results = _selected(store, args)
+        for w in store.invalid_warnings():
+            warn(w)
+        return results, len(store.invalid)
 
 
 def handle_list(args) -> int:

@@ -227,32 +227,39 @@ def summary_line(plan: Plan) -> str:
             f"{int(plan.candidates.feasible.sum()):,} feasible")
 
 
+def json_document(plan: Plan, rows: Rows, probe_commands: list[str]) -> dict[str, Any]:
+    """The `--format json` document."""
+    records = [recommendation(r, plan.job) for r in rows.candidates]
+    return {
+        "workload_id": plan.workload_id,
+        "job": plan.job.model_dump(),
+        "feasible": rows.feasible,
+        "candidates_evaluated": len(plan.candidates),
+        "recommendations": records if rows.feasible else [],
+        "closest": [] if rows.feasible else records,
+        "probe_next": [probe_record(p) for p in rows.probes],
+        "probe_plan": probe_plan_record(rows.probe_summary),
+        "probe_commands": probe_commands,
+        "excluded": exclusion_rows(plan),
+        "warnings": plan.warnings,
+    }
+
+
+def json_text(plan: Plan, rows: Rows, probe_commands: list[str]) -> str:
+    return json.dumps(json_document(plan, rows, probe_commands), indent=2, default=_json_default)
+
+
 def write(plan: Plan, rows: Rows, fmt: str, *, probe_commands: list[str], show_excluded: bool = False,
           stream=None) -> None:
     """The plan's rows for people (table, markdown) or pipes (json, csv); `probe_commands` are the
-    command lines that measure the probe rows (built by the command layer)."""
+    command lines that measure the probe rows."""
     stream = stream or sys.stdout
     rs, feasible = rows.candidates, rows.feasible
-    if fmt in ("json", "csv"):
-        records = [recommendation(r, plan.job) for r in rs]
-        if fmt == "csv":
-            emit(records, "csv", CSV_COLUMNS, stream=stream)
-            return
-        doc = {
-            "workload_id": plan.workload_id,
-            "job": plan.job.model_dump(),
-            "feasible": feasible,
-            "candidates_evaluated": len(plan.candidates),
-            "recommendations": records if feasible else [],
-            "closest": [] if feasible else records,
-            "probe_next": [probe_record(p) for p in rows.probes],
-            "probe_plan": probe_plan_record(rows.probe_summary),
-            "probe_commands": probe_commands,
-            "excluded": exclusion_rows(plan),
-            "warnings": plan.warnings,
-        }
-        json.dump(doc, stream, indent=2, default=_json_default)
-        stream.write("\n")
+    if fmt == "csv":
+        emit([recommendation(r, plan.job) for r in rs], "csv", CSV_COLUMNS, stream=stream)
+        return
+    if fmt == "json":
+        stream.write(json_text(plan, rows, probe_commands) + "\n")
         return
     print(summary_line(plan), file=stream)
     if plan.front_size is not None and plan.front_size > len(plan.ranked):

@@ -1,0 +1,32 @@
+"""The command lines that measure a probe plan's rows."""
+
+from __future__ import annotations
+
+from ..jobspec import JobSpec
+from ..rows import ProbeRow
+
+
+def probe_commands(job: JobSpec, probes: list[ProbeRow], program: str = "advisor") -> list[str]:
+    """One `advisor launch` per region and market (the market the user asked for: a --market spot
+    plan probes on spot), then the pull that imports the results (or `advisor probe` on such a
+    machine). `program` is how the advisor is called (the CLI passes the name it was run by)."""
+    if not probes:
+        return []
+    groups: dict[tuple[str, str], list[str]] = {}
+    for p in probes:
+        groups.setdefault((p.region, p.market), []).append(p.instance_type)
+    shape = []
+    if job.datamodule:
+        shape.append(f"--datamodule {job.datamodule}")
+    if job.image_size != 224:
+        shape.append(f"--image-size {job.image_size}")
+    if job.num_classes != 1000:
+        shape.append(f"--num-classes {job.num_classes}")
+    extra = f" --probe-args '{' '.join(shape)}'" if shape else ""
+    cmds = [f"{program} launch --instance-type {','.join(names)} --region {region} --market {market} "
+            f"--workload {job.workload}{extra} --s3 s3://BUCKET/prefix" for (region, market), names in groups.items()]
+    cmds.append(f"{program} results pull s3://BUCKET/prefix   # then run this recommend again: it re-plans from "
+                "what the probes measured")
+    cmds.append(f"(or on a machine of that type: {program} probe --workload {job.workload}"
+                f"{' ' + ' '.join(shape) if shape else ''})")
+    return cmds
