@@ -112,3 +112,15 @@ def test_the_report_prints_the_command_lines_it_is_given():
         assert text.count("advisor launch") == 1
         if fmt == "json":
             assert json.loads(text)["probe_commands"] == ["advisor launch X"]
+
+
+def test_the_json_record_is_the_rows_own_fields_plus_two_in_words():
+    """One row model: every field the JSON/CSV contract carries is a field of CandidateRow (typed
+    and explained there), except the two the report derives in words."""
+    from dataclasses import fields
+
+    from advisor.recommend.rows import CandidateRow
+
+    own = {f.name for f in fields(CandidateRow)}
+    assert set(report.RECORD_FIELDS) - set(report.DERIVED_FIELDS) <= own
+    assert set(report.CSV_COLUMNS) <= set(report.RECORD_FIELDS)

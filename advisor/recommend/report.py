@@ -8,10 +8,9 @@ import json
 import math
 import sys
 import textwrap
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
 
 from catalog.models import RESERVATION_NOTE
 
@@ -36,44 +35,15 @@ NAMED_PAST_BUDGET = 5  # probes past --probe-budget named in the table text; JSO
 SHORT_RUN_HOURS = 1.0
 
 
-class CountHours(BaseModel):
-    count: int
-    hours: float
-
-
-class Recommendation(BaseModel):
-    """One ranked (or closest) candidate as the JSON/CSV output carries it."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    rank: int | None  # None for the closest candidates when nothing is feasible
-    instance_type: str
-    count: int
-    region: str
-    also_regions: list[str] = []  # the same offer at the same price
-    also_counts: list[CountHours] = []  # cheapest: more instances at the same cost (faster)
-    market: Literal["on-demand", "spot", "spot+od-fallback"]
-    samples_per_sec: float  # all `count` instances together
-    throughput_source: Literal["measured", "reference", "estimated"]
-    throughput_low: float
-    throughput_high: float
-    hours: float  # expected, interruption losses and setup included
-    hours_pessimistic: float  # what the deadline is checked against
-    cost_usd: float
-    samples_per_dollar: float
-    feasible: bool
-    reason: str | None = None  # why not, when infeasible
-    budget_needed_usd: float | None = None  # the budget that would make it feasible
-    deadline_needed_hours: float | None = None  # the deadline that would make it feasible
-    usd_per_hour: float  # per instance (the spot price for spot and the fallback)
-    precision: str
-    scale_out_efficiency: float  # throughput / (count x one instance's)
-    expected_interruptions: float
-    interruption_bucket: str | None = None
-    obtainable: Literal["yes", "no", "unknown"] | None = None  # --check-account; None: not checked
-    obtainable_reason: str | None = None
-    notes: list[str] = []
-    basis: dict[str, Any] = {}  # where the throughput comes from (anchor, ratios, provenance, result id)
+# The JSON/CSV record of a candidate: these fields of CandidateRow (advisor/recommend/rows.py, where
+# each is defined and typed), in this order. Two are derived in words here (reason, notes) and two
+# take their JSON form (also_counts as {count, hours}, interruption_bucket as its label, null on demand).
+RECORD_FIELDS = ("rank", "instance_type", "count", "region", "also_regions", "also_counts", "market",
+                 "samples_per_sec", "throughput_source", "throughput_low", "throughput_high", "hours",
+                 "hours_pessimistic", "cost_usd", "samples_per_dollar", "feasible", "reason", "budget_needed_usd",
+                 "deadline_needed_hours", "usd_per_hour", "precision", "scale_out_efficiency",
+                 "expected_interruptions", "interruption_bucket", "obtainable", "obtainable_reason", "notes", "basis")
+DERIVED_FIELDS = ("reason", "notes")
 
 
 def notes(r: CandidateRow) -> list[str]:
@@ -125,16 +95,16 @@ def reason(r: CandidateRow, job: JobSpec) -> str | None:
 
 
 def recommendation(r: CandidateRow, job: JobSpec) -> dict[str, Any]:
-    """The JSON/CSV record of a row."""
-    fields = {k: v for k, v in vars(r).items() if k in Recommendation.model_fields}
-    return Recommendation(
-        **fields | {
-            "also_counts": [{"count": kk, "hours": h} for kk, h in r.also_counts],
-            "interruption_bucket": None if r.market == "on-demand" else bucket_label(r.interruption_bucket),
-            "reason": reason(r, job),
-            "notes": notes(r),
-        }
-    ).model_dump()
+    """The JSON/CSV record of a row (RECORD_FIELDS)."""
+    json_form = {
+        "also_counts": [{"count": kk, "hours": h} for kk, h in r.also_counts],
+        "interruption_bucket": None if r.market == "on-demand" else bucket_label(r.interruption_bucket),
+        "reason": reason(r, job),
+        "notes": notes(r),
+        "also_regions": list(r.also_regions),
+        "basis": dict(r.basis),
+    }
+    return {k: json_form[k] if k in json_form else getattr(r, k) for k in RECORD_FIELDS}
 
 
 def probe_record(p: ProbeRow) -> dict[str, Any]:
