@@ -2,7 +2,7 @@
 
 Every option is bounded to what it can mean (advisor/options.py) and refused in one line with exit
 2; the CLI never prints a traceback, and a bug (which these tests must never find) is one line with
-exit 70. The statuses are documented in the README and advisor/errors.py."""
+exit 70. The statuses are documented in docs/exit-codes.md and advisor/errors.py."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The core install (no extras) in a fresh venv: recommend, catalog and results work without torch,
 and the probe says in one line what to install.
 
-It pip-installs this checkout into a new venv the way the README does (`pip install --isolated .`),
+It pip-installs this checkout into a new venv the way docs/install.md does (`pip install --isolated .`),
 so it needs the package registry; it is skipped, saying so, when the registry cannot be reached.
 """
 

@@ -1,11 +1,15 @@
-"""Every command the README shows runs as shown after its two setup commands.
+"""Every command the README and the docs pages show runs as shown after the README's two setup commands.
 
-The README's ```console blocks (`$ ` lines) and ```sh blocks (every line) are its commands. Each
+The pages are README.md, then every docs/*.md page (PAGE_ORDER first, any other page after them by
+name). Their ```console blocks (`$ ` lines) and ```sh blocks (every line) are their commands. Each
 `advisor` command is parsed by the real parser (a renamed option fails here, whether or not the
-command is run); the offline ones are then run, in README order, by bash, in one scratch
-directory that has the checkout's files, fresh cache and data dirs, and a `.venv/bin/advisor`
-that runs this checkout. A command is expected to exit 0 unless its transcript shows an error
-line (then that line must be what it prints, exit 2) or an `echo $?` after it says otherwise.
+command is run); the offline ones are then run by bash, README first and then the pages in that
+order, in one scratch directory that has the checkout's files, fresh cache and data dirs, and a
+`.venv/bin/advisor` that runs this checkout, so a command may use what an earlier one made (the
+results store that docs/results.md imports into, say). A command is expected to exit 0 unless its
+transcript shows an error line (then that line must be what it prints, exit 2) or an `echo $?`
+after it says otherwise. Every relative link in the pages must point at a file that exists, and
+at a heading of it when it names an anchor.
 """
 
 from __future__ import annotations
@@ -22,6 +26,24 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+# The order the docs pages' commands run in, after the README's (the original README's order).
+PAGE_ORDER = ("recommend.md", "estimates.md", "probe.md", "results.md", "ec2.md", "catalog.md", "iam.md",
+              "exit-codes.md", "install.md", "benchmarks.md")
+
+
+def doc_pages() -> list[Path]:
+    """README.md, then docs/*.md: those of PAGE_ORDER in that order, any other after them by name."""
+    found = {p.name: p for p in DOCS.glob("*.md")}
+    ordered = [found.pop(name) for name in PAGE_ORDER if name in found]
+    return [README, *ordered, *(found[name] for name in sorted(found))]
+
+
+PAGES = doc_pages()
+
+
+def rel(path: Path) -> str:
+    return path.relative_to(ROOT).as_posix()
 
 # Commands shown but not run here, by their first words, and why.
 NOT_RUN = {
@@ -43,10 +65,15 @@ ERROR_LINE = re.compile(r"^advisor(?: [a-z-]+)*: error: .*")
 
 @dataclass
 class Command:
+    page: str  # the page's path from the checkout's root
     line: int
     text: str
     output: list[str]
     expect_status: int | None = None  # from a following `echo $?`
+
+    @property
+    def where(self) -> str:
+        return f"{self.page}:{self.line}"
 
     @property
     def argv(self) -> list[str]:
@@ -84,7 +111,7 @@ def blocks(text: str):
             body.append((n, raw[len(indent):] if raw.startswith(indent) else raw.lstrip()))
 
 
-def readme_commands(text: str) -> list[Command]:
+def readme_commands(text: str, page: str = "README.md") -> list[Command]:
     cmds: list[Command] = []
     for lang, body in blocks(text):
         if lang not in ("console", "sh"):
@@ -102,7 +129,7 @@ def readme_commands(text: str) -> list[Command]:
                     pending.expect_status = int(body[i + 1][1])
                     i += 2
                     continue
-                pending = Command(n, cmd.strip(), [])
+                pending = Command(page, n, cmd.strip(), [])
                 cmds.append(pending)
             elif lang == "console" and pending is not None:
                 pending.output.append(raw)
@@ -110,10 +137,12 @@ def readme_commands(text: str) -> list[Command]:
     return cmds
 
 
-COMMANDS = readme_commands(README.read_text())
+COMMANDS = [c for page in PAGES for c in readme_commands(page.read_text(), rel(page))]
+README_COMMANDS = [c for c in COMMANDS if c.page == "README.md"]
 
 
 def test_readme_shows_commands():
+    assert "advisor recommend" in " ".join(c.text for c in README_COMMANDS)
     text = " ".join(c.text for c in COMMANDS)
     for needle in ("advisor recommend", "advisor catalog show", "advisor catalog info", "advisor results"):
         assert needle in text
@@ -121,21 +150,22 @@ def test_readme_shows_commands():
 
 def test_commands_live_in_console_or_sh_blocks():
     """A `$ ` line in any other block is a command this test would never run."""
-    for lang, body in blocks(README.read_text()):
-        for n, raw in body:
-            if lang != "console" and raw.startswith("$ "):
-                pytest.fail(f"README.md:{n}: a command in a ```{lang or '(plain)'} block: use ```console")
+    for page in PAGES:
+        for lang, body in blocks(page.read_text()):
+            for n, raw in body:
+                if lang != "console" and raw.startswith("$ "):
+                    pytest.fail(f"{rel(page)}:{n}: a command in a ```{lang or '(plain)'} block: use ```console")
 
 
-@pytest.mark.parametrize("cmd", COMMANDS, ids=lambda c: f"L{c.line}")
+@pytest.mark.parametrize("cmd", COMMANDS, ids=lambda c: c.where)
 def test_command_runs_from_the_setup_venv(cmd):
     """After the setup nothing is on PATH: every command names .venv/bin/... (or is a builtin)."""
     assert cmd.argv and cmd.argv[0] in ALLOWED_PROGRAMS, (
-        f"README.md:{cmd.line}: {cmd.text!r} starts with {cmd.argv[0]!r}, which is not on PATH after the two "
+        f"{cmd.where}: {cmd.text!r} starts with {cmd.argv[0]!r}, which is not on PATH after the two "
         "setup commands: write .venv/bin/advisor (or .venv/bin/python)")
 
 
-@pytest.mark.parametrize("cmd", [c for c in COMMANDS if c.argv[0] == ".venv/bin/advisor"], ids=lambda c: f"L{c.line}")
+@pytest.mark.parametrize("cmd", [c for c in COMMANDS if c.argv[0] == ".venv/bin/advisor"], ids=lambda c: c.where)
 def test_advisor_command_parses(cmd):
     from advisor.cli import build_parser
 
@@ -146,7 +176,7 @@ def test_advisor_command_parses(cmd):
         build_parser().parse_args(argv)
     except SystemExit as e:
         assert e.code == 2 and shown and "error: argument" in shown, (
-            f"README.md:{cmd.line}: {cmd.text!r} does not parse (exit {e.code})")
+            f"{cmd.where}: {cmd.text!r} does not parse (exit {e.code})")
 
 
 @pytest.fixture(scope="module")
@@ -174,7 +204,7 @@ def scratch(tmp_path_factory):
 
 
 def test_offline_commands_run_as_shown(scratch):
-    """In README order, one scratch dir: a command may use what an earlier one made."""
+    """README, then the docs pages in PAGE_ORDER, one scratch dir: a command may use what an earlier one made."""
     d, env = scratch
     failures = []
     ran = 0
@@ -187,20 +217,91 @@ def test_offline_commands_run_as_shown(scratch):
         want = cmd.expected_status()
         err_lines = [ln for ln in proc.stderr.splitlines() if ERROR_LINE.match(ln)]
         if proc.returncode != want:
-            failures.append(f"README.md:{cmd.line}: {cmd.text!r} exited {proc.returncode}, README shows {want}: "
+            failures.append(f"{cmd.where}: {cmd.text!r} exited {proc.returncode}, {cmd.page} shows {want}: "
                             f"{(err_lines or proc.stderr.strip().splitlines()[-1:] or [''])[0]}")
         elif (shown := cmd.error_shown()) and shown not in err_lines:
-            failures.append(f"README.md:{cmd.line}: {cmd.text!r} printed {err_lines}, README shows {shown!r}")
+            failures.append(f"{cmd.where}: {cmd.text!r} printed {err_lines}, {cmd.page} shows {shown!r}")
         elif want == 0 and (err_lines or "Traceback" in proc.stderr):
-            failures.append(f"README.md:{cmd.line}: {cmd.text!r} printed an error: {proc.stderr.strip()[-300:]}")
+            failures.append(f"{cmd.where}: {cmd.text!r} printed an error: {proc.stderr.strip()[-300:]}")
     assert not failures, "\n".join(failures)
     assert ran >= 10
 
 
 def test_ci_runs_the_readme_setup_commands():
     """.ci/run is the README's two fresh-machine commands, as written (plus its torchvision check)."""
-    setup = [c.text for c in COMMANDS[:2]]
+    setup = [c.text for c in README_COMMANDS[:2]]
     assert setup[0].startswith("python3 -m venv .venv ") and "-e '.[dev]'" in setup[0]
     assert setup[1].startswith(".venv/bin/python -m pytest")
     ci = [ln.strip() for ln in (ROOT / ".ci" / "run").read_text().splitlines()]
     assert all(cmd in ci for cmd in setup), f".ci/run does not run {setup}"
+
+
+# A markdown link or image: [text](target) or ![alt](target "title"); the text may wrap over lines.
+LINK = re.compile(r'!?\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+"[^"]*")?\s*\)')
+HEADING = re.compile(r"^#{1,6}\s+(.*?)\s*#*\s*$")
+
+
+def unfenced(text: str) -> str:
+    """The text with its fenced blocks blanked out (line numbers kept)."""
+    lines, fenced = [], False
+    for raw in text.splitlines():
+        if FENCE.match(raw):
+            fenced = not fenced
+        lines.append("" if fenced or FENCE.match(raw) else raw)
+    return "\n".join(lines)
+
+
+def prose(text: str) -> str:
+    """The text outside fenced blocks and inline code (line numbers kept)."""
+    return re.sub(r"`[^`]*`", lambda m: re.sub(r"[^\n]", " ", m.group(0)), unfenced(text))
+
+
+def anchors(text: str) -> set[str]:
+    """The anchors GitHub gives a page's headings: lower case, punctuation dropped, spaces to
+    hyphens, a repeated one numbered -1, -2, ..."""
+    seen: dict[str, int] = {}
+    out = set()
+    for line in unfenced(text).splitlines():
+        if m := HEADING.match(line):
+            slug = re.sub(r"[^\w\- ]", "", m.group(1).replace("`", "").strip().lower()).replace(" ", "-")
+            n = seen.get(slug, 0)
+            seen[slug] = n + 1
+            out.add(slug if n == 0 else f"{slug}-{n}")
+    return out
+
+
+def relative_links(page: Path):
+    """(line, target) of every link in the page that is not a URL."""
+    text = prose(page.read_text())
+    for m in LINK.finditer(text):
+        target = m.group(1)
+        if not re.match(r"^[a-z][a-z0-9+.-]*:", target, re.IGNORECASE):  # http:, https:, mailto:
+            yield text.count("\n", 0, m.start()) + 1, target
+
+
+def test_anchor_rule():
+    page = "# A: `advisor x`\n## Can your account get it: `--check-account`\n## A: advisor x\n```sh\n# no heading\n```\n"
+    assert anchors(page) == {"a-advisor-x", "can-your-account-get-it---check-account", "a-advisor-x-1"}
+
+
+def test_relative_links_resolve():
+    """Every relative link in README.md and docs/*.md names a file that exists (and its anchor a heading)."""
+    broken = []
+    for page in PAGES:
+        for n, target in relative_links(page):
+            path, _, anchor = target.partition("#")
+            dest = (page.parent / path).resolve() if path else page
+            if not dest.is_relative_to(ROOT):
+                broken.append(f"{rel(page)}:{n}: {target}: outside the checkout")
+            elif not dest.exists():
+                broken.append(f"{rel(page)}:{n}: {target}: no such file")
+            elif anchor and dest.suffix == ".md" and anchor not in anchors(dest.read_text()):
+                broken.append(f"{rel(page)}:{n}: {target}: {rel(dest)} has no heading with that anchor")
+    assert not broken, "\n".join(broken)
+
+
+def test_readme_links_every_docs_page():
+    """A page the README does not link is a page a reader never finds."""
+    linked = {(README.parent / target.partition("#")[0]).resolve() for _, target in relative_links(README)}
+    missing = [rel(p) for p in PAGES[1:] if p.resolve() not in linked]
+    assert not missing, f"README.md links none of {missing}"

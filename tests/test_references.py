@@ -200,8 +200,8 @@ def test_list_own_file_and_bad_file(capsys, tmp_path):
     assert err.startswith("advisor: error: reference file") and err.count("\n") == 1
 
 
-def test_readme_states_the_row_count(refs):
+def test_estimates_page_states_the_row_count(refs):
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    assert f"{len(refs.measurements)} rows from" in readme, "update README 'Reference dataset' counts"
+    page = (Path(__file__).resolve().parents[1] / "docs" / "estimates.md").read_text()
+    assert f"{len(refs.measurements)} rows from" in page, "update docs/estimates.md 'Reference dataset' counts"
