@@ -71,7 +71,7 @@ def register(sub) -> None:
     p.add_argument("--show-excluded", action="store_true", help="also list excluded instance types with the reason")
     p.add_argument("--check-account", action="store_true",
                    help="ask AWS whether your account can get each candidate: its vCPU quota (Service Quotas) and, "
-                        "for spot, the spot placement score; needs credentials (IAM permissions: see README)")
+                        "for spot, the spot placement score; needs credentials (IAM permissions: docs/iam.md)")
     p.add_argument("--obtainable-only", action="store_true",
                    help="only candidates the account can get (obtainable yes); implies --check-account")
     p.add_argument("--plot", metavar="FILE", help="write a cost-vs-time plot to FILE.png, .svg or .pdf (needs matplotlib)")

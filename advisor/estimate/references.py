@@ -258,7 +258,7 @@ def loads(text: str | bytes, where: str = "reference data") -> ReferenceSet:
         raise ReferenceError(f"{where} is not a reference table (no 'measurements' list)")
     if data.get("schema_version") != SCHEMA_VERSION:
         raise ReferenceError(f"{where} has schema_version {data.get('schema_version')!r}; "
-                             f"this advisor reads {SCHEMA_VERSION} (see README, 'Reference dataset')")
+                             f"this advisor reads {SCHEMA_VERSION} (see docs/estimates.md, 'Reference dataset')")
     try:
         return ReferenceSet.model_validate(data)
     except ValidationError as e:
