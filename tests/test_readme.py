@@ -227,6 +227,19 @@ def test_offline_commands_run_as_shown(scratch):
     assert ran >= 10
 
 
+PYTHON_BLOCKS = [(rel(page), body) for page in PAGES for lang, body in blocks(page.read_text()) if lang == "python"]
+
+
+@pytest.mark.parametrize("page,body", PYTHON_BLOCKS, ids=[f"{p}:{b[0][0]}" for p, b in PYTHON_BLOCKS])
+def test_python_examples_run_as_shown(scratch, page, body):
+    """A ```python block is a program a reader pastes: it runs, with the checkout's packages."""
+    d, env = scratch
+    code = "\n".join(line for _, line in body)
+    proc = subprocess.run([sys.executable, "-c", code], check=False, cwd=d, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, f"{page}:{body[0][0]}: {proc.stderr.strip()[-500:]}"
+
+
 def test_ci_runs_the_readme_setup_commands():
     """.ci/run is the README's two fresh-machine commands, as written (plus its torchvision check)."""
     setup = [c.text for c in README_COMMANDS[:2]]
