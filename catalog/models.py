@@ -80,7 +80,7 @@ class InstanceType(BaseModel):
     accelerator_fraction: float | None = Field(default=None, gt=0, lt=1, allow_inf_nan=False)
     network_gbps: float | None = Field(default=None, ge=0.01, le=100_000)  # the sustained figure; "Up to 10 Gigabit" -> 10, up_to=True
     network_up_to: bool = False
-    # What hours of all-reduce get (catalog.describe.baseline_gbps): the instance's own figure when
+    # What hours of all-reduce get (catalog.aws.describe.baseline_gbps): the instance's own figure when
     # it is a fixed one; for "Up to N Gigabit" the smaller of the cards' baseline and N
     # (c7i.2xlarge: 3.125 of "up to 12.5").
     network_baseline_gbps: float | None = Field(default=None, ge=0.01, le=100_000)

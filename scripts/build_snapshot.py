@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from catalog.accelerators import cpu_families, lookup
-from catalog.describe import family_of, generation_of, instance_type_from_describe
+from catalog.aws.describe import family_of, generation_of, instance_type_from_describe
 from catalog.io import SNAPSHOT_PATH, save_atomic
 from catalog.models import SCHEMA_VERSION, Catalog, InstanceType, Offer, RegionOffers
 
@@ -84,7 +84,7 @@ def _int(text: str) -> int | None:
 
 def _from_csv(row: dict[str, str], network: tuple[str, bool]) -> InstanceType:
     """An InstanceType for a type moto does not describe, from the reference row."""
-    from catalog.describe import parse_network
+    from catalog.aws.describe import parse_network
 
     name = row["instance_type"]
     family = family_of(name)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from advisor.paths import catalog_cache_path
-from catalog.describe import generation_of, parse_network
+from catalog.aws.describe import generation_of, parse_network
 from catalog.io import SNAPSHOT_PATH, CatalogError, load, loads, save_atomic
 
 # The reference table lives in shared/ beside the checkout (CI clones with it there too).

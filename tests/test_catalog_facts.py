@@ -10,7 +10,7 @@ import moto
 import pytest
 
 from catalog import accelerators as acc
-from catalog.describe import instance_type_from_describe, parse_network
+from catalog.aws.describe import instance_type_from_describe, parse_network
 from catalog.hardware import device_peak_tflops, gpu_spec, sustained_network_gbps
 
 MOTO_TYPES = Path(moto.__file__).parent / "ec2" / "resources" / "instance_types.json.gz"

@@ -9,8 +9,8 @@ import logging
 import re
 from typing import Any
 
-from .accelerators import cpu_families, lookup
-from .models import AcceleratorKind, InstanceType
+from ..accelerators import cpu_families, lookup
+from ..models import AcceleratorKind, InstanceType
 
 log = logging.getLogger(__name__)
 
