@@ -297,12 +297,14 @@ def refresh(regions: Iterable[str] | None = None, families: Iterable[str] | None
     provenance = (
         f"AWS APIs at {now:%Y-%m-%d %H:%M} UTC: DescribeInstanceTypes, DescribeInstanceTypeOfferings, "
         "Pricing GetProducts (Linux, shared tenancy, on-demand), DescribeSpotPriceHistory (Linux/UNIX, "
-        "current price per AZ; usd_per_hour = median over AZs)"
+        "current price per AZ; usd_per_hour = median over AZs); socket sizes and GPU links per family from "
+        "catalog/aws/families.py"
         + f"; {advisor_note}"
         + (f"; families {', '.join(sorted(fams))}" if fams else "")
     )
     return Catalog(
         schema_version=SCHEMA_VERSION,
+        cloud="aws",
         source="aws-api",
         fetched_at=now,
         provenance=provenance,
