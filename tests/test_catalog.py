@@ -166,6 +166,13 @@ def test_catalog_imports_neither_advisor_nor_lightning_module():
             assert not any(n.split(".")[0] in ("advisor", "lightning_module") for n in names), (f, names)
 
 
+def test_the_refresh_dispatch_names_each_clouds_fetcher():
+    from catalog.aws import refresh
+    from catalog.clouds import REFRESH, refresher
+
+    assert list(REFRESH) == ["aws"] and refresher("aws") is refresh.refresh
+
+
 @pytest.mark.parametrize("bad", [-1.0, 0.0, "NaN"])
 def test_bad_price(bad):
     d = _snapshot_dict()
