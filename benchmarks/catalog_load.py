@@ -19,6 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from catalog.aws.families import facts
 from catalog.io import SNAPSHOT_PATH, load, save_atomic
 from catalog.models import SCHEMA_VERSION, Catalog, InstanceType, RegionOffers
 
@@ -39,6 +40,7 @@ def synthetic(n_types: int = 1300, n_regions: int = 30, seed: int = 0) -> Catalo
             accelerator_kind="gpu" if gpu else "none", accelerator_model="L4" if gpu else None,
             accelerator_count=1 if gpu else 0, accelerator_memory_gib=24.0 if gpu else None,
             network_gbps=12.5, network_up_to=True, efa=i % 3 == 0,
+            **facts(fam, "gpu" if gpu else "none", 1 if gpu else 0),
         )
     names = list(types)
     offers = {}

@@ -84,7 +84,7 @@ def time_planner(repeat: int) -> None:
     from advisor.recommend.jobspec import JobSpec
     from advisor.recommend.planner import build_plan
     from catalog.io import SNAPSHOT_PATH, load
-    from catalog.models import Catalog, InstanceType, RegionOffers
+    from catalog.models import SCHEMA_VERSION, Catalog, InstanceType, RegionOffers
 
     snap = load(SNAPSHOT_PATH)
     protos = list(snap.instance_types.values())
@@ -104,7 +104,7 @@ def time_planner(repeat: int) -> None:
             usd_per_hour=list(od) + list(od * 0.4), spot_min_usd=[None] * 2 * n, az_count=[None] * 2 * n,
             price_at=[None] * 2 * n, interruption_bucket=[None] * n + list(rng.integers(0, 5, n).tolist()),
             savings_pct=[None] * 2 * n)
-    cat = Catalog.model_construct(schema_version=1, source="file", fetched_at=datetime.now(timezone.utc),
+    cat = Catalog.model_construct(schema_version=SCHEMA_VERSION, source="file", fetched_at=datetime.now(timezone.utc),
                                   provenance="synthetic", regions=list(offers),
                                   instance_types={**snap.instance_types, **types}, offers=offers)
     job = JobSpec(samples=1e8, budget_usd=500, deadline_hours=48, market="any", max_instances=K)

@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 from pydantic import BaseModel, ValidationError
 
-from .models import SCHEMA_VERSION, Catalog
+from .models import READABLE_VERSIONS, SCHEMA_VERSION, Catalog
 
 SNAPSHOT_PATH = Path(__file__).parent / "data" / "snapshot.json"
 
@@ -165,7 +165,7 @@ def loads(text: str | bytes, where: str = "catalog") -> Catalog:
         raise CatalogError(f"{e}; refresh it with 'advisor catalog refresh' or pass another --catalog") from None
     if not isinstance(data, dict) or "schema_version" not in data:
         raise CatalogError(f"{where} is not an instance-advisor catalog (no schema_version)")
-    if data["schema_version"] != SCHEMA_VERSION:
+    if data["schema_version"] not in READABLE_VERSIONS:
         raise CatalogError(
             f"{where} has catalog schema_version {data['schema_version']!r}, this advisor reads "
             f"{SCHEMA_VERSION}; run 'advisor catalog refresh' to rebuild it"

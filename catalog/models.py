@@ -13,7 +13,10 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
-SCHEMA_VERSION = 1
+# 2: `cloud` and the hardware facts (socket_vcpus, interconnect, host_link) became fields. Version 1
+# files still load: Catalog._schema_1_facts fills the facts as AWS's fetcher writes them.
+SCHEMA_VERSION = 2
+READABLE_VERSIONS = (1, SCHEMA_VERSION)
 
 AcceleratorKind = Literal["gpu", "neuron", "gaudi", "none"]
 Market = Literal["on-demand", "spot"]
@@ -61,6 +64,7 @@ Text = Annotated[str, Field(max_length=200), AfterValidator(one_line)]  # a CPU 
 class InstanceType(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
+    cloud: Name = "aws"  # whose fetcher described it (catalog/clouds.py)
     name: Name
     family: Name
     generation: int | None = Field(default=None, ge=1, le=100)
@@ -80,7 +84,7 @@ class InstanceType(BaseModel):
     accelerator_fraction: float | None = Field(default=None, gt=0, lt=1, allow_inf_nan=False)
     network_gbps: float | None = Field(default=None, ge=0.01, le=100_000)  # the sustained figure; "Up to 10 Gigabit" -> 10, up_to=True
     network_up_to: bool = False
-    # What hours of all-reduce get (catalog.describe.baseline_gbps): the instance's own figure when
+    # What hours of all-reduce get (catalog.aws.describe.baseline_gbps): the instance's own figure when
     # it is a fixed one; for "Up to N Gigabit" the smaller of the cards' baseline and N
     # (c7i.2xlarge: 3.125 of "up to 12.5").
     network_baseline_gbps: float | None = Field(default=None, ge=0.01, le=100_000)
@@ -88,6 +92,16 @@ class InstanceType(BaseModel):
     # DescribeInstanceTypes' SupportedUsageClasses ("on-demand", "spot", "capacity-block");
     # empty where the catalog's source did not say.
     usage_classes: list[str] = []
+    # Hardware facts the cloud publishes per family but its instance-type API does not carry (AWS's:
+    # catalog/aws/families.py), written by the fetcher; None where not known. socket_vcpus: vCPUs of
+    # one CPU socket (a CPU estimate counts one). interconnect: the link between the instance's
+    # devices (None for one device), GB/s per direction per device. host_link: each device's link to
+    # the host CPU (None without accelerators), GB/s per direction.
+    socket_vcpus: int | None = Field(default=None, gt=0, le=16384)
+    interconnect: Text | None = None
+    interconnect_gbs: float | None = Field(default=None, gt=0, le=10_000)  # B200's NVLink 5: 900; MB/s would be 1000x
+    host_link: Text | None = None
+    host_link_gbs: float | None = Field(default=None, gt=0, le=1_000)  # PCIe Gen5 x16: ~63; MB/s would be 1000x
 
     @property
     def sold_by_reservation(self) -> bool:
@@ -106,6 +120,9 @@ class InstanceType(BaseModel):
             )
         if self.physical_cores is not None and self.physical_cores > self.vcpus:
             raise ValueError(f"{self.name}: physical_cores {self.physical_cores} is more than vcpus {self.vcpus}")
+        for link in ("interconnect", "host_link"):  # a link is its words and its figure, or neither
+            if (getattr(self, link) is None) != (getattr(self, f"{link}_gbs") is None):
+                raise ValueError(f"{self.name}: {link} and {link}_gbs must be given together")
         return self
 
 
@@ -221,6 +238,7 @@ class Catalog(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     schema_version: int
+    cloud: Name = "aws"  # every instance type's cloud (catalog/clouds.py)
     source: Source
     fetched_at: datetime
     provenance: str = Field(default="", max_length=PROVENANCE_MAX_CHARS)
@@ -231,7 +249,7 @@ class Catalog(BaseModel):
     @field_validator("schema_version")
     @classmethod
     def _version_ok(cls, v: int) -> int:
-        if v != SCHEMA_VERSION:
+        if v not in READABLE_VERSIONS:
             raise ValueError(
                 f"catalog schema_version {v} is not supported (this advisor reads version "
                 f"{SCHEMA_VERSION}); run 'advisor catalog refresh' or rebuild the file"
@@ -252,11 +270,27 @@ class Catalog(BaseModel):
         for key, it in self.instance_types.items():
             if it.name != key:  # the ranker looks types up by the name an offer gives
                 raise ValueError(f"instance_types[{key!r}] describes {it.name!r}")
+            if it.cloud != self.cloud:
+                raise ValueError(f"instance_types[{key!r}] is of cloud {it.cloud!r}, the catalog of {self.cloud!r}")
         known = self.instance_types.keys()
         for region, ro in self.offers.items():
             unknown = set(ro.instance_type) - known
             if unknown:
                 raise ValueError(f"offers in {region} name unknown instance type {min(unknown)}")
+        return self
+
+    @model_validator(mode="after")
+    def _schema_1_facts(self) -> Catalog:
+        """Version 1 had no hardware-fact fields, and only AWS wrote it: its types get the facts
+        AWS's fetcher writes now, so a cached catalog estimates as before without a refresh (which
+        needs credentials and minutes) for facts that depend on the family alone."""
+        if self.schema_version == 1:
+            from .aws.families import facts
+
+            for it in self.instance_types.values():
+                for field, value in facts(it.family, it.accelerator_kind, it.accelerator_count).items():
+                    setattr(it, field, value)
+            self.schema_version = SCHEMA_VERSION
         return self
 
     def iter_offers(self, region: str | None = None):

@@ -25,7 +25,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from catalog.accelerators import cpu_families, lookup
-from catalog.describe import family_of, generation_of, instance_type_from_describe
+from catalog.aws.describe import family_of, generation_of, instance_type_from_describe
+from catalog.aws.families import facts
 from catalog.io import SNAPSHOT_PATH, save_atomic
 from catalog.models import SCHEMA_VERSION, Catalog, InstanceType, Offer, RegionOffers
 
@@ -54,7 +55,8 @@ PROVENANCE = (
     "Interruption buckets and savings: AWS Spot Instance Advisor data of 2025-06. "
     "Specs: the reference table (vCPU, memory, accelerators) joined with the real "
     "DescribeInstanceTypes data shipped in moto {moto_version} (network, EFA, CPU manufacturer "
-    "and sustained clock, GPU/Neuron devices); CPU models from AWS instance type pages. "
+    "and sustained clock, GPU/Neuron devices); CPU models from AWS instance type pages; socket "
+    "sizes and GPU links per family from catalog/aws/families.py (datasheets, PCI-SIG, AWS launches). "
     "{missing} are not in moto's copy: network from AWS's published specifications, no clock. "
     "dl2q.24xlarge is listed as a CPU instance: its Qualcomm AI100 inference cards cannot run "
     "PyTorch training. Built by scripts/build_snapshot.py from aws-instances.csv."
@@ -84,7 +86,7 @@ def _int(text: str) -> int | None:
 
 def _from_csv(row: dict[str, str], network: tuple[str, bool]) -> InstanceType:
     """An InstanceType for a type moto does not describe, from the reference row."""
-    from catalog.describe import parse_network
+    from catalog.aws.describe import parse_network
 
     name = row["instance_type"]
     family = family_of(name)
@@ -102,6 +104,7 @@ def _from_csv(row: dict[str, str], network: tuple[str, bool]) -> InstanceType:
         accelerator_kind=spec.kind if spec else "none", accelerator_model=spec.key if spec else None,
         accelerator_count=count, accelerator_memory_gib=mem_gib,
         network_gbps=gbps, network_up_to=up_to, efa=network[1],
+        **facts(family, spec.kind if spec else "none", count),
     )
 
 
@@ -159,6 +162,7 @@ def build(csv_path: Path) -> Catalog:
     missing = sorted(n for n in types if n not in described)
     return Catalog(
         schema_version=SCHEMA_VERSION,
+        cloud="aws",
         source="snapshot",
         fetched_at=SNAPSHOT_DATE,
         provenance=PROVENANCE.format(moto_version=moto_version, missing=", ".join(missing) or "No types"),

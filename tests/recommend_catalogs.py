@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from catalog.models import Catalog, InstanceType, Offer, RegionOffers
+from catalog.aws.families import facts
+from catalog.models import SCHEMA_VERSION, Catalog, InstanceType, Offer, RegionOffers
 
 NOW = datetime(2026, 11, 1, tzinfo=timezone.utc)
 
@@ -49,7 +50,10 @@ OFFERS = [
 
 
 def instance(name: str, **over) -> InstanceType:
-    return InstanceType(name=name, **{**TYPES[name], **over})
+    spec = {**TYPES[name], **over}
+    # with the per-family facts AWS's fetcher adds (socket size, GPU links)
+    aws = facts(spec["family"], spec.get("accelerator_kind", "none"), spec.get("accelerator_count", 0))
+    return InstanceType(name=name, **{**aws, **spec})
 
 
 def make_catalog(types: dict | None = None, offers: list | None = None, **type_overrides) -> Catalog:
@@ -59,7 +63,7 @@ def make_catalog(types: dict | None = None, offers: list | None = None, **type_o
     for name, region, market, price, bucket in offers:
         by_region.setdefault(region, RegionOffers()).append(
             Offer(instance_type=name, region=region, market=market, usd_per_hour=price, interruption_bucket=bucket))
-    return Catalog(schema_version=1, source="file", fetched_at=NOW, provenance="hand-made test catalog",
+    return Catalog(schema_version=SCHEMA_VERSION, source="file", fetched_at=NOW, provenance="hand-made test catalog",
                    regions=sorted(by_region), instance_types=types, offers=by_region)
 
 

@@ -14,7 +14,7 @@ import time
 import pytest
 from aws_fakes import BadEndpoint
 
-from catalog import awscall
+from catalog.aws import call
 
 MODES = ("html", "garbage", "html500", "xml", "hang")
 
@@ -47,8 +47,8 @@ def creds(monkeypatch):
 def endpoint(request, monkeypatch):
     e = BadEndpoint(request.param)
     monkeypatch.setenv("AWS_ENDPOINT_URL", e.url)
-    monkeypatch.setattr(awscall, "READ_TIMEOUT_S", 1)
-    monkeypatch.setattr(awscall, "CONNECT_TIMEOUT_S", 1)
+    monkeypatch.setattr(call, "READ_TIMEOUT_S", 1)
+    monkeypatch.setattr(call, "CONNECT_TIMEOUT_S", 1)
     yield e
     e.close()
 
@@ -74,7 +74,7 @@ def test_a_misbehaving_endpoint_is_one_line(cli, creds, endpoint, command, advis
         assert took < 15
     elif endpoint.mode == "html500":
         assert "the endpoint answered HTTP 503" in line
-        assert endpoint.requests <= awscall.SERVER_ERROR_ATTEMPTS + 1  # retried, but not 8 times
+        assert endpoint.requests <= call.SERVER_ERROR_ATTEMPTS + 1  # retried, but not 8 times
     elif endpoint.mode == "garbage" and line.startswith("advisor: error: S3 bucket"):
         assert "answered HTTP 500" in line  # S3's HeadBucket: a HEAD answer has no body to judge
     else:
@@ -126,13 +126,13 @@ def test_an_endpoint_url_that_is_no_url_is_one_line(cli, creds, monkeypatch):
 
 def test_the_refresh_has_a_deadline(cli, creds, monkeypatch, advisor_file):
     # every call answers slowly but in time: the whole refresh still stops at its deadline
-    from catalog import aws
+    from catalog.aws import refresh
 
     e = BadEndpoint("hang")
     monkeypatch.setenv("AWS_ENDPOINT_URL", e.url)
-    monkeypatch.setattr(awscall, "READ_TIMEOUT_S", 1)
-    monkeypatch.setattr(awscall, "TIMEOUT_ATTEMPTS", 100)  # retries alone would go on for minutes
-    monkeypatch.setattr(aws, "SECONDS_PER_REGION", 3)
+    monkeypatch.setattr(call, "READ_TIMEOUT_S", 1)
+    monkeypatch.setattr(call, "TIMEOUT_ATTEMPTS", 100)  # retries alone would go on for minutes
+    monkeypatch.setattr(refresh, "SECONDS_PER_REGION", 3)
     try:
         t = time.monotonic()
         code, _out, err = cli(*[a.replace("{advisor}", advisor_file) for a in COMMANDS["refresh"]])

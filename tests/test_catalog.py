@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from advisor.paths import catalog_cache_path
-from catalog.describe import generation_of, parse_network
+from catalog.aws.describe import generation_of, parse_network
 from catalog.io import SNAPSHOT_PATH, CatalogError, load, loads, save_atomic
 
 # The reference table lives in shared/ beside the checkout (CI clones with it there too).
@@ -120,9 +120,57 @@ def test_truncated_json():
 
 def test_wrong_schema_version():
     d = _snapshot_dict()
-    d["schema_version"] = 2
-    with pytest.raises(CatalogError, match="schema_version 2"):
+    d["schema_version"] = 3
+    with pytest.raises(CatalogError, match="schema_version 3"):
         loads(json.dumps(d))
+
+
+FACTS = ("cloud", "socket_vcpus", "interconnect", "interconnect_gbs", "host_link", "host_link_gbs")
+
+
+def test_a_schema_1_catalog_loads_with_the_facts_the_fetcher_writes():
+    """A catalog cached before the facts were fields (schema 1: AWS's only) needs no refresh."""
+    d = _snapshot_dict()
+    d["schema_version"] = 1
+    del d["cloud"]
+    for t in d["instance_types"].values():
+        for k in FACTS:
+            del t[k]
+    old, new = loads(json.dumps(d)), load(SNAPSHOT_PATH)
+    assert old.schema_version == new.schema_version == 2 and old.cloud == "aws"
+    assert old.instance_types == new.instance_types
+    assert old.instance_types["p5.48xlarge"].interconnect_gbs == 450.0
+
+
+@pytest.mark.parametrize("change, needle", [
+    ({"interconnect_gbs": None}, "interconnect and interconnect_gbs must be given together"),
+    ({"host_link": None}, "host_link and host_link_gbs must be given together"),
+    ({"host_link_gbs": 63_000.0}, "less than or equal to 1000"),  # MB/s, not GB/s
+    ({"cloud": "gcp"}, "is of cloud 'gcp', the catalog of 'aws'"),
+])
+def test_bad_facts_are_refused(change, needle):
+    d = _snapshot_dict()
+    d["instance_types"]["p4d.24xlarge"].update(change)
+    with pytest.raises(CatalogError, match=needle):
+        loads(json.dumps(d))
+
+
+def test_catalog_imports_neither_advisor_nor_lightning_module():
+    """catalog/ is the bottom layer: the advisor and the probe build on it, never the reverse."""
+    import ast
+
+    for f in (Path(__file__).parent.parent / "catalog").rglob("*.py"):
+        for node in ast.walk(ast.parse(f.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+            assert not any(n.split(".")[0] in ("advisor", "lightning_module") for n in names), (f, names)
+
+
+def test_the_refresh_dispatch_names_each_clouds_fetcher():
+    from catalog.aws import refresh
+    from catalog.clouds import REFRESH, refresher
+
+    assert list(REFRESH) == ["aws"] and refresher("aws") is refresh.refresh
 
 
 @pytest.mark.parametrize("bad", [-1.0, 0.0, "NaN"])
@@ -141,7 +189,7 @@ def _cache_with_snapshot() -> bytes:
 
 @pytest.mark.parametrize("mutate, needle", [
     (lambda t: t[:3000], "not valid JSON"),
-    (lambda t: t.replace('"schema_version": 1', '"schema_version": 7', 1), "schema_version 7"),
+    (lambda t: t.replace('"schema_version": 2', '"schema_version": 7', 1), "schema_version 7"),
     (lambda t: re.sub(r'("usd_per_hour": \[\s*)', r"\1-", t, count=1), "greater than or equal to 0.000001"),
 ])
 def test_bad_catalog_file_from_cli(cli, tmp_path, mutate, needle):

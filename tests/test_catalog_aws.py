@@ -15,7 +15,7 @@ from botocore.stub import ANY, Stubber
 from moto import mock_aws
 
 from advisor.paths import catalog_cache_path
-from catalog import aws, spot_advisor
+from catalog.aws import refresh, spot_advisor
 from catalog.io import SNAPSHOT_PATH, CatalogError, load, save_atomic
 
 
@@ -57,7 +57,7 @@ def fake_creds(monkeypatch):
 @mock_aws
 def test_describe_instance_types_real_facts():
     ec2 = boto3.client("ec2", region_name="us-east-1")
-    types = aws.fetch_instance_types(ec2, families={"p4d", "g6e", "trn1", "c7i"})
+    types = refresh.fetch_instance_types(ec2, families={"p4d", "g6e", "trn1", "c7i"})
     assert {t.family for t in types.values()} == {"p4d", "g6e", "trn1", "c7i"}  # wildcard filter "g6e.*"
     p4d = types["p4d.24xlarge"]
     assert (p4d.accelerator_kind, p4d.accelerator_model, p4d.accelerator_count, p4d.accelerator_memory_gib) == \
@@ -82,14 +82,14 @@ def test_trn1_comes_from_neuron_info_not_gpu_info():
 
 @mock_aws
 def test_offerings_by_region():
-    offered = aws.fetch_offered_types(boto3.client("ec2", region_name="us-west-2"), "us-west-2")
+    offered = refresh.fetch_offered_types(boto3.client("ec2", region_name="us-west-2"), "us-west-2")
     assert "p4d.24xlarge" in offered and "c7i.2xlarge" in offered
 
 
 @mock_aws
 def test_spot_history_via_moto_gives_per_az_stats():
     ec2 = boto3.client("ec2", region_name="us-east-1")
-    stats = aws.fetch_spot(ec2, "us-east-1", ["c7i.2xlarge", "g6e.xlarge"], datetime.now(timezone.utc))
+    stats = refresh.fetch_spot(ec2, "us-east-1", ["c7i.2xlarge", "g6e.xlarge"], datetime.now(timezone.utc))
     assert stats["c7i.2xlarge"]["az_count"] >= 2  # one price per AZ that offers it
     assert stats["c7i.2xlarge"]["min"] <= stats["c7i.2xlarge"]["median"]
 
@@ -103,7 +103,7 @@ def test_spot_stats_keeps_only_the_latest_price_per_az():
         {"InstanceType": "g5.xlarge", "AvailabilityZone": "us-east-1c", "ProductDescription": "Linux/UNIX", "SpotPrice": "0.70", "Timestamp": t0},
         {"InstanceType": "g5.xlarge", "AvailabilityZone": "us-east-1c", "ProductDescription": "Windows", "SpotPrice": "0.10", "Timestamp": t0},
     ]
-    s = aws.spot_stats(hist)["g5.xlarge"]
+    s = refresh.spot_stats(hist)["g5.xlarge"]
     assert (s["min"], s["median"], s["az_count"]) == (0.40, 0.50, 3)
     assert s["timestamp"] == t0 + timedelta(hours=2)
 
@@ -114,7 +114,7 @@ def test_spot_stats_ignores_local_zones():
     hist = [{**row, "AvailabilityZone": "us-east-1a", "SpotPrice": "0.16"},
             {**row, "AvailabilityZone": "us-east-1b", "SpotPrice": "0.17"},
             {**row, "AvailabilityZone": "us-east-1-bos-1a", "SpotPrice": "0.05"}]
-    s = aws.spot_stats(hist, "us-east-1")["c7i.2xlarge"]
+    s = refresh.spot_stats(hist, "us-east-1")["c7i.2xlarge"]
     assert (s["min"], s["az_count"]) == (0.16, 2)
 
 
@@ -126,7 +126,7 @@ def test_get_products_two_pages_skips_zero_and_non_hourly():
         [_price_item("g5.xlarge", "1.0060000000"), _price_item("c7i.2xlarge", "0.0000000000")],
         [_price_item("p4d.24xlarge", "21.9576000000"), _price_item("g6e.xlarge", "5.00", unit="Quantity")],
     ])
-    prices = aws.fetch_on_demand_prices(client, "us-east-1")
+    prices = refresh.fetch_on_demand_prices(client, "us-east-1")
     stub.assert_no_pending_responses()  # both pages were read (NextToken followed)
     assert prices == {"g5.xlarge": 1.006, "p4d.24xlarge": 21.9576}
 
@@ -142,7 +142,7 @@ def test_get_products_sends_the_documented_filters():
             ("marketoption", "OnDemand"), ("regionCode", "eu-west-1"))],
     })
     with stub:
-        assert aws.fetch_on_demand_prices(client, "eu-west-1") == {}
+        assert refresh.fetch_on_demand_prices(client, "eu-west-1") == {}
     stub.assert_no_pending_responses()
 
 
@@ -155,7 +155,7 @@ def test_pricing_errors_become_one_line(code, needle):
     stub = Stubber(client)
     stub.add_client_error("get_products", service_error_code=code, service_message="nope")
     with stub, pytest.raises(CatalogError) as e:
-        aws.fetch_on_demand_prices(client, "us-east-1")
+        refresh.fetch_on_demand_prices(client, "us-east-1")
     assert needle in str(e.value) and "\n" not in str(e.value)
 
 
@@ -165,26 +165,26 @@ def test_ec2_unauthorized_operation():
     stub.add_client_error("describe_instance_types", service_error_code="UnauthorizedOperation",
                           service_message="You are not authorized", http_status_code=403)
     with stub, pytest.raises(CatalogError, match="ec2:DescribeInstanceTypes"):
-        aws.fetch_instance_types(ec2)
+        refresh.fetch_instance_types(ec2)
 
 
 def test_no_credentials(monkeypatch, tmp_path):
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
     with pytest.raises(CatalogError, match="no AWS credentials"):
-        aws.refresh(regions=["us-east-1"], session=boto3.session.Session())
+        refresh.refresh(regions=["us-east-1"], session=boto3.session.Session())
 
 
 def test_unreachable_endpoint(fake_creds, monkeypatch):
     # a refused connection is tried twice (awscall.TIMEOUT_ATTEMPTS), not botocore's 8 times
     monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")  # nothing listens on the discard port
     with pytest.raises(CatalogError, match="cannot reach http://127.0.0.1:9"):
-        aws.refresh(regions=["us-east-1"], session=boto3.session.Session())
+        refresh.refresh(regions=["us-east-1"], session=boto3.session.Session())
 
 
 def test_unknown_region_rejected_before_any_call():
     with pytest.raises(CatalogError, match="unknown AWS region 'us-middle-9'"):
-        aws.refresh(regions=["us-east-1", "us-middle-9"])
+        refresh.refresh(regions=["us-east-1", "us-middle-9"])
 
 
 def test_spot_advisor_file(tmp_path):
@@ -209,7 +209,7 @@ def test_refresh_end_to_end_from_cli(cli, monkeypatch, tmp_path):
         [_price_item("p4d.24xlarge", "21.9576"), _price_item("trn1.2xlarge", "1.34375"),
          _price_item("c7i.2xlarge", "0.357"), _price_item("c7i.2xlarge", "0.1", unit="Quantity")],
     ])
-    monkeypatch.setattr(aws, "pricing_client", lambda session, deadline=None: client)
+    monkeypatch.setattr(refresh, "pricing_client", lambda session, deadline=None: client)
     advisor_file = tmp_path / "spot-advisor.json"
     advisor_file.write_text(json.dumps({"spot_advisor": {"us-east-1": {"Linux": {"c7i.2xlarge": {"s": 64, "r": 1}}}}}))
 
@@ -241,7 +241,7 @@ def test_failed_refresh_keeps_previous_cache_byte_identical(cli, monkeypatch):
     stub = Stubber(client)
     stub.add_client_error("get_products", service_error_code="ThrottlingException", service_message="Rate exceeded")
     stub.activate()
-    monkeypatch.setattr(aws, "pricing_client", lambda session, deadline=None: client)
+    monkeypatch.setattr(refresh, "pricing_client", lambda session, deadline=None: client)
     code, _out, err = cli("catalog", "refresh", "--regions", "us-east-1", "--families", "c7i")
     assert code == 2 and "AWS throttled" in err and err.count("\n") == 1
     assert catalog_cache_path().read_bytes() == before
@@ -280,7 +280,7 @@ def test_capacity_block_note_from_describe_instance_types(cli, monkeypatch):
     # SupportedUsageClasses, g6e.xlarge does not; refresh keeps them, recommend says so
     client, _stub = _stub_pricing("us-east-1", [[_price_item("p5.48xlarge", "55.04"), _price_item("g6e.xlarge", "1.861"),
                                                   _price_item("c7i.2xlarge", "0.357")]])  # c7i: published figures to estimate from
-    monkeypatch.setattr(aws, "pricing_client", lambda session, deadline=None: client)
+    monkeypatch.setattr(refresh, "pricing_client", lambda session, deadline=None: client)
     code, _out, err = cli("catalog", "refresh", "--regions", "us-east-1", "--families", "p5,g6e,c7i")
     assert code == 0, err
     cat = load(catalog_cache_path())

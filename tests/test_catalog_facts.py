@@ -10,7 +10,7 @@ import moto
 import pytest
 
 from catalog import accelerators as acc
-from catalog.describe import instance_type_from_describe, parse_network
+from catalog.aws.describe import instance_type_from_describe, parse_network
 from catalog.hardware import device_peak_tflops, gpu_spec, sustained_network_gbps
 
 MOTO_TYPES = Path(moto.__file__).parent / "ec2" / "resources" / "instance_types.json.gz"
@@ -99,3 +99,17 @@ def test_every_whole_gpu_maps_to_its_own_spec_or_to_nothing(described, types):
         # T4g is the T4 silicon in a Graviton host; A100/V100 keys carry their memory ("A100-40GB").
         assert spec.key.split("-")[0] == {"T4g": "T4"}.get(g["Name"], g["Name"]), (name, g["Name"], spec.key)
         assert 0.8 * spec.memory_gib <= it.accelerator_memory_gib <= 1.1 * spec.memory_gib
+
+
+def test_the_fetcher_writes_the_family_facts(types):
+    """The estimator reads links and socket sizes from these fields, never from a family table."""
+    p4d, g5, g6f, c7i, c7i_big = (types[n] for n in ("p4d.24xlarge", "g5.xlarge", "g6f.large", "c7i.2xlarge",
+                                                     "c7i.48xlarge"))
+    assert (p4d.interconnect_gbs, p4d.host_link_gbs) == (300.0, 31.5) and p4d.interconnect.startswith("NVLink 3")
+    assert g5.interconnect is None and g5.host_link.startswith("PCIe Gen4")  # one GPU: nothing between devices
+    assert types["g5.12xlarge"].interconnect_gbs == 31.5  # a family not listed: GPUs over PCIe Gen4
+    assert types["p5en.48xlarge"].host_link_gbs == 63.0 and types["g4dn.12xlarge"].host_link_gbs == 15.75
+    assert g6f.interconnect is None and g6f.host_link_gbs == 31.5  # a fractional GPU is one device
+    assert c7i.host_link is None and c7i.interconnect is None and c7i.socket_vcpus == c7i_big.socket_vcpus == 96
+    assert types["m5.large"].socket_vcpus is None  # not known: all its vCPUs count
+    assert {t.cloud for t in types.values()} == {"aws"}

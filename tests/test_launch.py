@@ -308,7 +308,7 @@ def test_confirmation_on_a_terminal(aws, run_calls, cli, monkeypatch, answer, la
 
 def test_plan_table_prices_from_catalog(aws, run_calls, cli, tmp_path):
     from catalog.io import save_atomic
-    from catalog.models import Catalog, InstanceType, RegionOffers
+    from catalog.models import SCHEMA_VERSION, Catalog, InstanceType, RegionOffers
 
     it = InstanceType(name="g5.xlarge", family="g5", vcpus=4, memory_gib=16, arch="x86_64",
                       accelerator_kind="gpu", accelerator_model="A10G", accelerator_count=1)
@@ -317,7 +317,7 @@ def test_plan_table_prices_from_catalog(aws, run_calls, cli, tmp_path):
                           price_at=[None, None], interruption_bucket=[None, 1], savings_pct=[None, 60.0])
     trn = InstanceType(name="trn1.2xlarge", family="trn1", vcpus=8, memory_gib=32, arch="x86_64",
                        accelerator_kind="neuron", accelerator_model="Trainium", accelerator_count=1)
-    cat = Catalog(schema_version=1, source="file", fetched_at=datetime.now(timezone.utc), regions=[REGION],
+    cat = Catalog(schema_version=SCHEMA_VERSION, source="file", fetched_at=datetime.now(timezone.utc), regions=[REGION],
                   instance_types={"g5.xlarge": it, "trn1.2xlarge": trn}, offers={REGION: offers})
     path = tmp_path / "catalog.json"
     save_atomic(cat, path)

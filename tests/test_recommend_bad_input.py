@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from recommend_catalogs import make_catalog, write_catalog
 
-from catalog.models import Catalog
+from catalog.models import SCHEMA_VERSION, Catalog
 
 _DIR = Path(tempfile.mkdtemp(prefix="recommend-bad-"))
 CATALOG = write_catalog(_DIR / "cat.json")
@@ -40,7 +40,7 @@ def assert_user_error(code, out, err):
 
 def empty_catalog(tmp_path):
     c = make_catalog()
-    empty = Catalog(schema_version=1, source="file", fetched_at=c.fetched_at, regions=c.regions,
+    empty = Catalog(schema_version=SCHEMA_VERSION, source="file", fetched_at=c.fetched_at, regions=c.regions,
                     instance_types=c.instance_types, offers={})
     return write_catalog(tmp_path / "empty.json", empty)
 

@@ -18,7 +18,7 @@ from moto import mock_aws
 from test_catalog_aws import _price_item, _stub_pricing
 
 from advisor.paths import catalog_cache_path
-from catalog import aws, spot_advisor
+from catalog.aws import refresh, spot_advisor
 from catalog.io import CatalogError, load
 
 EXCERPT = (Path(__file__).parent / "data" / "spot-advisor-excerpt.json").read_bytes()
@@ -110,7 +110,7 @@ def test_buckets_from_a_catalog():
 def _refresh(cli, monkeypatch, *extra):
     client, stub = _stub_pricing("us-east-1", [[_price_item("c7i.2xlarge", "0.357"),
                                                  _price_item("g6e.xlarge", "1.861")]])
-    monkeypatch.setattr(aws, "pricing_client", lambda session, deadline=None: client)
+    monkeypatch.setattr(refresh, "pricing_client", lambda session, deadline=None: client)
     code, _out, err = cli("catalog", "refresh", "--regions", "us-east-1", "--families", "c7i,g6e", *extra)
     stub.assert_no_pending_responses()
     return code, err
@@ -173,7 +173,7 @@ def test_spot_advisor_file_overrides_the_fetch(cli, monkeypatch, server, tmp_pat
 def test_regions_all_reads_the_enabled_regions(monkeypatch):
     ec2 = boto3.client("ec2", region_name="us-east-1")
     enabled = sorted(r["RegionName"] for r in ec2.describe_regions()["Regions"])
-    assert aws.enabled_regions(boto3.session.Session()) == enabled and "us-east-2" in enabled
+    assert refresh.enabled_regions(boto3.session.Session()) == enabled and "us-east-2" in enabled
 
 
 def test_regions_all_with_others_is_refused(cli):
@@ -182,7 +182,7 @@ def test_regions_all_with_others_is_refused(cli):
 
 
 def test_default_regions_include_us_east_2():
-    assert aws.DEFAULT_REGIONS == ("us-east-1", "us-east-2", "us-west-2", "eu-west-1")
+    assert refresh.DEFAULT_REGIONS == ("us-east-1", "us-east-2", "us-west-2", "eu-west-1")
 
 
 def test_the_snapshot_has_no_us_east_2_prices_because_the_reference_table_has_none():

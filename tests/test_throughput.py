@@ -164,6 +164,18 @@ def test_throughput_saturates_above_the_h100(snapshot):
     assert 1.0 < ratio < 1.25
 
 
+def test_links_a_catalog_does_not_state_are_not_assumed():
+    """No interconnect: the published n-GPU scaling alone; no host link: the vCPUs and processes cap."""
+    bare = {"interconnect": None, "interconnect_gbs": None, "host_link": None, "host_link_gbs": None}
+    cat, m = model(workload="mlp", catalog=make_catalog(**{"g5.12xlarge": bare}))
+    t = ev(m, cat, "g5.12xlarge")
+    assert t.basis["interconnect"] is None and t.intra_comm_seconds == 0.0
+    assert t.basis["intra_instance_efficiency"] == pytest.approx(m.model.efficiency(4), abs=1e-4)
+    assert "host link" not in t.basis["host_cap"]["caps"] and t.basis["host_cap"]["host_link"] is None
+    stated = ev(m, make_catalog(), "g5.12xlarge")
+    assert stated.basis["host_cap"]["caps"]["host link"] > 0 and "PCIe Gen4" in stated.basis["host_cap"]["host_link"]
+
+
 def test_multi_gpu_instance_scales_by_the_published_efficiency():
     cat, m = model()
     t = ev(m, cat, "g5.12xlarge")  # 4x A10G over PCIe

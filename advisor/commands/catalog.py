@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from catalog.regions import DEFAULT_REGIONS
+from catalog.aws.regions import DEFAULT_REGIONS
 
 from .. import options as opt
 from ..errors import AdvisorError
@@ -137,7 +137,7 @@ def cmd_info(args) -> int:
 
 
 def cmd_refresh(args) -> int:
-    from catalog import aws
+    from catalog.clouds import refresher
     from catalog.io import CatalogError, check_writable, load, save_atomic
 
     from ..paths import catalog_cache_path
@@ -152,9 +152,9 @@ def cmd_refresh(args) -> int:
     except CatalogError:
         previous = None
     # Everything is fetched and validated before anything is written: a failure leaves the
-    # previous cache as it was.
-    cat = aws.refresh(regions=regions, families=families, spot_advisor_file=args.spot_advisor,
-                      previous=previous, on_warning=warn)
+    # previous cache as it was. AWS is the only cloud (--region and --spot-advisor are its terms).
+    cat = refresher("aws")(regions=regions, families=families, spot_advisor_file=args.spot_advisor,
+                           previous=previous, on_warning=warn)
     save_atomic(cat, path)
     emit([{
         "path": str(path),

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from catalog import awscall
+from catalog.aws import call
 from catalog.io import read_json_file
 from catalog.models import RESERVATION_NOTE
 
@@ -91,7 +91,7 @@ def _credentials_key(purpose: str = "--check-account") -> str:
 
     try:
         creds = boto3.session.Session().get_credentials()
-    except awscall.errors() as e:
+    except call.errors() as e:
         raise aws.user_error(e, purpose) from None
     if creds is None:
         raise AdvisorError(f"{purpose}: no AWS credentials found (set AWS_PROFILE or run 'aws configure'"
@@ -177,7 +177,7 @@ class Account:
             return
         self._failed.add((api, where))
         hint = f"{self.purpose} needs IAM permissions {', '.join(IAM_ACTIONS)}"
-        self.warnings.append(awscall.explain(e, f"{api} in {region}", denied_hint=hint)
+        self.warnings.append(call.explain(e, f"{api} in {region}", denied_hint=hint)
                              + "; what it would tell is unknown")
 
     def _gave_up(self, api: str, region: str) -> bool:
@@ -211,7 +211,7 @@ class Account:
                 for q in page.get("Quotas", []):
                     if q.get("QuotaCode") and isinstance(q.get("Value"), (int, float)):
                         quotas[q["QuotaCode"]] = (str(q.get("QuotaName", "")), float(q["Value"]))
-        except awscall.errors() as e:
+        except call.errors() as e:
             self._refused("servicequotas:ListServiceQuotas", region, e)
             return None
         listing = self._load().quotas[region] = _Listing(at=self.now(), quotas=quotas)
@@ -224,11 +224,11 @@ class Account:
         if self._gave_up(api, region):
             return None
         sq = self._client("service-quotas", region)
-        for call in (sq.get_service_quota, sq.get_aws_default_service_quota):
+        for get in (sq.get_service_quota, sq.get_aws_default_service_quota):
             try:
-                value = call(ServiceCode="ec2", QuotaCode=quota.code)["Quota"].get("Value")
+                value = get(ServiceCode="ec2", QuotaCode=quota.code)["Quota"].get("Value")
                 return float(value) if isinstance(value, (int, float)) else None
-            except awscall.errors() as e:
+            except call.errors() as e:
                 if aws.error_code(e) == "NoSuchResourceException":
                     continue
                 self._refused(api, region, e)
@@ -260,7 +260,7 @@ class Account:
                     for s in page.get("SpotPlacementScores", []):
                         if s.get("Region") in chunk and isinstance(s.get("Score"), int):
                             scores[s["Region"]] = s["Score"]
-            except awscall.errors() as e:
+            except call.errors() as e:
                 self._refused(api, chunk[0], e)
                 continue
             self._load().scores[key] = _Scores(at=self.now(), scores=scores)

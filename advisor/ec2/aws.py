@@ -11,17 +11,17 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from catalog import awscall
+from catalog.aws import call
 
 from ..errors import AdvisorError
 
 
 def client(service: str, region: str | None, **config: Any):
-    """A client with the project's timeouts, retries and guard (catalog/awscall.py). Credentials
+    """A client with the project's timeouts, retries and guard (catalog/aws/call.py). Credentials
     are resolved here: missing or partial ones are a one-line AdvisorError."""
     try:
-        return awscall.make_client(service, region, **config)
-    except awscall.errors() as e:
+        return call.make_client(service, region, **config)
+    except call.errors() as e:
         raise user_error(e, f"connecting to AWS {service}") from None
 
 
@@ -41,9 +41,9 @@ def error_line(e: Exception) -> str:
 
 
 def user_error(e: BaseException, doing: str, denied_hint: str = "") -> AdvisorError:
-    """One-line AdvisorError for an AWS failure while `doing` (the translation is awscall.explain,
+    """One-line AdvisorError for an AWS failure while `doing` (the translation is call.explain,
     shared with the catalog refresh)."""
-    return AdvisorError(awscall.explain(e, doing, denied_hint=denied_hint))
+    return AdvisorError(call.explain(e, doing, denied_hint=denied_hint))
 
 
 def default_region(region: str | None) -> str:
@@ -53,7 +53,7 @@ def default_region(region: str | None) -> str:
 
     try:
         r = boto3.session.Session().region_name
-    except awscall.errors() as e:  # AWS_PROFILE names no profile
+    except call.errors() as e:  # AWS_PROFILE names no profile
         raise user_error(e, "AWS configuration") from None
     if not r:
         raise AdvisorError("no AWS region: pass --region or set AWS_DEFAULT_REGION")
@@ -130,7 +130,7 @@ def warn_if_temporary_credentials(expires_s: int) -> None:
 
     try:
         creds = boto3.session.Session().get_credentials()
-    except awscall.errors():
+    except call.errors():
         return  # the clients made before this one said what is wrong with them
     if creds is not None and creds.get_frozen_credentials().token and expires_s > 3600:
         warn(f"the presigned upload URLs are signed with temporary credentials; they stop working when those "

@@ -21,7 +21,7 @@ Other hosts differ (faster memory, other page-fault costs), hence the spread the
 
 from __future__ import annotations
 
-from catalog.hardware import HOST_LINK, PCIE4, device_count
+from catalog.hardware import device_count
 from catalog.models import InstanceType
 
 WORKER_FIXED_US, WORKER_BYTES_PER_US = 23.0, 919.0
@@ -50,12 +50,12 @@ def host_cap(it: InstanceType, image_size: int, measured_rate: float | None = No
     n = device_count(it)
     rate = measured_rate or default_rate_per_vcpu(image_size)
     workers = max(1, it.vcpus - n)  # one vCPU per GPU runs its training process
-    link_words, link_gbs = HOST_LINK.get(it.family, PCIE4)
     caps = {
         "vCPUs": rate * workers,
         "training processes": n * default_rate_per_process(image_size),
-        "host link": n * link_gbs * 1e9 / (3 * image_size**2),  # uint8 RGB
     }
+    if it.host_link_gbs is not None:  # a catalog that does not say bounds nothing here
+        caps["host link"] = n * it.host_link_gbs * 1e9 / (3 * image_size**2)  # uint8 RGB
     binding = min(caps, key=caps.get)
     return {
         "max_samples_per_sec": caps[binding],
@@ -65,7 +65,7 @@ def host_cap(it: InstanceType, image_size: int, measured_rate: float | None = No
         "pipeline_rate_from": "your probe" if measured_rate else
         "default: the probe's synthetic pipeline on the development machine (scripts/measure_pipeline.py)",
         "worker_vcpus": workers,
-        "host_link": link_words,
+        "host_link": it.host_link,
         "spread": MEASURED_CAP_SPREAD if measured_rate else DEFAULT_CAP_SPREAD,
     }
 

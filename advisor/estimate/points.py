@@ -12,7 +12,6 @@ from dataclasses import dataclass
 
 from catalog import accelerators as acc
 from catalog.hardware import (
-    SOCKET_VCPUS,
     best_dtype,
     device_kind,
     device_peak_tflops,
@@ -109,8 +108,8 @@ def gpu_device(spec: acc.AcceleratorSpec, precision: str, share: float = 1.0) ->
 def socket_share(it: InstanceType) -> float:
     """Share of a CPU instance's cores an estimate counts: one socket (Article A: DDP across the
     two NUMA nodes of a c6i.32xlarge did not raise throughput)."""
-    if it.family in SOCKET_VCPUS:
-        return min(1.0, SOCKET_VCPUS[it.family] / it.vcpus)
+    if it.socket_vcpus:
+        return min(1.0, it.socket_vcpus / it.vcpus)
     return 1.0
 
 

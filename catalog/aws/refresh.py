@@ -2,8 +2,8 @@
 
 Reads DescribeInstanceTypes (specs), DescribeInstanceTypeOfferings (which types each region
 offers), the Pricing API (Linux on-demand $/h) and DescribeSpotPriceHistory (current spot price
-per AZ), plus the Spot Instance Advisor data (catalog/spot_advisor.py) for interruption buckets.
-Every call goes through a paginator and catalog/awscall.py (bounded timeouts, retries, a deadline
+per AZ), plus the Spot Instance Advisor data (catalog/aws/spot_advisor.py) for interruption buckets.
+Every call goes through a paginator and catalog/aws/call.py (bounded timeouts, retries, a deadline
 for the whole refresh). Any AWS failure becomes one CatalogError line; nothing is written unless
 the whole refresh succeeded.
 """
@@ -19,10 +19,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from . import awscall, spot_advisor
-from .describe import family_of, instance_type_from_describe
-from .io import CatalogError, parse_json
-from .models import (
+from ..io import CatalogError, parse_json
+from ..models import (
     MAX_USD_PER_HOUR,
     MIN_USD_PER_HOUR,
     SCHEMA_VERSION,
@@ -31,6 +29,8 @@ from .models import (
     Offer,
     RegionOffers,
 )
+from . import call, spot_advisor
+from .describe import family_of, instance_type_from_describe
 from .regions import DEFAULT_REGIONS
 
 log = logging.getLogger(__name__)
@@ -44,13 +44,13 @@ IAM_ACTIONS = ("ec2:DescribeInstanceTypes", "ec2:DescribeInstanceTypeOfferings",
 SECONDS_PER_REGION = 300
 
 
-def ec2_client(session, region: str, deadline: awscall.Deadline | None = None):
+def ec2_client(session, region: str, deadline: call.Deadline | None = None):
     # adaptive: botocore backs off and rate-limits between attempts when throttled
-    return awscall.make_client("ec2", region, session=session, deadline=deadline, mode="adaptive")
+    return call.make_client("ec2", region, session=session, deadline=deadline, mode="adaptive")
 
 
-def pricing_client(session, deadline: awscall.Deadline | None = None):
-    return awscall.make_client("pricing", PRICING_REGION, session=session, deadline=deadline, mode="adaptive")
+def pricing_client(session, deadline: call.Deadline | None = None):
+    return call.make_client("pricing", PRICING_REGION, session=session, deadline=deadline, mode="adaptive")
 
 
 def known_regions(session=None) -> set[str]:
@@ -146,7 +146,7 @@ def spot_stats(history: Iterable[dict[str, Any]], region: str | None = None) -> 
 
 def _aws_error(e: BaseException, what: str) -> CatalogError:
     """One line that says what failed and what to do; never credentials."""
-    line = awscall.explain(e, what, denied_hint=f"the refresh needs IAM permissions {', '.join(IAM_ACTIONS)}")
+    line = call.explain(e, what, denied_hint=f"the refresh needs IAM permissions {', '.join(IAM_ACTIONS)}")
     return CatalogError(f"{line}; the previous catalog is kept")
 
 
@@ -155,7 +155,7 @@ def _paginate(client, operation: str, result_key: str, what: str, **kwargs) -> l
     try:
         for page in client.get_paginator(operation).paginate(**kwargs):
             out.extend(page.get(result_key, []))
-    except awscall.errors() as e:
+    except call.errors() as e:
         raise _aws_error(e, what) from None
     return out
 
@@ -223,9 +223,9 @@ def fetch_spot(ec2, region: str, types: list[str], now: datetime) -> dict[str, d
 def enabled_regions(session) -> list[str]:
     """The regions this account has enabled (DescribeRegions without AllRegions), for --regions all."""
     try:
-        ec2 = awscall.make_client("ec2", session.region_name or "us-east-1", session=session)
+        ec2 = call.make_client("ec2", session.region_name or "us-east-1", session=session)
         resp = ec2.describe_regions(AllRegions=False)
-    except awscall.errors() as e:
+    except call.errors() as e:
         raise _aws_error(e, "ec2:DescribeRegions (--regions all)") from None
     regions = sorted(r["RegionName"] for r in resp.get("Regions", []) if r.get("RegionName"))
     if not regions:
@@ -245,19 +245,19 @@ def refresh(regions: Iterable[str] | None = None, families: Iterable[str] | None
 
     try:
         session = session or boto3.session.Session()
-    except awscall.errors() as e:  # AWS_PROFILE names no profile
+    except call.errors() as e:  # AWS_PROFILE names no profile
         raise _aws_error(e, "AWS configuration") from None
     regions = list(regions or DEFAULT_REGIONS)
     regions = enabled_regions(session) if regions == ["all"] else validate_regions(regions, session)
     fams = {f.strip() for f in families if f.strip()} if families else None
     advisor = spot_advisor.load(spot_advisor_file) if spot_advisor_file else None  # a bad file fails first
     now = datetime.now(timezone.utc)
-    deadline = awscall.Deadline(SECONDS_PER_REGION * len(regions))
+    deadline = call.Deadline(SECONDS_PER_REGION * len(regions))
 
     try:
         pricing = pricing_client(session, deadline)
         ec2s = {region: ec2_client(session, region, deadline) for region in regions}
-    except awscall.errors() as e:  # credentials are resolved here: missing or partial ones
+    except call.errors() as e:  # credentials are resolved here: missing or partial ones
         raise _aws_error(e, "connecting to AWS") from None
     all_types: dict[str, InstanceType] = {}
     prices: dict[str, tuple[list[str], dict[str, float], dict[str, dict[str, Any]]]] = {}
@@ -297,12 +297,14 @@ def refresh(regions: Iterable[str] | None = None, families: Iterable[str] | None
     provenance = (
         f"AWS APIs at {now:%Y-%m-%d %H:%M} UTC: DescribeInstanceTypes, DescribeInstanceTypeOfferings, "
         "Pricing GetProducts (Linux, shared tenancy, on-demand), DescribeSpotPriceHistory (Linux/UNIX, "
-        "current price per AZ; usd_per_hour = median over AZs)"
+        "current price per AZ; usd_per_hour = median over AZs); socket sizes and GPU links per family from "
+        "catalog/aws/families.py"
         + f"; {advisor_note}"
         + (f"; families {', '.join(sorted(fams))}" if fams else "")
     )
     return Catalog(
         schema_version=SCHEMA_VERSION,
+        cloud="aws",
         source="aws-api",
         fetched_at=now,
         provenance=provenance,

@@ -9,8 +9,9 @@ import logging
 import re
 from typing import Any
 
-from .accelerators import cpu_families, lookup
-from .models import AcceleratorKind, InstanceType
+from ..accelerators import cpu_families, lookup
+from ..models import AcceleratorKind, InstanceType
+from .families import facts
 
 log = logging.getLogger(__name__)
 
@@ -141,4 +142,5 @@ def instance_type_from_describe(d: dict[str, Any]) -> InstanceType | None:
         network_baseline_gbps=baseline_gbps(net),
         efa=bool(net.get("EfaSupported")),
         usage_classes=[str(u) for u in d.get("SupportedUsageClasses") or []],
+        **facts(family, kind, count),  # per-family facts DescribeInstanceTypes does not carry
     )

@@ -4,7 +4,7 @@ One home for the botocore configuration (bounded connect and read timeouts, retr
 against endpoints that do not behave like AWS (a proxy's HTML page, garbage, an endpoint that
 accepts the connection and never answers, a whole command running past its deadline), and the
 one translation of any boto failure into one line a user can act on. The catalog refresh
-(catalog/aws.py) and the EC2 side (advisor/ec2/: launch, status, cancel, pull, the account
+(catalog/aws/refresh.py) and the EC2 side (advisor/ec2/: launch, status, cancel, pull, the account
 check) both use it; it lives in catalog because catalog never imports advisor.
 
 boto3 and botocore are imported inside functions only: importing this module stays cheap.
@@ -16,7 +16,7 @@ import re
 import time
 from typing import Any
 
-from .io import parse_json
+from ..io import parse_json
 
 # Per attempt: a connection that takes more than CONNECT_TIMEOUT_S to open, or an answer that
 # sends nothing for READ_TIMEOUT_S, is a failed attempt. Real AWS answers the calls made here in

@@ -13,8 +13,8 @@ import os
 import time
 from pathlib import Path
 
-from .io import CatalogError, parse_json, read_bytes
-from .models import SAVINGS_PCT_MAX, SAVINGS_PCT_MIN
+from ..io import CatalogError, parse_json, read_bytes
+from ..models import SAVINGS_PCT_MAX, SAVINGS_PCT_MIN
 
 SPOT_ADVISOR_URL = "https://spot-bid-advisor.s3.amazonaws.com/spot-advisor-data.json"
 URL_ENV = "INSTANCE_ADVISOR_SPOT_ADVISOR_URL"  # a mirror, or a local server in tests
