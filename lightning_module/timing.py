@@ -39,14 +39,16 @@ def t95(df: int) -> float:
 
 
 @dataclass(frozen=True)
-class Throughput:
+class StepRate:
+    """Samples/s measured over a rung's timed steps, with its 95% CI."""
+
     samples_per_sec: float
     ci_low: float
     ci_high: float
     rel_half_width: float  # CI half-width / samples_per_sec (inf with fewer than 2 steps)
 
 
-def throughput(step_times: Sequence[float], samples_per_step: int) -> Throughput:
+def step_rate(step_times: Sequence[float], samples_per_step: int) -> StepRate:
     """Samples/s over timed steps with a 95% CI from the step-time mean (t distribution)."""
     n = len(step_times)
     if n == 0:
@@ -54,11 +56,11 @@ def throughput(step_times: Sequence[float], samples_per_step: int) -> Throughput
     mean = statistics.fmean(step_times)
     sps = samples_per_step / mean
     if n < 2:
-        return Throughput(sps, 0.0, math.inf, math.inf)
+        return StepRate(sps, 0.0, math.inf, math.inf)
     half = t95(n - 1) * statistics.stdev(step_times) / math.sqrt(n)
     lo_t, hi_t = mean - half, mean + half
     ci_high = samples_per_step / lo_t if lo_t > 0 else math.inf
-    return Throughput(sps, samples_per_step / hi_t, ci_high, half / mean)
+    return StepRate(sps, samples_per_step / hi_t, ci_high, half / mean)
 
 
 def stop_reason(
@@ -81,7 +83,7 @@ def stop_reason(
     taken = max(n, steps_taken or 0)
     if max_steps is not None and taken >= max_steps:
         return "max-steps"
-    if n >= min_steps and throughput(step_times, 1).rel_half_width <= target_ci:
+    if n >= min_steps and step_rate(step_times, 1).rel_half_width <= target_ci:
         return "converged"
     if elapsed_s >= max_seconds and taken >= 2:
         return "time-limit"

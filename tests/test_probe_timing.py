@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from lightning_module.timing import step_stats, stop_reason, t95, throughput
+from lightning_module.timing import step_rate, step_stats, stop_reason, t95
 
 
 def run(series, target_ci=0.03, max_seconds=60.0, max_steps=None):
@@ -31,7 +31,7 @@ def test_moderate_noise_needs_more_steps_but_converges():
     series = [max(0.01, rng.gauss(0.1, 0.01)) for _ in range(500)]
     reason, n = run(series)
     assert reason == "converged" and 10 < n < 100
-    tp = throughput(series[:n], 32)
+    tp = step_rate(series[:n], 32)
     assert tp.rel_half_width <= 0.03
     assert tp.samples_per_sec == pytest.approx(320, rel=0.06)  # the true rate, 32 samples / 0.1 s
 
@@ -42,7 +42,7 @@ def test_very_noisy_steps_stop_at_the_time_limit():
     reason, n = run(series, max_seconds=20.0)
     assert reason == "time-limit"
     assert 20.0 <= sum(series[:n]) < 21.5
-    assert throughput(series[:n], 1).rel_half_width > 0.03
+    assert step_rate(series[:n], 1).rel_half_width > 0.03
 
 
 def test_time_limit_keeps_at_least_two_steps():
@@ -55,15 +55,15 @@ def test_step_cap():
     assert run([0.1, 0.5] * 50, max_steps=7) == ("max-steps", 7)
 
 
-def test_throughput_and_ci_bounds():
-    tp = throughput([0.5, 0.5, 0.5, 0.5], 64)
+def test_step_rate_and_ci_bounds():
+    tp = step_rate([0.5, 0.5, 0.5, 0.5], 64)
     assert tp.samples_per_sec == pytest.approx(128.0)
     assert tp.ci_low == pytest.approx(128.0) and tp.ci_high == pytest.approx(128.0)
-    tp = throughput([0.4, 0.6], 64)
+    tp = step_rate([0.4, 0.6], 64)
     assert tp.ci_low < 128 < tp.ci_high
-    assert throughput([0.5], 64).rel_half_width == float("inf")
+    assert step_rate([0.5], 64).rel_half_width == float("inf")
     with pytest.raises(ValueError):
-        throughput([], 1)
+        step_rate([], 1)
 
 
 def test_t_critical_values():
