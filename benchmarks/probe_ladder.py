@@ -98,11 +98,11 @@ def which_case(isa_flags: list[str]) -> str:
 
 
 def run_probe(args, label: str):
-    from lightning_module import probe
+    from lightning_module import measure, probe
     from lightning_module.options import ProbeOptions
     from lightning_module.result import WorkloadSpec
 
-    probe.quiet_lightning()
+    measure.quiet_lightning()
     spec = WorkloadSpec(model=args.workload, image_size=args.image_size, batch_size=args.batch_size)
     opts = ProbeOptions(spec=spec, max_seconds=args.max_seconds, warmup_steps=args.warmup_steps,
                         compile_timeout=args.compile_timeout, confirm_rounds=args.confirm_rounds,

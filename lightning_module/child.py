@@ -130,7 +130,7 @@ def main(argv: list[str]) -> int:
     if req.get("cores"):
         os.sched_setaffinity(0, req["cores"])  # as run_cpu's numactl -C / taskset: before torch starts its threads
     from .ladder import classify
-    from .probe import measure, quiet_lightning
+    from .measure import measure, quiet_lightning
 
     quiet_lightning()
     s = dict(req["settings"])

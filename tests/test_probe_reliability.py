@@ -154,8 +154,9 @@ def test_measure_does_not_cut_a_slow_step_the_machine_was_contended_for(monkeypa
 
     from test_probe_measure import SLOW_MODULE
 
-    from lightning_module import probe
+    from lightning_module import measure
     from lightning_module.ladder import RungContended, classify
+    from lightning_module.options import MeasureSettings
     from lightning_module.result import WorkloadSpec
     from lightning_module.timing import Watch
 
@@ -166,12 +167,12 @@ def test_measure_does_not_cut_a_slow_step_the_machine_was_contended_for(monkeypa
         now = time.perf_counter()
         return Reading(now, time.process_time(), run=0.0, wait=now)  # queued the whole time
 
-    monkeypatch.setattr(probe, "watch_for", lambda cfg: Watch(1, 2, read=busy_reading))
-    probe.quiet_lightning()
-    settings = probe.MeasureSettings(WorkloadSpec(model="sleepy2:Sleepy", image_size=4, num_classes=10),
-                                     warmup_steps=1, max_seconds=30)
+    monkeypatch.setattr(measure, "watch_for", lambda cfg: Watch(1, 2, read=busy_reading))
+    measure.quiet_lightning()
+    settings = MeasureSettings(WorkloadSpec(model="sleepy2:Sleepy", image_size=4, num_classes=10),
+                               warmup_steps=1, max_seconds=30)
     with pytest.raises(RungContended) as err:
-        probe.measure(settings, ProbeConfig(accelerator="cpu", batch_size=4), slow_step_s=0.5)
+        measure.measure(settings, ProbeConfig(accelerator="cpu", batch_size=4), slow_step_s=0.5)
     ran = float(str(err.value).split("a step ran ")[1].split(" s ")[0])
     assert 0.9 < ran < 4.9  # twice the limit, and still before the 5 s step ended
     assert classify(err.value)[0] == "contended"

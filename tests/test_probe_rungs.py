@@ -149,12 +149,12 @@ def test_a_child_that_fails_reports_the_rungs_status():
 
 @pytest.mark.skipif(importlib.util.find_spec("zentorch") is None, reason="zentorch is not installed here")
 def test_the_zentorch_rung_trains_for_real():
-    from lightning_module import probe
+    from lightning_module import measure
     from lightning_module.options import MeasureSettings
 
-    probe.quiet_lightning()
+    measure.quiet_lightning()
     cfg = ProbeConfig(accelerator="cpu", batch_size=8, compile=True, compile_backend="zentorch")
-    m = probe.measure(MeasureSettings(SPEC, warmup_steps=1, max_seconds=0.5), cfg)
+    m = measure.measure(MeasureSettings(SPEC, warmup_steps=1, max_seconds=0.5), cfg)
     assert m.samples_per_sec > 0 and m.compile_seconds is not None
 
 

@@ -281,12 +281,12 @@ def handle(args) -> int:
     if args.profile:
         _check_profile_dir(args.profile)
 
-    from lightning_module import probe
+    from lightning_module import measure, probe
     from lightning_module.devices import is_global_zero
     from lightning_module.ladder import LadderFailed
     from lightning_module.workloads import WorkloadError
 
-    probe.quiet_lightning(verbose=getattr(args, "verbose", 0) > 0)
+    measure.quiet_lightning(verbose=getattr(args, "verbose", 0) > 0)
     opts = defaults.ProbeOptions(
         spec=spec, accelerator=args.accelerator, devices=args.devices, strategy=args.strategy,
         precision=args.precision, tune=args.tune, target_ci=args.target_ci, max_seconds=args.max_seconds,
