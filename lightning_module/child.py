@@ -63,14 +63,9 @@ def child_environment(config: ProbeConfig, base: dict[str, str]) -> tuple[dict[s
     env, cores = dict(base), None
     if config.run_cpu:
         from . import run_cpu
-        from .hardware import parse_cpuinfo
+        from .hardware import parse_cpuinfo, read_cpuinfo
 
-        try:
-            with open("/proc/cpuinfo") as f:
-                manufacturer = parse_cpuinfo(f.read())["cpu_manufacturer"]
-        except OSError:
-            manufacturer = None
-        p = run_cpu.plan_here(manufacturer)
+        p = run_cpu.plan_here(parse_cpuinfo(read_cpuinfo())["cpu_manufacturer"])
         try:
             env = run_cpu.environment(config, p, env)
         except FileNotFoundError as e:

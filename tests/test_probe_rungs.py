@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from lightning_module import run_cpu
+from lightning_module import hardware, run_cpu
 from lightning_module.result import HardwareFingerprint, ProbeConfig, WorkloadSpec
 
 CPUINFO_SMT = "".join(
@@ -36,9 +36,9 @@ def test_versioned_debian_libraries_are_found(tmp_path):
 
 
 def test_physical_cores_take_one_cpu_per_core():
-    assert run_cpu.physical_cores(CPUINFO_SMT, {0, 1, 2, 3}) == [0, 1]
-    assert run_cpu.physical_cores(CPUINFO_SMT, {2, 3}) == [2, 3]
-    assert run_cpu.physical_cores(CPUINFO_NO_IDS, {0, 1}) == [0, 1]  # no core ids: every CPU is a core
+    assert hardware.one_cpu_per_core(CPUINFO_SMT, {0, 1, 2, 3}) == [0, 1]
+    assert hardware.one_cpu_per_core(CPUINFO_SMT, {2, 3}) == [2, 3]
+    assert hardware.one_cpu_per_core(CPUINFO_NO_IDS, {0, 1}) == [0, 1]  # no core ids: every CPU is a core
 
 
 def test_the_plan_and_environment_follow_run_cpu(tmp_path):
@@ -94,7 +94,7 @@ def test_run_cpu_is_not_installed_without_allocator_or_openmp(monkeypatch):
 
     monkeypatch.setattr(run_cpu, "library_dirs", lambda environ=os.environ: ["/nonexistent"])
     monkeypatch.setattr(run_cpu, "iomp_library", lambda dirs: None)
-    monkeypatch.setattr(run_cpu, "physical_cores", lambda text, allowed: sorted(allowed))
+    monkeypatch.setattr(hardware, "one_cpu_per_core", lambda text, allowed: sorted(allowed))
     ext = {e.name: e for e in extensions.detect("cpu", fingerprint("amd"), SPEC, 1)}
     assert ext["run_cpu"].status == "not-installed" and "tcmalloc or jemalloc" in ext["run_cpu"].why
 
