@@ -133,7 +133,7 @@ def main(argv: list[str]) -> int:
     config = ProbeConfig(**req["config"])
     extra = []
     if req.get("profile_dir"):
-        from .builders import profiler_callback
+        from .callbacks import profiler_callback
 
         extra.append(profiler_callback(req["profile_dir"], config.accelerator))
     try:

@@ -14,13 +14,13 @@ import lightning.pytorch as pl
 import torch
 
 from .builders import build_datamodule, build_module, compiled, xla_trainer_kwargs
+from .callbacks import StepTimer, Watch
 from .contention import gpu_state, own_process_tree, usable_cpus
 from .devices import free_memory, peak_rss_gib, reset_peak_rss
 from .ladder import CompileTimeout, Measurement, RungContended, RungTooSlow
 from .options import MeasureSettings
 from .reliability import summarise
 from .result import ProbeConfig
-from .timing import Watch, make_callback
 
 # A step this many times slower than the best configuration's (per sample) cannot win: cut the rung
 # short. Only for steps of more than MIN_SLOW_STEP_S, where waiting costs real time and one
@@ -74,7 +74,7 @@ def measure(settings: MeasureSettings, config: ProbeConfig, extra_callbacks=(),
             # new memory format) and is warm-up, not timed: under load it crossed a 2 s limit that
             # the steady steps kept. Bound it, more loosely.
             first_limit = (SLOW_FACTOR * slow_step_s, step_limit[1])
-    timer = make_callback(
+    timer = StepTimer(
         config.accelerator if not config.xla else "tpu", warmup, settings.target_ci, settings.max_seconds,
         max_steps=settings.max_steps, first_step_limit=first_limit, step_limit=step_limit, watch=watch_for(config),
         contended_exc=lambda ran: RungContended(

@@ -20,7 +20,7 @@ import torch
 
 from . import extensions, hardware, workloads
 from .assemble import assemble_result
-from .builders import CHROME_TRACE, profiler_callback
+from .callbacks import CHROME_TRACE, profiler_callback
 from .child import measure_in_child
 from .contention import usable_cpus
 from .devices import (

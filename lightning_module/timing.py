@@ -1,21 +1,20 @@
-"""Step timing: the stopping rule (pure python) and the Lightning callback that applies it.
+"""Step timing's maths, no torch: samples/s with its 95% CI from timed steps, the stopping rule, and
+`Stopwatch`, which turns one rung's step boundaries into a `Timing` and says when to stop.
 
-A step is measured from one on_train_batch_end to the next, so data loading, the host-to-device
-copy and the optimizer step all count: that is what a training run pays for. The device is
-synchronised before the clock is read, or an asynchronous GPU would look infinitely fast.
+As Lightning's `Throughput` and `ThroughputMonitor`: the maths here are fed times and readings;
+the Lightning callback that reads the clocks at each step boundary (callbacks.StepTimer) adapts
+them. A step is measured from one on_train_batch_end to the next, so data loading, the
+host-to-device copy and the optimizer step all count: that is what a training run pays for.
 """
 
 from __future__ import annotations
 
 import math
-import signal
 import statistics
-import threading
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from .contention import ContentionMeter, GpuState, Reading, load_average, read_now, step_load
+from .contention import ContentionMeter, GpuState, Reading
 from .result import Contention, StepTimeStats
 
 # Two-sided 95% Student t critical values by degrees of freedom; beyond 30 the normal 1.96 is close.
@@ -132,176 +131,56 @@ def usable_steps(timing: Timing) -> list[float]:
     return clean if len(clean) >= MIN_TIMED_STEPS else list(timing.step_times)
 
 
-@dataclass
-class Watch:
-    """What the step timer watches besides the clock: whether the machine is contended."""
+class Stopwatch:
+    """One rung's timing, fed the time (and, with a meter, a contention Reading) at the start and at
+    the end of every step: the warm-up apart, the timed steps, which of them were contended, and
+    whether the stopping rule says to stop."""
 
-    cores_in_use: int
-    cpus: int
-    cpu_bound: bool = True  # a CPU rung (its CPU share means something)
-    own_load: float | None = None  # runnable threads this probe itself adds to the load average
-    read: Callable[[], Reading] = read_now
-    gpu: Callable[[], GpuState | None] | None = None
+    def __init__(self, warmup_steps: int, target_ci: float, max_seconds: float, max_steps: int | None = None,
+                 meter: ContentionMeter | None = None):
+        self.warmup_steps = warmup_steps
+        self.target_ci = target_ci
+        self.max_seconds = max_seconds
+        self.max_steps = max_steps
+        self.meter = meter  # None: contention is not watched, every step counts
+        self.timing = Timing()
+        self.steps = 0  # steps ended, warm-up included
+        self.reading: Reading | None = None  # the latest reading, at the last step boundary
+        self._start: float | None = None
+        self._last: float | None = None
+        self._timed_start: float | None = None
 
+    def start(self, now: float, reading: Reading | None = None) -> None:
+        self._start, self.reading = now, reading
 
-def synchronize(accelerator: str) -> None:
-    """Wait for queued device work so the clock measures finished steps."""
-    import torch
+    def step(self, now: float, reading: Reading | None = None) -> None:
+        """A step ended at `now`."""
+        self.steps += 1
+        t = self.timing
+        if self.steps == 1:
+            t.first_step_seconds = now - self._start
+        if self.steps <= self.warmup_steps:
+            t.warmup_steps = self.steps
+            t.warmup_seconds = now - self._start
+        else:
+            t.step_times.append(now - self._last)
+            if self.meter is not None and self.reading is not None:
+                t.contended.append(self.meter.add(self.reading, reading).contended)
+            if self._timed_start is None:
+                self._timed_start = self._last
+        self._last = now
+        self.reading = reading
 
-    if accelerator == "gpu" and torch.cuda.is_available():
-        torch.cuda.synchronize()
-    elif accelerator == "mps" and hasattr(torch, "mps"):
-        torch.mps.synchronize()
-    elif accelerator == "tpu":
-        import torch_xla.core.xla_model as xm
+    def stop_reason(self, now: float) -> str | None:
+        """Why timing should stop at `now` (see stop_reason), or None: judged on the clean steps."""
+        t = self.timing
+        if not t.step_times:
+            return None
+        return stop_reason(clean_steps(t), now - self._timed_start, self.target_ci, self.max_seconds,
+                           max_steps=self.max_steps, steps_taken=len(t.step_times))
 
-        xm.wait_device_ops()
-
-
-class StepAlarm:
-    """Bounds one step's wall time: SIGALRM raises the given exception in the main thread.
-
-    Python runs the handler between operations, so a long step built of many kernels is cut off
-    within one kernel of the limit. Off the main thread (where signals cannot be used) it does nothing.
-    `judge`, when given, is asked when the alarm fires: it returns the exception to raise, or None
-    to give the step the same time again (a step slowed down by someone else's work).
-    """
-
-    def __init__(self):
-        self._active = threading.current_thread() is threading.main_thread()
-        self._old = None
-        self._exc = None
-        self._judge = None
-        self._seconds = 0.0
-
-    def arm(self, seconds: float | None, exc: Exception,
-            judge: Callable[[Exception], Exception | None] | None = None) -> None:
-        if not self._active or not seconds:
-            return
-        self._exc, self._judge, self._seconds = exc, judge, seconds
-
-        def fire(signum, frame):
-            exc = self._judge(self._exc) if self._judge is not None else self._exc
-            if exc is None:
-                signal.setitimer(signal.ITIMER_REAL, self._seconds)
-                return
-            raise exc
-
-        if self._old is None:
-            self._old = signal.signal(signal.SIGALRM, fire)
-        signal.setitimer(signal.ITIMER_REAL, seconds)
-
-    def disarm(self) -> None:
-        if not self._active or self._old is None:
-            return
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, self._old)
-        self._old = None
-
-
-def make_callback(
-    accelerator: str,
-    warmup_steps: int,
-    target_ci: float,
-    max_seconds: float,
-    max_steps: int | None = None,
-    first_step_limit: tuple[float, Exception] | None = None,
-    step_limit: tuple[float, Exception] | None = None,
-    watch: Watch | None = None,
-    contended_exc: Callable[[float], Exception] | None = None,
-):
-    """A Lightning Callback timing steps; built in a function so importing this module needs no lightning.
-
-    first_step_limit bounds the first step (compilation); step_limit every other step (a rung
-    so slow it cannot win is cut short instead of spending minutes per step). With a `watch`,
-    each step is also judged for contention: contended steps do not count towards the CI, and a
-    limit that runs out while the machine is contended is extended (up to CONTENDED_EXTENSION
-    times, then `contended_exc(seconds)` is raised) instead of cutting the rung.
-    """
-    from lightning.pytorch.callbacks import Callback
-
-    class StepTimer(Callback):
-        def __init__(self):
-            self.timing = Timing()
-            self.alarm = StepAlarm()
-            self._last: float | None = None
-            self._start: float | None = None
-            self._timed_start: float | None = None
-            self._batches = 0
-            self._reading: Reading | None = None
-            self._meter = ContentionMeter(watch.cores_in_use, watch.cpus, watch.cpu_bound) if watch else None
-            self._gpu: list[GpuState] = []
-
-        def _look_at_gpu(self):
-            if watch is not None and watch.gpu is not None and (g := watch.gpu()) is not None:
-                self._gpu.append(g)
-
-        def _judge(self, limit: float):
-            step_start = time.perf_counter()
-
-            def judge(exc: Exception) -> Exception | None:
-                if watch is None or self._reading is None:
-                    return exc
-                if not step_load(self._reading, watch.read(), watch.cores_in_use, watch.cpu_bound, watch.cpus).contended:
-                    return exc
-                ran = time.perf_counter() - step_start
-                if ran < CONTENDED_EXTENSION * limit or contended_exc is None:
-                    return None  # someone else's work slowed this step: give it more time
-                return contended_exc(ran)
-
-            return judge
-
-        def on_train_start(self, trainer, pl_module):
-            synchronize(accelerator)
-            self._start = time.perf_counter()
-            if watch is not None:
-                self._reading = watch.read()
-                self._look_at_gpu()
-
-        def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
-            limit = first_step_limit if self._batches == 0 else step_limit
-            if limit is not None:
-                self.alarm.arm(*limit, judge=self._judge(limit[0]))
-
-        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
-            synchronize(accelerator)
-            self.alarm.disarm()
-            now = time.perf_counter()
-            reading = watch.read() if watch is not None else None
-            self._batches += 1
-            t = self.timing
-            if self._batches == 1:
-                t.first_step_seconds = now - self._start
-            if self._batches <= warmup_steps:
-                t.warmup_steps = self._batches
-                t.warmup_seconds = now - self._start
-            else:
-                t.step_times.append(now - self._last)
-                if self._meter is not None and self._reading is not None:
-                    t.contended.append(self._meter.add(self._reading, reading).contended)
-                if self._timed_start is None:
-                    self._timed_start = self._last
-            self._last = now
-            self._reading = reading
-            reason = None
-            if t.step_times and trainer.is_global_zero:
-                reason = stop_reason(clean_steps(t), now - self._timed_start, target_ci, max_seconds,
-                                     max_steps=max_steps, steps_taken=len(t.step_times))
-            # Rank 0 decides; every rank must stop on the same step or DDP hangs.
-            stop = trainer.strategy.reduce_boolean_decision(reason is not None, all=False)
-            if stop:
-                t.reason = reason
-                trainer.should_stop = True
-
-        def on_train_end(self, trainer, pl_module):
-            self.alarm.disarm()
-            if self._meter is not None:
-                self._look_at_gpu()
-                self.timing.contention = self._meter.record(load_average(), watch.own_load, self._gpu)
-            if trainer.world_size > 1:
-                self.timing = trainer.strategy.broadcast(self.timing, src=0)
-
-        def on_exception(self, trainer, pl_module, exception):
-            self.alarm.disarm()
-
-    return StepTimer()
+    def finish(self, load_average: float | None = None, own_load: float | None = None,
+               gpu: Iterable[GpuState] = ()) -> None:
+        """The rung's contention record, from its steps and the last look at the machine."""
+        if self.meter is not None:
+            self.timing.contention = self.meter.record(load_average, own_load, gpu)

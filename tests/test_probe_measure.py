@@ -140,7 +140,7 @@ def test_step_alarms_only_bound_a_single_rank(monkeypatch, devices):
         seen.update(kwargs)
         raise Stop  # before any Trainer or process group is made
 
-    monkeypatch.setattr(measure, "make_callback", capture)
+    monkeypatch.setattr(measure, "StepTimer", capture)
     settings = MeasureSettings(WorkloadSpec(model="mlp", image_size=4, num_classes=10))
     cfg = ProbeConfig(accelerator="cpu", devices=devices, strategy="ddp", compile=True, batch_size=4)
     with pytest.raises(Stop):

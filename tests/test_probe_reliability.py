@@ -10,11 +10,12 @@ import pytest
 from test_probe_cli import fake_measurement
 
 from lightning_module.assemble import utilisation
+from lightning_module.callbacks import StepAlarm
 from lightning_module.contention import ContentionMeter, Reading
 from lightning_module.ladder import Measurement, RungTooSlow
 from lightning_module.reliability import confirm, measure_until_known, reasons, speedup, summarise
 from lightning_module.result import Contention, ProbeConfig
-from lightning_module.timing import StepAlarm, Timing
+from lightning_module.timing import Timing
 
 BATCH = 32
 BASE = ProbeConfig(accelerator="cpu", batch_size=BATCH)
@@ -155,10 +156,10 @@ def test_measure_does_not_cut_a_slow_step_the_machine_was_contended_for(monkeypa
     from test_probe_measure import SLOW_MODULE
 
     from lightning_module import measure
+    from lightning_module.callbacks import Watch
     from lightning_module.ladder import RungContended, classify
     from lightning_module.options import MeasureSettings
     from lightning_module.result import WorkloadSpec
-    from lightning_module.timing import Watch
 
     (tmp_path / "sleepy2.py").write_text(textwrap.dedent(SLOW_MODULE))
     monkeypatch.syspath_prepend(str(tmp_path))

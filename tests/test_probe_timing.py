@@ -1,4 +1,4 @@
-"""The stopping rule and the throughput CI on synthetic step-time series."""
+"""The stopping rule, the throughput CI and the Stopwatch on synthetic step times (no torch)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import random
 
 import pytest
 
-from lightning_module.timing import step_rate, step_stats, stop_reason, t95
+from lightning_module.contention import ContentionMeter, Reading
+from lightning_module.timing import Stopwatch, step_rate, step_stats, stop_reason, t95
 
 
 def run(series, target_ci=0.03, max_seconds=60.0, max_steps=None):
@@ -77,3 +78,36 @@ def test_step_stats():
     s = step_stats([0.1, 0.2, 0.3, 0.4, 0.5], warmup_steps=3, warmup_seconds=9.0)
     assert s.n_steps == 5 and s.median_s == pytest.approx(0.3) and s.p10_s < s.p90_s
     assert s.warmup_seconds == 9.0
+
+
+def test_the_stopwatch_keeps_warm_up_apart_and_stops_on_the_rule():
+    w = Stopwatch(warmup_steps=2, target_ci=0.03, max_seconds=60.0, max_steps=4)
+    w.start(10.0)
+    for now in (13.0, 14.0):  # compilation, then an ordinary warm-up step
+        w.step(now)
+        assert w.stop_reason(now) is None
+    for now in (14.5, 15.0, 15.5):
+        w.step(now)
+    t = w.timing
+    assert (t.first_step_seconds, t.warmup_steps, t.warmup_seconds) == (3.0, 2, 4.0)
+    assert t.step_times == [0.5, 0.5, 0.5] and t.contended == [] and w.steps == 5
+    assert w.stop_reason(15.5) is None  # three timed steps: under the CI rule's five, the cap's four
+    w.step(16.0)
+    assert w.stop_reason(16.0) == "max-steps"
+
+
+def test_the_stopwatch_leaves_contended_steps_out_of_the_rule():
+    def reading(wall, wait):
+        return Reading(wall, wall, run=wall, wait=wait)
+
+    w = Stopwatch(warmup_steps=1, target_ci=0.03, max_seconds=60.0, meter=ContentionMeter(1, 2))
+    w.start(-1.0)
+    w.step(0.0, reading(0.0, 0.0))  # the warm-up step
+    wait = 0.0
+    for i in range(1, 11):
+        wait += 0.5 if i % 2 else 0.0  # every other step queued for a CPU half its time
+        w.step(float(i), reading(float(i), wait))
+    assert w.timing.contended == [True, False] * 5
+    assert w.stop_reason(10.0) == "converged"  # the five clean steps, all 1 s
+    w.finish(load_average=1.0, own_load=1)
+    assert w.timing.contention.contended_steps == 5 and w.timing.contention.contended
