@@ -20,7 +20,8 @@ import torch
 from lightning.pytorch.callbacks import Callback
 from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
 
-from .contention import ContentionMeter, GpuState, Reading, load_average, read_now, step_load
+from .contention import ContentionMeter, GpuState, Reading, step_load
+from .readers import load_average, read_now
 from .timing import CONTENDED_EXTENSION, Stopwatch, Timing
 
 

@@ -15,10 +15,10 @@ import torch
 
 from .builders import build_datamodule, build_module, compiled, xla_trainer_kwargs
 from .callbacks import StepTimer, Watch
-from .contention import gpu_state, own_process_tree, usable_cpus
 from .devices import free_memory, peak_rss_gib, reset_peak_rss
 from .ladder import CompileTimeout, Measurement, RungContended, RungTooSlow
 from .options import MeasureSettings
+from .readers import gpu_state, own_process_tree, usable_cpus
 from .reliability import summarise
 from .result import ProbeConfig
 

@@ -22,7 +22,6 @@ from . import extensions, hardware, workloads
 from .assemble import assemble_result
 from .callbacks import CHROME_TRACE, profiler_callback
 from .child import measure_in_child
-from .contention import usable_cpus
 from .devices import (
     default_devices,
     half_precision,
@@ -33,6 +32,7 @@ from .devices import (
 from .ladder import LadderOptions, Measurement, run_ladder
 from .measure import MIN_SLOW_STEP_S, SLOW_FACTOR, measure, samples_per_step
 from .options import MeasureSettings, ProbeOptions
+from .readers import usable_cpus
 from .reliability import confirm, measure_until_known
 from .result import ProbeConfig, ProbeResult, RungResult
 from .workloads import WorkloadError
