@@ -22,14 +22,8 @@ from . import extensions, hardware, workloads
 from .assemble import assemble_result
 from .callbacks import CHROME_TRACE, profiler_callback
 from .child import measure_in_child
-from .devices import (
-    default_devices,
-    half_precision,
-    is_global_zero,
-    resolve_accelerator,
-    worker_counts,
-)
-from .ladder import LadderOptions, Measurement, run_ladder
+from .devices import default_devices, half_precision, is_global_zero, resolve_accelerator
+from .ladder import LadderOptions, Measurement, run_ladder, worker_counts
 from .measure import MIN_SLOW_STEP_S, SLOW_FACTOR, measure, samples_per_step
 from .options import MeasureSettings, ProbeOptions
 from .readers import usable_cpus
@@ -123,7 +117,7 @@ def run_probe(opts: ProbeOptions, on_rung: Callable[[RungResult, RungResult | No
         workers_ok = workloads.accepts(dm_cls, "num_workers")
     ladder_opts = LadderOptions(
         tune=opts.tune, batch_fixed=spec.batch_size_fixed, half_precision=half_precision(accelerator),
-        vision=workloads.is_vision(spec), worker_counts=worker_counts(), workers_supported=workers_ok,
+        vision=workloads.is_vision(spec), worker_counts=worker_counts(usable_cpus()), workers_supported=workers_ok,
         pin_memory=accelerator == "gpu", skip=opts.skip,
         extensions=extensions.detect(accelerator, hw, spec, devices * opts.num_nodes),
     )

@@ -9,12 +9,13 @@ import pytest
 from test_probe_factories import make_result
 
 from advisor.store import ResultStore
+from lightning_module.ladder import EXTENSION_RUNGS
 from lightning_module.result import parse_result
 from lightning_module.workload_facts import FACTS
 
 FAST = ("--max-seconds", "0.3", "--warmup-steps", "1", "--num-classes", "10", "--image-size", "32",
         "--remeasure", "0", "--confirm-rounds", "1")
-EXTENSIONS = ["run_cpu", "ipex", "zentorch", "xla"]
+EXTENSIONS = list(EXTENSION_RUNGS)
 
 
 def fake_measurement(v: float, batch: int, steps: int = 20, **kw):

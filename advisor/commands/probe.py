@@ -11,7 +11,7 @@ from pathlib import Path
 
 from catalog.io import first_error, save_atomic
 from lightning_module import options as defaults
-from lightning_module.options import EXTENSION_RUNGS, TUNING_RUNGS
+from lightning_module.ladder import EXTENSION_RUNGS, TUNING_RUNGS
 from lightning_module.result import BUILTIN_MODELS, WorkloadSpec
 
 from .. import options as opt
@@ -21,7 +21,7 @@ from .common import add_list_option, add_store_option, open_store
 
 ACCELERATORS = ("auto", "cpu", "gpu", "mps", "tpu")
 PRECISIONS = ("32-true", "bf16-mixed", "16-mixed")
-SKIPPABLE = TUNING_RUNGS + EXTENSION_RUNGS
+SKIPPABLE = (*TUNING_RUNGS, *EXTENSION_RUNGS)
 _WORKLOAD = WorkloadSpec()  # the workload defaults live on the contract
 LADDER_COLUMNS = ("rung", "status", "samples/s", "ci", "x baseline", "batch", "precision", "kept", "reliable", "note")
 
@@ -38,7 +38,7 @@ def register(sub) -> None:
         "probe",
         help="measure a training workload's throughput here and tune it (the optimisation ladder)",
         description="Train a workload for a short while on this machine, tune it rung by rung "
-        "(bf16, channels_last, torch.compile, loader workers, batch size, run_cpu, ipex, zentorch, xla), "
+        f"({', '.join((*TUNING_RUNGS.values(), *EXTENSION_RUNGS.values()))}), "
         "confirm the winner against the baseline in alternation and record it in the results store. "
         "Exit status: 0 done, 1 the baseline could not be measured, 2 bad input, 130 stopped by SIGINT "
         "(Ctrl-C), 143 stopped by SIGTERM; a stopped probe stores nothing.",
