@@ -44,10 +44,10 @@ def sleepy(tmp_path, monkeypatch):
 
 
 def test_a_step_past_the_slow_limit_is_cut_short(sleepy):
-    from lightning_module import measure
-    from lightning_module.ladder import RungTooSlow
-    from lightning_module.options import MeasureSettings
-    from lightning_module.result import ProbeConfig, WorkloadSpec
+    from lightning_module.contract.ladder import RungTooSlow
+    from lightning_module.contract.options import MeasureSettings
+    from lightning_module.contract.result import ProbeConfig, WorkloadSpec
+    from lightning_module.run import measure
 
     measure.quiet_lightning()
     settings = MeasureSettings(WorkloadSpec(model="sleepywork:Sleepy", image_size=4, num_classes=10),
@@ -67,9 +67,9 @@ def test_a_step_past_the_slow_limit_is_cut_short(sleepy):
 def test_a_slow_first_step_does_not_cut_the_rung(sleepy):
     """The first step is set-up and warm-up: a 1 s first step under a 0.5 s step limit is no
     reason to drop a rung whose steady steps are fast."""
-    from lightning_module import measure
-    from lightning_module.options import MeasureSettings
-    from lightning_module.result import ProbeConfig, WorkloadSpec
+    from lightning_module.contract.options import MeasureSettings
+    from lightning_module.contract.result import ProbeConfig, WorkloadSpec
+    from lightning_module.run import measure
 
     measure.quiet_lightning()
     settings = MeasureSettings(WorkloadSpec(model="sleepywork:SlowStart", image_size=4, num_classes=10),
@@ -79,7 +79,7 @@ def test_a_slow_first_step_does_not_cut_the_rung(sleepy):
 
 
 def test_peak_rss_is_per_rung_not_the_process_lifetime():
-    from lightning_module import devices
+    from lightning_module.run import devices
 
     devices.reset_peak_rss()
     before = devices.peak_rss_gib()
@@ -94,8 +94,8 @@ def test_peak_rss_is_per_rung_not_the_process_lifetime():
 def test_the_result_reports_the_winning_rungs_peak_memory_on_cpu():
     from test_probe_cli import fake_measurement
 
-    from lightning_module import probe
-    from lightning_module.result import WorkloadSpec
+    from lightning_module.contract.result import WorkloadSpec
+    from lightning_module.run import probe
 
     def measure(rung, cfg):
         v = 100.0 / cfg.batch_size  # smaller batches win; the bigger ones used more memory
@@ -112,7 +112,7 @@ def test_the_result_reports_the_winning_rungs_peak_memory_on_cpu():
 def test_normalise_makes_its_constants_once_per_device(monkeypatch):
     import torch
 
-    from lightning_module import data
+    from lightning_module.run import data
 
     x = torch.full((2, 3, 4, 4), 255, dtype=torch.uint8)
     first = data.normalise(x)
@@ -127,9 +127,9 @@ def test_normalise_makes_its_constants_once_per_device(monkeypatch):
 @pytest.mark.parametrize("devices", [1, 2])
 def test_step_alarms_only_bound_a_single_rank(monkeypatch, devices):
     """One DDP rank cut short by its own alarm would leave the others waiting in an all-reduce."""
-    from lightning_module import measure
-    from lightning_module.options import MeasureSettings
-    from lightning_module.result import ProbeConfig, WorkloadSpec
+    from lightning_module.contract.options import MeasureSettings
+    from lightning_module.contract.result import ProbeConfig, WorkloadSpec
+    from lightning_module.run import measure
 
     seen = {}
 
@@ -154,7 +154,7 @@ def test_the_matmul_peak_is_not_below_what_a_linear_layer_reaches():
     (on an AVX2-only CPU a bf16 a @ b is ~10x slower than the a @ b.T that layers run)."""
     import torch
 
-    from lightning_module import peaks
+    from lightning_module.run import peaks
 
     peak = peaks.matmul_peak_tflops("cpu", "bf16-mixed", seconds=0.3)
     x, w = torch.randn(512, 512, dtype=torch.bfloat16), torch.randn(512, 512, dtype=torch.bfloat16)

@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from lightning_module.contention import ContentionMeter, Reading
-from lightning_module.timing import Stopwatch, step_rate, step_stats, stop_reason, t95
+from lightning_module.contract.contention import ContentionMeter, Reading
+from lightning_module.contract.timing import Stopwatch, step_rate, step_stats, stop_reason, t95
 
 
 def run(series, target_ci=0.03, max_seconds=60.0, max_steps=None):

@@ -146,7 +146,7 @@ def test_a_probes_duration_follows_the_probe_and_launch_defaults():
     # moves there, this fails rather than the plan pricing probes on stale numbers.
     from advisor.cli import build_parser
     from advisor.recommend.probeplan import inputs as pi
-    from lightning_module import ladder
+    from lightning_module.contract import ladder
 
     parser = build_parser()
     probe = parser.parse_args(["probe"])

@@ -17,9 +17,9 @@ import numpy as np
 from catalog import accelerators as acc
 from catalog.hardware import device_count
 from catalog.models import InstanceType
-from lightning_module import ladder
-from lightning_module import options as probe_defaults
-from lightning_module.result import WorkloadSpec
+from lightning_module.contract import ladder
+from lightning_module.contract import options as probe_defaults
+from lightning_module.contract.result import WorkloadSpec
 
 from ... import ec2
 from ...estimate import throughput as tp
@@ -43,11 +43,11 @@ PROBE_NOISE_SD = math.log1p(PROBE_TARGET_CI) / 1.96
 #   small dependencies without torch, which the AMI has): 19.5 s measured on this project's
 #   2-core build machine with no pip cache. Derived: 50 s.
 STARTUP_SECONDS = 29.0 + 19.5
-# - the ladder's rungs (lightning_module.ladder.measured_rungs: baseline, the tuning rungs, one
-#   per loader worker count the vCPUs allow, the batch search's first two sizes). Each measurement
-#   is its warm-up steps plus timed steps until the CI target or --max-seconds (60 s); priced at
-#   that bound, since no GPU ladder has been timed on the project. torch.compile: at most
-#   --compile-timeout (300 s).
+# - the ladder's rungs (lightning_module.contract.ladder.measured_rungs: baseline, the tuning
+#   rungs, one per loader worker count the vCPUs allow, the batch search's first two sizes). Each
+#   measurement is its warm-up steps plus timed steps until the CI target or --max-seconds (60 s);
+#   priced at that bound, since no GPU ladder has been timed on the project. torch.compile: at
+#   most --compile-timeout (300 s).
 WARMUP_STEPS = probe_defaults.WARMUP_STEPS  # advisor probe --warmup-steps default
 MAX_SECONDS = probe_defaults.MAX_SECONDS  # advisor probe --max-seconds default
 COMPILE_SECONDS = probe_defaults.COMPILE_TIMEOUT  # advisor probe --compile-timeout default

@@ -13,14 +13,14 @@ import warnings
 import lightning.pytorch as pl
 import torch
 
+from ..contract.ladder import CompileTimeout, Measurement, RungContended, RungTooSlow
+from ..contract.options import MeasureSettings
+from ..contract.reliability import summarise
+from ..contract.result import ProbeConfig
 from .builders import build_datamodule, build_module, compiled, xla_trainer_kwargs
 from .callbacks import StepTimer, Watch
 from .devices import free_memory, peak_rss_gib, reset_peak_rss
-from .ladder import CompileTimeout, Measurement, RungContended, RungTooSlow
-from .options import MeasureSettings
 from .readers import gpu_state, own_process_tree, usable_cpus
-from .reliability import summarise
-from .result import ProbeConfig
 
 # A step this many times slower than the best configuration's (per sample) cannot win: cut the rung
 # short. Only for steps of more than MIN_SLOW_STEP_S, where waiting costs real time and one

@@ -1,7 +1,7 @@
-"""Readings of what else is using the machine, for contention.py's rules: the clocks at a step
-boundary (Linux /proc: schedstat, stat, the children's CPU time), the load average, the CPUs this
-process may use, and on a GPU its other compute processes and clocks (NVML). Where a source is
-missing, the fields it would fill stay None.
+"""Readings of what else is using the machine, for contract/contention.py's rules: the clocks at a
+step boundary (Linux /proc: schedstat, stat, the children's CPU time), the load average, the CPUs
+this process may use, and on a GPU its other compute processes and clocks (NVML). Where a source
+is missing, the fields it would fill stay None.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import logging
 import os
 import time
 
-from .contention import GpuState, Reading
+from ..contract.contention import GpuState, Reading
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """Is something else using the machine while a rung is timed?
 
 Pure maths on readings, the way timing.py does the stopping rule: `step_load` judges one step from
-two readings, `ContentionMeter` turns a rung's steps into a `Contention` record. readers.py takes
+two readings, `ContentionMeter` turns a rung's steps into a `Contention` record. run/readers.py takes
 the readings from Linux's /proc and, on a GPU, from NVML; tests feed synthetic ones.
 
 The signals, strongest first:

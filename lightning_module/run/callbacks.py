@@ -1,5 +1,5 @@
 """The probe's Lightning callbacks: StepTimer, which reads the clocks at every step boundary for
-timing.Stopwatch (the maths) and bounds a step's wall time, and the profiler trace of the winner.
+contract/timing.py's Stopwatch (the maths) and bounds a step's wall time, and the profiler trace of the winner.
 
 The device is synchronised before the clock is read, or an asynchronous GPU would look infinitely
 fast.
@@ -20,9 +20,9 @@ import torch
 from lightning.pytorch.callbacks import Callback
 from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
 
-from .contention import ContentionMeter, GpuState, Reading, step_load
+from ..contract.contention import ContentionMeter, GpuState, Reading, step_load
+from ..contract.timing import CONTENDED_EXTENSION, Stopwatch, Timing
 from .readers import load_average, read_now
-from .timing import CONTENDED_EXTENSION, Stopwatch, Timing
 
 
 @dataclass

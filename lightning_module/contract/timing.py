@@ -2,8 +2,8 @@
 `Stopwatch`, which turns one rung's step boundaries into a `Timing` and says when to stop.
 
 As Lightning's `Throughput` and `ThroughputMonitor`: the maths here are fed times and readings;
-the Lightning callback that reads the clocks at each step boundary (callbacks.StepTimer) adapts
-them. A step is measured from one on_train_batch_end to the next, so data loading, the
+the Lightning callback that reads the clocks at each step boundary (StepTimer, run/callbacks.py)
+adapts them. A step is measured from one on_train_batch_end to the next, so data loading, the
 host-to-device copy and the optimizer step all count: that is what a training run pays for.
 """
 

@@ -2,7 +2,7 @@
 run_cpu rung's preloaded allocator / OpenMP runtime and pinned cores, and torch_xla's
 PJRT_DEVICE=CPU.
 
-    python -m lightning_module.child REQUEST.json RESULT.json
+    python -m lightning_module.run.child REQUEST.json RESULT.json
 
 The parent (`measure_in_child`) writes the request, starts the child with the environment, and
 reads the result back: the Measurement with its step timing, or the rung's status and reason.
@@ -17,10 +17,10 @@ import sys
 import tempfile
 from dataclasses import asdict, fields
 
-from .ladder import Measurement, RungError
-from .options import MeasureSettings
-from .result import Contention, ProbeConfig, WorkloadSpec
-from .timing import Timing
+from ..contract.ladder import Measurement, RungError
+from ..contract.options import MeasureSettings
+from ..contract.result import Contention, ProbeConfig, WorkloadSpec
+from ..contract.timing import Timing
 
 STARTUP_S = 120.0  # importing torch and lightning in a fresh process, on a busy machine
 
@@ -95,7 +95,7 @@ def measure_in_child(settings: MeasureSettings, config: ProbeConfig, slow_step_s
         with open(req_path, "w") as f:
             json.dump(request, f)
         with open(log_path, "w") as log:
-            proc = subprocess.Popen([sys.executable, "-m", "lightning_module.child", req_path, out_path],
+            proc = subprocess.Popen([sys.executable, "-m", "lightning_module.run.child", req_path, out_path],
                                     env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
             try:
                 proc.wait(timeout=limit)
@@ -124,7 +124,7 @@ def main(argv: list[str]) -> int:
         req = json.load(f)
     if req.get("cores"):
         os.sched_setaffinity(0, req["cores"])  # as run_cpu's numactl -C / taskset: before torch starts its threads
-    from .ladder import classify
+    from ..contract.ladder import classify
     from .measure import measure, quiet_lightning
 
     quiet_lightning()

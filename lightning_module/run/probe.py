@@ -4,7 +4,7 @@
 against the baseline in alternation, and hands the outcome to `assemble_result()`. One
 configuration is measured in measure.py (here, or in a child process: child.py); what is trained
 lives in builders.py, the device in devices.py, FLOPs and peaks in peaks.py, the extension rungs
-in extensions.py, the defaults in options.py.
+in extensions.py; the rules it applies and the defaults in contract/.
 """
 
 from __future__ import annotations
@@ -18,17 +18,17 @@ from datetime import datetime, timezone
 
 import torch
 
+from ..contract.ladder import LadderOptions, Measurement, run_ladder, worker_counts
+from ..contract.options import MeasureSettings, ProbeOptions
+from ..contract.reliability import confirm, measure_until_known
+from ..contract.result import ProbeConfig, ProbeResult, RungResult
 from . import extensions, hardware, workloads
 from .assemble import assemble_result
 from .callbacks import CHROME_TRACE, profiler_callback
 from .child import measure_in_child
 from .devices import default_devices, half_precision, is_global_zero, resolve_accelerator
-from .ladder import LadderOptions, Measurement, run_ladder, worker_counts
 from .measure import MIN_SLOW_STEP_S, SLOW_FACTOR, measure, samples_per_step
-from .options import MeasureSettings, ProbeOptions
 from .readers import usable_cpus
-from .reliability import confirm, measure_until_known
-from .result import ProbeConfig, ProbeResult, RungResult
 from .workloads import WorkloadError
 
 log = logging.getLogger(__name__)

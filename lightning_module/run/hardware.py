@@ -14,7 +14,7 @@ import urllib.request
 from importlib.metadata import version
 from pathlib import Path
 
-from .result import GpuInfo, HardwareFingerprint, SoftwareVersions
+from ..contract.result import GpuInfo, HardwareFingerprint, SoftwareVersions
 
 log = logging.getLogger(__name__)
 

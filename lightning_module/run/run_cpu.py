@@ -17,8 +17,8 @@ import sys
 from dataclasses import dataclass, field
 from importlib import metadata
 
+from ..contract.result import ProbeConfig
 from . import hardware
-from .result import ProbeConfig
 
 ALLOCATORS = ("tcmalloc", "jemalloc")  # run_cpu's order of preference
 # The values torch.backends.xeon.run_cpu sets (torch/backends/xeon/run_cpu.py).

@@ -6,9 +6,9 @@ import lightning.pytorch as pl
 import torch
 from torch import nn
 
+from ..contract.result import ProbeConfig, WorkloadSpec
 from . import workloads
 from .data import SyntheticDataModule, normalise
-from .result import ProbeConfig, WorkloadSpec
 
 DEFAULT_LR = 0.01
 

@@ -29,7 +29,7 @@ BATCH_GAIN = 0.03  # a batch size step must beat the best by more than this to c
 # The rungs after the baseline in the order the ladder climbs them, each with what it tries in words:
 # the one list of them (`advisor probe --skip` takes the names and its help lists the words; the
 # probe plan counts them). A new rung is named here, climbed in run_ladder (a tuning rung) or
-# detected in extensions.py (an extension), and set on ProbeConfig.
+# detected in run/extensions.py (an extension), and set on ProbeConfig (and acted on in run/).
 TUNING_RUNGS = {"precision": "bf16", "channels_last": "channels_last", "compile": "torch.compile",
                 "workers": "loader workers", "batch": "batch size"}
 EXTENSION_RUNGS = {"run_cpu": "run_cpu", "ipex": "ipex", "zentorch": "zentorch", "xla": "xla"}
