@@ -17,7 +17,7 @@ import sys
 import tempfile
 from dataclasses import asdict, fields
 
-from ..contract.ladder import Measurement, RungError
+from ..contract.ladder import Measurement, RungError, classify
 from ..contract.options import MeasureSettings
 from ..contract.result import Contention, ProbeConfig, WorkloadSpec
 from ..contract.timing import Timing
@@ -124,7 +124,8 @@ def main(argv: list[str]) -> int:
         req = json.load(f)
     if req.get("cores"):
         os.sched_setaffinity(0, req["cores"])  # as run_cpu's numactl -C / taskset: before torch starts its threads
-    from ..contract.ladder import classify
+    # Imported only now: torch starts its threads when it is imported, on the cores set above.
+    from .callbacks import profiler_callback
     from .measure import measure, quiet_lightning
 
     quiet_lightning()
@@ -133,8 +134,6 @@ def main(argv: list[str]) -> int:
     config = ProbeConfig(**req["config"])
     extra = []
     if req.get("profile_dir"):
-        from .callbacks import profiler_callback
-
         extra.append(profiler_callback(req["profile_dir"], config.accelerator))
     try:
         m = measure(settings, config, extra_callbacks=extra, max_steps=req.get("max_steps"),
