@@ -29,8 +29,8 @@ _LAZY = {
     "parse_deadline": ("advisor.recommend.jobspec", "parse_deadline"),
     "load_catalog": ("advisor.paths", "load_catalog"),
     "ResultStore": ("advisor.store", "ResultStore"),
-    "ProbeOptions": ("lightning_module.options", "ProbeOptions"),
-    "ProbeResult": ("lightning_module.result", "ProbeResult"),
+    "ProbeOptions": ("lightning_module.contract.options", "ProbeOptions"),
+    "ProbeResult": ("lightning_module.contract.result", "ProbeResult"),
     "AdvisorError": ("advisor.errors", "AdvisorError"),
 }
 __all__ = [
@@ -51,7 +51,7 @@ __all__ = [
 def run_probe(opts, **kwargs):
     """Run the probe (the optimisation ladder, timed and confirmed) with `opts` (ProbeOptions) on
     this machine and return its ProbeResult; imports torch and Lightning (the `probe` extra)."""
-    from lightning_module.probe import run_probe as run
+    from lightning_module.run.probe import run_probe as run
 
     return run(opts, **kwargs)
 
@@ -70,8 +70,8 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names come lazily
-    from lightning_module.options import ProbeOptions
-    from lightning_module.result import ProbeResult
+    from lightning_module.contract.options import ProbeOptions
+    from lightning_module.contract.result import ProbeResult
 
     from .errors import AdvisorError
     from .paths import load_catalog

@@ -60,7 +60,7 @@ def user_errors() -> tuple[type[BaseException], ...]:
     """The library errors that mean bad input: exit 2 with their one line."""
     from catalog.filters import FilterError
     from catalog.io import CatalogError, FileError
-    from lightning_module.result import ResultError
+    from lightning_module.contract.result import ResultError
 
     return (AdvisorError, CatalogError, FileError, FilterError, ResultError)
 

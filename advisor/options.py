@@ -13,7 +13,7 @@ import math
 import re
 
 from catalog.models import NAME_PATTERN
-from lightning_module.result import MAX_BATCH_SIZE, MAX_IMAGE_SIZE, MAX_NUM_CLASSES
+from lightning_module.contract.result import MAX_BATCH_SIZE, MAX_IMAGE_SIZE, MAX_NUM_CLASSES
 
 from .errors import AdvisorError
 

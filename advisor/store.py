@@ -24,7 +24,7 @@ if sys.version_info >= (3, 11):
 else:  # Python 3.10
     from typing_extensions import Self
 
-from lightning_module.result import ProbeResult, ResultError, parse_result
+from lightning_module.contract.result import ProbeResult, ResultError, parse_result
 
 from .errors import AdvisorError
 from .output import safe_text

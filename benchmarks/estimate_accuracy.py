@@ -34,7 +34,7 @@ from advisor.estimate.model import build
 from advisor.estimate.references import load_references
 from advisor.estimate.throughput import ThroughputModel
 from catalog.io import SNAPSHOT_PATH, load
-from lightning_module.workload_facts import FACTS
+from lightning_module.contract.workload_facts import FACTS
 
 TARGET_ERROR, TARGET_COVERAGE = 0.20, 0.80
 AWS_DEVICES = {"T4": "g4dn.xlarge", "A10G": "g5.xlarge", "L4": "g6.xlarge", "L40S": "g6e.xlarge",

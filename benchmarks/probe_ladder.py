@@ -98,11 +98,11 @@ def which_case(isa_flags: list[str]) -> str:
 
 
 def run_probe(args, label: str):
-    from lightning_module import probe
-    from lightning_module.options import ProbeOptions
-    from lightning_module.result import WorkloadSpec
+    from lightning_module.contract.options import ProbeOptions
+    from lightning_module.contract.result import WorkloadSpec
+    from lightning_module.run import measure, probe
 
-    probe.quiet_lightning()
+    measure.quiet_lightning()
     spec = WorkloadSpec(model=args.workload, image_size=args.image_size, batch_size=args.batch_size)
     opts = ProbeOptions(spec=spec, max_seconds=args.max_seconds, warmup_steps=args.warmup_steps,
                         compile_timeout=args.compile_timeout, confirm_rounds=args.confirm_rounds,
@@ -163,9 +163,9 @@ def probe_cost(result, args) -> None:
 def idle_mode(args) -> float | None:
     import torch
 
-    from lightning_module import hardware
-    from lightning_module.devices import resolve_accelerator
-    from lightning_module.peaks import matmul_peak_tflops
+    from lightning_module.run import hardware
+    from lightning_module.run.devices import resolve_accelerator
+    from lightning_module.run.peaks import matmul_peak_tflops
 
     hw = hardware.fingerprint()
     case = which_case(hw.isa_flags)
@@ -255,7 +255,7 @@ def save(args, label: str, result) -> None:
 
 
 def saved_config(args):
-    from lightning_module.result import parse_result
+    from lightning_module.contract.result import parse_result
 
     try:
         with open(os.path.join(args.out, "idle.json")) as f:

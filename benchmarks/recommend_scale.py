@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 from advisor.recommend import rank as rk
 from catalog.models import INTERRUPTION_BUCKETS
-from lightning_module.workload_facts import FACTS
+from lightning_module.contract.workload_facts import FACTS
 
 N_TYPES, N_REGIONS, K = 1300, 30, 16
 

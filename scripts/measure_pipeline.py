@@ -2,7 +2,7 @@
 """CPU cost per sample of the probe's synthetic data pipeline: where advisor.estimate.host's
 default host cap comes from.
 
-Runs lightning_module.data.SyntheticDataModule with one DataLoader worker at several image sizes
+Runs lightning_module.run.data.SyntheticDataModule with one DataLoader worker at several image sizes
 and counts CPU seconds per sample of the worker (read after it exits) and of the main (training)
 process, then fits each as fixed + bytes / rate. CPU time, not wall time: a busy machine does not inflate it.
 
@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import numpy as np
 import torch
 
-from lightning_module.data import SyntheticDataModule
+from lightning_module.run.data import SyntheticDataModule
 
 BATCH, WARM, TIMED, PREFETCH = 128, 5, 150, 2
 

@@ -6,8 +6,8 @@ FLOPs come from torch.utils.flop_counter.FlopCounterMode (it counts matmul/conv 
 2 x MACs and ignores elementwise ops, the usual convention). Activation bytes are the distinct
 tensors autograd saves for backward (saved_tensors_hooks), fp32, per sample.
 
-Run:  .venv/bin/python scripts/measure_workload_facts.py > lightning_module/workload_facts.json
-      (then paste the printed table into lightning_module/workload_facts.py)
+Run:  .venv/bin/python scripts/measure_workload_facts.py > lightning_module/contract/workload_facts.json
+      (then paste the printed table into lightning_module/contract/workload_facts.py)
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ import torch
 import torchvision
 from torch.utils.flop_counter import FlopCounterMode
 
-from lightning_module.result import BUILTIN_MODELS, WorkloadSpec
-from lightning_module.workloads import build_net
+from lightning_module.contract.result import BUILTIN_MODELS, WorkloadSpec
+from lightning_module.run.workloads import build_net
 
 IMAGE_SIZE = 224
 NUM_CLASSES = 1000

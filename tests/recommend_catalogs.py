@@ -78,7 +78,7 @@ def probe_result(instance_type: str, sps: float, *, accelerator: str = "cpu", de
                  num_nodes: int = 1, precision: str = "bf16-mixed", model: str = "resnet50",
                  finished_at: datetime = NOW, torch: str = "2.15.0", lightning: str = "2.6.0",
                  ci: float = 0.02, flops_per_sample: float | None = None):
-    from lightning_module.result import (
+    from lightning_module.contract.result import (
         HardwareFingerprint,
         ProbeConfig,
         ProbeResult,

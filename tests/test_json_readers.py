@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from test_probe_factories import make_result
 
 from catalog.io import CatalogError, FileError, parse_json, read_json_file
-from lightning_module.result import ResultError, parse_result, parse_results
+from lightning_module.contract.result import ResultError, parse_result, parse_results
 
 _DIR = Path(tempfile.mkdtemp(prefix="json-readers-"))
 GOOD_RESULT = json.loads(make_result(0).model_dump_json())

@@ -387,7 +387,7 @@ def test_build_wheel_from_source(tmp_path):
     before = sorted(p.name for p in root.iterdir())
     wheel = package.build_wheel(tmp_path)
     names = zipfile.ZipFile(wheel).namelist()
-    assert "advisor/ec2/launch.py" in names and "lightning_module/result.py" in names
+    assert "advisor/ec2/launch.py" in names and "lightning_module/contract/result.py" in names
     assert wheel.name.startswith("instance_advisor-")
     # the build ran on a copy: no build/ or egg-info appears in the checkout
     assert sorted(p.name for p in root.iterdir()) == before

@@ -9,18 +9,19 @@ import pytest
 from test_probe_factories import make_result
 
 from advisor.store import ResultStore
-from lightning_module.result import parse_result
-from lightning_module.workload_facts import FACTS
+from lightning_module.contract.ladder import EXTENSION_RUNGS
+from lightning_module.contract.result import parse_result
+from lightning_module.contract.workload_facts import FACTS
 
 FAST = ("--max-seconds", "0.3", "--warmup-steps", "1", "--num-classes", "10", "--image-size", "32",
         "--remeasure", "0", "--confirm-rounds", "1")
-EXTENSIONS = ["run_cpu", "ipex", "zentorch", "xla"]
+EXTENSIONS = list(EXTENSION_RUNGS)
 
 
 def fake_measurement(v: float, batch: int, steps: int = 20, **kw):
     """A Measurement whose step times agree with its samples/s (the confirmation pools them)."""
-    from lightning_module.ladder import Measurement
-    from lightning_module.timing import Timing
+    from lightning_module.contract.ladder import Measurement
+    from lightning_module.contract.timing import Timing
 
     return Measurement(v, v, v, steps, extra=Timing([batch / v] * steps, 1, 0.5, batch / v, "converged"),
                        ci_target_met=True, **kw)
@@ -169,7 +170,7 @@ def test_gpu_not_available_here(cli, tmp_path):
 
 
 def test_an_interrupted_probe_stores_nothing(cli, tmp_path, monkeypatch):
-    from lightning_module import probe
+    from lightning_module.run import probe
 
     def interrupted(opts, **kwargs):
         raise KeyboardInterrupt
@@ -184,8 +185,8 @@ def test_an_interrupted_probe_stores_nothing(cli, tmp_path, monkeypatch):
 
 def test_run_probe_records_injected_compile_failure_and_oom(tmp_path):
     """The whole result assembly with the measuring seam replaced: failures are rungs, not crashes."""
-    from lightning_module import probe
-    from lightning_module.result import WorkloadSpec
+    from lightning_module.contract.result import WorkloadSpec
+    from lightning_module.run import probe
 
     def measure(rung, cfg):
         if cfg.compile:

@@ -10,15 +10,14 @@ import time
 
 import pytest
 
-from lightning_module.contention import (
+from lightning_module.contract.contention import (
     ContentionMeter,
     GpuState,
     Reading,
-    gpu_state,
     merge,
-    read_now,
     step_load,
 )
+from lightning_module.run.readers import gpu_state, read_now
 
 
 def steps(meter, wall, cpu, wait, n=10, steal=0, total=100):
@@ -75,7 +74,7 @@ def test_waiting_behind_the_probes_own_workers_is_not_contention():
 
 
 def test_proc_stat_is_read_for_the_cpus_this_process_may_use():
-    from lightning_module.contention import parse_stat
+    from lightning_module.run.readers import parse_stat
 
     text = ("cpu  30 0 10 100 0 0 0 6 0 0\ncpu0 10 0 5 50 0 0 0 1 0 0\ncpu1 20 0 5 50 0 0 0 5 0 0\n"
             "intr 123\n")
@@ -104,7 +103,8 @@ BUSY = textwrap.dedent("""
     import os, sys, time
     sys.path.insert(0, {root!r})
     os.sched_setaffinity(0, {{{cpu}}})
-    from lightning_module.contention import read_now, step_load
+    from lightning_module.contract.contention import step_load
+    from lightning_module.run.readers import read_now
     a = read_now()
     t = time.perf_counter()
     while time.perf_counter() - t < 1.5:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-from lightning_module.result import (
+from lightning_module.contract.result import (
     HardwareFingerprint,
     ProbeConfig,
     ProbeResult,
@@ -43,7 +43,7 @@ def make_result(i: int = 0, instance_type: str | None = "c7i.2xlarge", sps: floa
 
 
 def test_factory_result_round_trips():
-    from lightning_module.result import parse_result
+    from lightning_module.contract.result import parse_result
 
     r = make_result(3)
     assert parse_result(r.model_dump_json()) == r
@@ -52,7 +52,7 @@ def test_factory_result_round_trips():
 def test_a_time_without_an_offset_is_read_as_utc():
     import json
 
-    from lightning_module.result import parse_result
+    from lightning_module.contract.result import parse_result
 
     data = json.loads(make_result(1).model_dump_json())
     data["finished_at"] = "2026-01-01T10:00:00"

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from lightning_module import hardware
+from lightning_module.run import hardware
 
 CPUINFO_2_SOCKETS = "".join(
     f"processor\t: {i}\nvendor_id\t: GenuineIntel\nmodel name\t: Intel(R) Xeon(R) Platinum 8488C @ 2.40GHz\n"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lightning_module.ladder import (
+from lightning_module.contract.ladder import (
     CompileTimeout,
     Extension,
     LadderFailed,
@@ -13,7 +13,7 @@ from lightning_module.ladder import (
     classify,
     run_ladder,
 )
-from lightning_module.result import ProbeConfig
+from lightning_module.contract.result import ProbeConfig
 
 START = ProbeConfig(accelerator="cpu", batch_size=32)
 IPEX_MISSING = (Extension("ipex", status="not-installed", why="intel_extension_for_pytorch is not installed"),)

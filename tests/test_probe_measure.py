@@ -44,21 +44,22 @@ def sleepy(tmp_path, monkeypatch):
 
 
 def test_a_step_past_the_slow_limit_is_cut_short(sleepy):
-    from lightning_module import probe
-    from lightning_module.ladder import RungTooSlow
-    from lightning_module.result import ProbeConfig, WorkloadSpec
+    from lightning_module.contract.ladder import RungTooSlow
+    from lightning_module.contract.options import MeasureSettings
+    from lightning_module.contract.result import ProbeConfig, WorkloadSpec
+    from lightning_module.run import measure
 
-    probe.quiet_lightning()
-    settings = probe.MeasureSettings(WorkloadSpec(model="sleepywork:Sleepy", image_size=4, num_classes=10),
-                                     warmup_steps=1, max_seconds=30)
+    measure.quiet_lightning()
+    settings = MeasureSettings(WorkloadSpec(model="sleepywork:Sleepy", image_size=4, num_classes=10),
+                               warmup_steps=1, max_seconds=30)
     t0 = time.monotonic()
     with pytest.raises(RungTooSlow, match="cannot win"):
-        probe.measure(settings, ProbeConfig(accelerator="cpu", batch_size=4), slow_step_s=0.5)
+        measure.measure(settings, ProbeConfig(accelerator="cpu", batch_size=4), slow_step_s=0.5)
     assert time.monotonic() - t0 < 4.0  # the 5 s step was interrupted
     # The alarm is disarmed afterwards: a normal rung in the same process runs to its end.
-    fast = probe.MeasureSettings(WorkloadSpec(model="mlp", image_size=4, num_classes=10), warmup_steps=1,
-                                 max_seconds=0.2)
-    m = probe.measure(fast, ProbeConfig(accelerator="cpu", batch_size=4), slow_step_s=0.5)
+    fast = MeasureSettings(WorkloadSpec(model="mlp", image_size=4, num_classes=10), warmup_steps=1,
+                           max_seconds=0.2)
+    m = measure.measure(fast, ProbeConfig(accelerator="cpu", batch_size=4), slow_step_s=0.5)
     assert m.samples_per_sec > 0 and m.steps_timed >= 2
     time.sleep(0.6)  # a stray SIGALRM would raise here
 
@@ -66,18 +67,19 @@ def test_a_step_past_the_slow_limit_is_cut_short(sleepy):
 def test_a_slow_first_step_does_not_cut_the_rung(sleepy):
     """The first step is set-up and warm-up: a 1 s first step under a 0.5 s step limit is no
     reason to drop a rung whose steady steps are fast."""
-    from lightning_module import probe
-    from lightning_module.result import ProbeConfig, WorkloadSpec
+    from lightning_module.contract.options import MeasureSettings
+    from lightning_module.contract.result import ProbeConfig, WorkloadSpec
+    from lightning_module.run import measure
 
-    probe.quiet_lightning()
-    settings = probe.MeasureSettings(WorkloadSpec(model="sleepywork:SlowStart", image_size=4, num_classes=10),
-                                     warmup_steps=1, max_seconds=0.3)
-    m = probe.measure(settings, ProbeConfig(accelerator="cpu", batch_size=4), slow_step_s=0.5)
+    measure.quiet_lightning()
+    settings = MeasureSettings(WorkloadSpec(model="sleepywork:SlowStart", image_size=4, num_classes=10),
+                               warmup_steps=1, max_seconds=0.3)
+    m = measure.measure(settings, ProbeConfig(accelerator="cpu", batch_size=4), slow_step_s=0.5)
     assert m.steps_timed >= 2
 
 
 def test_peak_rss_is_per_rung_not_the_process_lifetime():
-    from lightning_module import devices
+    from lightning_module.run import devices
 
     devices.reset_peak_rss()
     before = devices.peak_rss_gib()
@@ -92,8 +94,8 @@ def test_peak_rss_is_per_rung_not_the_process_lifetime():
 def test_the_result_reports_the_winning_rungs_peak_memory_on_cpu():
     from test_probe_cli import fake_measurement
 
-    from lightning_module import probe
-    from lightning_module.result import WorkloadSpec
+    from lightning_module.contract.result import WorkloadSpec
+    from lightning_module.run import probe
 
     def measure(rung, cfg):
         v = 100.0 / cfg.batch_size  # smaller batches win; the bigger ones used more memory
@@ -110,7 +112,7 @@ def test_the_result_reports_the_winning_rungs_peak_memory_on_cpu():
 def test_normalise_makes_its_constants_once_per_device(monkeypatch):
     import torch
 
-    from lightning_module import data
+    from lightning_module.run import data
 
     x = torch.full((2, 3, 4, 4), 255, dtype=torch.uint8)
     first = data.normalise(x)
@@ -125,8 +127,9 @@ def test_normalise_makes_its_constants_once_per_device(monkeypatch):
 @pytest.mark.parametrize("devices", [1, 2])
 def test_step_alarms_only_bound_a_single_rank(monkeypatch, devices):
     """One DDP rank cut short by its own alarm would leave the others waiting in an all-reduce."""
-    from lightning_module import probe
-    from lightning_module.result import ProbeConfig, WorkloadSpec
+    from lightning_module.contract.options import MeasureSettings
+    from lightning_module.contract.result import ProbeConfig, WorkloadSpec
+    from lightning_module.run import measure
 
     seen = {}
 
@@ -137,11 +140,11 @@ def test_step_alarms_only_bound_a_single_rank(monkeypatch, devices):
         seen.update(kwargs)
         raise Stop  # before any Trainer or process group is made
 
-    monkeypatch.setattr(probe, "make_callback", capture)
-    settings = probe.MeasureSettings(WorkloadSpec(model="mlp", image_size=4, num_classes=10))
+    monkeypatch.setattr(measure, "StepTimer", capture)
+    settings = MeasureSettings(WorkloadSpec(model="mlp", image_size=4, num_classes=10))
     cfg = ProbeConfig(accelerator="cpu", devices=devices, strategy="ddp", compile=True, batch_size=4)
     with pytest.raises(Stop):
-        probe.measure(settings, cfg, slow_step_s=5.0)
+        measure.measure(settings, cfg, slow_step_s=5.0)
     bounded = seen["first_step_limit"] is not None and seen["step_limit"] is not None
     assert bounded == (devices == 1)
 
@@ -151,7 +154,7 @@ def test_the_matmul_peak_is_not_below_what_a_linear_layer_reaches():
     (on an AVX2-only CPU a bf16 a @ b is ~10x slower than the a @ b.T that layers run)."""
     import torch
 
-    from lightning_module import peaks
+    from lightning_module.run import peaks
 
     peak = peaks.matmul_peak_tflops("cpu", "bf16-mixed", seconds=0.3)
     x, w = torch.randn(512, 512, dtype=torch.bfloat16), torch.randn(512, 512, dtype=torch.bfloat16)

@@ -9,12 +9,19 @@ import time
 import pytest
 from test_probe_cli import fake_measurement
 
-from lightning_module.assemble import utilisation
-from lightning_module.contention import ContentionMeter, Reading
-from lightning_module.ladder import Measurement, RungTooSlow
-from lightning_module.reliability import confirm, measure_until_known, reasons, speedup, summarise
-from lightning_module.result import Contention, ProbeConfig
-from lightning_module.timing import StepAlarm, Timing
+from lightning_module.contract.contention import ContentionMeter, Reading
+from lightning_module.contract.ladder import Measurement, RungTooSlow
+from lightning_module.contract.reliability import (
+    confirm,
+    measure_until_known,
+    reasons,
+    speedup,
+    summarise,
+)
+from lightning_module.contract.result import Contention, ProbeConfig
+from lightning_module.contract.timing import Timing
+from lightning_module.run.assemble import utilisation
+from lightning_module.run.callbacks import StepAlarm
 
 BATCH = 32
 BASE = ProbeConfig(accelerator="cpu", batch_size=BATCH)
@@ -93,8 +100,8 @@ def test_a_false_win_is_not_kept():
 
 
 def test_run_probe_drops_a_pick_that_does_not_hold():
-    from lightning_module import probe
-    from lightning_module.result import WorkloadSpec
+    from lightning_module.contract.result import WorkloadSpec
+    from lightning_module.run import probe
 
     def measure(rung, cfg):
         lucky = rung == "batch=16"  # the ladder's own draw of batch 16 was lucky; confirmation legs are not
@@ -154,10 +161,11 @@ def test_measure_does_not_cut_a_slow_step_the_machine_was_contended_for(monkeypa
 
     from test_probe_measure import SLOW_MODULE
 
-    from lightning_module import probe
-    from lightning_module.ladder import RungContended, classify
-    from lightning_module.result import WorkloadSpec
-    from lightning_module.timing import Watch
+    from lightning_module.contract.ladder import RungContended, classify
+    from lightning_module.contract.options import MeasureSettings
+    from lightning_module.contract.result import WorkloadSpec
+    from lightning_module.run import measure
+    from lightning_module.run.callbacks import Watch
 
     (tmp_path / "sleepy2.py").write_text(textwrap.dedent(SLOW_MODULE))
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -166,12 +174,12 @@ def test_measure_does_not_cut_a_slow_step_the_machine_was_contended_for(monkeypa
         now = time.perf_counter()
         return Reading(now, time.process_time(), run=0.0, wait=now)  # queued the whole time
 
-    monkeypatch.setattr(probe, "watch_for", lambda cfg: Watch(1, 2, read=busy_reading))
-    probe.quiet_lightning()
-    settings = probe.MeasureSettings(WorkloadSpec(model="sleepy2:Sleepy", image_size=4, num_classes=10),
-                                     warmup_steps=1, max_seconds=30)
+    monkeypatch.setattr(measure, "watch_for", lambda cfg: Watch(1, 2, read=busy_reading))
+    measure.quiet_lightning()
+    settings = MeasureSettings(WorkloadSpec(model="sleepy2:Sleepy", image_size=4, num_classes=10),
+                               warmup_steps=1, max_seconds=30)
     with pytest.raises(RungContended) as err:
-        probe.measure(settings, ProbeConfig(accelerator="cpu", batch_size=4), slow_step_s=0.5)
+        measure.measure(settings, ProbeConfig(accelerator="cpu", batch_size=4), slow_step_s=0.5)
     ran = float(str(err.value).split("a step ran ")[1].split(" s ")[0])
     assert 0.9 < ran < 4.9  # twice the limit, and still before the 5 s step ended
     assert classify(err.value)[0] == "contended"
@@ -194,7 +202,7 @@ def test_results_show_and_json_say_why_a_result_is_unreliable(cli, tmp_path):
     from test_probe_factories import make_result
 
     from advisor.store import ResultStore
-    from lightning_module.result import Confirmation, parse_result
+    from lightning_module.contract.result import Confirmation, parse_result
 
     busy = Contention(contended=True, steps=9, contended_steps=7, wait_share=0.42, load_average=5.5, cpus=2,
                       cores_in_use=2, own_load=2, reasons=["7 of 9 timed steps contended"])
@@ -237,7 +245,7 @@ def test_two_steps_that_agree_have_not_reached_the_target():
 
 
 def test_a_leg_too_short_for_its_own_ci():
-    from lightning_module.ladder import CI_UNBOUNDED
+    from lightning_module.contract.ladder import CI_UNBOUNDED
 
     short = Measurement(200.0, 50.0, CI_UNBOUNDED, 2)  # two timed steps far apart: unbounded
     one = speedup([fake_measurement(100.0, BATCH)], [short])
@@ -249,7 +257,7 @@ def test_a_leg_too_short_for_its_own_ci():
 
 def test_an_unbounded_ci_is_printed_as_such():
     from advisor.commands.probe import ci_range
-    from lightning_module.ladder import CI_UNBOUNDED
+    from lightning_module.contract.ladder import CI_UNBOUNDED
 
     assert ci_range(2.63, CI_UNBOUNDED) == "2.63-unbounded" and ci_range(1.5, 2.25) == "1.50-2.25"
 

@@ -14,8 +14,9 @@ import sys
 
 import pytest
 
-from lightning_module import run_cpu
-from lightning_module.result import HardwareFingerprint, ProbeConfig, WorkloadSpec
+from lightning_module.contract.ladder import EXTENSION_RUNGS
+from lightning_module.contract.result import HardwareFingerprint, ProbeConfig, WorkloadSpec
+from lightning_module.run import hardware, run_cpu
 
 CPUINFO_SMT = "".join(
     f"processor\t: {p}\nvendor_id\t: GenuineIntel\nphysical id\t: 0\ncore id\t\t: {p % 2}\n\n" for p in range(4))
@@ -36,9 +37,9 @@ def test_versioned_debian_libraries_are_found(tmp_path):
 
 
 def test_physical_cores_take_one_cpu_per_core():
-    assert run_cpu.physical_cores(CPUINFO_SMT, {0, 1, 2, 3}) == [0, 1]
-    assert run_cpu.physical_cores(CPUINFO_SMT, {2, 3}) == [2, 3]
-    assert run_cpu.physical_cores(CPUINFO_NO_IDS, {0, 1}) == [0, 1]  # no core ids: every CPU is a core
+    assert hardware.one_cpu_per_core(CPUINFO_SMT, {0, 1, 2, 3}) == [0, 1]
+    assert hardware.one_cpu_per_core(CPUINFO_SMT, {2, 3}) == [2, 3]
+    assert hardware.one_cpu_per_core(CPUINFO_NO_IDS, {0, 1}) == [0, 1]  # no core ids: every CPU is a core
 
 
 def test_the_plan_and_environment_follow_run_cpu(tmp_path):
@@ -61,13 +62,13 @@ def fingerprint(vendor):
 
 
 def test_rungs_that_cannot_run_here_say_why(monkeypatch):
-    from lightning_module import extensions
+    from lightning_module.run import extensions
 
     real_find_spec = importlib.util.find_spec
     monkeypatch.setattr(extensions.importlib.util, "find_spec",
                         lambda name: None if name in ("zentorch", "torch_xla") else real_find_spec(name))
     ext = {e.name: e for e in extensions.detect("cpu", fingerprint("amd"), SPEC, 1)}
-    assert list(ext) == ["run_cpu", "ipex", "zentorch", "xla"]
+    assert list(ext) == list(EXTENSION_RUNGS)  # detected in the ladder's order
     assert (ext["zentorch"].status, ext["zentorch"].why) == ("not-installed", "zentorch is not installed")
     assert (ext["xla"].status, ext["xla"].why) == ("not-installed", "torch_xla is not installed")
     intel = {e.name: e for e in extensions.detect("cpu", fingerprint("intel"), SPEC, 1)}
@@ -81,7 +82,7 @@ def test_rungs_that_cannot_run_here_say_why(monkeypatch):
 def test_a_package_built_for_another_torch_is_not_installed(monkeypatch):
     import torch
 
-    from lightning_module import extensions
+    from lightning_module.run import extensions
 
     monkeypatch.setattr(extensions.importlib.util, "find_spec", lambda name: object())
     monkeypatch.setattr(extensions, "_version", lambda dist: "2.9.0")
@@ -90,11 +91,11 @@ def test_a_package_built_for_another_torch_is_not_installed(monkeypatch):
 
 
 def test_run_cpu_is_not_installed_without_allocator_or_openmp(monkeypatch):
-    from lightning_module import extensions
+    from lightning_module.run import extensions
 
     monkeypatch.setattr(run_cpu, "library_dirs", lambda environ=os.environ: ["/nonexistent"])
     monkeypatch.setattr(run_cpu, "iomp_library", lambda dirs: None)
-    monkeypatch.setattr(run_cpu, "physical_cores", lambda text, allowed: sorted(allowed))
+    monkeypatch.setattr(hardware, "one_cpu_per_core", lambda text, allowed: sorted(allowed))
     ext = {e.name: e for e in extensions.detect("cpu", fingerprint("amd"), SPEC, 1)}
     assert ext["run_cpu"].status == "not-installed" and "tcmalloc or jemalloc" in ext["run_cpu"].why
 
@@ -107,7 +108,7 @@ MAPS = "import sys; print(open('/proc/self/maps').read()); print(len(__import__(
 
 @needs_allocator
 def test_the_child_environment_preloads_the_allocator_for_real():
-    from lightning_module.child import child_environment
+    from lightning_module.run.child import child_environment
 
     cfg = ProbeConfig(accelerator="cpu", batch_size=8, run_cpu=True, allocator=HERE.allocator)
     env, cores = child_environment(cfg, dict(os.environ))
@@ -117,7 +118,7 @@ def test_the_child_environment_preloads_the_allocator_for_real():
 
 @pytest.mark.skipif(HERE.openmp is None, reason="intel-openmp (libiomp5) is not installed here")
 def test_intel_openmp_is_preloaded_for_real():
-    from lightning_module.child import child_environment
+    from lightning_module.run.child import child_environment
 
     cfg = ProbeConfig(accelerator="cpu", batch_size=8, run_cpu=True, openmp="intel")
     env, _ = child_environment(cfg, dict(os.environ))
@@ -127,8 +128,8 @@ def test_intel_openmp_is_preloaded_for_real():
 
 @needs_allocator
 def test_the_run_cpu_rung_measures_in_a_child_process():
-    from lightning_module.child import measure_in_child
-    from lightning_module.options import MeasureSettings
+    from lightning_module.contract.options import MeasureSettings
+    from lightning_module.run.child import measure_in_child
 
     cfg = ProbeConfig(accelerator="cpu", batch_size=8, run_cpu=True, allocator=HERE.allocator)
     m = measure_in_child(MeasureSettings(SPEC, warmup_steps=1, max_seconds=0.3), cfg)
@@ -136,9 +137,9 @@ def test_the_run_cpu_rung_measures_in_a_child_process():
 
 
 def test_a_child_that_fails_reports_the_rungs_status():
-    from lightning_module.child import measure_in_child
-    from lightning_module.ladder import RungError
-    from lightning_module.options import MeasureSettings
+    from lightning_module.contract.ladder import RungError
+    from lightning_module.contract.options import MeasureSettings
+    from lightning_module.run.child import measure_in_child
 
     bad = WorkloadSpec(model="no_such_module_here:Model", image_size=8, num_classes=10, batch_size=8)
     with pytest.raises(RungError) as err:
@@ -149,19 +150,19 @@ def test_a_child_that_fails_reports_the_rungs_status():
 
 @pytest.mark.skipif(importlib.util.find_spec("zentorch") is None, reason="zentorch is not installed here")
 def test_the_zentorch_rung_trains_for_real():
-    from lightning_module import probe
-    from lightning_module.options import MeasureSettings
+    from lightning_module.contract.options import MeasureSettings
+    from lightning_module.run import measure
 
-    probe.quiet_lightning()
+    measure.quiet_lightning()
     cfg = ProbeConfig(accelerator="cpu", batch_size=8, compile=True, compile_backend="zentorch")
-    m = probe.measure(MeasureSettings(SPEC, warmup_steps=1, max_seconds=0.5), cfg)
+    m = measure.measure(MeasureSettings(SPEC, warmup_steps=1, max_seconds=0.5), cfg)
     assert m.samples_per_sec > 0 and m.compile_seconds is not None
 
 
 @pytest.mark.skipif(importlib.util.find_spec("torch_xla") is None, reason="torch_xla is not installed here")
 def test_the_xla_rung_trains_for_real():
-    from lightning_module.child import measure_in_child
-    from lightning_module.options import MeasureSettings
+    from lightning_module.contract.options import MeasureSettings
+    from lightning_module.run.child import measure_in_child
 
     cfg = ProbeConfig(accelerator="cpu", batch_size=8, xla=True)
     m = measure_in_child(MeasureSettings(SPEC, warmup_steps=1, max_seconds=1.0), cfg)
@@ -169,7 +170,7 @@ def test_the_xla_rung_trains_for_real():
 
 
 def test_zentorch_without_avx512_is_measured_and_says_it_is_inductor_alone(monkeypatch):
-    from lightning_module import extensions
+    from lightning_module.run import extensions
 
     monkeypatch.setattr(extensions, "package_missing", lambda module, dist: None)
     avx2 = {e.name: e for e in extensions.detect("cpu", fingerprint("amd"), SPEC, 1)}["zentorch"]

@@ -51,7 +51,7 @@ def test_a_signal_while_the_result_is_written_waits_for_the_write(cli, tmp_path,
     from test_probe_factories import make_result
 
     from advisor.commands import probe as probe_cmd
-    from lightning_module import probe
+    from lightning_module.run import probe
 
     monkeypatch.setattr(probe, "run_probe", lambda opts, **kw: make_result())
     real_write = probe_cmd._write_result

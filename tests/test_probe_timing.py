@@ -1,4 +1,4 @@
-"""The stopping rule and the throughput CI on synthetic step-time series."""
+"""The stopping rule, the throughput CI and the Stopwatch on synthetic step times (no torch)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import random
 
 import pytest
 
-from lightning_module.timing import step_stats, stop_reason, t95, throughput
+from lightning_module.contract.contention import ContentionMeter, Reading
+from lightning_module.contract.timing import Stopwatch, step_rate, step_stats, stop_reason, t95
 
 
 def run(series, target_ci=0.03, max_seconds=60.0, max_steps=None):
@@ -31,7 +32,7 @@ def test_moderate_noise_needs_more_steps_but_converges():
     series = [max(0.01, rng.gauss(0.1, 0.01)) for _ in range(500)]
     reason, n = run(series)
     assert reason == "converged" and 10 < n < 100
-    tp = throughput(series[:n], 32)
+    tp = step_rate(series[:n], 32)
     assert tp.rel_half_width <= 0.03
     assert tp.samples_per_sec == pytest.approx(320, rel=0.06)  # the true rate, 32 samples / 0.1 s
 
@@ -42,7 +43,7 @@ def test_very_noisy_steps_stop_at_the_time_limit():
     reason, n = run(series, max_seconds=20.0)
     assert reason == "time-limit"
     assert 20.0 <= sum(series[:n]) < 21.5
-    assert throughput(series[:n], 1).rel_half_width > 0.03
+    assert step_rate(series[:n], 1).rel_half_width > 0.03
 
 
 def test_time_limit_keeps_at_least_two_steps():
@@ -55,15 +56,15 @@ def test_step_cap():
     assert run([0.1, 0.5] * 50, max_steps=7) == ("max-steps", 7)
 
 
-def test_throughput_and_ci_bounds():
-    tp = throughput([0.5, 0.5, 0.5, 0.5], 64)
+def test_step_rate_and_ci_bounds():
+    tp = step_rate([0.5, 0.5, 0.5, 0.5], 64)
     assert tp.samples_per_sec == pytest.approx(128.0)
     assert tp.ci_low == pytest.approx(128.0) and tp.ci_high == pytest.approx(128.0)
-    tp = throughput([0.4, 0.6], 64)
+    tp = step_rate([0.4, 0.6], 64)
     assert tp.ci_low < 128 < tp.ci_high
-    assert throughput([0.5], 64).rel_half_width == float("inf")
+    assert step_rate([0.5], 64).rel_half_width == float("inf")
     with pytest.raises(ValueError):
-        throughput([], 1)
+        step_rate([], 1)
 
 
 def test_t_critical_values():
@@ -77,3 +78,36 @@ def test_step_stats():
     s = step_stats([0.1, 0.2, 0.3, 0.4, 0.5], warmup_steps=3, warmup_seconds=9.0)
     assert s.n_steps == 5 and s.median_s == pytest.approx(0.3) and s.p10_s < s.p90_s
     assert s.warmup_seconds == 9.0
+
+
+def test_the_stopwatch_keeps_warm_up_apart_and_stops_on_the_rule():
+    w = Stopwatch(warmup_steps=2, target_ci=0.03, max_seconds=60.0, max_steps=4)
+    w.start(10.0)
+    for now in (13.0, 14.0):  # compilation, then an ordinary warm-up step
+        w.step(now)
+        assert w.stop_reason(now) is None
+    for now in (14.5, 15.0, 15.5):
+        w.step(now)
+    t = w.timing
+    assert (t.first_step_seconds, t.warmup_steps, t.warmup_seconds) == (3.0, 2, 4.0)
+    assert t.step_times == [0.5, 0.5, 0.5] and t.contended == [] and w.steps == 5
+    assert w.stop_reason(15.5) is None  # three timed steps: under the CI rule's five, the cap's four
+    w.step(16.0)
+    assert w.stop_reason(16.0) == "max-steps"
+
+
+def test_the_stopwatch_leaves_contended_steps_out_of_the_rule():
+    def reading(wall, wait):
+        return Reading(wall, wall, run=wall, wait=wait)
+
+    w = Stopwatch(warmup_steps=1, target_ci=0.03, max_seconds=60.0, meter=ContentionMeter(1, 2))
+    w.start(-1.0)
+    w.step(0.0, reading(0.0, 0.0))  # the warm-up step
+    wait = 0.0
+    for i in range(1, 11):
+        wait += 0.5 if i % 2 else 0.0  # every other step queued for a CPU half its time
+        w.step(float(i), reading(float(i), wait))
+    assert w.timing.contended == [True, False] * 5
+    assert w.stop_reason(10.0) == "converged"  # the five clean steps, all 1 s
+    w.finish(load_average=1.0, own_load=1)
+    assert w.timing.contention.contended_steps == 5 and w.timing.contention.contended

@@ -146,6 +146,7 @@ def test_a_probes_duration_follows_the_probe_and_launch_defaults():
     # moves there, this fails rather than the plan pricing probes on stale numbers.
     from advisor.cli import build_parser
     from advisor.recommend.probeplan import inputs as pi
+    from lightning_module.contract import ladder
 
     parser = build_parser()
     probe = parser.parse_args(["probe"])
@@ -155,7 +156,7 @@ def test_a_probes_duration_follows_the_probe_and_launch_defaults():
     assert probe.target_ci == pi.PROBE_TARGET_CI
     assert (launch.max_minutes, launch.max_instances) == (pi.WATCHDOG_MINUTES, pi.MAX_PROBES)
     # 4 vCPUs: baseline, precision, channels_last, compile, workers 2 and 4, batch x2 and /2.
-    assert pi.ladder_measurements(4) == 8
+    assert ladder.measured_rungs(4) == 8
     fast = pi.probe_seconds(1000.0, 4)
     assert fast == pytest.approx(pi.STARTUP_SECONDS + 8 * (3 * 0.128 + 60) + 300)
     # A device too slow to time its steps within the rung limit: two steps per rung, past the watchdog,

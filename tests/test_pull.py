@@ -10,7 +10,7 @@ import pytest
 
 from advisor.ec2 import manifest as manifests
 from advisor.store import ResultStore
-from lightning_module.result import ProbeResult
+from lightning_module.contract.result import ProbeResult
 
 pytest.importorskip("moto")
 

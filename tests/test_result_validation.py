@@ -22,7 +22,7 @@ from recommend_catalogs import write_catalog
 from test_probe_factories import make_result
 
 from advisor.store import ResultStore
-from lightning_module.result import ResultError, parse_result
+from lightning_module.contract.result import ResultError, parse_result
 
 BASE = json.loads(make_result(0).model_dump_json())
 _DIR = Path(tempfile.mkdtemp(prefix="result-validation-"))

@@ -75,7 +75,7 @@ def test_export_json_round_trips_and_csv_has_a_row_each(cli, tmp_path):
     db, rs = _store(tmp_path, 3)
     code, out, _ = cli("results", "export", "--store", db)
     assert code == 0
-    from lightning_module.result import ProbeResult
+    from lightning_module.contract.result import ProbeResult
 
     assert {ProbeResult.model_validate(d).result_id for d in json.loads(out)} == {r.result_id for r in rs}
     code, out, _ = cli("results", "export", "--store", db, "--format", "csv")

@@ -14,7 +14,7 @@ from advisor.estimate.scaling import allreduce_seconds, overlap_efficiency
 from advisor.estimate.throughput import Exclusion, ThroughputModel
 from catalog.hardware import UP_TO_BASELINE_SHARE, sustained_network_gbps
 from catalog.io import SNAPSHOT_PATH, load
-from lightning_module.workload_facts import FACTS
+from lightning_module.contract.workload_facts import FACTS
 
 WID = "resnet50-224px-1000c"
 

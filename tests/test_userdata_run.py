@@ -18,7 +18,7 @@ import pytest
 
 from advisor.ec2 import manifest as manifests
 from advisor.store import ResultStore
-from lightning_module.result import ProbeResult, parse_result
+from lightning_module.contract.result import ProbeResult, parse_result
 
 pytest.importorskip("moto.server")
 if shutil.which("bash") is None or shutil.which("curl") is None:

@@ -10,9 +10,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from catalog.io import first_error, save_atomic
-from lightning_module import options as defaults
-from lightning_module.options import EXTENSION_RUNGS, TUNING_RUNGS
-from lightning_module.result import BUILTIN_MODELS, WorkloadSpec
+from lightning_module.contract import options as defaults
+from lightning_module.contract.ladder import EXTENSION_RUNGS, TUNING_RUNGS
+from lightning_module.contract.result import BUILTIN_MODELS, WorkloadSpec
 
 from .. import options as opt
 from ..errors import AdvisorError
@@ -21,7 +21,7 @@ from .common import add_list_option, add_store_option, open_store
 
 ACCELERATORS = ("auto", "cpu", "gpu", "mps", "tpu")
 PRECISIONS = ("32-true", "bf16-mixed", "16-mixed")
-SKIPPABLE = TUNING_RUNGS + EXTENSION_RUNGS
+SKIPPABLE = (*TUNING_RUNGS, *EXTENSION_RUNGS)
 _WORKLOAD = WorkloadSpec()  # the workload defaults live on the contract
 LADDER_COLUMNS = ("rung", "status", "samples/s", "ci", "x baseline", "batch", "precision", "kept", "reliable", "note")
 
@@ -38,7 +38,7 @@ def register(sub) -> None:
         "probe",
         help="measure a training workload's throughput here and tune it (the optimisation ladder)",
         description="Train a workload for a short while on this machine, tune it rung by rung "
-        "(bf16, channels_last, torch.compile, loader workers, batch size, run_cpu, ipex, zentorch, xla), "
+        f"({', '.join((*TUNING_RUNGS.values(), *EXTENSION_RUNGS.values()))}), "
         "confirm the winner against the baseline in alternation and record it in the results store. "
         "Exit status: 0 done, 1 the baseline could not be measured, 2 bad input, 130 stopped by SIGINT "
         "(Ctrl-C), 143 stopped by SIGTERM; a stopped probe stores nothing.",
@@ -125,7 +125,7 @@ def _pct(r) -> str:
 def rung_doubts(r) -> list[str]:
     """Why a measured rung's number is shaky, briefly: contended, or its CI never reached the
     target (`results show` and the JSON carry the whole record)."""
-    from lightning_module.contention import brief
+    from lightning_module.contract.contention import brief
 
     out = []
     if r.contention is not None and r.contention.contended:
@@ -198,7 +198,7 @@ class SignalStop:
         self.stored = False
 
     def _handler(self, signum, frame):
-        from lightning_module.ladder import ProbeStopped
+        from lightning_module.contract.ladder import ProbeStopped
 
         if self.holding:
             self.pending = signum
@@ -216,7 +216,7 @@ class SignalStop:
 
     @contextmanager
     def held(self):
-        from lightning_module.ladder import ProbeStopped
+        from lightning_module.contract.ladder import ProbeStopped
 
         self.holding = True
         try:
@@ -263,7 +263,7 @@ def require_probe_extra() -> None:
 
 
 def handle(args) -> int:
-    from lightning_module.ladder import ProbeStopped
+    from lightning_module.contract.ladder import ProbeStopped
 
     require_probe_extra()
     spec = _spec(args)
@@ -281,12 +281,12 @@ def handle(args) -> int:
     if args.profile:
         _check_profile_dir(args.profile)
 
-    from lightning_module import probe
-    from lightning_module.devices import is_global_zero
-    from lightning_module.ladder import LadderFailed
-    from lightning_module.workloads import WorkloadError
+    from lightning_module.contract.ladder import LadderFailed
+    from lightning_module.run import measure, probe
+    from lightning_module.run.devices import is_global_zero
+    from lightning_module.run.workloads import WorkloadError
 
-    probe.quiet_lightning(verbose=getattr(args, "verbose", 0) > 0)
+    measure.quiet_lightning(verbose=getattr(args, "verbose", 0) > 0)
     opts = defaults.ProbeOptions(
         spec=spec, accelerator=args.accelerator, devices=args.devices, strategy=args.strategy,
         precision=args.precision, tune=args.tune, target_ci=args.target_ci, max_seconds=args.max_seconds,
@@ -395,7 +395,7 @@ def reliability_line(r) -> str:
 
 def ci_range(low: float, high: float) -> str:
     """A 95% CI as 'low-high'; an unbounded upper end (one or two timed steps) says so."""
-    from lightning_module.ladder import CI_UNBOUNDED
+    from lightning_module.contract.ladder import CI_UNBOUNDED
 
     return f"{low:.2f}-{high:.2f}" if high < CI_UNBOUNDED else f"{low:.2f}-unbounded"
 

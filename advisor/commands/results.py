@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 from catalog.io import FileError, read_bytes
-from lightning_module.result import ResultError, parse_results
+from lightning_module.contract.result import ResultError, parse_results
 
 from .. import options as opt
 from ..errors import AdvisorError

@@ -112,7 +112,7 @@ def validate_request(req: LaunchRequest) -> None:
     from pydantic import ValidationError
 
     from catalog.io import first_error
-    from lightning_module.result import WorkloadSpec
+    from lightning_module.contract.result import WorkloadSpec
 
     try:
         WorkloadSpec(model=req.workload)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from catalog.io import parse_json
 from catalog.models import NAME_PATTERN
-from lightning_module.result import ResultError, parse_result
+from lightning_module.contract.result import ResultError, parse_result
 
 from ..errors import AdvisorError
 from ..output import safe_text

@@ -50,7 +50,7 @@ MAX_BYTES = 16 * 2**20
 # The modules whose code computes the model (or the rows and devices it is computed from).
 SOURCES = ("advisor.estimate.model", "advisor.estimate.fit", "advisor.estimate.calibrate",
            "advisor.estimate.points", "advisor.estimate.cache", "advisor.estimate.references", "catalog.accelerators",
-           "catalog.hardware", "catalog.models", "lightning_module.workload_facts")
+           "catalog.hardware", "catalog.models", "lightning_module.contract.workload_facts")
 
 
 def folder() -> Path:

@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, field
 
 from catalog.models import Catalog
-from lightning_module.workload_facts import FACTS
+from lightning_module.contract.workload_facts import FACTS
 
 from .calibrate import (
     CALIBRATED_SHARE,

@@ -19,7 +19,7 @@ from catalog.hardware import (
     gpu_spec,
 )
 from catalog.models import Catalog, InstanceType
-from lightning_module.workload_facts import FACTS, REFERENCE_IMAGE_SIZE
+from lightning_module.contract.workload_facts import FACTS, REFERENCE_IMAGE_SIZE
 
 # Lightning precision -> the peak it runs at. fp32 on Ampere and later: PyTorch's
 # torch.backends.cudnn.allow_tf32 defaults to True, so fp32 convolutions run on TF32 tensor

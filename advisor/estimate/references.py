@@ -26,8 +26,8 @@ SCHEMA_VERSION = 2
 REFERENCE_PATH = Path(__file__).resolve().parents[1] / "data" / "reference_measurements.json"
 MAX_BYTES = 16 * 2**20  # the shipped table is ~0.5 MiB; a file far larger is not one
 
-# The probe's builtin models (lightning_module.result.BUILTIN_MODELS); rows of these models get
-# the probe's workload id, so a published figure and a probe of the same job line up.
+# The probe's builtin models (lightning_module.contract.result.BUILTIN_MODELS); rows of these models
+# get the probe's workload id, so a published figure and a probe of the same job line up.
 BUILTIN_MODELS = ("resnet50", "resnet18", "vit_b_16", "mlp")
 
 # Half-width of the band a figure gets when its row does not state one: a figure read in a table

@@ -34,7 +34,7 @@ from catalog.hardware import (
     sustained_network_gbps,
 )
 from catalog.models import Catalog, InstanceType
-from lightning_module.workload_facts import REFERENCE_IMAGE_SIZE, WorkloadFacts
+from lightning_module.contract.workload_facts import REFERENCE_IMAGE_SIZE, WorkloadFacts
 
 from .cache import model_for as cached_model
 from .calibrate import CALIBRATED_SHARE

@@ -13,8 +13,8 @@ import numpy as np
 
 from catalog.hardware import sustained_network_gbps
 from catalog.models import Catalog
-from lightning_module.result import WorkloadSpec
-from lightning_module.workload_facts import facts_for, facts_from_probes
+from lightning_module.contract.result import WorkloadSpec
+from lightning_module.contract.workload_facts import facts_for, facts_from_probes
 
 from ..errors import AdvisorError
 from ..estimate.throughput import Exclusion, Throughput, ThroughputModel

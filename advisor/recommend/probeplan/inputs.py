@@ -17,8 +17,9 @@ import numpy as np
 from catalog import accelerators as acc
 from catalog.hardware import device_count
 from catalog.models import InstanceType
-from lightning_module import options as probe_defaults
-from lightning_module.result import WorkloadSpec
+from lightning_module.contract import ladder
+from lightning_module.contract import options as probe_defaults
+from lightning_module.contract.result import WorkloadSpec
 
 from ... import ec2
 from ...estimate import throughput as tp
@@ -42,12 +43,11 @@ PROBE_NOISE_SD = math.log1p(PROBE_TARGET_CI) / 1.96
 #   small dependencies without torch, which the AMI has): 19.5 s measured on this project's
 #   2-core build machine with no pip cache. Derived: 50 s.
 STARTUP_SECONDS = 29.0 + 19.5
-# - the ladder (lightning_module.ladder.run_ladder): baseline, half precision, channels_last,
-#   compile, then loader worker counts 2, 4, ... up to the vCPUs (the probe's worker_counts), then
-#   the batch search's first two sizes (double, half). Each measurement is its warm-up steps plus
-#   timed steps until the CI target or --max-seconds (60 s); priced at that bound, since no GPU
-#   ladder has been timed on the project. torch.compile: at most --compile-timeout (300 s).
-FIXED_RUNGS = 4 + 2  # baseline, precision, channels_last, compile; batch x2 and /2
+# - the ladder's rungs (lightning_module.contract.ladder.measured_rungs: baseline, the tuning
+#   rungs, one per loader worker count the vCPUs allow, the batch search's first two sizes). Each
+#   measurement is its warm-up steps plus timed steps until the CI target or --max-seconds (60 s);
+#   priced at that bound, since no GPU ladder has been timed on the project. torch.compile: at
+#   most --compile-timeout (300 s).
 WARMUP_STEPS = probe_defaults.WARMUP_STEPS  # advisor probe --warmup-steps default
 MAX_SECONDS = probe_defaults.MAX_SECONDS  # advisor probe --max-seconds default
 COMPILE_SECONDS = probe_defaults.COMPILE_TIMEOUT  # advisor probe --compile-timeout default
@@ -62,16 +62,11 @@ MAX_PROBES = ec2.MAX_INSTANCES
 DRAWS = 256
 
 
-def ladder_measurements(vcpus: int) -> int:
-    """The rungs above plus one per worker count the probe tries on this many vCPUs (2, 4, ...)."""
-    return FIXED_RUNGS + max(int(math.log2(max(vcpus, 1))), 0)
-
-
 def probe_seconds(per_device_sps: float, vcpus: int) -> float:
     """Billed seconds of one probe of a type training at per_device_sps (the ladder at its bound)."""
     step = START_BATCH / per_device_sps if per_device_sps > 0 else math.inf
     per = WARMUP_STEPS * step + max(MAX_SECONDS, 2 * step)
-    return STARTUP_SECONDS + ladder_measurements(vcpus) * per + COMPILE_SECONDS
+    return STARTUP_SECONDS + ladder.measured_rungs(vcpus) * per + COMPILE_SECONDS
 
 
 def sibling_key(it: InstanceType) -> str:

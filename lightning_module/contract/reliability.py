@@ -21,7 +21,7 @@ from . import contention
 from .ladder import CI_UNBOUNDED, Measurement
 from .options import CONFIRM_ROUNDS, REMEASURE_ROUNDS
 from .result import Confirmation, ProbeConfig
-from .timing import MIN_TIMED_STEPS, Timing, t95, throughput, usable_steps
+from .timing import MIN_TIMED_STEPS, Timing, step_rate, t95, usable_steps
 
 
 def summarise(timing: Timing, samples_per_step: int, target_ci: float, **extra) -> Measurement:
@@ -29,7 +29,7 @@ def summarise(timing: Timing, samples_per_step: int, target_ci: float, **extra) 
     steps = usable_steps(timing)
     if not steps:
         raise RuntimeError("no steps were timed (the data ran out during warm-up?)")
-    tp = throughput(steps, samples_per_step)
+    tp = step_rate(steps, samples_per_step)
     return Measurement(  # an unbounded CI (inf) is capped by Measurement itself
         samples_per_sec=tp.samples_per_sec, ci_low=tp.ci_low, ci_high=tp.ci_high,
         steps_timed=len(timing.step_times), extra=timing, contention=timing.contention,

@@ -64,7 +64,7 @@ FACTS: dict[str, WorkloadFacts] = {
         WorkloadFacts("resnet50", 25_557_032, 24_299_077_632.0, 8_178_368_512.0, 90_221_994.0),
         WorkloadFacts("resnet18", 11_689_512, 10_648_412_160.0, 3_628_146_688.0, 23_246_250.0),
         WorkloadFacts("vit_b_16", 86_567_656, 105_867_085_824.0, 35_127_656_448.0, 289_570_002.0),
-        # The probe's tiny MLP (lightning_module.workloads.build_net): backward skips the input
+        # The probe's tiny MLP (lightning_module.run.workloads.build_net): backward skips the input
         # gradient, so training is ~2x, not 3x, the forward FLOPs.
         WorkloadFacts("mlp", 9_698_856, 38_919_168.0, 19_395_584.0, 734_378.0),
     )

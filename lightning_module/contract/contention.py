@@ -1,8 +1,8 @@
 """Is something else using the machine while a rung is timed?
 
 Pure maths on readings, the way timing.py does the stopping rule: `step_load` judges one step from
-two readings, `ContentionMeter` turns a rung's steps into a `Contention` record. The readers at the
-bottom take the readings from Linux's /proc and, on a GPU, from NVML; tests feed synthetic ones.
+two readings, `ContentionMeter` turns a rung's steps into a `Contention` record. run/readers.py takes
+the readings from Linux's /proc and, on a GPU, from NVML; tests feed synthetic ones.
 
 The signals, strongest first:
 - run-queue wait (/proc/thread-self/schedstat): the share of a step's wall time the training
@@ -19,16 +19,11 @@ The signals, strongest first:
 
 from __future__ import annotations
 
-import logging
 import math
-import os
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from .result import Contention
-
-log = logging.getLogger(__name__)
 
 WAIT_LIMIT = 0.10  # a step whose training thread spent more of its wall time queued for a CPU was contended
 STEAL_LIMIT = 0.05  # ... or that lost this share of all CPU time to the hypervisor
@@ -193,163 +188,3 @@ def merge(records: Iterable[Contention | None]) -> Contention | None:
         gpu_other_processes=max((r.gpu_other_processes for r in rs if r.gpu_other_processes is not None), default=None),
         gpu_clock_ratio=min((r.gpu_clock_ratio for r in rs if r.gpu_clock_ratio is not None), default=None),
     ))
-
-
-# ---------------------------------------------------------------------------------------------
-# Readers (Linux /proc; elsewhere the fields they cannot fill stay None)
-
-
-def _schedstat(path: str = "/proc/thread-self/schedstat") -> tuple[float, float] | None:
-    try:
-        with open(path) as f:
-            run_ns, wait_ns, *_ = f.read().split()
-        return int(run_ns) / 1e9, int(wait_ns) / 1e9
-    except (OSError, ValueError):
-        return None
-
-
-_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-
-
-def parse_stat(text: str, cpus: set[int] | None) -> tuple[int, int, int] | None:
-    """(steal, total, busy) ticks over the given CPUs' lines of /proc/stat (all CPUs: None)."""
-    steal = total = busy = 0
-    seen = False
-    for line in text.splitlines():
-        if not line.startswith("cpu"):
-            continue
-        name, *vals = line.split()
-        if cpus is None and name != "cpu":
-            continue
-        if cpus is not None and (name == "cpu" or int(name[3:]) not in cpus):
-            continue
-        # user nice system idle iowait irq softirq steal (guest is inside user)
-        t = [int(x) for x in vals[:8]]
-        steal, total, busy = steal + t[7], total + sum(t), busy + t[0] + t[1] + t[2] + t[5] + t[6]
-        seen = True
-    return (steal, total, busy) if seen else None
-
-
-def _stat(cpus: set[int] | None) -> tuple[int, int, int] | None:
-    try:
-        with open("/proc/stat") as f:
-            return parse_stat(f.read(), cpus)
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def _children_cpu() -> float:
-    """CPU seconds of this process's live children (loader workers), from /proc."""
-    pid, total = os.getpid(), 0.0
-    try:
-        with open(f"/proc/self/task/{pid}/children") as f:
-            kids = f.read().split()
-    except OSError:
-        return 0.0
-    for k in kids:
-        try:
-            with open(f"/proc/{k}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / _TICK  # utime, stime
-        except (OSError, ValueError, IndexError):
-            continue
-    return total
-
-
-def _allowed() -> set[int] | None:
-    try:
-        return set(os.sched_getaffinity(0))
-    except AttributeError:
-        return None
-
-
-def read_now() -> Reading:
-    """The clocks now, from the calling thread (the one that trains)."""
-    sched = _schedstat()
-    stat = _stat(_allowed())
-    return Reading(
-        wall=time.perf_counter(), cpu=time.process_time() + _children_cpu(),
-        run=sched[0] if sched else None, wait=sched[1] if sched else None,
-        steal=stat[0] if stat else None, total=stat[1] if stat else None,
-        busy=stat[2] / _TICK if stat else None,
-    )
-
-
-def load_average() -> float | None:
-    try:
-        return os.getloadavg()[0]
-    except (OSError, AttributeError):
-        return None
-
-
-def usable_cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
-
-
-def gpu_state(device_index: int = 0, own_pids: set[int] | None = None, nvml=None) -> GpuState | None:
-    """Other compute processes on the GPU and its SM clock against the maximum, where NVML answers.
-
-    `nvml` is the pynvml module (nvidia-ml-py) or a stand-in; None imports it, and a machine
-    without it (or without a GPU) gives None. NVML numbers devices by PCI order, CUDA by
-    CUDA_VISIBLE_DEVICES: the PCI bus id of torch's device picks the NVML handle.
-    """
-    try:
-        if nvml is None:
-            import pynvml as nvml
-        nvml.nvmlInit()
-    except Exception:  # noqa: BLE001 - no NVML here: nothing to say
-        return None
-    own = own_pids if own_pids is not None else {os.getpid()}
-    try:
-        handle = None
-        bus_id = _pci_bus_id(device_index)
-        if bus_id:
-            try:
-                handle = nvml.nvmlDeviceGetHandleByPciBusId(bus_id)
-            except Exception:  # noqa: BLE001
-                handle = None
-        if handle is None:
-            handle = nvml.nvmlDeviceGetHandleByIndex(device_index)
-        procs = nvml.nvmlDeviceGetComputeRunningProcesses(handle)
-        others = sum(1 for p in procs if p.pid not in own)
-        ratio = None
-        try:
-            now = nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM)
-            top = nvml.nvmlDeviceGetMaxClockInfo(handle, nvml.NVML_CLOCK_SM)
-            ratio = now / top if top else None
-        except Exception as e:  # noqa: BLE001 - clocks are not reported on every board
-            log.debug("no GPU clocks: %s", e)
-        return GpuState(others, ratio)
-    except Exception:  # noqa: BLE001 - a driver that answers oddly must not stop a probe
-        return None
-    finally:
-        try:
-            nvml.nvmlShutdown()
-        except Exception as e:  # noqa: BLE001
-            log.debug("nvmlShutdown: %s", e)
-
-
-def _pci_bus_id(device_index: int) -> str | None:
-    try:
-        import torch
-
-        p = torch.cuda.get_device_properties(device_index)
-        return f"{p.pci_domain_id:08x}:{p.pci_bus_id:02x}:{p.pci_device_id:02x}.0"
-    except Exception:  # noqa: BLE001
-        return None
-
-
-def own_process_tree() -> set[int]:
-    """This process and its children (DDP ranks, loader workers), from /proc."""
-    pids = {os.getpid()}
-    try:
-        for task in os.listdir("/proc/self/task"):
-            with open(f"/proc/self/task/{task}/children") as f:
-                pids.update(int(p) for p in f.read().split())
-    except OSError:
-        pass
-    return pids
-

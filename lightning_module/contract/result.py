@@ -49,7 +49,7 @@ Count = Annotated[int, Field(ge=0, le=10**9)]
 # A trillion samples/s is past any training job on any machine (tiny MLPs on 8 GPUs: ~1e8); more is
 # a unit error, and would make hours and costs vanish.
 MAX_SAMPLES_PER_SEC = 1e12
-Throughput = Annotated[float, Field(ge=0, le=MAX_SAMPLES_PER_SEC)]
+SamplesPerSec = Annotated[float, Field(ge=0, le=MAX_SAMPLES_PER_SEC)]
 # A name, a version, a path, an error line: one line, no control characters (they would reach a
 # terminal through `results show --format json`, which leaves DEL and C1 unescaped).
 Text = Annotated[str, Field(max_length=4096), AfterValidator(one_line)]
@@ -162,8 +162,8 @@ class Confirmation(BaseModel):
     model_config = _STRICT
 
     rounds: int = Field(ge=1, le=100)
-    baseline_samples_per_sec: list[Throughput] = Field(max_length=100)  # one per round
-    tuned_samples_per_sec: list[Throughput] = Field(max_length=100)
+    baseline_samples_per_sec: list[SamplesPerSec] = Field(max_length=100)  # one per round
+    tuned_samples_per_sec: list[SamplesPerSec] = Field(max_length=100)
     speedup: Positive  # tuned / baseline
     speedup_ci: tuple[NonNegative, NonNegative]  # 95%
     held: bool  # the speed-up's CI lies above 1: the ladder's pick is kept
@@ -176,7 +176,7 @@ class RungResult(BaseModel):
     rung: str = Field(max_length=100)  # e.g. "baseline", "bf16", "channels_last", "compile", "workers=4", "batch=64", "ipex"
     config: ProbeConfig
     status: Literal["ok", "failed", "oom", "timeout", "not-installed", "not-applicable", "skipped", "contended"]
-    samples_per_sec: Throughput | None = None
+    samples_per_sec: SamplesPerSec | None = None
     ci_low: NonNegative | None = None
     ci_high: NonNegative | None = None
     steps_timed: Count = 0

@@ -8,14 +8,14 @@ from datetime import datetime
 
 import torch
 
+from ..contract.ladder import Ladder, Measurement
+from ..contract.options import ProbeOptions
+from ..contract.reliability import reasons
+from ..contract.result import Confirmation, HardwareFingerprint, ProbeConfig, ProbeResult
+from ..contract.timing import step_stats, usable_steps
 from . import hardware
 from .devices import peak_rss_gib
-from .ladder import Ladder, Measurement
-from .options import ProbeOptions
 from .peaks import datasheet_peak_tflops, flops_per_sample, matmul_peak_tflops
-from .reliability import reasons
-from .result import Confirmation, HardwareFingerprint, ProbeConfig, ProbeResult
-from .timing import step_stats, usable_steps
 
 
 def utilisation(achieved: float | None, peak: float | None, what: str) -> tuple[float | None, str | None]:

@@ -9,10 +9,10 @@ import warnings
 
 import torch
 
+from ..contract.result import ProbeConfig, WorkloadSpec
 from .builders import build_datamodule, build_module
+from .callbacks import synchronize
 from .data import SyntheticDataModule
-from .result import ProbeConfig, WorkloadSpec
-from .timing import synchronize
 
 log = logging.getLogger(__name__)
 

@@ -1,5 +1,5 @@
-"""Which device a probe trains on, how many, with what half precision and loader workers, and
-the memory it used there."""
+"""Which device a probe trains on, how many, with what half precision, and the memory it used
+there."""
 
 from __future__ import annotations
 
@@ -68,18 +68,6 @@ def half_precision(accelerator: str) -> str | None:
     if accelerator == "mps":
         return "16-mixed"
     return "bf16-mixed"
-
-
-def worker_counts() -> tuple[int, ...]:
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:
-        cores = os.cpu_count() or 1
-    out, n = [], 2
-    while n <= cores:
-        out.append(n)
-        n *= 2
-    return tuple(out)
 
 
 def is_global_zero() -> bool:

@@ -14,10 +14,10 @@ import importlib.util
 
 import torch
 
+from ..contract.ladder import Extension
+from ..contract.result import HardwareFingerprint, WorkloadSpec
 from . import run_cpu
 from .hardware import _version
-from .ladder import Extension
-from .result import HardwareFingerprint, WorkloadSpec
 from .workloads import is_builtin
 
 

@@ -2,7 +2,7 @@
 run_cpu rung's preloaded allocator / OpenMP runtime and pinned cores, and torch_xla's
 PJRT_DEVICE=CPU.
 
-    python -m lightning_module.child REQUEST.json RESULT.json
+    python -m lightning_module.run.child REQUEST.json RESULT.json
 
 The parent (`measure_in_child`) writes the request, starts the child with the environment, and
 reads the result back: the Measurement with its step timing, or the rung's status and reason.
@@ -17,10 +17,10 @@ import sys
 import tempfile
 from dataclasses import asdict, fields
 
-from .ladder import Measurement, RungError
-from .options import MeasureSettings
-from .result import Contention, ProbeConfig, WorkloadSpec
-from .timing import Timing
+from ..contract.ladder import Measurement, RungError, classify
+from ..contract.options import MeasureSettings
+from ..contract.result import Contention, ProbeConfig, WorkloadSpec
+from ..contract.timing import Timing
 
 STARTUP_S = 120.0  # importing torch and lightning in a fresh process, on a busy machine
 
@@ -63,14 +63,9 @@ def child_environment(config: ProbeConfig, base: dict[str, str]) -> tuple[dict[s
     env, cores = dict(base), None
     if config.run_cpu:
         from . import run_cpu
-        from .hardware import parse_cpuinfo
+        from .hardware import parse_cpuinfo, read_cpuinfo
 
-        try:
-            with open("/proc/cpuinfo") as f:
-                manufacturer = parse_cpuinfo(f.read())["cpu_manufacturer"]
-        except OSError:
-            manufacturer = None
-        p = run_cpu.plan_here(manufacturer)
+        p = run_cpu.plan_here(parse_cpuinfo(read_cpuinfo())["cpu_manufacturer"])
         try:
             env = run_cpu.environment(config, p, env)
         except FileNotFoundError as e:
@@ -100,7 +95,7 @@ def measure_in_child(settings: MeasureSettings, config: ProbeConfig, slow_step_s
         with open(req_path, "w") as f:
             json.dump(request, f)
         with open(log_path, "w") as log:
-            proc = subprocess.Popen([sys.executable, "-m", "lightning_module.child", req_path, out_path],
+            proc = subprocess.Popen([sys.executable, "-m", "lightning_module.run.child", req_path, out_path],
                                     env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
             try:
                 proc.wait(timeout=limit)
@@ -129,8 +124,9 @@ def main(argv: list[str]) -> int:
         req = json.load(f)
     if req.get("cores"):
         os.sched_setaffinity(0, req["cores"])  # as run_cpu's numactl -C / taskset: before torch starts its threads
-    from .ladder import classify
-    from .probe import measure, quiet_lightning
+    # Imported only now: torch starts its threads when it is imported, on the cores set above.
+    from .callbacks import profiler_callback
+    from .measure import measure, quiet_lightning
 
     quiet_lightning()
     s = dict(req["settings"])
@@ -138,8 +134,6 @@ def main(argv: list[str]) -> int:
     config = ProbeConfig(**req["config"])
     extra = []
     if req.get("profile_dir"):
-        from .builders import profiler_callback
-
         extra.append(profiler_callback(req["profile_dir"], config.accelerator))
     try:
         m = measure(settings, config, extra_callbacks=extra, max_steps=req.get("max_steps"),

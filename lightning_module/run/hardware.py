@@ -14,7 +14,7 @@ import urllib.request
 from importlib.metadata import version
 from pathlib import Path
 
-from .result import GpuInfo, HardwareFingerprint, SoftwareVersions
+from ..contract.result import GpuInfo, HardwareFingerprint, SoftwareVersions
 
 log = logging.getLogger(__name__)
 
@@ -24,11 +24,27 @@ ISA_FLAGS = ("avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni", "amx_bf16",
 IMDS = "http://169.254.169.254"
 
 
-def _cpuinfo(path: str = "/proc/cpuinfo") -> str:
+def read_cpuinfo(path: str = "/proc/cpuinfo") -> str:
     try:
         return Path(path).read_text()
     except OSError:
         return ""
+
+
+def cpuinfo_blocks(text: str) -> list[list[tuple[str, str]]]:
+    """/proc/cpuinfo's text as its blocks (one per logical CPU), each its (key, value) lines in order:
+    the one parser of the file, which the fingerprint and run_cpu's core pinning read."""
+    blocks: list[list[tuple[str, str]]] = []
+    block: list[tuple[str, str]] = []
+    for line in text.splitlines() + [""]:
+        if not line.strip():
+            if block:
+                blocks.append(block)
+            block = []
+            continue
+        key, _, val = (s.strip() for s in line.partition(":"))
+        block.append((key, val))
+    return blocks
 
 
 def parse_cpuinfo(text: str) -> dict:
@@ -38,31 +54,28 @@ def parse_cpuinfo(text: str) -> dict:
     cores: set[tuple[str, str]] = set()
     logical = 0
     mhz: float | None = None
-    phys = core = None
-    for line in text.splitlines() + [""]:
-        if not line.strip():  # one block per logical CPU
-            if phys is not None or core is not None:
-                cores.add((phys or "0", core or str(logical)))
-            phys = core = None
-            continue
-        key, _, val = (s.strip() for s in line.partition(":"))
-        if key == "processor":
-            logical += 1
-        elif key in ("model name", "Model") and model is None:
-            model = val
-        elif key in ("vendor_id", "CPU implementer") and vendor is None:
-            vendor = val
-        elif key in ("flags", "Features") and not flags:
-            flags = set(val.split())
-        elif key == "physical id":
-            phys = val
-        elif key == "core id":
-            core = val
-        elif key == "cpu MHz" and mhz is None:
-            try:
-                mhz = float(val)
-            except ValueError:
-                pass
+    for block in cpuinfo_blocks(text):
+        phys = core = None
+        for key, val in block:
+            if key == "processor":
+                logical += 1
+            elif key in ("model name", "Model") and model is None:
+                model = val
+            elif key in ("vendor_id", "CPU implementer") and vendor is None:
+                vendor = val
+            elif key in ("flags", "Features") and not flags:
+                flags = set(val.split())
+            elif key == "physical id":
+                phys = val
+            elif key == "core id":
+                core = val
+            elif key == "cpu MHz" and mhz is None:
+                try:
+                    mhz = float(val)
+                except ValueError:
+                    pass
+        if phys is not None or core is not None:
+            cores.add((phys or "0", core or str(logical)))
     manufacturer = None
     if vendor:
         v = vendor.lower()
@@ -81,6 +94,27 @@ def parse_cpuinfo(text: str) -> dict:
         "isa_flags": sorted(f for f in ISA_FLAGS if f in flags),
         "cpu_clock_ghz": ghz,
     }
+
+
+def one_cpu_per_core(cpuinfo: str, allowed: set[int]) -> list[int]:
+    """One logical CPU per physical core, among those this process may use (run_cpu pins to
+    physical cores; the SMT siblings would share their core's units)."""
+    seen: dict[tuple[str, str], int] = {}
+    for block in cpuinfo_blocks(cpuinfo):
+        proc = phys = core = None
+        for k, v in block:
+            if k == "processor":
+                try:
+                    proc = int(v)
+                except ValueError:
+                    proc = None
+            elif k == "physical id":
+                phys = v
+            elif k == "core id":
+                core = v
+        if proc is not None and proc in allowed:
+            seen.setdefault((phys or "0", core if core is not None else str(proc)), proc)
+    return sorted(seen.values()) or sorted(allowed)
 
 
 def numa_nodes(root: str = "/sys/devices/system/node") -> int | None:
@@ -118,7 +152,7 @@ def gpus() -> list[GpuInfo]:
 
 
 def fingerprint() -> HardwareFingerprint:
-    cpu = parse_cpuinfo(_cpuinfo())
+    cpu = parse_cpuinfo(read_cpuinfo())
     if cpu["physical_cores"] is None:  # no core ids (some VMs, ARM): count logical CPUs
         cpu["physical_cores"] = cpu["logical_cpus"] or os.cpu_count()
     return HardwareFingerprint(**cpu, numa_nodes=numa_nodes(), ram_gib=ram_gib(), gpus=gpus())

@@ -19,10 +19,6 @@ COMPILE_TIMEOUT = 300.0  # seconds torch.compile may take before the rung is giv
 MATMUL_SECONDS = 1.0  # how long the matmul peak is measured
 REMEASURE_ROUNDS = 1  # extra measurements of a rung whose CI is still wider than the target
 CONFIRM_ROUNDS = 3  # A B pairs measured to confirm the winner against the baseline (0: no confirmation)
-# The ladder's rungs (lightning_module/ladder.py runs them; `advisor probe --skip` names them).
-TUNING_RUNGS = ("precision", "channels_last", "compile", "workers", "batch")
-EXTENSION_RUNGS = ("run_cpu", "ipex", "zentorch", "xla")
-RUNGS = ("baseline", *TUNING_RUNGS, *EXTENSION_RUNGS)
 
 
 @dataclass

@@ -7,7 +7,7 @@ import importlib
 import inspect
 from typing import Any
 
-from .result import BUILTIN_MODELS, WorkloadSpec
+from ..contract.result import BUILTIN_MODELS, WorkloadSpec
 
 
 class WorkloadError(ValueError):

@@ -17,7 +17,8 @@ import sys
 from dataclasses import dataclass, field
 from importlib import metadata
 
-from .result import ProbeConfig
+from ..contract.result import ProbeConfig
+from . import hardware
 
 ALLOCATORS = ("tcmalloc", "jemalloc")  # run_cpu's order of preference
 # The values torch.backends.xeon.run_cpu sets (torch/backends/xeon/run_cpu.py).
@@ -66,31 +67,6 @@ def iomp_library(dirs: list[str]) -> str | None:
     return find_library("iomp5", dirs)
 
 
-def physical_cores(cpuinfo: str, allowed: set[int]) -> list[int]:
-    """One logical CPU per physical core, among those this process may use (run_cpu pins to
-    physical cores; the SMT siblings would share their core's units)."""
-    seen: dict[tuple[str, str], int] = {}
-    proc = phys = core = None
-    for line in cpuinfo.splitlines() + [""]:
-        if not line.strip():
-            if proc is not None and proc in allowed:
-                key = (phys or "0", core if core is not None else str(proc))
-                seen.setdefault(key, proc)
-            proc = phys = core = None
-            continue
-        k, _, v = (x.strip() for x in line.partition(":"))
-        if k == "processor":
-            try:
-                proc = int(v)
-            except ValueError:
-                proc = None
-        elif k == "physical id":
-            phys = v
-        elif k == "core id":
-            core = v
-    return sorted(seen.values()) or sorted(allowed)
-
-
 @dataclass
 class Plan:
     """What the rung would change here, or why it cannot run (`missing`)."""
@@ -111,7 +87,7 @@ class Plan:
 
 def plan(manufacturer: str | None, cpuinfo: str, allowed: set[int], dirs: list[str],
          iomp: str | None) -> Plan:
-    p = Plan(cores=physical_cores(cpuinfo, allowed))
+    p = Plan(cores=hardware.one_cpu_per_core(cpuinfo, allowed))
     for name in ALLOCATORS:
         path = find_library(name, dirs)
         if path:
@@ -126,11 +102,7 @@ def plan(manufacturer: str | None, cpuinfo: str, allowed: set[int], dirs: list[s
 
 
 def plan_here(manufacturer: str | None) -> Plan:
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpuinfo = f.read()
-    except OSError:
-        cpuinfo = ""
+    cpuinfo = hardware.read_cpuinfo()
     try:
         allowed = set(os.sched_getaffinity(0))
     except AttributeError:

@@ -1,19 +1,14 @@
-"""What a probe trains: the LightningModule and DataModule for one configuration, and the
-profiler callback that traces the winner."""
+"""What a probe trains: the LightningModule and DataModule for one configuration."""
 
 from __future__ import annotations
-
-import glob
-import os
-import shutil
 
 import lightning.pytorch as pl
 import torch
 from torch import nn
 
+from ..contract.result import ProbeConfig, WorkloadSpec
 from . import workloads
 from .data import SyntheticDataModule, normalise
-from .result import ProbeConfig, WorkloadSpec
 
 DEFAULT_LR = 0.01
 
@@ -110,41 +105,3 @@ def build_datamodule(spec: WorkloadSpec, config: ProbeConfig, seed: int = 0):
         spec.image_size, spec.num_classes, config.batch_size,
         num_workers=config.num_workers, pin_memory=config.pin_memory, seed=seed,
     )
-
-
-CHROME_TRACE = "trace.json"  # the profile as one Chrome/Perfetto trace file in the --profile directory
-
-
-def profiler_callback(out_dir: str, accelerator: str):
-    """torch.profiler over steps 2-8 of a pass (wait 1, warm-up 4, active 3), written both for
-    TensorBoard's profiler plugin and as CHROME_TRACE for Perfetto / chrome://tracing."""
-    from lightning.pytorch.callbacks import Callback
-    from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
-
-    tensorboard = tensorboard_trace_handler(out_dir)
-
-    def write(prof) -> None:
-        # TensorBoard's file is a Chrome trace already, and a profile can be exported only once:
-        # the same file under a name a person can find.
-        before = set(glob.glob(os.path.join(out_dir, "*.pt.trace.json")))
-        tensorboard(prof)
-        new = sorted(set(glob.glob(os.path.join(out_dir, "*.pt.trace.json"))) - before, key=os.path.getmtime)
-        if new:
-            shutil.copyfile(new[-1], os.path.join(out_dir, CHROME_TRACE))
-
-    class TraceCallback(Callback):
-        def on_train_start(self, trainer, pl_module):
-            acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if accelerator == "gpu" else [])
-            self.prof = profile(
-                activities=acts, schedule=schedule(wait=1, warmup=4, active=3, repeat=1),
-                on_trace_ready=write, record_shapes=True, profile_memory=True,
-            )
-            self.prof.__enter__()
-
-        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
-            self.prof.step()
-
-        def on_train_end(self, trainer, pl_module):
-            self.prof.__exit__(None, None, None)
-
-    return TraceCallback()

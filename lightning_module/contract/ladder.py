@@ -26,6 +26,31 @@ log = logging.getLogger(__name__)
 
 BATCH_GAIN = 0.03  # a batch size step must beat the best by more than this to count
 
+# The rungs after the baseline in the order the ladder climbs them, each with what it tries in words:
+# the one list of them (`advisor probe --skip` takes the names and its help lists the words; the
+# probe plan counts them). A new rung is named here, climbed in run_ladder (a tuning rung) or
+# detected in run/extensions.py (an extension), and set on ProbeConfig (and acted on in run/).
+TUNING_RUNGS = {"precision": "bf16", "channels_last": "channels_last", "compile": "torch.compile",
+                "workers": "loader workers", "batch": "batch size"}
+EXTENSION_RUNGS = {"run_cpu": "run_cpu", "ipex": "ipex", "zentorch": "zentorch", "xla": "xla"}
+
+
+def worker_counts(cpus: int) -> tuple[int, ...]:
+    """The loader worker counts the workers rung tries on this many CPUs: 2, 4, 8, ... up to them."""
+    out, n = [], 2
+    while n <= cpus:
+        out.append(n)
+        n *= 2
+    return tuple(out)
+
+
+def measured_rungs(vcpus: int) -> int:
+    """How many rungs a full climb measures on a machine with `vcpus` CPUs when every tuning rung
+    applies, the extensions aside (they run only where installed): the baseline, one per tuning
+    rung, but one per worker count and two for the batch search's first step (double, half)."""
+    per_rung = {"workers": len(worker_counts(vcpus)), "batch": 2}
+    return 1 + sum(per_rung.get(name, 1) for name in TUNING_RUNGS)
+
 
 class RungSkipped(Exception):
     """The rung does not apply here (the message says why)."""

@@ -1,0 +1,186 @@
+"""Step timing's maths, no torch: samples/s with its 95% CI from timed steps, the stopping rule, and
+`Stopwatch`, which turns one rung's step boundaries into a `Timing` and says when to stop.
+
+As Lightning's `Throughput` and `ThroughputMonitor`: the maths here are fed times and readings;
+the Lightning callback that reads the clocks at each step boundary (StepTimer, run/callbacks.py)
+adapts them. A step is measured from one on_train_batch_end to the next, so data loading, the
+host-to-device copy and the optimizer step all count: that is what a training run pays for.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from .contention import ContentionMeter, GpuState, Reading
+from .result import Contention, StepTimeStats
+
+# Two-sided 95% Student t critical values by degrees of freedom; beyond 30 the normal 1.96 is close.
+_T95 = {
+    1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262,
+    10: 2.228, 11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120, 17: 2.110,
+    18: 2.101, 19: 2.093, 20: 2.086, 21: 2.080, 22: 2.074, 23: 2.069, 24: 2.064, 25: 2.060,
+    26: 2.056, 27: 2.052, 28: 2.048, 29: 2.045, 30: 2.042,
+}
+
+MIN_TIMED_STEPS = 5
+# A step the machine was contended for may run this many times its limit before the rung is given
+# up as "contended": never cut as too slow to win on a step someone else slowed down.
+CONTENDED_EXTENSION = 2
+
+
+def t95(df: int) -> float:
+    if df < 1:
+        return math.inf
+    return _T95.get(df, 1.96 + 2.4 / df)  # the tail is within 0.01 of the exact value
+
+
+@dataclass(frozen=True)
+class StepRate:
+    """Samples/s measured over a rung's timed steps, with its 95% CI."""
+
+    samples_per_sec: float
+    ci_low: float
+    ci_high: float
+    rel_half_width: float  # CI half-width / samples_per_sec (inf with fewer than 2 steps)
+
+
+def step_rate(step_times: Sequence[float], samples_per_step: int) -> StepRate:
+    """Samples/s over timed steps with a 95% CI from the step-time mean (t distribution)."""
+    n = len(step_times)
+    if n == 0:
+        raise ValueError("no timed steps")
+    mean = statistics.fmean(step_times)
+    sps = samples_per_step / mean
+    if n < 2:
+        return StepRate(sps, 0.0, math.inf, math.inf)
+    half = t95(n - 1) * statistics.stdev(step_times) / math.sqrt(n)
+    lo_t, hi_t = mean - half, mean + half
+    ci_high = samples_per_step / lo_t if lo_t > 0 else math.inf
+    return StepRate(sps, samples_per_step / hi_t, ci_high, half / mean)
+
+
+def stop_reason(
+    step_times: Sequence[float],
+    elapsed_s: float,
+    target_ci: float,
+    max_seconds: float,
+    min_steps: int = MIN_TIMED_STEPS,
+    max_steps: int | None = None,
+    steps_taken: int | None = None,
+) -> str | None:
+    """Why timing should stop now, or None to keep going.
+
+    "converged": the 95% CI half-width of samples/s is within target_ci (a fraction) after at
+    least min_steps steps; "time-limit": max_seconds of timed steps have passed (at least two
+    steps are kept so there is a spread); "max-steps": the step cap was reached. `step_times` are
+    the steps that count (the clean ones); `steps_taken` all of them, when more.
+    """
+    n = len(step_times)
+    taken = max(n, steps_taken or 0)
+    if max_steps is not None and taken >= max_steps:
+        return "max-steps"
+    if n >= min_steps and step_rate(step_times, 1).rel_half_width <= target_ci:
+        return "converged"
+    if elapsed_s >= max_seconds and taken >= 2:
+        return "time-limit"
+    return None
+
+
+def step_stats(step_times: Sequence[float], warmup_steps: int, warmup_seconds: float) -> StepTimeStats:
+    s = sorted(step_times)
+    q = statistics.quantiles(s, n=10, method="inclusive") if len(s) >= 2 else [s[0]] * 9
+    return StepTimeStats(
+        n_steps=len(s),
+        mean_s=statistics.fmean(s),
+        median_s=statistics.median(s),
+        stdev_s=statistics.stdev(s) if len(s) >= 2 else 0.0,
+        p10_s=q[0],
+        p90_s=q[-1],
+        warmup_steps=warmup_steps,
+        warmup_seconds=warmup_seconds,
+    )
+
+
+@dataclass
+class Timing:
+    """What one rung measured, the same on every rank (rank 0's clock is broadcast)."""
+
+    step_times: list[float] = field(default_factory=list)
+    warmup_steps: int = 0
+    warmup_seconds: float = 0.0
+    first_step_seconds: float | None = None  # includes compilation when the model is compiled
+    reason: str | None = None
+    contended: list[bool] = field(default_factory=list)  # per timed step: the machine was contended
+    contention: Contention | None = None
+
+
+def clean_steps(timing: Timing) -> list[float]:
+    """The timed steps nothing else slowed down (all of them where contention was not watched)."""
+    if len(timing.contended) != len(timing.step_times):
+        return list(timing.step_times)
+    return [s for s, c in zip(timing.step_times, timing.contended) if not c]
+
+
+def usable_steps(timing: Timing) -> list[float]:
+    """What the throughput is computed from: the clean steps when there are enough of them to
+    stop on, else every step (and the rung is reported as contended)."""
+    clean = clean_steps(timing)
+    return clean if len(clean) >= MIN_TIMED_STEPS else list(timing.step_times)
+
+
+class Stopwatch:
+    """One rung's timing, fed the time (and, with a meter, a contention Reading) at the start and at
+    the end of every step: the warm-up apart, the timed steps, which of them were contended, and
+    whether the stopping rule says to stop."""
+
+    def __init__(self, warmup_steps: int, target_ci: float, max_seconds: float, max_steps: int | None = None,
+                 meter: ContentionMeter | None = None):
+        self.warmup_steps = warmup_steps
+        self.target_ci = target_ci
+        self.max_seconds = max_seconds
+        self.max_steps = max_steps
+        self.meter = meter  # None: contention is not watched, every step counts
+        self.timing = Timing()
+        self.steps = 0  # steps ended, warm-up included
+        self.reading: Reading | None = None  # the latest reading, at the last step boundary
+        self._start: float | None = None
+        self._last: float | None = None
+        self._timed_start: float | None = None
+
+    def start(self, now: float, reading: Reading | None = None) -> None:
+        self._start, self.reading = now, reading
+
+    def step(self, now: float, reading: Reading | None = None) -> None:
+        """A step ended at `now`."""
+        self.steps += 1
+        t = self.timing
+        if self.steps == 1:
+            t.first_step_seconds = now - self._start
+        if self.steps <= self.warmup_steps:
+            t.warmup_steps = self.steps
+            t.warmup_seconds = now - self._start
+        else:
+            t.step_times.append(now - self._last)
+            if self.meter is not None and self.reading is not None:
+                t.contended.append(self.meter.add(self.reading, reading).contended)
+            if self._timed_start is None:
+                self._timed_start = self._last
+        self._last = now
+        self.reading = reading
+
+    def stop_reason(self, now: float) -> str | None:
+        """Why timing should stop at `now` (see stop_reason), or None: judged on the clean steps."""
+        t = self.timing
+        if not t.step_times:
+            return None
+        return stop_reason(clean_steps(t), now - self._timed_start, self.target_ci, self.max_seconds,
+                           max_steps=self.max_steps, steps_taken=len(t.step_times))
+
+    def finish(self, load_average: float | None = None, own_load: float | None = None,
+               gpu: Iterable[GpuState] = ()) -> None:
+        """The rung's contention record, from its steps and the last look at the machine."""
+        if self.meter is not None:
+            self.timing.contention = self.meter.record(load_average, own_load, gpu)

@@ -1,0 +1,124 @@
+"""Measure one configuration: train it in a Lightning Trainer with the StepTimer callback (which
+also watches for contention) until the stopping rule says its throughput is known.
+
+Both the probe (in its own process) and a child process (child.py, for what acts at process start)
+measure through here, so neither imports the other.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+
+import lightning.pytorch as pl
+import torch
+
+from ..contract.ladder import CompileTimeout, Measurement, RungContended, RungTooSlow
+from ..contract.options import MeasureSettings
+from ..contract.reliability import summarise
+from ..contract.result import ProbeConfig
+from .builders import build_datamodule, build_module, compiled, xla_trainer_kwargs
+from .callbacks import StepTimer, Watch
+from .devices import free_memory, peak_rss_gib, reset_peak_rss
+from .readers import gpu_state, own_process_tree, usable_cpus
+
+# A step this many times slower than the best configuration's (per sample) cannot win: cut the rung
+# short. Only for steps of more than MIN_SLOW_STEP_S, where waiting costs real time and one
+# scheduler hiccup cannot trigger it.
+SLOW_FACTOR = 3.0
+MIN_SLOW_STEP_S = 2.0
+
+
+def samples_per_step(config: ProbeConfig) -> int:
+    return config.batch_size * config.devices * config.num_nodes
+
+
+def watch_for(config: ProbeConfig) -> Watch:
+    """What the step timer watches on this configuration's device."""
+    cpu = config.accelerator == "cpu"
+    threads = torch.get_num_threads() if cpu else 1
+    gpu = None
+    if config.accelerator == "gpu":
+        index = torch.cuda.current_device()
+        gpu = lambda: gpu_state(index, own_process_tree())
+    return Watch(cores_in_use=threads, cpus=usable_cpus(), cpu_bound=cpu, own_load=threads + config.num_workers, gpu=gpu)
+
+
+def measure(settings: MeasureSettings, config: ProbeConfig, extra_callbacks=(),
+            max_steps: int | None = None, slow_step_s: float | None = None) -> Measurement:
+    """Train `config` until the stopping rule says the throughput is known; raise on failure."""
+    spec = settings.spec
+    free_memory(config.accelerator)
+    if config.accelerator == "gpu":
+        torch.cuda.reset_peak_memory_stats()
+    else:
+        reset_peak_rss()
+    torch.manual_seed(settings.seed)
+    synthetic = not spec.datamodule
+    module = build_module(spec, config, synthetic)
+    dm = build_datamodule(spec, config, settings.seed)
+    warmup = settings.warmup_steps + (1 if config.compile else 0)  # the compile step comes on top
+    first_limit = step_limit = None
+    # Each rank's alarm fires on its own clock, and a rank that leaves a step while the others wait
+    # for it in an all-reduce hangs them all (and mismatches the next rung's collectives): with
+    # several ranks, compilation and slow steps are not cut short.
+    single_rank = config.devices * config.num_nodes == 1
+    if config.compile and single_rank:
+        first_limit = (settings.compile_timeout,
+                       CompileTimeout(f"torch.compile took longer than --compile-timeout {settings.compile_timeout:g} s"))
+    if slow_step_s is not None and single_rank:
+        step_limit = (slow_step_s, RungTooSlow(
+            f"a step took over {slow_step_s:.1f} s, {SLOW_FACTOR:g}x the best so far: stopped, it cannot win"))
+        if first_limit is None:
+            # The first step carries the rung's set-up (new loader workers, lazy init, kernels for a
+            # new memory format) and is warm-up, not timed: under load it crossed a 2 s limit that
+            # the steady steps kept. Bound it, more loosely.
+            first_limit = (SLOW_FACTOR * slow_step_s, step_limit[1])
+    timer = StepTimer(
+        config.accelerator if not config.xla else "tpu", warmup, settings.target_ci, settings.max_seconds,
+        max_steps=settings.max_steps, first_step_limit=first_limit, step_limit=step_limit, watch=watch_for(config),
+        contended_exc=lambda ran: RungContended(
+            f"a step ran {ran:.1f} s while the machine was busy with other work: stopped without a verdict on speed"),
+    )
+    cap = max_steps if max_steps is not None else (warmup + settings.max_steps if settings.max_steps else -1)
+    device = (xla_trainer_kwargs() if config.xla else
+              {"accelerator": config.accelerator, "devices": config.devices, "num_nodes": config.num_nodes,
+               "strategy": config.strategy})
+    trainer = pl.Trainer(
+        **device, precision=config.precision,
+        max_epochs=-1, max_steps=cap, limit_val_batches=0, num_sanity_val_steps=0,
+        enable_checkpointing=False, logger=False, enable_model_summary=False,
+        enable_progress_bar=settings.progress_bar, callbacks=[timer, *extra_callbacks],
+    )
+    if config.compile:
+        module = compiled(module, config.compile_backend)
+    try:
+        trainer.fit(module, datamodule=dm)
+    finally:
+        timer.alarm.disarm()
+        del trainer, module, dm
+    t = timer.timing
+    if len(t.step_times) < 1:
+        raise RuntimeError("no steps were timed (the data ran out during warm-up?)")
+    peak = torch.cuda.max_memory_allocated() / 2**30 if config.accelerator == "gpu" else peak_rss_gib()
+    compile_s = None
+    if config.compile and t.first_step_seconds is not None:
+        # The first step minus an ordinary step is the compiler's share.
+        compile_s = max(0.0, t.first_step_seconds - sum(t.step_times) / len(t.step_times))
+    return summarise(t, samples_per_step(config), settings.target_ci, compile_seconds=compile_s, peak_memory_gib=peak)
+
+
+
+def quiet_lightning(verbose: bool = False) -> None:
+    """Lightning's banner lines and our deliberate 0-worker baseline warning are noise here."""
+    level = logging.INFO if verbose else logging.WARNING
+    for name in ("lightning.pytorch", "lightning.fabric", "lightning"):
+        logging.getLogger(name).setLevel(level)
+    # Inductor on a CPU-only host with a CUDA torch build says so once per compile: not news here.
+    logging.getLogger("torch.utils.cpp_extension").setLevel(logging.INFO if verbose else logging.ERROR)
+    warnings.filterwarnings("ignore", message=".*does not have many workers.*")
+    # The probe's module normalises on the device in on_after_batch_transfer on purpose.
+    warnings.filterwarnings("ignore", message=".*overridden `on_after_batch_transfer`.*")
+    warnings.filterwarnings("ignore", message=".*isinstance\\(treespec, LeafSpec\\).*")
+    warnings.filterwarnings("ignore", message=".*(tensorboardX|TensorBoard).*")
+    warnings.filterwarnings("ignore", message=".*precision.*is not supported by the model summary.*")

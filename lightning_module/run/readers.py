@@ -1,0 +1,171 @@
+"""Readings of what else is using the machine, for contract/contention.py's rules: the clocks at a
+step boundary (Linux /proc: schedstat, stat, the children's CPU time), the load average, the CPUs
+this process may use, and on a GPU its other compute processes and clocks (NVML). Where a source
+is missing, the fields it would fill stay None.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+
+from ..contract.contention import GpuState, Reading
+
+log = logging.getLogger(__name__)
+
+
+def _schedstat(path: str = "/proc/thread-self/schedstat") -> tuple[float, float] | None:
+    try:
+        with open(path) as f:
+            run_ns, wait_ns, *_ = f.read().split()
+        return int(run_ns) / 1e9, int(wait_ns) / 1e9
+    except (OSError, ValueError):
+        return None
+
+
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def parse_stat(text: str, cpus: set[int] | None) -> tuple[int, int, int] | None:
+    """(steal, total, busy) ticks over the given CPUs' lines of /proc/stat (all CPUs: None)."""
+    steal = total = busy = 0
+    seen = False
+    for line in text.splitlines():
+        if not line.startswith("cpu"):
+            continue
+        name, *vals = line.split()
+        if cpus is None and name != "cpu":
+            continue
+        if cpus is not None and (name == "cpu" or int(name[3:]) not in cpus):
+            continue
+        # user nice system idle iowait irq softirq steal (guest is inside user)
+        t = [int(x) for x in vals[:8]]
+        steal, total, busy = steal + t[7], total + sum(t), busy + t[0] + t[1] + t[2] + t[5] + t[6]
+        seen = True
+    return (steal, total, busy) if seen else None
+
+
+def _stat(cpus: set[int] | None) -> tuple[int, int, int] | None:
+    try:
+        with open("/proc/stat") as f:
+            return parse_stat(f.read(), cpus)
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _children_cpu() -> float:
+    """CPU seconds of this process's live children (loader workers), from /proc."""
+    pid, total = os.getpid(), 0.0
+    try:
+        with open(f"/proc/self/task/{pid}/children") as f:
+            kids = f.read().split()
+    except OSError:
+        return 0.0
+    for k in kids:
+        try:
+            with open(f"/proc/{k}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / _TICK  # utime, stime
+        except (OSError, ValueError, IndexError):
+            continue
+    return total
+
+
+def _allowed() -> set[int] | None:
+    try:
+        return set(os.sched_getaffinity(0))
+    except AttributeError:
+        return None
+
+
+def read_now() -> Reading:
+    """The clocks now, from the calling thread (the one that trains)."""
+    sched = _schedstat()
+    stat = _stat(_allowed())
+    return Reading(
+        wall=time.perf_counter(), cpu=time.process_time() + _children_cpu(),
+        run=sched[0] if sched else None, wait=sched[1] if sched else None,
+        steal=stat[0] if stat else None, total=stat[1] if stat else None,
+        busy=stat[2] / _TICK if stat else None,
+    )
+
+
+def load_average() -> float | None:
+    try:
+        return os.getloadavg()[0]
+    except (OSError, AttributeError):
+        return None
+
+
+def usable_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def gpu_state(device_index: int = 0, own_pids: set[int] | None = None, nvml=None) -> GpuState | None:
+    """Other compute processes on the GPU and its SM clock against the maximum, where NVML answers.
+
+    `nvml` is the pynvml module (nvidia-ml-py) or a stand-in; None imports it, and a machine
+    without it (or without a GPU) gives None. NVML numbers devices by PCI order, CUDA by
+    CUDA_VISIBLE_DEVICES: the PCI bus id of torch's device picks the NVML handle.
+    """
+    try:
+        if nvml is None:
+            import pynvml as nvml
+        nvml.nvmlInit()
+    except Exception:  # noqa: BLE001 - no NVML here: nothing to say
+        return None
+    own = own_pids if own_pids is not None else {os.getpid()}
+    try:
+        handle = None
+        bus_id = _pci_bus_id(device_index)
+        if bus_id:
+            try:
+                handle = nvml.nvmlDeviceGetHandleByPciBusId(bus_id)
+            except Exception:  # noqa: BLE001
+                handle = None
+        if handle is None:
+            handle = nvml.nvmlDeviceGetHandleByIndex(device_index)
+        procs = nvml.nvmlDeviceGetComputeRunningProcesses(handle)
+        others = sum(1 for p in procs if p.pid not in own)
+        ratio = None
+        try:
+            now = nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM)
+            top = nvml.nvmlDeviceGetMaxClockInfo(handle, nvml.NVML_CLOCK_SM)
+            ratio = now / top if top else None
+        except Exception as e:  # noqa: BLE001 - clocks are not reported on every board
+            log.debug("no GPU clocks: %s", e)
+        return GpuState(others, ratio)
+    except Exception:  # noqa: BLE001 - a driver that answers oddly must not stop a probe
+        return None
+    finally:
+        try:
+            nvml.nvmlShutdown()
+        except Exception as e:  # noqa: BLE001
+            log.debug("nvmlShutdown: %s", e)
+
+
+def _pci_bus_id(device_index: int) -> str | None:
+    try:
+        import torch
+
+        p = torch.cuda.get_device_properties(device_index)
+        return f"{p.pci_domain_id:08x}:{p.pci_bus_id:02x}:{p.pci_device_id:02x}.0"
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def own_process_tree() -> set[int]:
+    """This process and its children (DDP ranks, loader workers), from /proc."""
+    pids = {os.getpid()}
+    try:
+        for task in os.listdir("/proc/self/task"):
+            with open(f"/proc/self/task/{task}/children") as f:
+                pids.update(int(p) for p in f.read().split())
+    except OSError:
+        pass
+    return pids
+
