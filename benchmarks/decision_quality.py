@@ -62,7 +62,7 @@ from catalog.io import load as load_catalog
 from catalog.models import OFFER_COLUMNS, Catalog, InstanceType, RegionOffers
 
 sys.path.insert(0, str(ROOT / "tests"))
-from recommend_catalogs import probe_result as fake_result
+from factories import probe_result as fake_result
 
 WORKLOAD = "resnet50"
 SNAPSHOT = ROOT / "catalog" / "data" / "snapshot.json"

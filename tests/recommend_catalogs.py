@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from factories import T0
 
 from catalog.aws.families import facts
 from catalog.models import SCHEMA_VERSION, Catalog, InstanceType, Offer, RegionOffers
 
-NOW = datetime(2026, 11, 1, tzinfo=timezone.utc)
+NOW = T0  # the tests' "now": results made by factories.probe_result are fresh
 
 # Specs as AWS describes them (describe_instance_types); network in Gbit/s.
 TYPES = {
@@ -72,29 +72,3 @@ def write_catalog(path, catalog: Catalog | None = None) -> str:
 
     save_atomic(catalog or make_catalog(), path)
     return str(path)
-
-
-def probe_result(instance_type: str, sps: float, *, accelerator: str = "cpu", devices: int = 1,
-                 num_nodes: int = 1, precision: str = "bf16-mixed", model: str = "resnet50",
-                 finished_at: datetime = NOW, torch: str = "2.15.0", lightning: str = "2.6.0",
-                 ci: float = 0.02, flops_per_sample: float | None = None):
-    from lightning_module.contract.result import (
-        HardwareFingerprint,
-        ProbeConfig,
-        ProbeResult,
-        SoftwareVersions,
-        StepTimeStats,
-        WorkloadSpec,
-    )
-
-    spec = WorkloadSpec(model=model)
-    cfg = ProbeConfig(accelerator=accelerator, devices=devices, num_nodes=num_nodes, precision=precision,
-                      batch_size=64)
-    return ProbeResult(
-        workload=spec, workload_id=spec.workload_id, instance_type=instance_type, instance_type_source="given",
-        hardware=HardwareFingerprint(), software=SoftwareVersions(python="3.11.7", torch=torch, lightning=lightning),
-        config=cfg, samples_per_sec=sps, samples_per_sec_ci=(sps * (1 - ci), sps * (1 + ci)),
-        step_time=StepTimeStats(n_steps=50, mean_s=0.1, median_s=0.1, stdev_s=0.001, p10_s=0.099, p90_s=0.101,
-                                warmup_steps=5, warmup_seconds=3.0),
-        started_at=finished_at, finished_at=finished_at, flops_per_sample=flops_per_sample,
-    )

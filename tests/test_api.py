@@ -56,7 +56,7 @@ def test_library_errors_are_the_librarys_own_types():
 
 
 def test_a_store_path_is_read_and_its_measurement_used(tmp_path):
-    from recommend_catalogs import probe_result
+    from factories import probe_result
 
     path = tmp_path / "results.sqlite"
     with advisor.ResultStore(path) as store:

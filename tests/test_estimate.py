@@ -6,7 +6,8 @@ import json
 import math
 
 import pytest
-from recommend_catalogs import probe_result, write_catalog
+from factories import probe_result
+from recommend_catalogs import write_catalog
 
 from advisor.estimate.calibrate import efficiency_from_pairs, leave_one_device_out
 from advisor.estimate.evaluate import check

@@ -10,15 +10,15 @@ import uuid
 from pathlib import Path
 
 import pytest
+from factories import probe_result
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_probe_factories import make_result
 
 from catalog.io import CatalogError, FileError, parse_json, read_json_file
 from lightning_module.contract.result import ResultError, parse_result, parse_results
 
 _DIR = Path(tempfile.mkdtemp(prefix="json-readers-"))
-GOOD_RESULT = json.loads(make_result(0).model_dump_json())
+GOOD_RESULT = json.loads(probe_result(n=0).model_dump_json())
 SNAPSHOT = json.loads((Path(__file__).parents[1] / "catalog" / "data" / "snapshot.json").read_text())
 
 
@@ -181,7 +181,7 @@ def test_pull_reports_poison_objects_and_odd_keys_and_imports_the_rest(cli, tmp_
     from advisor.store import ResultStore
 
     bucket, run = "hostile-bucket", "20261121-070000-abcdef"
-    good = make_result(1, instance_type="g5.xlarge")
+    good = probe_result(n=1, instance_type="g5.xlarge")
     poison = hostile_docs(GOOD_RESULT, 100_000, 20_000)
     with mock_aws():
         s3 = boto3.client("s3", region_name="us-east-1")
@@ -200,7 +200,7 @@ def test_pull_reports_poison_objects_and_odd_keys_and_imports_the_rest(cli, tmp_
         put(f"{run}/..%2F/result.json", good.model_dump_json())
         put("20261121-080000-000000/run.json", poison["deep object"])  # a run.json that is poison
         put("20261121-080000-000000/g6e.xlarge/result.json",
-            make_result(2, instance_type="g6e.xlarge").model_dump_json())
+            probe_result(n=2, instance_type="g6e.xlarge").model_dump_json())
 
         store = tmp_path / "r.db"
         code, out, err = cli("results", "pull", f"s3://{bucket}/probes", "--store", str(store), "--format", "json")

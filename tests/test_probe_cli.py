@@ -6,7 +6,7 @@ import json
 import textwrap
 
 import pytest
-from test_probe_factories import make_result
+from factories import probe_result
 
 from advisor.store import ResultStore
 from lightning_module.contract.ladder import EXTENSION_RUNGS
@@ -237,5 +237,5 @@ def test_output_interrupted_mid_write_leaves_no_file(tmp_path, monkeypatch):
 
     monkeypatch.setattr(probe_cmd.os, "replace", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        probe_cmd._write_result(tmp_path / "out.json", make_result())
+        probe_cmd._write_result(tmp_path / "out.json", probe_result())
     assert list(tmp_path.iterdir()) == []

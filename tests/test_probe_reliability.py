@@ -199,14 +199,14 @@ def test_contention_meter_counts_synthetic_busy_steps():
 def test_results_show_and_json_say_why_a_result_is_unreliable(cli, tmp_path):
     import json
 
-    from test_probe_factories import make_result
+    from factories import probe_result
 
     from advisor.store import ResultStore
     from lightning_module.contract.result import Confirmation, parse_result
 
     busy = Contention(contended=True, steps=9, contended_steps=7, wait_share=0.42, load_average=5.5, cpus=2,
                       cores_in_use=2, own_load=2, reasons=["7 of 9 timed steps contended"])
-    r = make_result().model_copy(update={
+    r = probe_result().model_copy(update={
         "reliable": False, "unreliable_reasons": ["contended: 7 of 9 timed steps contended"], "contention": busy,
         "confirmation": Confirmation(rounds=3, baseline_samples_per_sec=[10, 11, 10], tuned_samples_per_sec=[40, 41, 39],
                                      speedup=3.9, speedup_ci=(3.7, 4.1), held=True, contended=True),
@@ -227,7 +227,7 @@ def test_results_show_and_json_say_why_a_result_is_unreliable(cli, tmp_path):
     back = parse_result(out)
     assert back.reliable is False and back.contention == busy and back.confirmation.held
     # A result written before these fields existed still loads, as reliable, with no contention record.
-    old = json.loads(make_result().model_dump_json())
+    old = json.loads(probe_result().model_dump_json())
     for k in ("contention", "confirmation", "profile_trace", "reliable", "unreliable_reasons"):
         old.pop(k)
     for rung in old["ladder"]:

@@ -48,12 +48,12 @@ def test_a_signal_during_a_probe_exits_with_its_code_and_stores_nothing(tmp_path
 
 def test_a_signal_while_the_result_is_written_waits_for_the_write(cli, tmp_path, monkeypatch):
     """Held during the write: the result is stored whole, then the probe stops with the signal's code."""
-    from test_probe_factories import make_result
+    from factories import probe_result
 
     from advisor.commands import probe as probe_cmd
     from lightning_module.run import probe
 
-    monkeypatch.setattr(probe, "run_probe", lambda opts, **kw: make_result())
+    monkeypatch.setattr(probe, "run_probe", lambda opts, **kw: probe_result())
     real_write = probe_cmd._write_result
 
     def write_then_signal(path, result):

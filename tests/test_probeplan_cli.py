@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from recommend_catalogs import probe_result
+from factories import probe_result
 
 from advisor.store import ResultStore
 

@@ -4,13 +4,12 @@ report what is missing, failed or corrupt."""
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
 
 import pytest
+from factories import probe_result
 
 from advisor.ec2 import manifest as manifests
 from advisor.store import ResultStore
-from lightning_module.contract.result import ProbeResult
 
 pytest.importorskip("moto")
 
@@ -19,21 +18,7 @@ BUCKET = "probe-bucket"
 RUN = "20261121-070000-abcdef"
 
 
-def make_result(instance_type: str, samples_per_sec: float = 123.4) -> ProbeResult:
-    return ProbeResult.model_validate({
-        "workload": {"model": "resnet50"},
-        "workload_id": "resnet50-224px-1000c",
-        "instance_type": instance_type,
-        "instance_type_source": "given",
-        "hardware": {"cpu_model": "test", "gpus": [{"name": "NVIDIA A10G", "memory_gib": 22.0}]},
-        "software": {"python": "3.12.3", "torch": "2.9.0"},
-        "config": {"accelerator": "gpu", "batch_size": 128, "precision": "bf16-mixed"},
-        "samples_per_sec": samples_per_sec,
-        "samples_per_sec_ci": [samples_per_sec * 0.98, samples_per_sec * 1.02],
-        "step_time": {"n_steps": 50, "mean_s": 1.0, "median_s": 1.0, "stdev_s": 0.01, "p10_s": 0.99,
-                      "p90_s": 1.01, "warmup_steps": 5, "warmup_seconds": 4.0},
-        "started_at": datetime(2026, 11, 21, 7, 0, tzinfo=timezone.utc),
-    })
+A10G = {"accelerator": "gpu", "gpus": ("NVIDIA A10G",)}  # a GPU probe's result as an instance uploads it
 
 
 @pytest.fixture
@@ -72,7 +57,7 @@ def put_run(s3, types: list[str]) -> None:
 
 def test_valid_truncated_wrong_schema_and_duplicate(bucket, run_pull, tmp_path):
     store_path = tmp_path / "results.sqlite"
-    good = make_result("g5.xlarge")
+    good = probe_result("g5.xlarge", 123.4, **A10G)
     types = ["g5.xlarge", "g6.xlarge", "g6e.xlarge", "g5.2xlarge", "c7i.8xlarge", "p5.48xlarge"]
     put_run(bucket, types)
     put(bucket, "g5.xlarge/result.json", good.model_dump_json())
@@ -117,7 +102,7 @@ def test_valid_truncated_wrong_schema_and_duplicate(bucket, run_pull, tmp_path):
 def test_table_output_and_local_manifest_launch_errors(bucket, run_pull, tmp_path):
     store_path = tmp_path / "results.sqlite"
     put_run(bucket, ["g5.xlarge", "g6.xlarge"])
-    put(bucket, "g5.xlarge/result.json", make_result("g5.xlarge", 250.0).model_dump_json())
+    put(bucket, "g5.xlarge/result.json", probe_result("g5.xlarge", 250.0, **A10G).model_dump_json())
     # the local manifest knows g6.xlarge never started
     m = manifests.RunManifest.model_validate_json(bucket.get_object(Bucket=BUCKET, Key=f"probes/{RUN}/run.json")["Body"].read())
     m.entries[0].state, m.entries[0].instance_id = "launched", "i-0123"
@@ -146,7 +131,7 @@ def test_bad_url_is_one_line(run_pull, tmp_path):
 
 def test_run_prefix_url_pulls_that_run(bucket, run_pull, tmp_path):
     put_run(bucket, ["g5.xlarge"])
-    put(bucket, "g5.xlarge/result.json", make_result("g5.xlarge").model_dump_json())
+    put(bucket, "g5.xlarge/result.json", probe_result("g5.xlarge", 123.4, **A10G).model_dump_json())
     code, out, err = run_pull(f"s3://{BUCKET}/probes/{RUN}", "--store", str(tmp_path / "r.sqlite"), "--format", "json")
     assert code == 0, err
     assert [(r["run_id"], r["status"]) for r in json.loads(out)] == [(RUN, "imported")]

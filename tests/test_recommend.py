@@ -10,7 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from recommend_catalogs import probe_result, write_catalog
+from factories import probe_result
+from recommend_catalogs import write_catalog
 
 from advisor.store import ResultStore
 

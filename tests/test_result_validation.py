@@ -15,16 +15,16 @@ import uuid
 from pathlib import Path
 
 import pytest
+from factories import probe_result
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from json_paths import leaves
 from recommend_catalogs import write_catalog
-from test_probe_factories import make_result
 
 from advisor.store import ResultStore
 from lightning_module.contract.result import ResultError, parse_result
 
-BASE = json.loads(make_result(0).model_dump_json())
+BASE = json.loads(probe_result(n=0).model_dump_json())
 _DIR = Path(tempfile.mkdtemp(prefix="result-validation-"))
 CATALOG = write_catalog(_DIR / "cat.json")
 
@@ -70,7 +70,7 @@ def refused(doc: dict, match: str | None = None) -> str:
     (("result_id",), "a\x1b[2Jb"), (("result_id",), " lead"),
     (("finished_at",), "2999-01-01T00:00:00Z"), (("finished_at",), "9999-12-31T23:59:59-23:59"),
     (("started_at",), "0001-01-01T00:00:00+01:00"), (("finished_at",), "1970-01-01T00:00:00Z"),
-    (("started_at",), "2026-01-01T00:05:00Z"),  # after finished_at
+    (("started_at",), "2026-11-01T00:05:00Z"),  # after finished_at (factories.T0 + 30 s)
     (("instance_type",), "g5.xlarge; rm -rf /"), (("hardware", "cpu_model"), "Xeon\x1b]0;pwned\x07"),
     (("workload", "image_size"), 0), (("workload", "batch_size"), 10**12),
 ])
@@ -88,7 +88,7 @@ def test_json_nan_and_infinity_tokens_are_refused_with_the_field():
 
 
 def test_a_workload_id_that_does_not_match_its_workload_is_refused():
-    mlp = json.loads(make_result(0, model="mlp").model_dump_json())
+    mlp = json.loads(probe_result(n=0, model="mlp").model_dump_json())
     msg = refused({**mlp, "workload_id": "resnet50-224px-1000c"}, "does not match")
     assert "mlp-224px-1000c" in msg  # says what the workload really is
     refused({**BASE, "workload_id": "resnet50-32px-1000c"}, "does not match")
@@ -190,8 +190,8 @@ def _poison_row(store: Path, rid: str, text) -> None:
 def test_a_bad_row_is_skipped_named_and_deleted(cli, tmp_path, bad_json):
     db = tmp_path / "r.db"
     with ResultStore(db) as s:
-        s.add(make_result(1))
-        s.add(make_result(2))
+        s.add(probe_result(n=1))
+        s.add(probe_result(n=2))
     _poison_row(db, "badrow0001", bad_json)
     code, out, err = cli("results", "list", "--store", str(db), "--format", "json")
     assert code == 0 and len(json.loads(out)) == 2
@@ -224,7 +224,7 @@ def test_delete_is_all_or_nothing_and_by_unique_prefix(cli, tmp_path):
     db = tmp_path / "r.db"
     with ResultStore(db) as s:
         for i, rid in enumerate(("aa01", "aa02", "bb01")):
-            s.add(make_result(i, result_id=rid))
+            s.add(probe_result(n=i, result_id=rid))
     code, _, err = cli("results", "delete", "bb", "zz", "--store", str(db))
     assert code == 2 and "no result with id 'zz'" in err
     code, _, err = cli("results", "delete", "aa", "--store", str(db))
@@ -240,7 +240,7 @@ def test_delete_is_all_or_nothing_and_by_unique_prefix(cli, tmp_path):
 
 
 def test_show_handles_a_rung_that_measured_nothing(cli, tmp_path):
-    r = make_result(0)
+    r = probe_result(n=0)
     failed = r.ladder[1].model_copy(update={"status": "failed", "samples_per_sec": 0.0, "ci_low": 0.0, "ci_high": 0.0,
                                             "error": "RuntimeError: boom"})
     zero_base = r.ladder[0].model_copy(update={"status": "failed", "samples_per_sec": 0.0})

@@ -6,7 +6,7 @@ import csv
 import io
 import json
 
-from test_probe_factories import make_result
+from factories import probe_result
 
 from advisor.store import ResultStore
 
@@ -14,7 +14,7 @@ from advisor.store import ResultStore
 def _store(tmp_path, n=2):
     db = tmp_path / "r.db"
     with ResultStore(db) as s:
-        rs = [make_result(i) for i in range(n)]
+        rs = [probe_result(n=i) for i in range(n)]
         for r in rs:
             s.add(r)
     return str(db), rs
@@ -57,7 +57,7 @@ def test_show_by_prefix_prints_ladder_and_json(cli, tmp_path):
 def test_import_is_idempotent_and_reports_bad_files_but_keeps_good_ones(cli, tmp_path):
     db = str(tmp_path / "r.db")
     good = tmp_path / "good.json"
-    good.write_text(make_result(7).model_dump_json())
+    good.write_text(probe_result(n=7).model_dump_json())
     bad = tmp_path / "bad.json"
     bad.write_text('{"workload_id": "x", "samples_per_sec": -1}')
     code, _, err = cli("results", "import", str(good), str(bad), str(tmp_path / "missing.json"), "--store", db)

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_probe_factories import make_result
+from factories import T0, probe_result
 
 from advisor.errors import AdvisorError
 from advisor.store import ResultStore
@@ -17,7 +17,7 @@ TESTS = Path(__file__).parent
 
 def test_add_get_and_duplicates(tmp_path):
     with ResultStore(tmp_path / "r.db") as s:
-        r = make_result(1)
+        r = probe_result(n=1)
         assert s.add(r) is True
         assert s.add(r) is False  # same result_id: stored once
         assert s.count() == 1
@@ -27,8 +27,8 @@ def test_add_get_and_duplicates(tmp_path):
 def test_filters_and_newest_first(tmp_path):
     with ResultStore(tmp_path / "r.db") as s:
         for i in range(3):
-            s.add(make_result(i, instance_type="c7i.2xlarge"))
-        s.add(make_result(5, instance_type="g5.xlarge", model="resnet18"))
+            s.add(probe_result(n=i, instance_type="c7i.2xlarge"))
+        s.add(probe_result(n=5, instance_type="g5.xlarge", model="resnet18"))
         got = s.results()
         assert [r.finished_at for r in got] == sorted((r.finished_at for r in got), reverse=True)
         assert len(s.results(instance_type="c7i.2xlarge")) == 3
@@ -37,8 +37,8 @@ def test_filters_and_newest_first(tmp_path):
 
 def test_unknown_and_ambiguous_ids_are_user_errors(tmp_path):
     with ResultStore(tmp_path / "r.db") as s:
-        s.add(make_result(0, result_id="ab" + "0" * 30))
-        s.add(make_result(1, result_id="ab" + "1" * 30))
+        s.add(probe_result(n=0, result_id="ab" + "0" * 30))
+        s.add(probe_result(n=1, result_id="ab" + "1" * 30))
         with pytest.raises(AdvisorError, match="ambiguous"):
             s.get("ab")
         with pytest.raises(AdvisorError, match="no result"):
@@ -55,12 +55,12 @@ def test_a_file_that_is_not_sqlite_is_a_user_error(tmp_path):
 WRITER = """
 import sys
 sys.path.insert(0, {tests!r})
-from test_probe_factories import make_result
+from factories import T0, probe_result
 from advisor.store import ResultStore
 w = int(sys.argv[1])
 with ResultStore({db!r}) as s:
     for i in range(50):
-        assert s.add(make_result(w * 100 + i))
+        assert s.add(probe_result(n=w * 100 + i))
 """
 
 
@@ -80,13 +80,13 @@ def test_eight_processes_writing_fifty_results_each_lose_nothing(tmp_path):
 
 
 def test_newest_first_across_utc_offsets(tmp_path):
-    from datetime import datetime, timedelta, timezone
+    from datetime import timedelta, timezone
 
-    utc = make_result(0, result_id="a" * 32).model_copy(
-        update={"finished_at": datetime(2026, 1, 1, 10, 0, tzinfo=timezone.utc)})
+    utc = probe_result(n=0, result_id="a" * 32).model_copy(
+        update={"finished_at": T0.replace(hour=10)})
     # 11:30 at +02:00 is 09:30 UTC: older, though its text sorts later.
-    plus2 = make_result(1, result_id="b" * 32).model_copy(
-        update={"finished_at": datetime(2026, 1, 1, 11, 30, tzinfo=timezone(timedelta(hours=2)))})
+    plus2 = probe_result(n=1, result_id="b" * 32).model_copy(
+        update={"finished_at": T0.replace(hour=11, minute=30, tzinfo=timezone(timedelta(hours=2)))})
     with ResultStore(tmp_path / "r.db") as s:
         s.add(plus2)
         s.add(utc)
@@ -96,7 +96,7 @@ def test_newest_first_across_utc_offsets(tmp_path):
 
 def test_id_prefix_is_literal_not_a_pattern(tmp_path):
     with ResultStore(tmp_path / "r.db") as s:
-        s.add(make_result(0, result_id="ab" + "0" * 30))
+        s.add(probe_result(n=0, result_id="ab" + "0" * 30))
         for pattern in ("%", "_", "a_"):
             with pytest.raises(AdvisorError, match="no result"):
                 s.get(pattern)
@@ -107,4 +107,4 @@ def test_a_store_that_cannot_be_written_is_a_user_error(tmp_path):
     with ResultStore(tmp_path / "r.db") as s:
         s._db.execute("PRAGMA query_only = ON")  # stands in for a read-only file (root ignores chmod)
         with pytest.raises(AdvisorError, match="cannot write"):
-            s.add(make_result(0))
+            s.add(probe_result(n=0))

@@ -9,8 +9,8 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from factories import probe_result
 from recommend_catalogs import write_catalog
-from test_probe_factories import make_result
 from unprivileged import run_as_reader, shared_dir
 
 from advisor.store import ResultStore
@@ -48,7 +48,7 @@ def test_another_applications_sqlite_file_is_left_exactly_as_it_was(cli, tmp_pat
         assert code == 2 and "Traceback" not in err, (argv, err)
         assert "not a results store" in err or "not a probe result" in err, (argv, err)
     # a write command is refused too: no results table is added to someone else's database
-    (tmp_path / "r.json").write_text(make_result(0).model_dump_json())
+    (tmp_path / "r.json").write_text(probe_result(n=0).model_dump_json())
     code, _, err = cli("results", "import", str(tmp_path / "r.json"), "--store", str(other))
     assert code == 2 and "not a results store" in err
     assert digest(other) == before and listing(tmp_path) == sorted([*files, "r.json"])
@@ -95,7 +95,7 @@ def test_a_directory_as_store_is_one_line(cli, tmp_path):
 def test_reading_a_rollback_journal_store_changes_nothing(cli, tmp_path):
     db_path = tmp_path / "r.db"
     with ResultStore(db_path) as s:
-        s.add(make_result(0, result_id="ab" + "0" * 30))
+        s.add(probe_result(n=0, result_id="ab" + "0" * 30))
     with sqlite3.connect(db_path) as db:  # as an older version or another tool may have left it
         db.execute("PRAGMA journal_mode = DELETE")
     before, files = digest(db_path), listing(tmp_path)
@@ -111,7 +111,7 @@ def test_reading_a_rollback_journal_store_changes_nothing(cli, tmp_path):
 def test_reading_a_wal_store_does_not_change_its_file(cli, tmp_path):
     db_path = tmp_path / "r.db"
     with ResultStore(db_path) as s:
-        s.add(make_result(0, result_id="ab" + "0" * 30))
+        s.add(probe_result(n=0, result_id="ab" + "0" * 30))
     before = digest(db_path)
     for argv in reads(str(db_path), write_catalog(tmp_path / "cat.json")):
         code, _, err = cli(*argv)
@@ -126,7 +126,7 @@ def test_the_store_opened_read_only_cannot_write(tmp_path):
         from advisor.errors import AdvisorError
 
         with pytest.raises(AdvisorError, match="cannot write"):
-            s.add(make_result(0))
+            s.add(probe_result(n=0))
 
 
 # --- a store this user may only read: run as another user (root ignores file modes) ------------
@@ -143,8 +143,8 @@ def _readable_as_reader(shared_dir: Path, where: str) -> None:
     folder.chmod(0o755)
     db_path = folder / "results.sqlite"
     with ResultStore(db_path) as s:  # WAL mode, as the probe writes it
-        s.add(make_result(0, result_id="ab" + "0" * 30))
-        s.add(make_result(1, result_id="cd" + "0" * 30))
+        s.add(probe_result(n=0, result_id="ab" + "0" * 30))
+        s.add(probe_result(n=1, result_id="cd" + "0" * 30))
     catalog = write_catalog(shared_dir / "cat.json")
     (shared_dir / "cat.json").chmod(0o644)
     db_path.chmod(0o444)
@@ -161,7 +161,7 @@ def _readable_as_reader(shared_dir: Path, where: str) -> None:
     p = run_as_reader(["results", "export", "--store", str(db_path)], shared_dir)
     assert p.stdout.count('"result_id"') == 2
     # writing is refused in one line, and the store is unchanged
-    (shared_dir / "r.json").write_text(make_result(5).model_dump_json())
+    (shared_dir / "r.json").write_text(probe_result(n=5).model_dump_json())
     (shared_dir / "r.json").chmod(0o644)
     p = run_as_reader(["results", "import", str(shared_dir / "r.json"), "--store", str(db_path)], shared_dir)
     assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr

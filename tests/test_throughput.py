@@ -6,7 +6,8 @@ import math
 from datetime import timedelta
 
 import pytest
-from recommend_catalogs import NOW, instance, make_catalog, probe_result
+from factories import probe_result
+from recommend_catalogs import NOW, instance, make_catalog
 
 from advisor.estimate.host import default_rate_per_process, default_rate_per_vcpu
 from advisor.estimate.points import instance_device
