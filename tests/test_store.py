@@ -55,7 +55,7 @@ def test_a_file_that_is_not_sqlite_is_a_user_error(tmp_path):
 WRITER = """
 import sys
 sys.path.insert(0, {tests!r})
-from factories import T0, probe_result
+from factories import probe_result
 from advisor.store import ResultStore
 w = int(sys.argv[1])
 with ResultStore({db!r}) as s:
