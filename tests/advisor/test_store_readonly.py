@@ -15,7 +15,6 @@ from unprivileged import run_as_reader, shared_dir
 
 from advisor.store import ResultStore
 
-ROOT = Path(__file__).parents[1]
 RECOMMEND = ["recommend", "--budget", "500", "--deadline", "2d", "--samples", "1e8", "--format", "json",
              "--max-age", "100000"]
 

@@ -10,6 +10,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from checkout import ROOT
 from factories import probe_result
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -19,7 +20,7 @@ from lightning_module.contract.result import ResultError, parse_result, parse_re
 
 _DIR = Path(tempfile.mkdtemp(prefix="json-readers-"))
 GOOD_RESULT = json.loads(probe_result(n=0).model_dump_json())
-SNAPSHOT = json.loads((Path(__file__).parents[1] / "catalog" / "data" / "snapshot.json").read_text())
+SNAPSHOT = json.loads((ROOT / "catalog" / "data" / "snapshot.json").read_text())
 
 
 def deep(depth: int, open_: str = "[", close: str = "]") -> str:

@@ -7,9 +7,9 @@ import json
 import math
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from checkout import ROOT
 from factories import probe_result
 from recommend_catalogs import write_catalog
 
@@ -222,7 +222,7 @@ def test_recommend_imports_nothing_heavy(tmp_path, extra):
             s.add(probe_result("c7i.2xlarge", 60.0))
         extra = ["--store", str(db)]
     p = subprocess.run([sys.executable, "-c", NO_HEAVY, *extra], check=False, capture_output=True, text=True, timeout=60,
-                       cwd=Path(__file__).parent.parent)
+                       cwd=ROOT)
     assert p.returncode == 0, p.stderr
     assert p.stderr.strip().splitlines()[-1] == "[]"
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
 
 import boto3
 import pytest
 from aws_fakes import LocalServer
+from checkout import TESTS
 from moto import mock_aws
 from test_catalog_aws import _price_item, _stub_pricing
 
@@ -21,7 +21,7 @@ from advisor.paths import catalog_cache_path
 from catalog.aws import refresh, spot_advisor
 from catalog.io import CatalogError, load
 
-EXCERPT = (Path(__file__).parent / "data" / "spot-advisor-excerpt.json").read_bytes()
+EXCERPT = (TESTS / "data" / "spot-advisor-excerpt.json").read_bytes()
 
 
 class Server(LocalServer):

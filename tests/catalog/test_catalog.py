@@ -5,16 +5,16 @@ from __future__ import annotations
 import csv
 import json
 import re
-from pathlib import Path
 
 import pytest
+from checkout import ROOT, SHARED
 
 from advisor.paths import catalog_cache_path
 from catalog.aws.describe import generation_of, parse_network
 from catalog.io import SNAPSHOT_PATH, CatalogError, load, loads, save_atomic
 
 # The reference table lives in shared/ beside the checkout (CI clones with it there too).
-REFERENCE_CSV = Path(__file__).resolve().parents[2] / "shared" / "reference" / "aws-instances.csv"
+REFERENCE_CSV = SHARED / "reference" / "aws-instances.csv"
 
 
 @pytest.fixture(scope="module")
@@ -159,7 +159,7 @@ def test_catalog_imports_neither_advisor_nor_lightning_module():
     """catalog/ is the bottom layer: the advisor and the probe build on it, never the reverse."""
     import ast
 
-    for f in (Path(__file__).parent.parent / "catalog").rglob("*.py"):
+    for f in (ROOT / "catalog").rglob("*.py"):
         for node in ast.walk(ast.parse(f.read_text())):
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
                 [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []

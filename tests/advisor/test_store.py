@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from checkout import TESTS
 from factories import T0, probe_result
 
 from advisor.errors import AdvisorError
 from advisor.store import ResultStore
-
-TESTS = Path(__file__).parent
 
 
 def test_add_get_and_duplicates(tmp_path):

@@ -8,6 +8,7 @@ import io
 import json
 
 import pytest
+from checkout import ROOT
 
 from advisor.cli import main
 from advisor.estimate.references import REFERENCE_PATH, ReferenceError, load_references, loads
@@ -201,7 +202,6 @@ def test_list_own_file_and_bad_file(capsys, tmp_path):
 
 
 def test_estimates_page_states_the_row_count(refs):
-    from pathlib import Path
 
-    page = (Path(__file__).resolve().parents[1] / "docs" / "estimates.md").read_text()
+    page = (ROOT / "docs" / "estimates.md").read_text()
     assert f"{len(refs.measurements)} rows from" in page, "update docs/estimates.md 'Reference dataset' counts"

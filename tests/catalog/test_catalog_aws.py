@@ -7,11 +7,11 @@ import json
 import subprocess
 import sys
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 
 import boto3
 import pytest
 from botocore.stub import ANY, Stubber
+from checkout import SHARED
 from moto import mock_aws
 
 from advisor.paths import catalog_cache_path
@@ -255,7 +255,7 @@ def test_unknown_region_from_cli_keeps_cache(cli):
     assert catalog_cache_path().read_bytes() == before
 
 
-REAL_ADVISOR = Path(__file__).resolve().parents[2] / "shared" / "reference" / "spot-advisor-data-2025-06.json"
+REAL_ADVISOR = SHARED / "reference" / "spot-advisor-data-2025-06.json"
 
 
 @pytest.mark.skipif(not REAL_ADVISOR.exists(), reason="reference Spot Instance Advisor copy not on this machine")

@@ -9,10 +9,11 @@ import sys
 import time
 
 import pytest
+from checkout import ROOT as CHECKOUT
 
 from advisor.store import ResultStore
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = str(CHECKOUT)
 
 
 def start_probe(tmp_path):

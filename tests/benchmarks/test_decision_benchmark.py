@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import sys
 from dataclasses import asdict
-from pathlib import Path
 
 import pytest
+from checkout import ROOT
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import decision_quality as dq
 

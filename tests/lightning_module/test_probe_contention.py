@@ -9,6 +9,7 @@ import textwrap
 import time
 
 import pytest
+from checkout import ROOT
 
 from lightning_module.contract.contention import (
     ContentionMeter,
@@ -121,7 +122,7 @@ def test_a_busy_neighbour_on_the_same_core_is_detected():
     """A synthetic busy process: two CPU burners pinned to the core the measured loop runs on take
     about two thirds of it, and the loop's own reading says so."""
     cpu = min(os.sched_getaffinity(0))
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = str(ROOT)
     burners = [subprocess.Popen([sys.executable, "-c", BURNER % cpu]) for _ in range(2)]
     try:
         time.sleep(0.3)

@@ -1,0 +1,7 @@
+"""Where the checkout is, for tests in any folder below tests/ (they read its docs, data and code)."""
+
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]  # the repository
+TESTS = ROOT / "tests"
+SHARED = ROOT.parent / "shared"  # the project's shared folder beside the checkout, when there is one
