@@ -7,17 +7,19 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from catalog.models import Catalog
 
-from ..store import ResultStore
 from .jobspec import JobSpec
 from .obtainable import with_account_facts
 from .planner import Plan, build_plan, workload_spec
 from .probeplan.commands import probe_commands
 from .report import json_text
 from .rows import CandidateRow, Rows, build
+
+if TYPE_CHECKING:  # the store's module is imported only when a store is read (sqlite3 is not free)
+    from ..store import ResultStore
 
 # --obtainable-only ranks this many times `top` candidates before dropping those not obtainable
 OBTAINABLE_POOL = 5
@@ -70,7 +72,12 @@ def advise(job: JobSpec, *, catalog: Catalog | None = None, store: ResultStore |
 
     measurements = []
     if store is not None:
-        opened = store if isinstance(store, ResultStore) else ResultStore(Path(store), readonly=True)
+        if isinstance(store, (str, Path)):
+            from ..store import ResultStore
+
+            opened = ResultStore(Path(store), readonly=True)
+        else:
+            opened = store
         try:
             measurements = opened.results(workload_id=spec.workload_id)
             said(opened.invalid_warnings())
