@@ -125,13 +125,8 @@ def cmd_info(args) -> int:
     if args.format == "json":
         emit([info], "json")
         return 0
-    if args.format == "table":
-        import textwrap
-
-        # Bounded before wrapping: textwrap is quadratic in the text's length (58 s at 16 MB).
-        info["provenance"] = textwrap.fill(safe_text(cat.provenance, PROVENANCE_SHOWN), width=100)
-    elif args.format != "json":
-        info["provenance"] = safe_text(cat.provenance, PROVENANCE_SHOWN)
+    # Bounded before the table wraps it: textwrap is quadratic in the text's length (58 s at 16 MB).
+    info["provenance"] = safe_text(cat.provenance, PROVENANCE_SHOWN)
     emit([{"field": k, "value": v} for k, v in info.items()], args.format, columns=("field", "value"))
     return 0
 

@@ -166,7 +166,7 @@ def handle_launch(args) -> int:
     # A real launch prints the plan as part of the confirmation, on stderr, so stdout carries
     # one document: what was launched.
     emit([p.row() for p in plan], args.format, PLAN_COLUMNS, stream=None if args.dry_run else sys.stderr,
-         wrap={"check": 60})
+         notes="check")
     ok = [p for p in plan if p.check_error is None]
     for p in plan:
         if p.check_error:

@@ -333,11 +333,11 @@ def handle(args) -> int:
         print(stop.message(e.signum), file=sys.stderr)
         return 128 + e.signum
 
-    emit(ladder_rows(result.ladder), args.format, LADDER_COLUMNS)
+    emit(ladder_rows(result.ladder), args.format, LADDER_COLUMNS, notes="note")
     if args.format in ("table", "markdown"):
         print()
         for line in summary_lines(result, saved, out_path):
-            print(line)
+            say(line)
     return 0
 
 

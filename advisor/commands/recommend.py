@@ -6,7 +6,7 @@ The fast, offline path: no torch, lightning, torchvision, boto3 (and matplotlib 
 from __future__ import annotations
 
 from .. import options as opt
-from ..output import FORMATS, warn
+from ..output import add_format_option, warn
 from ..recommend.jobspec import JobSpec, parse_budget, parse_deadline, work_samples
 from .common import (
     add_catalog_options,
@@ -75,7 +75,7 @@ def register(sub) -> None:
     p.add_argument("--obtainable-only", action="store_true",
                    help="only candidates the account can get (obtainable yes); implies --check-account")
     p.add_argument("--plot", metavar="FILE", help="write a cost-vs-time plot to FILE.png, .svg or .pdf (needs matplotlib)")
-    p.add_argument("--format", choices=FORMATS, default="table", help="output format")
+    add_format_option(p)
     p.add_argument("--references", type=opt.path, default="builtin", metavar="builtin|none|FILE",
                    help="published figures estimates are fitted on: builtin (the shipped dataset, default), none "
                         "(estimate from your probes alone; the calibration still applies) or a file in the same "

@@ -25,6 +25,8 @@ from .probe import (
 IMPORT_MAX_BYTES = 256 * 2**20  # an export of ~50,000 results; a probe result is a few KiB
 LIST_COLUMNS = ("id", "workload", "instance_type", "accelerator", "precision", "batch", "samples/s",
                 "ci", "x baseline", "finished")
+# The people's table: accelerator, precision and batch in one column that wraps, so it fits 100 columns.
+TABLE_COLUMNS = ("id", "workload", "instance_type", "config", "samples/s", "ci", "x baseline", "finished")
 EXPORT_COLUMNS = (
     "result_id", "workload_id", "instance_type", "instance_type_source", "accelerator", "devices",
     "precision", "channels_last", "compile", "batch_size", "num_workers", "samples_per_sec", "ci_low",
@@ -133,7 +135,9 @@ def handle_list(args) -> int:
         print(f"no valid results ({invalid} invalid skipped)" if invalid else
               "no results stored yet: run 'advisor probe' or 'advisor results import FILE'", file=sys.stderr)
         return 0
-    emit(rows, args.format, LIST_COLUMNS)
+    if args.format in ("table", "markdown"):
+        rows = [r | {"config": f"{r['accelerator']}, {r['precision']}, batch {r['batch']}"} for r in rows]
+    emit(rows, args.format, TABLE_COLUMNS if args.format in ("table", "markdown") else LIST_COLUMNS)
     return 0
 
 
@@ -178,7 +182,7 @@ def handle_show(args) -> int:
     emit([{"field": k, "value": v} for k, v in fields if v], args.format, ("field", "value"))
     if args.format in ("table", "markdown"):
         print()
-    emit(ladder_rows(r.ladder), args.format, LADDER_COLUMNS)
+    emit(ladder_rows(r.ladder), args.format, LADDER_COLUMNS, notes="note")
     return 0
 
 
