@@ -163,7 +163,7 @@ def fit_table(headers: list[str], table: list[list[str]], room: int | None, note
                         row[notes_at] = f"[{marks}]"
                 natural[notes_at] = least[notes_at] = max(len(headers[notes_at]), len(f"[{marks}]"))
         if _total(widths) > room:  # narrowed; breaking a header's word, then long words, only when nothing else fits
-            tiers = (least, narrowest(WORD_LEAST, WORD_BROKEN), narrowest(WORD_BROKEN, WORD_BROKEN))
+            tiers = [least] + [narrowest(cap, WORD_BROKEN) for cap in range(WORD_LEAST, WORD_BROKEN - 1, -1)]
             widths = next((w for w in (_narrowed(natural, t, room) for t in tiers) if w), tiers[-1])
     lines = _block(headers, widths, wrap_header)
     lines.append(GAP.join("-" * w for w in widths))

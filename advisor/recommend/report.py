@@ -70,12 +70,17 @@ def notes(r: CandidateRow) -> list[str]:
         out.append("same in " + ", ".join(r.also_regions))
     if r.setup_hours and r.setup_hours >= r.hours - r.setup_hours:
         out.append(f"setup is {r.setup_hours / r.hours:.0%} of the time")
+    if short_run(r):
+        out.append(SHORT_RUN_NOTE)
     return out
 
 
-def short_run(job: JobSpec, r: CandidateRow) -> bool:
-    """Setup is not counted and the run is so short that it would likely dominate."""
-    return not job.setup_minutes and r.hours < SHORT_RUN_HOURS
+SHORT_RUN_NOTE = "start-up not counted (--setup-minutes)"
+
+
+def short_run(r: CandidateRow) -> bool:
+    """Setup is not counted (no --setup-minutes) and the run is so short that it would likely dominate."""
+    return not r.setup_hours and r.hours < SHORT_RUN_HOURS
 
 
 def reason(r: CandidateRow, job: JobSpec) -> str | None:
@@ -134,15 +139,18 @@ def probe_lines(s: ProbeSummary, probes: list[ProbeRow]) -> list[str]:
     out = []
     if probes:
         n = len(probes)
-        first = f"After {'this probe' if n == 1 else f'these {n} probes'} (${s.usd:,.2f}, ~{s.hours * 60:.0f} min, in parallel)"
+        first = (f"After {'this probe' if n == 1 else f'these {n} probes'} (${s.usd:,.2f}, ~{s.hours * 60:.0f} min"
+                 f"{'' if n == 1 else ', in parallel'})")
+        a = s.after
         if not s.has_pick:
-            out.append(f"{first} something fits in {1 - s.after.p_miss:.0%} of outcomes (nothing does by the "
-                       f"estimates now); the pick is then within {s.within:.0%} of the true best in "
-                       f"{s.after.p_within:.0%}.")
+            out.append(f"{first} the pick fits the budget and the deadline in {a.p_fit:.0%} of outcomes (something "
+                       f"fits in {a.p_any:.0%}; nothing does by the estimates now); where something fits, the pick "
+                       f"is within {s.within:.0%} of the true best in {a.p_within:.0%} of them.")
         else:
-            out.append(f"{first} the best option is known {_known(s.after)} in 90% of outcomes ({_known(s.now, True)}): "
-                       f"the pick within {s.within:.0%} of the true best in {s.after.p_within:.0%} of outcomes "
-                       f"(now {s.now.p_within:.0%}).")
+            over = "" if a.p_any >= 0.995 else f" (of the {a.p_any:.0%} of outcomes where something fits in truth)"
+            out.append(f"{first} the best option is known {_known(a)} in 90% of outcomes{over} "
+                       f"({_known(s.now, True)}): the pick within {s.within:.0%} of the true best in "
+                       f"{a.p_within:.0%} of them (now {s.now.p_within:.0%}).")
     elif s.now is not None and s.has_pick:
         out.append(f"None: {s.why_empty}. The best option is known {_known(s.now)} in 90% of outcomes: "
                    f"the pick within {s.within:.0%} of the true best in {s.now.p_within:.0%} of outcomes.")
@@ -231,20 +239,20 @@ def write(plan: Plan, rows: Rows, fmt: str, *, probe_commands: list[str], show_e
     if plan.front_size is not None and plan.front_size > len(plan.ranked):
         say(f"The Pareto frontier has {plan.front_size} candidates (regions with equal offers merged); "
             f"showing {len(plan.ranked)}, cheapest first: raise --top to see more.", stream)
-    if not feasible:
+    if rs and not feasible:  # (a filter that leaves a family or region unpriced is a warning: plan.no_offer)
         say("Nothing meets both the budget and the deadline. Closest candidates, with the budget or "
             "deadline that would make each feasible:", stream)
     print(file=stream)
     if rs:
         disp = [_display(r, plan.job) | ({} if feasible else {"needs": _needs(r)}) for r in rs]
         emit(disp, fmt, list(TABLE_COLUMNS) + ([] if feasible else ["needs"]), stream=stream, notes="note")
-        if short_run(plan.job, rs[0]):
+        if any(short_run(r) for r in rs):
             print(file=stream)
-            say(f"The first option runs {duration(rs[0].hours)}. Booting, installing and staging data are not "
-                "counted; at this length they can be much of the time and cost: "
+            say(f"The rows noted '{SHORT_RUN_NOTE}' run under an hour: booting, installing and staging data "
+                "are not counted, and at this length they can be much of the time and cost; "
                 "--setup-minutes M bills them on every instance.", stream)
     else:
-        print("(no candidates: every instance type was excluded or has no price; see --show-excluded)", file=stream)
+        say("No candidates: every instance type the filters leave was excluded or has no price.", stream)
     pr = rows.probes
     if rows.candidates:
         print(file=stream)
