@@ -67,7 +67,7 @@ def register(sub) -> None:
 
 
 def _request(args):
-    from ..ec2.aws import default_region, parse_s3_url
+    from ..ec2.aws import parse_s3_url
     from ..ec2.plan import LaunchRequest
 
     if not args.instance_type:
@@ -82,7 +82,7 @@ def _request(args):
     return LaunchRequest(
         instance_types=args.instance_type,
         s3=parse_s3_url(args.s3),
-        region=default_region(args.region),
+        region=args.region or "",  # resolved from the AWS configuration after the local checks
         market=args.market,
         workload=args.workload,
         probe_args=probe_args,
@@ -155,8 +155,11 @@ def handle_launch(args) -> int:
     from ..ec2.manifest import manifest_path
     from ..ec2.plan import plan_launch, validate_request
 
+    from ..ec2.aws import default_region
+
     req = _request(args)
-    validate_request(req)  # before any AWS call: --max-instances refusal costs nothing
+    validate_request(req)  # before any AWS call or configuration: a --max-instances refusal costs nothing
+    req.region = default_region(args.region)  # the first thing that reads the AWS configuration
     catalog = _catalog_or_none(args)
     plan = plan_launch(req, catalog)
     if len(plan) == 1 and plan[0].check_error and not args.dry_run:  # one type, refused: one line

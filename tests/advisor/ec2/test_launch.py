@@ -284,6 +284,26 @@ def test_max_instances_refusal_before_any_aws_call(cli, monkeypatch):
     assert line.startswith("advisor: error: 3 instance types would start 3 instances, more than --max-instances 2")
 
 
+@pytest.mark.parametrize("extra,message", [
+    (("--instance-type", "g5.xlarge,g6.xlarge,g5g.xlarge,c7i.8xlarge,p5.48xlarge", "--max-instances", "4"),
+     "5 instance types would start 5 instances, more than --max-instances 4"),
+    (("--instance-type", "g5.xlarge", "--max-minutes", "2"), "--max-minutes 2 is out of range"),
+    (("--instance-type", "G5 xlarge"), "'g5 xlarge' is not an instance type name"),
+])
+def test_local_checks_come_before_the_aws_region(cli, monkeypatch, tmp_path, extra, message):
+    """The README's example with no AWS configuration at all gives the error it shows, not 'no AWS region'."""
+    for k in ("AWS_DEFAULT_REGION", "AWS_REGION"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setattr(ec2_aws, "client", lambda *a, **k: pytest.fail("no AWS call expected"))
+    code, _out, err = cli("launch", "--s3", "s3://my-probe-bucket/probes", *extra)
+    assert code == 2
+    (line,) = errors(err)
+    assert message in line, line
+    code, _out, err = cli("launch", "--s3", "s3://my-probe-bucket/probes", "--instance-type", "g5.xlarge")
+    assert code == 2 and "no AWS region: pass --region or set AWS_DEFAULT_REGION" in err  # then the region
+
+
 def test_no_confirmation_without_a_terminal(aws, run_calls, cli, monkeypatch):
     monkeypatch.setattr("sys.stdin", io.StringIO("y\n"))  # not a tty
     code, _out, err = cli(*base_args(aws, "g5.xlarge"))
