@@ -28,7 +28,12 @@ def register(sub) -> None:
     csub = p.add_subparsers(dest="catalog_command", required=True, metavar="SUBCOMMAND",
                             parser_class=type(p))
 
-    show = csub.add_parser("show", help="list instance types with their offers")
+    show = csub.add_parser(
+        "show", help="list instance types with their offers",
+        description="One row per offer (instance type, region, market) of the catalog in use, with its price, "
+                    "vCPUs, memory, accelerators, network and spot interruption rate; the same filters as "
+                    "recommend.",
+        epilog="Example: advisor catalog show --family g5,g6 --region us-east-1 --market spot")
     add_list_option(show, "--region", metavar="R", help="only these regions")
     add_type_filter_options(show)
     show.add_argument("--market", choices=("on-demand", "spot"), help="only this market")
@@ -36,12 +41,21 @@ def register(sub) -> None:
     add_format_option(show)
     show.set_defaults(func=cmd_show)
 
-    info = csub.add_parser("info", help="where the catalog in use comes from, its age and size")
+    info = csub.add_parser(
+        "info", help="where the catalog in use comes from, its age and size",
+        description="The catalog file in use (the refreshed cache, else the shipped snapshot, or --catalog), "
+                    "where its figures come from, when it was fetched and how many types, regions and offers it has.",
+        epilog="Example: advisor catalog info --format json")
     add_catalog_options(info)
     add_format_option(info)
     info.set_defaults(func=cmd_info)
 
-    ref = csub.add_parser("refresh", help="rebuild the catalog cache from the AWS APIs (needs credentials)")
+    ref = csub.add_parser(
+        "refresh", help="rebuild the catalog cache from the AWS APIs (needs credentials)",
+        description="Fetch instance types (DescribeInstanceTypes), on-demand prices (the Pricing API), spot "
+                    "prices and the Spot Instance Advisor's interruption rates for the regions asked for, and "
+                    "replace the catalog cache with them; a failure leaves the cache as it was.",
+        epilog="Example: advisor catalog refresh --region us-east-1,eu-west-1 --family g5,g6")
     add_list_option(ref, "--region", metavar="R", aliases=("--regions",),
                     help=f"regions to fetch (default {', '.join(DEFAULT_REGIONS)}); "
                          "'all': every region the account has enabled")

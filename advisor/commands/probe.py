@@ -42,6 +42,8 @@ def register(sub) -> None:
         "confirm the winner against the baseline in alternation and record it in the results store. "
         "Exit status: 0 done, 1 the baseline could not be measured, 2 bad input, 130 stopped by SIGINT "
         "(Ctrl-C), 143 stopped by SIGTERM; a stopped probe stores nothing.",
+        epilog="Example: advisor probe --workload resnet18 --image-size 32 --num-classes 10 --max-seconds 3 "
+               "--output /tmp/resnet18.json",
     )
     w = p.add_argument_group("workload")
     w.add_argument("--workload", type=opt.text, default=_WORKLOAD.model, metavar="NAME",

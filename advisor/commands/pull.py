@@ -21,6 +21,7 @@ def register(results_sub) -> None:
             "validate it and import it into the results store; report the ones that are missing, "
             "failed (with the tail of their log) or corrupt. Pulling twice imports nothing new."
         ),
+        epilog="Example: advisor results pull s3://my-bucket/probes --run 20261124-141000-123456",
     )
     p.add_argument("s3", metavar="S3_URL", help="the s3://bucket/prefix given to 'advisor launch --s3'")
     p.add_argument("--run", type=opt.text, metavar="RUN_ID", help="only this run (default: every run under the prefix)")

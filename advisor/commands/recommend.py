@@ -30,6 +30,7 @@ def register(sub) -> None:
         description="Rank (instance type, count, region, market) for a training job: cheapest that meets the "
                     "deadline, fastest within the budget, or the Pareto set. Throughput comes from your probes "
                     "(measured), published figures (reference), or an estimate with a band (estimated).",
+        epilog="Example: advisor recommend --budget 500 --deadline 2d --samples 1e8 --market any",
     )
     p.add_argument("--budget", required=True, metavar="USD", help="most you will spend, in USD")
     p.add_argument("--deadline", required=True, metavar="WHEN",

@@ -17,7 +17,11 @@ def register(sub) -> None:
     rsub = p.add_subparsers(dest="references_command", required=True, metavar="ACTION",
                             parser_class=type(p))
 
-    lp = rsub.add_parser("list", help="print the reference dataset (or a team's own file in its schema)")
+    lp = rsub.add_parser(
+        "list", help="print the reference dataset (or a team's own file in its schema)",
+        description="The published training throughputs the estimates are fitted on, each with its device, "
+                    "model, precision, batch and source; json and csv carry every field.",
+        epilog="Example: advisor references list --accelerator A100,H100 --model resnet50")
     add_list_option(lp, "--accelerator", metavar="D", aliases=("--device",), normalise=str.strip,
                     help="only rows on these devices (e.g. A100,H100,cpu; case-insensitive)")
     add_list_option(lp, "--model", metavar="M", normalise=str.strip, help="only these models (e.g. resnet50,bert-large)")
@@ -30,7 +34,8 @@ def register(sub) -> None:
         description="Hold out each device model in turn, fit the estimator on the rest, and predict the held-out "
                     "rows: prediction, published figure, error and whether the calibrated band covered it; then "
                     "the median |error| and the coverage. The probe case predicts a device from one row of "
-                    "another device in the same benchmark suite.")
+                    "another device in the same benchmark suite.",
+        epilog="Example: advisor references check --rows")
     cp.add_argument("--rows", action="store_true", help="one line per held-out row instead of per device")
     cp.add_argument("--probe", action="store_true", help="the single-probe case instead of the model alone")
     add_references_option(cp)

@@ -39,13 +39,21 @@ def register(sub) -> None:
     p = sub.add_parser("results", help="list, show, import and export probe results")
     rsub = p.add_subparsers(dest="results_command", required=True, metavar="ACTION")
 
-    lp = rsub.add_parser("list", help="the stored results, newest first")
+    lp = rsub.add_parser(
+        "list", help="the stored results, newest first",
+        description="One row per stored probe result: its id, workload, instance type, configuration, "
+                    "samples/s with its confidence interval, the speed-up over the baseline and when it finished.",
+        epilog="Example: advisor results list --workload resnet50-224px-1000c --instance-type g5.xlarge")
     _add_filters(lp)
     add_store_option(lp)
     add_format_option(lp)
     lp.set_defaults(func=handle_list)
 
-    sp = rsub.add_parser("show", help="one result in full, with its optimisation ladder")
+    sp = rsub.add_parser(
+        "show", help="one result in full, with its optimisation ladder",
+        description="Every field of one result (configuration, step times, FLOP/s and utilisation, memory, "
+                    "reliability, hardware, software) and each rung of its ladder with its figure or failure.",
+        epilog="Example: advisor results show f50d5e93")
     sp.add_argument("result_id", type=opt.text, metavar="ID", help="a result id or a unique prefix of one")
     add_store_option(sp)
     add_format_option(sp)
@@ -56,12 +64,17 @@ def register(sub) -> None:
         "already stored ones are skipped",
         description="Validate each file and store the good ones; a bad file is reported on one line "
         "and makes the exit status 2, but does not stop the others from being imported.",
+        epilog="Example: advisor results import docs/examples/mlp-cpu.json",
     )
     ip.add_argument("files", type=opt.path, nargs="+", metavar="FILE")
     add_store_option(ip)
     ip.set_defaults(func=handle_import)
 
-    ep = rsub.add_parser("export", help="every stored result (json: full records; csv and others: one row each)")
+    ep = rsub.add_parser(
+        "export", help="every stored result (json: full records; csv and others: one row each)",
+        description="The stored results the filters keep, newest first: json is the full ProbeResult records "
+                    "(what 'results import' reads back), csv and the tables one row each.",
+        epilog="Example: advisor results export --format csv > /tmp/results.csv")
     _add_filters(ep)
     add_format_option(ep, default="json")
     add_store_option(ep)
@@ -71,6 +84,7 @@ def register(sub) -> None:
         "delete", help="remove results from the store (e.g. a row that no longer validates)",
         description="Remove the results with these ids (or unique prefixes of them). All or none: "
         "an unknown or ambiguous id removes nothing.",
+        epilog="Example: advisor results delete f50d5e93",
     )
     dp.add_argument("result_ids", type=opt.text, nargs="+", metavar="ID")
     add_store_option(dp)
