@@ -268,7 +268,7 @@ def wrap_text(text: str, width: int, sep: str = "; ") -> str:
         else:
             if lines:
                 lines[-1] += sep.rstrip()
-            lines += textwrap.wrap(part, max(room, 1)) or [""]
+            lines += textwrap.wrap(part, max(room, 1), break_on_hyphens=False) or [""]  # a path stays whole
     return "\n".join(lines)
 
 

@@ -21,6 +21,8 @@ from .common import (
 PROVENANCE_SHOWN = 1800  # characters of the provenance a table shows (wrapped, it fits a cell); json has it whole
 SHOW_COLUMNS = ("instance_type", "region", "market", "usd_per_hour", "vcpus", "memory_gib", "accelerator",
                 "network_gbps", "efa", "interruption")
+# The table people read: EFA said in the network cell ("400, EFA"), so the table fits 100 columns.
+TABLE_COLUMNS = tuple(c for c in SHOW_COLUMNS if c != "efa")
 
 
 def register(sub) -> None:
@@ -102,8 +104,7 @@ def cmd_show(args) -> int:
                 "accelerator_model": it.accelerator_model,
                 "accelerator_count": it.accelerator_count,
                 "accelerator_memory_gib": it.accelerator_memory_gib,
-                "network_gbps": (f"up to {it.network_gbps:g}" if it.network_up_to and it.network_gbps else it.network_gbps)
-                if args.format in ("table", "markdown") else it.network_gbps,
+                "network_gbps": _network_cell(it) if args.format in ("table", "markdown") else it.network_gbps,
                 "network_up_to": it.network_up_to,
                 "efa": it.efa,
             })
@@ -112,8 +113,14 @@ def cmd_show(args) -> int:
     if not rows and args.format in ("table", "markdown"):
         warn("no offer in this catalog matches these filters")
         return 0
-    emit(rows, args.format, columns=None if args.format == "json" else SHOW_COLUMNS)
+    emit(rows, args.format, columns=None if args.format == "json" else SHOW_COLUMNS if args.format == "csv"
+         else TABLE_COLUMNS)
     return 0
+
+
+def _network_cell(it) -> str:
+    gbps = "" if not it.network_gbps else f"up to {it.network_gbps:g}" if it.network_up_to else f"{it.network_gbps:g}"
+    return ", ".join(p for p in (gbps, "EFA" if it.efa else "") if p)
 
 
 def cmd_info(args) -> int:

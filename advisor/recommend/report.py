@@ -266,6 +266,8 @@ def write(plan: Plan, rows: Rows, fmt: str, *, probe_commands: list[str], show_e
                    "saves then $": f"{p.saving_if_changed_usd:,.2f}",
                    "why": p.reason + (f"; covers {_covers(p)}" if p.covers else "")}
                   for p in pr], fmt, stream=stream, notes="why")
+        if pr:
+            print(file=stream)
         for line in probe_lines(rows.probe_summary, pr):
             say(line, stream)
         for cmd in probe_commands:
