@@ -17,6 +17,7 @@ from lightning_module.contract.result import BUILTIN_MODELS, WorkloadSpec
 from .. import options as opt
 from ..errors import AdvisorError
 from ..output import add_format_option, emit
+from ..output import say as say_out  # the local say() is the progress line on stderr
 from .common import add_list_option, add_store_option, open_store
 
 ACCELERATORS = ("auto", "cpu", "gpu", "mps", "tpu")
@@ -339,7 +340,7 @@ def handle(args) -> int:
     if args.format in ("table", "markdown"):
         print()
         for line in summary_lines(result, saved, out_path):
-            say(line)
+            say_out(line)
     return 0
 
 
