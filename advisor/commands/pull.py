@@ -39,6 +39,6 @@ def handle_pull(args) -> int:
     with open_store(args) as store:
         rows = pull(loc, store, run_id=args.run, region=args.region)
     # table/csv/markdown show PULL_COLUMNS only; json carries log_tail too
-    emit([asdict(r) for r in rows], args.format, PULL_COLUMNS)
+    emit([asdict(r) for r in rows], args.format, PULL_COLUMNS, notes="detail")
     print(f"advisor: {summary(rows)}", file=sys.stderr)
     return 1 if any(r.status in ("failed", "corrupt") for r in rows) else 0
