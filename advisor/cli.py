@@ -66,7 +66,7 @@ def user_errors() -> tuple[type[BaseException], ...]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .output import error
+    from .output import error, set_wide
 
     for stream in (sys.stdout, sys.stderr):
         # A path or id given as non-UTF-8 bytes must print as \xff, not stop the command.
@@ -74,6 +74,7 @@ def main(argv: list[str] | None = None) -> int:
             stream.reconfigure(errors="backslashreplace")
     parser = build_parser()
     args = parser.parse_args(argv)
+    set_wide(getattr(args, "wide", False))
     logging.basicConfig(level=logging.WARNING - 10 * min(args.verbose, 2), format="advisor: %(message)s")
     try:
         return int(args.func(args) or EXIT_OK)

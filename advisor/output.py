@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import re
 import sys
 import textwrap
@@ -42,6 +43,54 @@ def safe_text(value: Any, limit: int = LINE_LIMIT, newlines: bool = False) -> st
 
 def add_format_option(parser, default: str = "table") -> None:
     parser.add_argument("--format", choices=FORMATS, default=default, help="output format")
+    parser.add_argument("--wide", action="store_true",
+                        help="tables and text at their full width, nothing wrapped (default: fit the terminal, "
+                             f"$COLUMNS, or {DEFAULT_WIDTH} columns when printing to a file or pipe)")
+
+
+# How wide people-facing output may be. json and csv never change with it.
+DEFAULT_WIDTH = 100  # a file or pipe with no $COLUMNS: the common terminal
+LEAST_WIDTH = 40  # a $COLUMNS or terminal narrower than this is taken as this
+NOTES_LEAST = 24  # a notes column narrower than this moves under the table
+WORD_LEAST = 16  # a column is narrowed to its longest word, at most this (a longer word is broken)
+WORD_BROKEN = 8  # ... or, when the table cannot fit otherwise, at most this
+GAP = "  "  # between table columns
+_wide = False
+
+
+def set_wide(on: bool) -> None:
+    """`--wide`: tables and text at their natural width (the CLI sets it from the option)."""
+    global _wide
+    _wide = bool(on)
+
+
+def width(stream=None) -> int | None:
+    """The columns people-facing output may use on `stream` (default stdout): None with --wide;
+    else $COLUMNS when it is set (what the user asked for wins, as in Python's shutil), the
+    terminal's width when the stream is a terminal, else DEFAULT_WIDTH."""
+    if _wide:
+        return None
+    stream = stream or sys.stdout
+    cols = os.environ.get("COLUMNS", "").strip()
+    if cols.isdigit() and int(cols) > 0:
+        return max(int(cols), LEAST_WIDTH)
+    try:
+        if stream.isatty():
+            return max(os.get_terminal_size(stream.fileno()).columns, LEAST_WIDTH)
+    except (AttributeError, OSError, ValueError):  # a stream with no file behind it
+        pass
+    return DEFAULT_WIDTH
+
+
+def say(text: str, stream=None, indent: str = "") -> None:
+    """A paragraph of prose, wrapped to width(stream) (whole with --wide); `indent` before every line."""
+    stream = stream or sys.stdout
+    w = width(stream)
+    if w is None:
+        print(indent + text, file=stream)
+        return
+    print(textwrap.fill(text, w, initial_indent=indent, subsequent_indent=indent, break_long_words=False,
+                        break_on_hyphens=False), file=stream)
 
 
 def emit(
@@ -50,11 +99,13 @@ def emit(
     columns: Iterable[str] | None = None,
     stream=None,
     floatfmt: str = "g",
-    wrap: dict[str, int] | None = None,
+    notes: str | None = None,
 ) -> None:
     """Write rows in the chosen format. `columns` picks and orders the table/csv columns;
-    json always carries every key of every row. `wrap` gives columns a width in the plain table
-    (their text is whole in json, csv and markdown, whose cells cannot hold line breaks)."""
+    json always carries every key of every row. The plain table fits width(stream): the widest
+    columns wrap first (a `; `-separated note between its parts, other text between words); the
+    column named `notes`, when it would be narrower than NOTES_LEAST, becomes a marker ([1], [2],
+    ...) and its text is printed under the table. json, csv and markdown keep every cell whole."""
     stream = stream or sys.stdout
     if fmt == "json":
         json.dump(list(rows), stream, indent=2, default=str)
@@ -68,30 +119,156 @@ def emit(
         for r in rows:
             w.writerow({h: _csv_cell(r.get(c)) for h, c in zip(header, cols)})
         return
-    from tabulate import tabulate  # imported here: only people-facing formats need it
-
     table = [[_cell(r.get(c)) for c in cols] for r in rows]
-    widths = None
-    if fmt == "table" and wrap:
-        widths = [wrap.get(c) for c in cols]
-        table = [[wrap_text(v, w) if w else v for v, w in zip(row, widths)] for row in table]
-    tablefmt = "github" if fmt == "markdown" else "simple"
-    stream.write(tabulate(table, headers=[safe_text(c) for c in cols], tablefmt=tablefmt, floatfmt=floatfmt, disable_numparse=True,
-                          maxcolwidths=widths) + "\n")
+    headers = [safe_text(c) for c in cols]
+    if fmt == "markdown":
+        from tabulate import tabulate  # imported here: only markdown needs it
+
+        stream.write(tabulate(table, headers=headers, tablefmt="github", floatfmt=floatfmt,
+                              disable_numparse=True) + "\n")
+        return
+    stream.write(fit_table(headers, table, width(stream), cols.index(notes) if notes in cols else None))
+
+
+def fit_table(headers: list[str], table: list[list[str]], room: int | None, notes_at: int | None = None) -> str:
+    """A plain table (header, dashes, rows; two spaces between columns) within `room` columns
+    (None: every cell on its line). See emit for how it is made to fit."""
+    natural = [max(_longest_line(x) for x in [h, *(row[i] for row in table)]) for i, h in enumerate(headers)]
+    under: list[str] = []
+    widths = natural
+    if room is not None and _total(natural) > room:
+        def narrowest(cell_cap: int, header_cap: int) -> list[int]:  # words up to the caps stay whole
+            return [min(natural[i], max(min(_header_least(headers[i]), header_cap),
+                                        *(min(_longest_word(row[i]), cell_cap) for row in table)))
+                    for i in range(len(headers))]
+
+        least = narrowest(WORD_LEAST, room)
+        if notes_at is not None:
+            # The notes wrap in their column while the others keep their cells' width (their
+            # headers may wrap); else they go under the table.
+            cells = [max([_header_least(headers[i]), *(_longest_line(row[i]) for row in table)])
+                     for i in range(len(headers))]
+            others = natural[:notes_at] + [0] + natural[notes_at + 1:]
+            if _total(others) + natural[notes_at] > room:
+                others = cells[:notes_at] + [0] + cells[notes_at + 1:]
+            left = room - _total(others)
+            if left >= min(natural[notes_at], max(NOTES_LEAST, len(headers[notes_at]))):
+                widths = others[:notes_at] + [min(left, natural[notes_at])] + others[notes_at + 1:]
+            else:
+                marks = 0
+                for row in table:
+                    if row[notes_at]:
+                        marks += 1
+                        under.append(_hanging(f"[{marks}] ", row[notes_at], room))
+                        row[notes_at] = f"[{marks}]"
+                natural[notes_at] = least[notes_at] = max(len(headers[notes_at]), len(f"[{marks}]"))
+        if _total(widths) > room:  # narrowed; breaking a header's word, then long words, only when nothing else fits
+            tiers = [least] + [narrowest(cap, WORD_BROKEN) for cap in range(WORD_LEAST, WORD_BROKEN - 1, -1)]
+            widths = next((w for w in (_narrowed(natural, t, room) for t in tiers) if w), tiers[-1])
+    lines = _block(headers, widths, wrap_header)
+    lines.append(GAP.join("-" * w for w in widths))
+    wraps = [wrap_text if i == notes_at else wrap_words for i in range(len(headers))]
+    for row in table:
+        lines += _block(row, widths, wraps)
+    out = "\n".join(line.rstrip() for line in lines) + "\n"
+    return out + ("\n" + "\n".join(under) + "\n" if under else "")
+
+
+def _total(widths: list[int]) -> int:
+    return sum(widths) + len(GAP) * (len(widths) - 1)
+
+
+def _narrowed(natural: list[int], least: list[int], room: int) -> list[int] | None:
+    """Widths within room: every column wider than one cap is cut to it (never below its least),
+    the cap as high as fits; None when the least widths do not fit."""
+    if _total(least) > room:
+        return None
+    lo, hi = 0, max(natural)
+    while lo < hi:  # the highest cap that fits
+        mid = (lo + hi + 1) // 2
+        if _total([max(m, min(n, mid)) for n, m in zip(natural, least)]) <= room:
+            lo = mid
+        else:
+            hi = mid - 1
+    widths = [max(m, min(n, lo)) for n, m in zip(natural, least)]
+    spare = room - _total(widths)
+    for i, n in enumerate(natural):  # what the cap leaves over goes to the cut columns, left first
+        if spare and widths[i] < n:
+            widths[i] += 1
+            spare -= 1
+    return widths
+
+
+def _block(cells: list[str], widths: list[int], wrap) -> list[str]:
+    """One row (or the header) as lines: each cell wrapped to its width (`wrap`: one function, or
+    one per column) and padded."""
+    wraps = wrap if isinstance(wrap, list) else [wrap] * len(cells)
+    parts = [f(c, w).split("\n") if len(c) > w or "\n" in c else [c] for c, w, f in zip(cells, widths, wraps)]
+    height = max((len(p) for p in parts), default=0)
+    return [GAP.join((p[k] if k < len(p) else "").ljust(w) for p, w in zip(parts, widths)) for k in range(height)]
+
+
+def _hanging(mark: str, text: str, room: int) -> str:
+    body = wrap_text(text, max(room - len(mark), NOTES_LEAST)).split("\n")
+    return "\n".join([mark + body[0], *(" " * len(mark) + line for line in body[1:])])
+
+
+def _longest_line(text: str) -> int:
+    return max((len(line) for line in text.split("\n")), default=0)
+
+
+def _longest_word(text: str) -> int:
+    return max((len(w) for w in text.split()), default=0)
+
+
+def _header_chunks(word: str) -> list[str]:
+    """A header word and the places it may break: after each '_' (instance_ | type)."""
+    return re.findall(r"[^_]*_|[^_]+", word) or [""]
+
+
+def _header_least(text: str) -> int:
+    """The narrowest a header goes unbroken: its longest word, or part of a key (usd_per_)."""
+    return max((len(c) for w in text.split() for c in _header_chunks(w)), default=0)
+
+
+def wrap_header(text: str, width: int) -> str:
+    """A header within `width`: broken between words, and after a '_' of a key (usd_per_ | hour),
+    so the header still reads as the csv column's name."""
+    lines = [""]
+    for word in text.split():
+        for k, chunk in enumerate(_header_chunks(word)):
+            sep = "" if k or not lines[-1] else " "
+            if lines[-1] and len(lines[-1]) + len(sep) + len(chunk) > width:
+                lines.append(chunk)
+            else:
+                lines[-1] += sep + chunk
+    return "\n".join(line[k:k + width] for line in lines for k in range(0, max(len(line), 1), width))
+
+
+def wrap_words(text: str, width: int) -> str:
+    """Lines of at most `width`, broken between words (a word longer than that is broken)."""
+    return "\n".join(out for line in text.split("\n")
+                     for out in (textwrap.wrap(line, width) or [""]))
 
 
 def wrap_text(text: str, width: int, sep: str = "; ") -> str:
     """Lines of at most `width`, broken between `sep`-separated parts where one fits, so each
-    part of a note stays whole on its line; a part longer than the width is broken between words."""
-    room = width - len(sep.rstrip())  # a line broken after a part ends in the separator
+    part of a note stays whole on its line; a part longer than the width is broken between words.
+    A line break already in the text is kept."""
+    if "\n" in text:
+        return "\n".join(wrap_text(line, width, sep) for line in text.split("\n"))
+    if len(text) <= width:
+        return text
+    parts = text.split(sep)
     lines: list[str] = []
-    for part in text.split(sep):
+    for k, part in enumerate(parts):
+        room = width - (len(sep.rstrip()) if k < len(parts) - 1 else 0)  # a part before a break ends in ';'
         if lines and len(lines[-1]) + len(sep) + len(part) <= room:
             lines[-1] += sep + part
         else:
             if lines:
                 lines[-1] += sep.rstrip()
-            lines += textwrap.wrap(part, room, break_on_hyphens=False) or [""]
+            lines += textwrap.wrap(part, max(room, 1), break_on_hyphens=False) or [""]  # a path stays whole
     return "\n".join(lines)
 
 

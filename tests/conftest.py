@@ -14,6 +14,9 @@ def isolated_dirs(tmp_path, monkeypatch):
     for k in ("AWS_PROFILE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
         monkeypatch.delenv(k, raising=False)
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    # Tables as a very wide terminal prints them (each row on its line), so a test reads cells
+    # whole; the tests of fitting a width set COLUMNS themselves (tests/advisor/test_table_width.py).
+    monkeypatch.setenv("COLUMNS", "1000")
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     # nor the public Spot Instance Advisor file: nothing listens on the discard port, so a refresh
     # that fetches it fails at once (keeping previous buckets) unless a test serves one itself

@@ -203,9 +203,18 @@ def scratch(tmp_path_factory):
     return d, env
 
 
+def git_status() -> str:
+    return subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=ROOT, check=True,
+                          capture_output=True, text=True).stdout
+
+
 def test_offline_commands_run_as_shown(scratch):
-    """README, then the docs pages in PAGE_ORDER, one scratch dir: a command may use what an earlier one made."""
+    """README, then the docs pages in PAGE_ORDER, one scratch dir: a command may use what an earlier one made.
+    None of them writes into the checkout: `git status` is as it was, and the scratch dir (the
+    checkout's files, linked) has nothing new beside what the setup made (.venv, cache, data)."""
     d, env = scratch
+    status_before = git_status()
+    entries_before = {p.name for p in d.iterdir()}
     failures = []
     ran = 0
     for cmd in COMMANDS:
@@ -225,6 +234,40 @@ def test_offline_commands_run_as_shown(scratch):
             failures.append(f"{cmd.where}: {cmd.text!r} printed an error: {proc.stderr.strip()[-300:]}")
     assert not failures, "\n".join(failures)
     assert ran >= 10
+    assert git_status() == status_before, "a README/docs command wrote into the checkout"
+    assert {p.name for p in d.iterdir()} - entries_before <= {"cache", "data", "lightning_logs"}, (
+        "a README/docs command wrote a file where it was run (the checkout): write to /tmp instead")
+
+
+# Options that write a file, and where a shown command may point them: a temporary place, not the checkout.
+WRITING_OPTIONS = ("--output", "--plot", "--profile", "--store")
+
+
+def written_paths(cmd: Command) -> list[str]:
+    argv = cmd.argv
+    out = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a in WRITING_OPTIONS]
+    out += [a.split("=", 1)[1] for a in argv if a.split("=", 1)[0] in WRITING_OPTIONS and "=" in a]
+    out += [argv[i + 1] for i, a in enumerate(argv[:-1]) if a in (">", ">>")]
+    out += [a.lstrip("0123456789").lstrip(">") for a in argv if re.fullmatch(r"[0-9]?>>?\S+", a)]
+    return out
+
+
+def test_shown_commands_write_to_a_temporary_place():
+    """Every command shown, run here or not (the probe, launch), writes its files outside the
+    checkout (/tmp, $TMPDIR) or where git ignores them: following the docs leaves `git status` clean."""
+    text_blocks = [Command(rel(page), n, line.strip(), []) for page in PAGES for lang, body in blocks(page.read_text())
+                   if lang in ("text", "") for n, line in body if line.strip().startswith(".venv/bin/advisor")]
+    bad = []
+    for cmd in COMMANDS + text_blocks:
+        for path in written_paths(cmd):
+            if path.startswith(("/tmp/", "$TMPDIR", "${TMPDIR", "/dev/null")):
+                continue
+            ignored = subprocess.run(["git", "check-ignore", "-q", path], cwd=ROOT, check=False).returncode == 0
+            if not ignored:
+                bad.append(f"{cmd.where}: {cmd.text!r} writes {path} into the checkout")
+    assert not bad, "\n".join(bad)
+    assert written_paths(Command("x", 1, ".venv/bin/advisor probe --output r.json --plot=p.png > out.txt", [])) == [
+        "r.json", "p.png", "out.txt"]
 
 
 PYTHON_BLOCKS = [(rel(page), body) for page in PAGES for lang, body in blocks(page.read_text()) if lang == "python"]

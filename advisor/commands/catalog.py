@@ -21,6 +21,8 @@ from .common import (
 PROVENANCE_SHOWN = 1800  # characters of the provenance a table shows (wrapped, it fits a cell); json has it whole
 SHOW_COLUMNS = ("instance_type", "region", "market", "usd_per_hour", "vcpus", "memory_gib", "accelerator",
                 "network_gbps", "efa", "interruption")
+# The table people read: EFA said in the network cell ("400, EFA"), so the table fits 100 columns.
+TABLE_COLUMNS = tuple(c for c in SHOW_COLUMNS if c != "efa")
 
 
 def register(sub) -> None:
@@ -28,7 +30,12 @@ def register(sub) -> None:
     csub = p.add_subparsers(dest="catalog_command", required=True, metavar="SUBCOMMAND",
                             parser_class=type(p))
 
-    show = csub.add_parser("show", help="list instance types with their offers")
+    show = csub.add_parser(
+        "show", help="list instance types with their offers",
+        description="One row per offer (instance type, region, market) of the catalog in use, with its price, "
+                    "vCPUs, memory, accelerators, network and spot interruption rate; the same filters as "
+                    "recommend.",
+        epilog="Example: advisor catalog show --family g5,g6 --region us-east-1 --market spot")
     add_list_option(show, "--region", metavar="R", help="only these regions")
     add_type_filter_options(show)
     show.add_argument("--market", choices=("on-demand", "spot"), help="only this market")
@@ -36,12 +43,21 @@ def register(sub) -> None:
     add_format_option(show)
     show.set_defaults(func=cmd_show)
 
-    info = csub.add_parser("info", help="where the catalog in use comes from, its age and size")
+    info = csub.add_parser(
+        "info", help="where the catalog in use comes from, its age and size",
+        description="The catalog file in use (the refreshed cache, else the shipped snapshot, or --catalog), "
+                    "where its figures come from, when it was fetched and how many types, regions and offers it has.",
+        epilog="Example: advisor catalog info --format json")
     add_catalog_options(info)
     add_format_option(info)
     info.set_defaults(func=cmd_info)
 
-    ref = csub.add_parser("refresh", help="rebuild the catalog cache from the AWS APIs (needs credentials)")
+    ref = csub.add_parser(
+        "refresh", help="rebuild the catalog cache from the AWS APIs (needs credentials)",
+        description="Fetch instance types (DescribeInstanceTypes), on-demand prices (the Pricing API), spot "
+                    "prices and the Spot Instance Advisor's interruption rates for the regions asked for, and "
+                    "replace the catalog cache with them; a failure leaves the cache as it was.",
+        epilog="Example: advisor catalog refresh --region us-east-1,eu-west-1 --family g5,g6")
     add_list_option(ref, "--region", metavar="R", aliases=("--regions",),
                     help=f"regions to fetch (default {', '.join(DEFAULT_REGIONS)}); "
                          "'all': every region the account has enabled")
@@ -88,8 +104,7 @@ def cmd_show(args) -> int:
                 "accelerator_model": it.accelerator_model,
                 "accelerator_count": it.accelerator_count,
                 "accelerator_memory_gib": it.accelerator_memory_gib,
-                "network_gbps": (f"up to {it.network_gbps:g}" if it.network_up_to and it.network_gbps else it.network_gbps)
-                if args.format in ("table", "markdown") else it.network_gbps,
+                "network_gbps": _network_cell(it) if args.format in ("table", "markdown") else it.network_gbps,
                 "network_up_to": it.network_up_to,
                 "efa": it.efa,
             })
@@ -98,8 +113,14 @@ def cmd_show(args) -> int:
     if not rows and args.format in ("table", "markdown"):
         warn("no offer in this catalog matches these filters")
         return 0
-    emit(rows, args.format, columns=None if args.format == "json" else SHOW_COLUMNS)
+    emit(rows, args.format, columns=None if args.format == "json" else SHOW_COLUMNS if args.format == "csv"
+         else TABLE_COLUMNS)
     return 0
+
+
+def _network_cell(it) -> str:
+    gbps = "" if not it.network_gbps else f"up to {it.network_gbps:g}" if it.network_up_to else f"{it.network_gbps:g}"
+    return ", ".join(p for p in (gbps, "EFA" if it.efa else "") if p)
 
 
 def cmd_info(args) -> int:
@@ -125,13 +146,8 @@ def cmd_info(args) -> int:
     if args.format == "json":
         emit([info], "json")
         return 0
-    if args.format == "table":
-        import textwrap
-
-        # Bounded before wrapping: textwrap is quadratic in the text's length (58 s at 16 MB).
-        info["provenance"] = textwrap.fill(safe_text(cat.provenance, PROVENANCE_SHOWN), width=100)
-    elif args.format != "json":
-        info["provenance"] = safe_text(cat.provenance, PROVENANCE_SHOWN)
+    # Bounded before the table wraps it: textwrap is quadratic in the text's length (58 s at 16 MB).
+    info["provenance"] = safe_text(cat.provenance, PROVENANCE_SHOWN)
     emit([{"field": k, "value": v} for k, v in info.items()], args.format, columns=("field", "value"))
     return 0
 

@@ -30,12 +30,16 @@ def register(sub) -> None:
             "result to S3, then powers off (and terminates). 'advisor results pull' imports the "
             "results. Subcommands: 'status RUN_ID', 'cancel RUN_ID'."
         ),
+        epilog="Example: advisor launch --instance-type g5.xlarge,g6.xlarge --s3 s3://my-bucket/probes "
+               "--region us-east-1 --market spot --dry-run",
     )
     add_list_option(p, "--instance-type", metavar="TYPE", aliases=("--instance-types",),
                     unique=False, help="instance types to probe, one instance each")
     p.add_argument("--s3", metavar="S3_URL", help="s3://bucket/prefix for the package, results and logs")
     p.add_argument("--region", type=one_region, help="EC2 region (default: the AWS configuration's)")
-    p.add_argument("--market", choices=("on-demand", "spot"), default="on-demand")
+    p.add_argument("--market", choices=("on-demand", "spot"), default="on-demand",
+                   help="how the probe instances are bought (default on-demand; spot costs less and may be "
+                        "interrupted, which loses that probe)")
     p.add_argument("--workload", default="resnet50", help="what to probe (default resnet50)")
     p.add_argument("--probe-args", default="", metavar="ARGS", help="extra arguments for 'advisor probe', as one string")
     p.add_argument("--max-minutes", type=int, default=MAX_MINUTES,
@@ -54,12 +58,20 @@ def register(sub) -> None:
     p.set_defaults(func=handle_launch)
 
     actions = p.add_subparsers(dest="action", metavar="{status,cancel}")
-    s = actions.add_parser("status", help="instances of a run, their state and whether results arrived")
+    s = actions.add_parser(
+        "status", help="instances of a run, their state and whether results arrived",
+        description="The run's instances (from the local manifest, else found by the run-id tag in --region), "
+                    "their EC2 state, and whether each one's result is in S3 yet.",
+        epilog="Example: advisor launch status 20261124-141000-123456")
     s.add_argument("run_id", metavar="RUN_ID")
     s.add_argument("--region", type=one_region, help="region, when this machine has no manifest of the run")
     add_format_option(s)
     s.set_defaults(func=handle_status)
-    c = actions.add_parser("cancel", help="terminate every instance of a run")
+    c = actions.add_parser(
+        "cancel", help="terminate every instance of a run",
+        description="Terminate every instance of the run that is still alive (found by its run-id tag); "
+                    "results already in S3 stay there.",
+        epilog="Example: advisor launch cancel 20261124-141000-123456 --region us-east-1")
     c.add_argument("run_id", metavar="RUN_ID")
     c.add_argument("--region", type=one_region, help="region, when this machine has no manifest of the run")
     add_format_option(c)
@@ -67,7 +79,7 @@ def register(sub) -> None:
 
 
 def _request(args):
-    from ..ec2.aws import default_region, parse_s3_url
+    from ..ec2.aws import parse_s3_url
     from ..ec2.plan import LaunchRequest
 
     if not args.instance_type:
@@ -82,7 +94,7 @@ def _request(args):
     return LaunchRequest(
         instance_types=args.instance_type,
         s3=parse_s3_url(args.s3),
-        region=default_region(args.region),
+        region=args.region or "",  # resolved from the AWS configuration after the local checks
         market=args.market,
         workload=args.workload,
         probe_args=probe_args,
@@ -151,12 +163,14 @@ def confirm(question: str) -> bool:
 
 
 def handle_launch(args) -> int:
+    from ..ec2.aws import default_region
     from ..ec2.launch import execute
     from ..ec2.manifest import manifest_path
     from ..ec2.plan import plan_launch, validate_request
 
     req = _request(args)
-    validate_request(req)  # before any AWS call: --max-instances refusal costs nothing
+    validate_request(req)  # before any AWS call or configuration: a --max-instances refusal costs nothing
+    req.region = default_region(args.region)  # the first thing that reads the AWS configuration
     catalog = _catalog_or_none(args)
     plan = plan_launch(req, catalog)
     if len(plan) == 1 and plan[0].check_error and not args.dry_run:  # one type, refused: one line
@@ -166,7 +180,7 @@ def handle_launch(args) -> int:
     # A real launch prints the plan as part of the confirmation, on stderr, so stdout carries
     # one document: what was launched.
     emit([p.row() for p in plan], args.format, PLAN_COLUMNS, stream=None if args.dry_run else sys.stderr,
-         wrap={"check": 60})
+         notes="check")
     ok = [p for p in plan if p.check_error is None]
     for p in plan:
         if p.check_error:

@@ -17,6 +17,7 @@ from lightning_module.contract.result import BUILTIN_MODELS, WorkloadSpec
 from .. import options as opt
 from ..errors import AdvisorError
 from ..output import add_format_option, emit
+from ..output import say as say_out  # the local say() is the progress line on stderr
 from .common import add_list_option, add_store_option, open_store
 
 ACCELERATORS = ("auto", "cpu", "gpu", "mps", "tpu")
@@ -42,6 +43,8 @@ def register(sub) -> None:
         "confirm the winner against the baseline in alternation and record it in the results store. "
         "Exit status: 0 done, 1 the baseline could not be measured, 2 bad input, 130 stopped by SIGINT "
         "(Ctrl-C), 143 stopped by SIGTERM; a stopped probe stores nothing.",
+        epilog="Example: advisor probe --workload resnet18 --image-size 32 --num-classes 10 --max-seconds 3 "
+               "--output /tmp/resnet18.json",
     )
     w = p.add_argument_group("workload")
     w.add_argument("--workload", type=opt.text, default=_WORKLOAD.model, metavar="NAME",
@@ -333,11 +336,11 @@ def handle(args) -> int:
         print(stop.message(e.signum), file=sys.stderr)
         return 128 + e.signum
 
-    emit(ladder_rows(result.ladder), args.format, LADDER_COLUMNS)
+    emit(ladder_rows(result.ladder), args.format, LADDER_COLUMNS, notes="note")
     if args.format in ("table", "markdown"):
         print()
         for line in summary_lines(result, saved, out_path):
-            print(line)
+            say_out(line)
     return 0
 
 

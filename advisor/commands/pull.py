@@ -21,6 +21,7 @@ def register(results_sub) -> None:
             "validate it and import it into the results store; report the ones that are missing, "
             "failed (with the tail of their log) or corrupt. Pulling twice imports nothing new."
         ),
+        epilog="Example: advisor results pull s3://my-bucket/probes --run 20261124-141000-123456",
     )
     p.add_argument("s3", metavar="S3_URL", help="the s3://bucket/prefix given to 'advisor launch --s3'")
     p.add_argument("--run", type=opt.text, metavar="RUN_ID", help="only this run (default: every run under the prefix)")
@@ -38,6 +39,6 @@ def handle_pull(args) -> int:
     with open_store(args) as store:
         rows = pull(loc, store, run_id=args.run, region=args.region)
     # table/csv/markdown show PULL_COLUMNS only; json carries log_tail too
-    emit([asdict(r) for r in rows], args.format, PULL_COLUMNS)
+    emit([asdict(r) for r in rows], args.format, PULL_COLUMNS, notes="detail")
     print(f"advisor: {summary(rows)}", file=sys.stderr)
     return 1 if any(r.status in ("failed", "corrupt") for r in rows) else 0

@@ -6,7 +6,7 @@ The fast, offline path: no torch, lightning, torchvision, boto3 (and matplotlib 
 from __future__ import annotations
 
 from .. import options as opt
-from ..output import FORMATS, warn
+from ..output import add_format_option, warn
 from ..recommend.jobspec import JobSpec, parse_budget, parse_deadline, work_samples
 from .common import (
     add_catalog_options,
@@ -30,6 +30,7 @@ def register(sub) -> None:
         description="Rank (instance type, count, region, market) for a training job: cheapest that meets the "
                     "deadline, fastest within the budget, or the Pareto set. Throughput comes from your probes "
                     "(measured), published figures (reference), or an estimate with a band (estimated).",
+        epilog="Example: advisor recommend --budget 500 --deadline 2d --samples 1e8 --market any",
     )
     p.add_argument("--budget", required=True, metavar="USD", help="most you will spend, in USD")
     p.add_argument("--deadline", required=True, metavar="WHEN",
@@ -75,7 +76,7 @@ def register(sub) -> None:
     p.add_argument("--obtainable-only", action="store_true",
                    help="only candidates the account can get (obtainable yes); implies --check-account")
     p.add_argument("--plot", metavar="FILE", help="write a cost-vs-time plot to FILE.png, .svg or .pdf (needs matplotlib)")
-    p.add_argument("--format", choices=FORMATS, default="table", help="output format")
+    add_format_option(p)
     p.add_argument("--references", type=opt.path, default="builtin", metavar="builtin|none|FILE",
                    help="published figures estimates are fitted on: builtin (the shipped dataset, default), none "
                         "(estimate from your probes alone; the calibration still applies) or a file in the same "

@@ -4,11 +4,12 @@
 from __future__ import annotations
 
 from ..errors import AdvisorError
-from ..output import add_format_option, emit
+from ..output import add_format_option, emit, say
 from .common import add_list_option
 
-LIST_COLUMNS = ("id", "device", "GiB", "devices", "instance_type", "model", "precision", "batch", "pipeline",
-                "format", "stack", "samples/s", "per device", "date", "source")
+# The table's summary (json and csv carry every field); the source, with the date, prints under
+# the table when the terminal is narrow.
+LIST_COLUMNS = ("id", "device", "model", "precision", "stack", "batch", "samples/s", "per device", "source")
 
 
 def register(sub) -> None:
@@ -16,7 +17,11 @@ def register(sub) -> None:
     rsub = p.add_subparsers(dest="references_command", required=True, metavar="ACTION",
                             parser_class=type(p))
 
-    lp = rsub.add_parser("list", help="print the reference dataset (or a team's own file in its schema)")
+    lp = rsub.add_parser(
+        "list", help="print the reference dataset (or a team's own file in its schema)",
+        description="The published training throughputs the estimates are fitted on, each with its device, "
+                    "model, precision, batch and source; json and csv carry every field.",
+        epilog="Example: advisor references list --accelerator A100,H100 --model resnet50")
     add_list_option(lp, "--accelerator", metavar="D", aliases=("--device",), normalise=str.strip,
                     help="only rows on these devices (e.g. A100,H100,cpu; case-insensitive)")
     add_list_option(lp, "--model", metavar="M", normalise=str.strip, help="only these models (e.g. resnet50,bert-large)")
@@ -29,7 +34,8 @@ def register(sub) -> None:
         description="Hold out each device model in turn, fit the estimator on the rest, and predict the held-out "
                     "rows: prediction, published figure, error and whether the calibrated band covered it; then "
                     "the median |error| and the coverage. The probe case predicts a device from one row of "
-                    "another device in the same benchmark suite.")
+                    "another device in the same benchmark suite.",
+        epilog="Example: advisor references check --rows")
     cp.add_argument("--rows", action="store_true", help="one line per held-out row instead of per device")
     cp.add_argument("--probe", action="store_true", help="the single-probe case instead of the model alone")
     add_references_option(cp)
@@ -60,7 +66,7 @@ def handle_list(args) -> int:
     elif args.format == "csv":
         emit([_flat(m) for m in rows], "csv")
     else:
-        emit([_short(m) for m in rows], args.format, columns=LIST_COLUMNS)
+        emit([_short(m) for m in rows], args.format, columns=LIST_COLUMNS, notes="source")
     return 0
 
 
@@ -73,13 +79,13 @@ def _check_known(what: str, wanted: list[str], have: set[str]) -> None:
 
 
 def _short(m) -> dict:
+    device = " ".join(p for p in (m.device, m.device_variant) if p)
     return {
-        "id": m.id, "device": " ".join(p for p in (m.device, m.device_variant) if p),
-        "GiB": m.device_memory_gib, "devices": m.devices,
-        "instance_type": m.instance_type, "model": m.model, "precision": m.precision,
-        "batch": m.batch_per_device, "pipeline": m.data_pipeline, "format": m.memory_format,
-        "stack": m.stack, "samples/s": m.samples_per_sec, "per device": m.per_device_sps, "date": m.source_date.isoformat()[:7] if m.source_date else None,
-        "source": m.source.label() + (" (derived)" if m.derived else ""),
+        "id": m.id, "device": f"{m.devices}x {device}" if m.devices > 1 else device,
+        "model": m.model, "precision": m.precision, "stack": m.stack, "batch": m.batch_per_device,
+        "samples/s": m.samples_per_sec, "per device": m.per_device_sps,
+        "source": "; ".join(p for p in (m.source.label() + (" (derived)" if m.derived else ""),
+                                        m.source_date.isoformat()[:7] if m.source_date else None) if p),
     }
 
 
@@ -128,14 +134,15 @@ def handle_check(args) -> int:
                "extrapolation": d["extrapolation"]} for d in result.per_device(args.probe)],
              args.format, columns=CHECK_DEVICE_COLUMNS)
     what = "single probe (one row of another device in the same suite)" if args.probe else "leave-one-device-out"
-    print(f"\n{what}: {summary['rows']} held-out rows on {summary['devices']} devices; "
+    print()
+    say(f"{what}: {summary['rows']} held-out rows on {summary['devices']} devices; "
           f"median |error| {summary['median_abs_error']:.1%} (devices weighted equally; "
           f"{summary['median_abs_error_rows']:.1%} over rows); band coverage {summary['coverage']:.0%} "
           f"(target >= 80%); worst device {summary['worst_device']} ({summary['worst_median_abs_error']:.0%})")
     if result.not_estimable and not args.probe:
         lost = sorted({r.device for r in result.not_estimable})
-        print(f"not counted (no other anchor of their kind to fit on): {', '.join(lost)}")
-    print(f"{len(result.skipped)} of {len(refs.measurements)} rows are not fitted "
+        say(f"not counted (no other anchor of their kind to fit on): {', '.join(lost)}")
+    say(f"{len(result.skipped)} of {len(refs.measurements)} rows are not fitted "
           "(other framework or precision, no peak figures, multi-node, MLPerf ceilings): 'references check --format json' lists why")
     return 0
 

@@ -25,6 +25,8 @@ from .probe import (
 IMPORT_MAX_BYTES = 256 * 2**20  # an export of ~50,000 results; a probe result is a few KiB
 LIST_COLUMNS = ("id", "workload", "instance_type", "accelerator", "precision", "batch", "samples/s",
                 "ci", "x baseline", "finished")
+# The people's table: accelerator, precision and batch in one column that wraps, so it fits 100 columns.
+TABLE_COLUMNS = ("id", "workload", "instance_type", "config", "samples/s", "ci", "x baseline", "finished")
 EXPORT_COLUMNS = (
     "result_id", "workload_id", "instance_type", "instance_type_source", "accelerator", "devices",
     "precision", "channels_last", "compile", "batch_size", "num_workers", "samples_per_sec", "ci_low",
@@ -37,13 +39,21 @@ def register(sub) -> None:
     p = sub.add_parser("results", help="list, show, import and export probe results")
     rsub = p.add_subparsers(dest="results_command", required=True, metavar="ACTION")
 
-    lp = rsub.add_parser("list", help="the stored results, newest first")
+    lp = rsub.add_parser(
+        "list", help="the stored results, newest first",
+        description="One row per stored probe result: its id, workload, instance type, configuration, "
+                    "samples/s with its confidence interval, the speed-up over the baseline and when it finished.",
+        epilog="Example: advisor results list --workload resnet50-224px-1000c --instance-type g5.xlarge")
     _add_filters(lp)
     add_store_option(lp)
     add_format_option(lp)
     lp.set_defaults(func=handle_list)
 
-    sp = rsub.add_parser("show", help="one result in full, with its optimisation ladder")
+    sp = rsub.add_parser(
+        "show", help="one result in full, with its optimisation ladder",
+        description="Every field of one result (configuration, step times, FLOP/s and utilisation, memory, "
+                    "reliability, hardware, software) and each rung of its ladder with its figure or failure.",
+        epilog="Example: advisor results show f50d5e93")
     sp.add_argument("result_id", type=opt.text, metavar="ID", help="a result id or a unique prefix of one")
     add_store_option(sp)
     add_format_option(sp)
@@ -54,12 +64,17 @@ def register(sub) -> None:
         "already stored ones are skipped",
         description="Validate each file and store the good ones; a bad file is reported on one line "
         "and makes the exit status 2, but does not stop the others from being imported.",
+        epilog="Example: advisor results import docs/examples/mlp-cpu.json",
     )
     ip.add_argument("files", type=opt.path, nargs="+", metavar="FILE")
     add_store_option(ip)
     ip.set_defaults(func=handle_import)
 
-    ep = rsub.add_parser("export", help="every stored result (json: full records; csv and others: one row each)")
+    ep = rsub.add_parser(
+        "export", help="every stored result (json: full records; csv and others: one row each)",
+        description="The stored results the filters keep, newest first: json is the full ProbeResult records "
+                    "(what 'results import' reads back), csv and the tables one row each.",
+        epilog="Example: advisor results export --format csv > /tmp/results.csv")
     _add_filters(ep)
     add_format_option(ep, default="json")
     add_store_option(ep)
@@ -69,6 +84,7 @@ def register(sub) -> None:
         "delete", help="remove results from the store (e.g. a row that no longer validates)",
         description="Remove the results with these ids (or unique prefixes of them). All or none: "
         "an unknown or ambiguous id removes nothing.",
+        epilog="Example: advisor results delete f50d5e93",
     )
     dp.add_argument("result_ids", type=opt.text, nargs="+", metavar="ID")
     add_store_option(dp)
@@ -133,7 +149,9 @@ def handle_list(args) -> int:
         print(f"no valid results ({invalid} invalid skipped)" if invalid else
               "no results stored yet: run 'advisor probe' or 'advisor results import FILE'", file=sys.stderr)
         return 0
-    emit(rows, args.format, LIST_COLUMNS)
+    if args.format in ("table", "markdown"):
+        rows = [r | {"config": f"{r['accelerator']}, {r['precision']}, batch {r['batch']}"} for r in rows]
+    emit(rows, args.format, TABLE_COLUMNS if args.format in ("table", "markdown") else LIST_COLUMNS)
     return 0
 
 
@@ -178,7 +196,7 @@ def handle_show(args) -> int:
     emit([{"field": k, "value": v} for k, v in fields if v], args.format, ("field", "value"))
     if args.format in ("table", "markdown"):
         print()
-    emit(ladder_rows(r.ladder), args.format, LADDER_COLUMNS)
+    emit(ladder_rows(r.ladder), args.format, LADDER_COLUMNS, notes="note")
     return 0
 
 

@@ -49,12 +49,41 @@ class Plan:
     also_regions: dict[int, list[int]] = field(default_factory=dict)  # candidate -> same offer elsewhere
     front_size: int | None = None  # pareto: candidates on the frontier (rows show at most --top)
     also_counts: dict[int, list[tuple[int, float]]] = field(default_factory=dict)  # same cost, more instances
+    no_offer: list[str] = field(default_factory=list)  # a named family or region the filters leave unpriced
 
 
 def check_filters(catalog: Catalog, job: JobSpec) -> None:
     if not any(len(ro) for ro in catalog.offers.values()):
         raise AdvisorError("the catalog has no offers (no prices); refresh it or pass another --catalog")
     job.type_filter().check(catalog, job.regions)
+
+
+def missing_offers(catalog: Catalog, job: JobSpec, regions: list[str], markets: set[str]) -> list[str]:
+    """A family named by --family, or a region named by --region, that the filters leave with no
+    offer in the market asked for: said by name, with the refresh that fetches what AWS sells there
+    now (a snapshot may lack it, or AWS may not sell it there)."""
+    wanted = job.type_filter()
+    offered: set[tuple[str, str]] = set()  # (region, family) with an offer that passes the filters
+    for r in regions:
+        ro = catalog.offers.get(r)
+        for name, m in zip(ro.instance_type, ro.market) if ro is not None else ():
+            it = catalog.instance_types.get(name)
+            if m in markets and it is not None and wanted(it) and (job.include_cpu or it.accelerator_kind != "none"):
+                offered.add((r, it.family.lower()))
+    market = " or ".join(sorted(markets))
+    where = f"the catalog ({catalog.source}, fetched {catalog.fetched_at:%Y-%m-%d})"
+    out = []
+    for f in job.families:
+        missing = [r for r in regions if (r, f.lower()) not in offered]
+        if missing:
+            out.append(f"{where} has no {market} offer of family {f} in {', '.join(missing)}: AWS may not sell it "
+                       f"there, or the catalog predates it; 'advisor catalog refresh --region {','.join(missing)} "
+                       f"--family {f}' fetches what is sold there now (needs AWS credentials)")
+    for r in job.regions:
+        if not any(region == r for region, _ in offered) and not any(r in line for line in out):
+            out.append(f"{where} has no {market} offer in {r} that passes the filters; 'advisor catalog refresh "
+                       f"--region {r}' fetches what is sold there now (needs AWS credentials)")
+    return out
 
 
 def workload_spec(job: JobSpec) -> WorkloadSpec:
@@ -101,6 +130,7 @@ def build_plan(catalog: Catalog, job: JobSpec, measurements: list | None = None,
             if m in want_markets:
                 priced.add(name)
 
+    no_offer = missing_offers(catalog, job, regions, want_markets)
     throughputs: list[Throughput] = []
     exclusions: list[Exclusion] = []
     for name, it in catalog.instance_types.items():
@@ -141,7 +171,7 @@ def build_plan(catalog: Catalog, job: JobSpec, measurements: list | None = None,
         precisions=[t.precision for t in throughputs], estimator=model, probe_budget_usd=job.probe_budget_usd)
     return Plan(job=job, workload_id=spec.workload_id, types=types, offers=offers, candidates=cands,
                 ranked=ranked, closest=closest, probe=probe, probe_offers=probe_offers, throughputs=throughputs, exclusions=exclusions,
-                regions=regions, bucket=bucket, warnings=model.warnings,
+                regions=regions, bucket=bucket, warnings=no_offer + model.warnings, no_offer=no_offer,
                 pareto=ordered if job.objective == "pareto" else None, also_regions=also, front_size=front_size,
                 also_counts=counts)
 

@@ -7,14 +7,13 @@ from __future__ import annotations
 import json
 import math
 import sys
-import textwrap
 from typing import Any
 
 import numpy as np
 
 from catalog.models import RESERVATION_NOTE
 
-from ..output import emit
+from ..output import emit, say
 from .jobspec import JobSpec
 from .planner import Plan
 from .rows import CandidateRow, Outlook, ProbeRow, ProbeSummary, Rows
@@ -27,7 +26,6 @@ CSV_COLUMNS = ("rank", "instance_type", "count", "region", "market", "samples_pe
                "samples_per_dollar", "feasible", "reason", "budget_needed_usd", "deadline_needed_hours",
                "usd_per_hour", "precision", "scale_out_efficiency", "expected_interruptions", "interruption_bucket",
                "obtainable", "obtainable_reason")
-NOTE_WIDTH = 50  # the note column's width in the plain table; json, csv and markdown keep notes whole
 NAMED_PAST_BUDGET = 5  # probes past --probe-budget named in the table text; JSON has every one
 # Below this a run's time is printed in minutes, and with no --setup-minutes the table says that
 # boot, install and data staging are left out: minutes of their own (an instance boots, then
@@ -72,12 +70,17 @@ def notes(r: CandidateRow) -> list[str]:
         out.append("same in " + ", ".join(r.also_regions))
     if r.setup_hours and r.setup_hours >= r.hours - r.setup_hours:
         out.append(f"setup is {r.setup_hours / r.hours:.0%} of the time")
+    if short_run(r):
+        out.append(SHORT_RUN_NOTE)
     return out
 
 
-def short_run(job: JobSpec, r: CandidateRow) -> bool:
-    """Setup is not counted and the run is so short that it would likely dominate."""
-    return not job.setup_minutes and r.hours < SHORT_RUN_HOURS
+SHORT_RUN_NOTE = "start-up not counted (--setup-minutes)"
+
+
+def short_run(r: CandidateRow) -> bool:
+    """Setup is not counted (no --setup-minutes) and the run is so short that it would likely dominate."""
+    return not r.setup_hours and r.hours < SHORT_RUN_HOURS
 
 
 def reason(r: CandidateRow, job: JobSpec) -> str | None:
@@ -120,8 +123,6 @@ def probe_plan_record(s: ProbeSummary) -> dict[str, Any]:
 
 
 def _covers(p: ProbeRow) -> str:
-    if not p.covers:
-        return "-"
     shown = ", ".join(p.covers[:2])
     return shown + (f" +{len(p.covers) - 2} more" if len(p.covers) > 2 else "")
 
@@ -138,15 +139,18 @@ def probe_lines(s: ProbeSummary, probes: list[ProbeRow]) -> list[str]:
     out = []
     if probes:
         n = len(probes)
-        first = f"After {'this probe' if n == 1 else f'these {n} probes'} (${s.usd:,.2f}, ~{s.hours * 60:.0f} min, in parallel)"
+        first = (f"After {'this probe' if n == 1 else f'these {n} probes'} (${s.usd:,.2f}, ~{s.hours * 60:.0f} min"
+                 f"{'' if n == 1 else ', in parallel'})")
+        a = s.after
         if not s.has_pick:
-            out.append(f"{first} something fits in {1 - s.after.p_miss:.0%} of outcomes (nothing does by the "
-                       f"estimates now); the pick is then within {s.within:.0%} of the true best in "
-                       f"{s.after.p_within:.0%}.")
+            out.append(f"{first} the pick fits the budget and the deadline in {a.p_fit:.0%} of outcomes (something "
+                       f"fits in {a.p_any:.0%}; nothing does by the estimates now); where something fits, the pick "
+                       f"is within {s.within:.0%} of the true best in {a.p_within:.0%} of them.")
         else:
-            out.append(f"{first} the best option is known {_known(s.after)} in 90% of outcomes ({_known(s.now, True)}): "
-                       f"the pick within {s.within:.0%} of the true best in {s.after.p_within:.0%} of outcomes "
-                       f"(now {s.now.p_within:.0%}).")
+            over = "" if a.p_any >= 0.995 else f" (of the {a.p_any:.0%} of outcomes where something fits in truth)"
+            out.append(f"{first} the best option is known {_known(a)} in 90% of outcomes{over} "
+                       f"({_known(s.now, True)}): the pick within {s.within:.0%} of the true best in "
+                       f"{a.p_within:.0%} of them (now {s.now.p_within:.0%}).")
     elif s.now is not None and s.has_pick:
         out.append(f"None: {s.why_empty}. The best option is known {_known(s.now)} in 90% of outcomes: "
                    f"the pick within {s.within:.0%} of the true best in {s.now.p_within:.0%} of outcomes.")
@@ -231,47 +235,49 @@ def write(plan: Plan, rows: Rows, fmt: str, *, probe_commands: list[str], show_e
     if fmt == "json":
         stream.write(json_text(plan, rows, probe_commands) + "\n")
         return
-    print(summary_line(plan), file=stream)
+    say(summary_line(plan), stream)
     if plan.front_size is not None and plan.front_size > len(plan.ranked):
-        print(f"The Pareto frontier has {plan.front_size} candidates (regions with equal offers merged); "
-              f"showing {len(plan.ranked)}, cheapest first: raise --top to see more.", file=stream)
-    if not feasible:
-        print("Nothing meets both the budget and the deadline. Closest candidates, with the budget or "
-              "deadline that would make each feasible:", file=stream)
+        say(f"The Pareto frontier has {plan.front_size} candidates (regions with equal offers merged); "
+            f"showing {len(plan.ranked)}, cheapest first: raise --top to see more.", stream)
+    if rs and not feasible:  # (a filter that leaves a family or region unpriced is a warning: plan.no_offer)
+        say("Nothing meets both the budget and the deadline. Closest candidates, with the budget or "
+            "deadline that would make each feasible:", stream)
     print(file=stream)
     if rs:
         disp = [_display(r, plan.job) | ({} if feasible else {"needs": _needs(r)}) for r in rs]
-        emit(disp, fmt, list(TABLE_COLUMNS) + ([] if feasible else ["needs"]), stream=stream,
-             wrap={"note": NOTE_WIDTH})
-        if short_run(plan.job, rs[0]):
-            print("\n" + textwrap.fill(
-                f"The first option runs {duration(rs[0].hours)}. Booting, installing and staging data are not "
-                "counted; at this length they can be much of the time and cost: "
-                "--setup-minutes M bills them on every instance.", 100), file=stream)
+        emit(disp, fmt, list(TABLE_COLUMNS) + ([] if feasible else ["needs"]), stream=stream, notes="note")
+        if any(short_run(r) for r in rs):
+            print(file=stream)
+            say(f"The rows noted '{SHORT_RUN_NOTE}' run under an hour: booting, installing and staging data "
+                "are not counted, and at this length they can be much of the time and cost; "
+                "--setup-minutes M bills them on every instance.", stream)
     else:
-        print("(no candidates: every instance type was excluded or has no price; see --show-excluded)", file=stream)
+        say("No candidates: every instance type the filters leave was excluded or has no price.", stream)
     pr = rows.probes
     if rows.candidates:
-        print("\nProbe next (each expected to save more than it costs, the most valuable first given those above "
-              "it; a probe re-anchors the estimates of its device's other sizes, and of other devices less):",
-              file=stream)
+        print(file=stream)
+        say("Probe next (each expected to save more than it costs, the most valuable first given those above "
+            "it; a probe re-anchors the estimates of its device's other sizes, and of other devices less):", stream)
         if pr:
             emit([{"instance": p.instance_type,
                    "samples/s now": f"{_num(p.throughput_low)}-{_num(p.throughput_high)} ({p.throughput_source})",
                    "region": p.region, "market": p.market, "$/h": f"{p.usd_per_hour:.4g}",
                    "probe $": f"{p.probe_cost_usd:.2f}", "changes pick": f"{p.p_change:.0%}",
-                   "saves then $": f"{p.saving_if_changed_usd:,.2f}", "why": p.reason, "covers": _covers(p)}
-                  for p in pr], fmt, stream=stream)
+                   "saves then $": f"{p.saving_if_changed_usd:,.2f}",
+                   "why": p.reason + (f"; covers {_covers(p)}" if p.covers else "")}
+                  for p in pr], fmt, stream=stream, notes="why")
+        if pr:
+            print(file=stream)
         for line in probe_lines(rows.probe_summary, pr):
-            print(line, file=stream)
+            say(line, stream)
         for cmd in probe_commands:
             print(f"  {cmd}", file=stream)
     if show_excluded:
         print(f"\nExcluded ({len(plan.exclusions)}):", file=stream)
-        emit(exclusion_rows(plan), fmt, ["instance_type", "reason"], stream=stream, wrap={"reason": 80})
+        emit(exclusion_rows(plan), fmt, ["instance_type", "reason"], stream=stream, notes="reason")
     elif plan.exclusions:
-        print(f"\n{len(plan.exclusions)} instance types excluded (--show-excluded lists them with the reason).",
-              file=stream)
+        print(file=stream)
+        say(f"{len(plan.exclusions)} instance types excluded (--show-excluded lists them with the reason).", stream)
 
 
 def _num(x: float) -> str:

@@ -87,7 +87,9 @@ class Outlook:
 
     p_within: float  # chance the pick is feasible and within WITHIN of the true best
     p90_regret: float  # the pick's excess over the true best, 90th percentile (inf: misses > 10%)
-    p_miss: float  # chance the pick misses the deadline or the budget in truth
+    p_miss: float  # chance the pick misses the deadline or the budget in truth, where something fits
+    p_any: float = 1.0  # chance that something fits in truth, over all outcomes (the others are over these)
+    p_fit: float = 1.0  # chance the pick fits in truth, over all outcomes
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -201,7 +203,8 @@ def probe_summary(plan: Plan) -> ProbeSummary:
     pp = plan.probe
 
     def outlook(o):
-        return None if o is None else Outlook(p_within=o.p_within, p90_regret=o.p90_regret, p_miss=o.p_miss)
+        return None if o is None else Outlook(p_within=o.p_within, p90_regret=o.p90_regret, p_miss=o.p_miss,
+                                                  p_any=o.p_any, p_fit=o.p_fit)
 
     return ProbeSummary(has_pick=bool(len(plan.ranked)), usd=pp.usd, hours=pp.hours, now=outlook(pp.now), after=outlook(pp.after), within=RECHECK,
                         why_empty=pp.why_empty, not_affordable=[plan.types.names[t] for t in pp.limited_by_budget],

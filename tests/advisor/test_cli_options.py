@@ -245,3 +245,47 @@ def test_a_read_only_cache_folder_is_said_before_any_aws_call():
         assert p.returncode == EXIT_USER, p.stderr
         assert "not writable" in p.stderr and p.stderr.count("\n") == 1 and "Traceback" not in p.stderr
         assert list(cache.iterdir()) == []
+
+
+def leaf_parsers():
+    """(words, parser) of every command a user runs: advisor catalog show, ..., advisor launch."""
+    import argparse
+
+    from advisor.cli import build_parser
+
+    out = []
+
+    def walk(p, words):
+        subs = [a for a in p._actions if isinstance(a, argparse._SubParsersAction)]
+        if not subs or words == ["launch"]:  # launch runs itself, and has status/cancel below
+            out.append((words, p))
+        for s in subs:
+            for name, sp in s.choices.items():
+                walk(sp, [*words, name])
+
+    walk(build_parser(), [])
+    return out
+
+
+def test_every_subcommand_has_a_description_and_an_example_that_parses(capsys):
+    """`advisor X Y --help` says what the command does and shows one command line that works."""
+    import shlex
+
+    from advisor.cli import build_parser
+
+    leaves = leaf_parsers()
+    assert {" ".join(w) for w, _ in leaves} >= {"catalog show", "catalog info", "catalog refresh", "results list",
+                                               "results show", "results export", "references list", "launch status",
+                                               "launch cancel", "launch", "recommend", "probe"}
+    for words, p in leaves:
+        assert p.description and len(p.description) > 40, words
+        assert p.epilog and p.epilog.startswith("Example: advisor "), words
+        argv = shlex.split(p.epilog.removeprefix("Example: advisor "))
+        argv = argv[:argv.index(">")] if ">" in argv else argv
+        assert argv[:len(words)] == words, (words, p.epilog)
+        build_parser().parse_args(argv)  # exits 2 on a renamed option
+        p.print_help()
+        shown = " ".join(capsys.readouterr().out.split())
+        assert "Example: advisor" in shown and " ".join(p.description.split())[:40] in shown
+    for action in next(p for w, p in leaves if w == ["launch"])._actions:
+        assert action.help or not action.option_strings, f"launch {action.option_strings} has no help"

@@ -128,6 +128,9 @@ class Outlook:
     p90_regret: float  # inf when the pick misses in over 10% of worlds
     p_within: float  # share of worlds with the pick feasible and within RECHECK of the best
     p_miss: float  # share of worlds where the pick misses the deadline or the budget in truth
+    # The three above are over the worlds where something fits in truth; these two over all worlds.
+    p_any: float = 1.0  # share of worlds where something fits in truth
+    p_fit: float = 1.0  # share of worlds where the pick fits in truth
 
 
 @dataclass
@@ -203,12 +206,12 @@ class _Worlds:
         obj, ok = self.truth(pick, wait_h)
         live = self.live
         if not live.any():
-            return Outlook(math.nan, math.nan, math.nan)
+            return Outlook(math.nan, math.nan, math.nan, 0.0, 0.0)
         with np.errstate(invalid="ignore", divide="ignore"):
             regret = np.where(ok, obj / self.best - 1.0, np.inf)[live]
         return Outlook(p90_regret=float(np.sort(regret)[math.ceil(0.9 * len(regret)) - 1]),
                        p_within=float(np.mean(regret <= RECHECK + 1e-12)),
-                       p_miss=float(np.mean(~ok[live])))
+                       p_miss=float(np.mean(~ok[live])), p_any=float(np.mean(live)), p_fit=float(np.mean(ok & live)))
 
     def pick_after(self, probed: list[int], wait_h: float) -> np.ndarray:
         """What recommend picks in each world once `probed` are measured: the estimates re-anchored
@@ -351,7 +354,7 @@ def plan(econ: Economics, bel: Beliefs, pick: int | None, budget_usd: float | No
         g = w.group[t]
         covers = [int(u) for u in in_play if w.group[u] == g and u != t]
         pick_t = int(sub.type_idx[pick_i]) if pick_i >= 0 else -1
-        reason = ("nothing fits by the estimates; this might" if pick_i < 0
+        reason = ("might fit, where nothing does by the estimates" if pick_i < 0
                   else "the pick rests on this estimate" if t == pick_t
                   else "the pick's device, another size" if w.group[pick_t] == g
                   else "could beat the pick")

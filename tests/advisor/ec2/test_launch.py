@@ -284,6 +284,26 @@ def test_max_instances_refusal_before_any_aws_call(cli, monkeypatch):
     assert line.startswith("advisor: error: 3 instance types would start 3 instances, more than --max-instances 2")
 
 
+@pytest.mark.parametrize("extra,message", [
+    (("--instance-type", "g5.xlarge,g6.xlarge,g5g.xlarge,c7i.8xlarge,p5.48xlarge", "--max-instances", "4"),
+     "5 instance types would start 5 instances, more than --max-instances 4"),
+    (("--instance-type", "g5.xlarge", "--max-minutes", "2"), "--max-minutes 2 is out of range"),
+    (("--instance-type", "G5 xlarge"), "'g5 xlarge' is not an instance type name"),
+])
+def test_local_checks_come_before_the_aws_region(cli, monkeypatch, tmp_path, extra, message):
+    """The README's example with no AWS configuration at all gives the error it shows, not 'no AWS region'."""
+    for k in ("AWS_DEFAULT_REGION", "AWS_REGION"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setattr(ec2_aws, "client", lambda *a, **k: pytest.fail("no AWS call expected"))
+    code, _out, err = cli("launch", "--s3", "s3://my-probe-bucket/probes", *extra)
+    assert code == 2
+    (line,) = errors(err)
+    assert message in line, line
+    code, _out, err = cli("launch", "--s3", "s3://my-probe-bucket/probes", "--instance-type", "g5.xlarge")
+    assert code == 2 and "no AWS region: pass --region or set AWS_DEFAULT_REGION" in err  # then the region
+
+
 def test_no_confirmation_without_a_terminal(aws, run_calls, cli, monkeypatch):
     monkeypatch.setattr("sys.stdin", io.StringIO("y\n"))  # not a tty
     code, _out, err = cli(*base_args(aws, "g5.xlarge"))
@@ -583,3 +603,32 @@ def test_unreadable_quotas_warn_and_launch(aws, run_calls, cli):
     assert ("advisor: warning: servicequotas:ListServiceQuotas in us-east-1: AWS refused (AccessDeniedException: "
             "not allowed to ListServiceQuotas)" in err and "the launch may still fail on a vCPU limit" in err)
     assert [c["InstanceType"] for c in launched(run_calls.calls)] == ["g5.xlarge"]
+
+
+def test_plan_status_and_cancel_tables_fit_100_columns(aws, run_calls, cli, monkeypatch):
+    """A long refusal (EC2's own message) wraps or moves under the plan table; json stays whole."""
+    monkeypatch.setenv("COLUMNS", "100")
+    refusal = ("You have requested more vCPU capacity than your current vCPU limit of 0 allows for the instance "
+               "bucket that the specified instance type belongs to. Please visit http://aws.amazon.com/contact-us/"
+               "ec2-request to request an adjustment to this limit.")
+    run_calls.fail["t3.micro"] = ("VcpuLimitExceeded", refusal)
+    # moto's DescribeImages leaves Architecture out for registered images: give the facts EC2 would
+    monkeypatch.setattr(plan, "describe_amis", lambda ec2, amis: {a: plan.AmiFacts(arch="x86_64") for a in amis})
+    wrong_arch = ("g5.xlarge,g5g.xlarge,t3.micro", "--ami", aws.amis["x86_64"], "--dry-run")
+    code, out, err = cli(*base_args(aws, *wrong_arch))
+    assert code == 0, err
+    assert max(len(line) for line in out.splitlines()) <= 100
+    assert "g5g.xlarge" in out and "[1]" not in out  # its refusal wraps in its column
+    code, js, _ = cli(*base_args(aws, *wrong_arch, "--format", "json"))
+    check = {r["instance_type"]: r for r in json.loads(js)}["g5g.xlarge"]["check"]
+    assert " ".join(check.split()) in " ".join(line[line.index("  AMI ") + 2:] if "  AMI " in line else line.strip()
+                                               for line in out.splitlines() if "ok" not in line)
+    code, _, err = cli(*base_args(aws, "g5.xlarge,g5g.xlarge,t3.micro", "--yes"))
+    assert max(len(line) for line in err.splitlines() if not line.startswith("advisor:")) <= 100  # the plan
+    (run_id,) = manifests.list_run_ids()
+    for action in ("status", "cancel"):
+        code, out, err = cli("launch", action, run_id)
+        assert code == 0, err
+        assert max(len(line) for line in out.splitlines()) <= 100 and "g5.xlarge" in out
+    code, out, _ = cli("launch", "status", run_id)
+    assert "launch failed" in out and "vCPU limit of 0 allows" in " ".join(out.split())

@@ -118,6 +118,22 @@ def test_table_output_and_local_manifest_launch_errors(bucket, run_pull, tmp_pat
     assert "1 imported, 1 not launched" in err
 
 
+def test_the_pull_table_fits_100_columns_with_a_long_detail(bucket, run_pull, tmp_path, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "100")
+    put_run(bucket, ["g5.xlarge", "g6.xlarge"])
+    put(bucket, "g5.xlarge/result.json", probe_result("g5.xlarge", 250.0, **A10G).model_dump_json())
+    m = manifests.RunManifest.model_validate_json(bucket.get_object(Bucket=BUCKET, Key=f"probes/{RUN}/run.json")["Body"].read())
+    long = ("InsufficientInstanceCapacity: We currently do not have sufficient g6.xlarge capacity in the "
+            "Availability Zone you requested (us-east-1a). Our system will be working on provisioning additional "
+            "capacity. You can currently get g6.xlarge capacity by not specifying an Availability Zone.")
+    m.entries[1].state, m.entries[1].error = "failed", long
+    manifests.save(m)
+    code, out, err = run_pull(f"s3://{BUCKET}/probes/", "--store", str(tmp_path / "r.sqlite"))
+    assert code == 0, err
+    assert max(len(line) for line in out.splitlines()) <= 100
+    assert "not launched" in out and " ".join(long.split()) in " ".join(out.split())
+
+
 def test_nothing_there_is_a_one_line_error(bucket, run_pull, tmp_path):
     code, out, err = run_pull(f"s3://{BUCKET}/elsewhere", "--store", str(tmp_path / "r.sqlite"))
     assert code == 2 and out == ""

@@ -118,7 +118,7 @@ def test_nothing_fits_by_the_estimates_but_a_probe_may_show_something_does():
     e = econ([100, 100], hours=[120, 130], deadline=100)
     b = beliefs([1.5, 1.5])
     plan = pv.plan(e, b, pick=None)
-    assert names(plan) and plan.probes[0].reason.startswith("nothing fits")
+    assert names(plan) and plan.probes[0].reason == "might fit, where nothing does by the estimates"
 
 
 def test_fastest_values_hours():

@@ -17,7 +17,7 @@ from recommend_catalogs import make_catalog, write_catalog
 from advisor.recommend import rank as rk
 from advisor.recommend.jobspec import JobSpec
 from advisor.recommend.planner import build_plan
-from advisor.recommend.report import NOTE_WIDTH, duration, money
+from advisor.recommend.report import duration, money
 from advisor.recommend.rows import build
 
 SNAPSHOT_JOB = ["--budget", "500", "--deadline", "2d", "--samples", "1e8"]
@@ -26,33 +26,47 @@ SNAPSHOT_JOB = ["--budget", "500", "--deadline", "2d", "--samples", "1e8"]
 def table_rows(out: str) -> list[list[str]]:
     """The ranking table's lines after the dashes, up to the first blank line."""
     lines = out.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith("------")) + 1
+    start = next(i for i, line in enumerate(lines) if line.startswith("----  ")) + 1
     end = next((i for i in range(start, len(lines)) if not lines[i].strip()), len(lines))
     return lines[start:end], lines[start - 1]
 
 
-def test_notes_wrap_in_tables_and_stay_whole_in_json_and_csv(cli):
+def test_notes_wrap_in_tables_and_stay_whole_in_json_and_csv(cli, monkeypatch):
+    """Wide enough, the notes wrap in their own column between their parts; at 100 columns they go
+    under the table, marked [n]; json and markdown keep them whole."""
+    monkeypatch.setenv("COLUMNS", "160")
     code, out, _ = cli("recommend", *SNAPSHOT_JOB)
     assert code == 0
     body, dashes = table_rows(out)
     note_at = dashes.rindex(" ") + 1  # the note column is the last one
+    note_width = len(dashes) - note_at
     notes_col = [line[note_at:] for line in body]
-    assert max(len(n) for n in notes_col) <= NOTE_WIDTH
-    assert len(body) > 10  # at least one row took more than one line
+    assert max(len(line) for line in out.splitlines() if not line.startswith("  ")) <= 160
     code, js, _ = cli("recommend", *SNAPSHOT_JOB, "--format", "json")
     rec = json.loads(js)["recommendations"]
     whole = ["; ".join(r["notes"]) for r in rec]
-    assert max(len(w) for w in whole) > NOTE_WIDTH  # there was something to wrap
+    assert max(len(w) for w in whole) > note_width  # there was something to wrap
+    assert len(body) > len(rec)  # at least one row took more than one line
     # Every note part of every row is in the table whole, on one line.
     table_text = "\n".join(notes_col)
     for r in rec:
         for part in r["notes"]:
-            if len(part) <= NOTE_WIDTH:
-                assert any(part in line for line in notes_col), (part, table_text)
-    # CSV carries no notes column but the reason whole; JSON notes have no line breaks.
+            assert any(part in line for line in notes_col), (part, table_text)
+    monkeypatch.setenv("COLUMNS", "100")
+    code, out, _ = cli("recommend", *SNAPSHOT_JOB)
+    assert max(len(line) for line in out.splitlines() if not line.startswith("  ")) <= 100  # commands stay whole
+    body, _ = table_rows(out)
+    assert [line.rsplit(None, 1)[-1] for line in body if line[:1].isdigit()][:3] == ["[1]", "[2]", "[3]"]
+    under = out[out.index("\n[1] "):]
+    noted = [w for w in whole if w]  # a row without notes has no marker
+    assert len(noted) < len(whole)
+    for n, w in enumerate(noted, 1):
+        shown = under[under.index(f"[{n}] ") + len(f"[{n}] "):].split("\n[")[0].split("\n\n")[0]
+        assert " ".join(shown.split()) == " ".join(w.split())
+    # JSON notes have no line breaks; markdown cells cannot hold them: whole there too.
     assert not any("\n" in p for r in rec for p in r["notes"])
     code, md, _ = cli("recommend", *SNAPSHOT_JOB, "--format", "markdown")
-    assert any(w in md for w in whole)  # markdown cells cannot hold line breaks: whole there too
+    assert any(w in md for w in whole)
 
 
 def test_reasons_are_whole_in_csv(cli):

@@ -1,0 +1,92 @@
+"""Rewrite the output shown under README/docs console commands from real runs.
+
+Runs every offline command of README.md and docs/*.md in order, the way tests/test_readme.py does
+(a scratch copy of the checkout, fresh cache and data dirs, stdout and stderr together), at
+COLUMNS=100, and replaces the output shown under each command whose shown output matches
+--match (a regular expression; default: any table, i.e. a line of dashes) with what it printed.
+Commands the test does not run (AWS, the probe) keep what they show.
+
+    .venv/bin/python scripts/regenerate_doc_outputs.py [--match REGEX] [--dry-run]
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+
+import test_readme as tr  # the commands, and which are run, as the test sees them
+
+
+def scratch_env(d: Path) -> dict[str, str]:
+    for entry in ROOT.iterdir():
+        if entry.name not in (".venv", ".git"):
+            (d / entry.name).symlink_to(entry)
+    bin_dir = d / ".venv" / "bin"
+    bin_dir.mkdir(parents=True)
+    (bin_dir / "advisor").write_text(f"#!{sys.executable}\nimport sys\nfrom advisor.cli import main\nsys.exit(main())\n")
+    (bin_dir / "python").write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    for exe in bin_dir.iterdir():
+        exe.chmod(0o755)
+    import os
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("INSTANCE_ADVISOR_")}
+    env.update(PYTHONPATH=str(ROOT), INSTANCE_ADVISOR_CACHE_DIR=str(d / "cache"),
+               INSTANCE_ADVISOR_DATA_DIR=str(d / "data"), COLUMNS="100")
+    return env
+
+
+def output_span(lines: list[str], cmd_line: int) -> tuple[int, int]:
+    """0-based [start, end) of the output lines under the command starting at 1-based cmd_line."""
+    i = cmd_line - 1
+    while lines[i].rstrip().endswith("\\"):
+        i += 1
+    start = end = i + 1
+    while end < len(lines) and not tr.FENCE.match(lines[end]) and not lines[end].lstrip().startswith("$ "):
+        end += 1
+    return start, end
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--match", default=r"^\s*-{3,}(\s+-{3,})*\s*$", help="regex an output line must match")
+    ap.add_argument("--dry-run", action="store_true", help="say what would change, write nothing")
+    args = ap.parse_args()
+    match = re.compile(args.match)
+    changes: dict[str, list[tuple[int, list[str]]]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        d = Path(tmp)
+        env = scratch_env(d)
+        for cmd in tr.COMMANDS:
+            if cmd.skip_reason() or cmd.argv[0] == "echo":
+                continue
+            proc = subprocess.run(["bash", "-c", f"{cmd.text} 2>&1"], cwd=d, env=env, capture_output=True, text=True,
+                                  timeout=300, check=False)
+            if cmd.page.endswith(".md") and any(match.search(o) for o in cmd.output):
+                new = proc.stdout.rstrip("\n").splitlines()
+                changes.setdefault(cmd.page, []).append((cmd.line, new))
+    for page, edits in changes.items():
+        path = ROOT / page
+        lines = path.read_text().splitlines()
+        indent_of = {}
+        for line_no, new in sorted(edits, reverse=True):  # bottom first: line numbers above stay right
+            start, end = output_span(lines, line_no)
+            indent = re.match(r"\s*", lines[line_no - 1]).group(0)
+            indent_of[line_no] = indent
+            replacement = [indent + x if x else x for x in new]
+            if lines[start:end] != replacement:
+                print(f"{page}:{line_no}: {end - start} lines -> {len(replacement)}")
+                lines[start:end] = replacement
+        if not args.dry_run:
+            path.write_text("\n".join(lines) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

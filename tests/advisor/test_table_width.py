@@ -1,0 +1,150 @@
+"""Tables fit the terminal they print in: $COLUMNS when set, the terminal's width when stdout is
+one, else 100 columns; a note column wraps between its parts or moves under the table; `--wide`
+prints every cell on its line; json and csv never change with the width. Every command that
+prints a table is run here at 100 columns with long notes (launch's plan, status and cancel
+tables: tests/advisor/ec2/test_launch.py)."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import pty
+
+import pytest
+from factories import probe_result
+
+from advisor import output
+from advisor.output import fit_table, width
+from lightning_module.contract.result import RungResult
+
+LONG_NOTE = ("the first part of a long note; a second part that says more than fits on a line of a narrow "
+             "column; a third; and a fourth part, whose words go on and on well past the width of any terminal")
+
+
+def lines_of(text: str) -> list[str]:
+    return text.splitlines()
+
+
+def test_columns_wins_then_the_terminal_then_100(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "123")
+    assert width(io.StringIO()) == 123
+    monkeypatch.delenv("COLUMNS")
+    assert width(io.StringIO()) == output.DEFAULT_WIDTH == 100  # a pipe or a file
+    leader, follower = pty.openpty()
+    try:
+        os.set_blocking(follower, True)
+        import fcntl
+        import struct
+        import termios
+
+        fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 87, 0, 0))
+        with os.fdopen(os.dup(follower), "w") as tty:
+            assert width(tty) == 87
+    finally:
+        os.close(leader)
+        os.close(follower)
+    monkeypatch.setenv("COLUMNS", "10")
+    assert width(io.StringIO()) == output.LEAST_WIDTH  # nothing is laid out narrower than this
+    monkeypatch.setenv("COLUMNS", "not a number")
+    assert width(io.StringIO()) == 100
+    output.set_wide(True)
+    try:
+        assert width(io.StringIO()) is None
+    finally:
+        output.set_wide(False)
+
+
+def test_a_note_wraps_in_its_column_when_there_is_room_else_goes_under():
+    headers = ["instance", "cost", "note"]
+    rows = [["g5.xlarge", "1.00", LONG_NOTE], ["c7i.2xlarge", "2.00", ""]]
+    wide = fit_table(headers, [r[:] for r in rows], 80, notes_at=2)
+    assert max(map(len, lines_of(wide))) <= 80 and "[1]" not in wide
+    assert any(ln.endswith("the first part of a long note;") for ln in lines_of(wide))  # broken between parts
+    narrow = fit_table(headers, [r[:] for r in rows], 40, notes_at=2)
+    assert max(map(len, lines_of(narrow))) <= 40
+    body = lines_of(narrow)
+    assert body[2].endswith("[1]") and body[3].rstrip().endswith("2.00")  # the row with no note has no mark
+    under = narrow[narrow.index("\n[1] ") + 5:]
+    assert " ".join(under.split()) == LONG_NOTE
+    assert fit_table(headers, [r[:] for r in rows], None, notes_at=2).count("\n") == 4  # --wide: one line a row
+
+
+def test_words_stay_whole_while_the_table_can_fit_otherwise():
+    headers = ["id", "instance_type", "text"]
+    rows = [["f50d5e93f0b5", "p6-b200.48xlarge", "a b c d e f g h i j k l m n o p q r s t u v w x y z " * 3]]
+    out = fit_table(headers, rows, 60)
+    assert max(map(len, lines_of(out))) <= 60
+    assert "f50d5e93f0b5" in out and "p6-b200.48xlarge" in out
+    assert output.wrap_header("usd_per_hour", 9) == "usd_per_\nhour"  # a key's header breaks after its '_'
+    assert output.wrap_header("samples/s (source)", 11) == "samples/s\n(source)"
+
+
+JOBS = [
+    ["--budget", "500", "--deadline", "2d", "--samples", "1e8"],
+    ["--budget", "20", "--deadline", "12h", "--samples", "1e8", "--market", "any"],
+    ["--budget", "20", "--deadline", "12h", "--samples", "1e8"],  # nothing fits: the 'needs' column
+    ["--budget", "500", "--deadline", "2d", "--samples", "1e8", "--objective", "pareto", "--show-excluded"],
+]
+
+
+def fits(out: str, room: int = 100) -> None:
+    """Every line within room, but a command line shown for copying (indented two spaces)."""
+    too_wide = [ln for ln in lines_of(out) if len(ln) > room and not ln.startswith("  ")]
+    assert not too_wide, "\n".join(too_wide)
+
+
+@pytest.mark.parametrize("job", JOBS, ids=["main", "spot", "nothing-fits", "pareto-excluded"])
+def test_recommend_fits_100_columns_and_json_csv_do_not_change(cli, monkeypatch, job):
+    monkeypatch.setenv("COLUMNS", "100")
+    code, out, err = cli("recommend", *job)
+    assert code == 0, err
+    fits(out)
+    assert "[1] " in out  # the notes went under the table at this width
+    code, wide, _ = cli("recommend", *job, "--wide")
+    assert max(map(len, lines_of(wide))) > 100 and "\n[1] " not in wide
+    for fmt in ("json", "csv"):
+        monkeypatch.setenv("COLUMNS", "100")
+        narrow = cli("recommend", *job, "--format", fmt)[1]
+        monkeypatch.setenv("COLUMNS", "40")
+        assert cli("recommend", *job, "--format", fmt)[1] == narrow
+        assert cli("recommend", *job, "--format", fmt, "--wide")[1] == narrow
+        monkeypatch.delenv("COLUMNS")
+        assert cli("recommend", *job, "--format", fmt)[1] == narrow
+
+
+@pytest.mark.parametrize("argv", [
+    ("references", "list"),
+    ("references", "list", "--accelerator", "gaudi2,trainium"),
+    ("references", "check"),
+    ("references", "check", "--rows"),
+    ("catalog", "show"),
+    ("catalog", "show", "--family", "p5,g6e,trn1"),
+    ("catalog", "info"),
+])
+def test_catalog_and_references_fit_100_columns(cli, monkeypatch, argv):
+    monkeypatch.setenv("COLUMNS", "100")
+    code, out, err = cli(*argv)
+    assert code == 0, err
+    fits(out)
+    assert cli(*argv, "--wide")[1] != out or max(map(len, lines_of(out))) <= 100
+
+
+def test_results_list_and_show_fit_100_columns_with_long_notes(cli, monkeypatch, tmp_path):
+    r = probe_result("p6-b200.48xlarge", 1234.5, model="resnet50")
+    r.ladder.append(RungResult(rung="channels_last", config=r.config, status="skipped", note=LONG_NOTE))
+    r.ladder.append(RungResult(rung="ipex", config=r.config, status="not-installed", note=LONG_NOTE))
+    path = tmp_path / "r.json"
+    path.write_text(r.model_dump_json())
+    assert cli("results", "import", str(path))[0] == 0
+    monkeypatch.setenv("COLUMNS", "100")
+    code, out, _ = cli("results", "list")
+    assert code == 0 and r.result_id[:12] in out and "p6-b200.48xlarge" in out
+    fits(out)
+    code, out, _ = cli("results", "show", r.result_id[:8])
+    assert code == 0
+    fits(out)
+    assert "\n[1] " in out and " ".join(out[out.index("\n[1] ") + 5:].split("\n[2]")[0].split()) == LONG_NOTE
+    rows = json.loads(cli("results", "list", "--format", "json")[1])
+    monkeypatch.setenv("COLUMNS", "40")
+    assert json.loads(cli("results", "list", "--format", "json")[1]) == rows
