@@ -271,7 +271,7 @@ def refresh(regions: Iterable[str] | None = None, families: Iterable[str] | None
     if advisor is None:
         advisor, advisor_note = _fetched_buckets(previous, on_warning, now)
     else:
-        advisor_note = f"interruption buckets from the Spot Instance Advisor file {Path(spot_advisor_file).name}"
+        advisor_note = f"the Spot Instance Advisor file {Path(spot_advisor_file).name}"
     offers: dict[str, list[Offer]] = {}
     for region, (wanted, od, spot) in prices.items():
         adv = advisor.get(region, {})
@@ -294,6 +294,15 @@ def refresh(regions: Iterable[str] | None = None, families: Iterable[str] | None
     if not used:
         # An empty answer is no reason to replace a catalog that has prices.
         raise CatalogError(f"AWS returned no prices for {', '.join(regions)}; the previous catalog is kept")
+    spot_offers = [o for rows in offers.values() for o in rows if o.market == "spot"]
+    bucketed = sum(o.interruption_bucket is not None for o in spot_offers)
+    if spot_advisor_file and spot_offers and not bucketed:
+        # The user asked for buckets from this file and it gives none: a file of other regions or
+        # types, not a reason to write a catalog whose provenance names it.
+        raise CatalogError(f"spot advisor file {spot_advisor_file} has interruption buckets for none of the "
+                           f"{len(spot_offers)} spot offers in {', '.join(regions)}; the previous catalog is kept")
+    advisor_note = (f"interruption buckets for {bucketed} of {len(spot_offers)} spot offers from {advisor_note}"
+                    if bucketed else f"no interruption buckets ({advisor_note} has none for these offers)")
     provenance = (
         f"AWS APIs at {now:%Y-%m-%d %H:%M} UTC: DescribeInstanceTypes, DescribeInstanceTypeOfferings, "
         "Pricing GetProducts (Linux, shared tenancy, on-demand), DescribeSpotPriceHistory (Linux/UNIX, "
@@ -318,13 +327,13 @@ def _fetched_buckets(previous: Catalog | None, on_warning: Callable[[str], None]
                      now: datetime) -> tuple[spot_advisor.Buckets, str]:
     """The public Spot Instance Advisor buckets, or the previous catalog's when the fetch fails."""
     try:
-        return spot_advisor.fetch(), f"interruption buckets from the Spot Instance Advisor data {spot_advisor.url()} fetched at {now:%Y-%m-%d %H:%M} UTC"
+        return spot_advisor.fetch(), f"the Spot Instance Advisor data {spot_advisor.url()} fetched at {now:%Y-%m-%d %H:%M} UTC"
     except CatalogError as e:
         kept = spot_advisor.from_catalog(previous)
         if not kept:
             on_warning(f"{e}; the new catalog has no interruption buckets (pass --spot-advisor FILE to add them)")
-            return {}, f"no interruption buckets (the Spot Instance Advisor fetch failed: {e})"
+            return {}, f"the Spot Instance Advisor fetch, which failed: {e}"
         on_warning(f"{e}; keeping the interruption buckets of the previous catalog ({previous.source}, "
                    f"fetched {previous.fetched_at:%Y-%m-%d})")
-        return kept, (f"interruption buckets kept from the previous catalog ({previous.source}, fetched "
-                      f"{previous.fetched_at:%Y-%m-%d}): the Spot Instance Advisor fetch failed")
+        return kept, (f"the previous catalog ({previous.source}, fetched {previous.fetched_at:%Y-%m-%d}), kept "
+                      "because the Spot Instance Advisor fetch failed")
