@@ -19,7 +19,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ..io import CatalogError, parse_json
+from pydantic import ValidationError
+
+from ..io import CatalogError, first_error, parse_json
 from ..models import (
     MAX_USD_PER_HOUR,
     MIN_USD_PER_HOUR,
@@ -83,15 +85,15 @@ def parse_price_list_item(item: str | dict) -> tuple[str, float] | None:
     """One Pricing API PriceList entry (a JSON string) -> (instance type, USD/h), or None when
     it is no usable hourly price (zero, not USD, unit other than Hrs)."""
     doc = parse_json(item, "PriceList entry", CatalogError) if isinstance(item, str) else item
-    attrs = (doc.get("product") or {}).get("attributes") or {}
-    itype = attrs.get("instanceType")
-    if not itype:
+    # Checked level by level: an entry of another shape is no price, never an AttributeError.
+    itype = _obj(_obj(_obj(doc).get("product")).get("attributes")).get("instanceType")
+    if not isinstance(itype, str) or not itype:
         return None
-    for term in ((doc.get("terms") or {}).get("OnDemand") or {}).values():
-        for dim in (term.get("priceDimensions") or {}).values():
-            if dim.get("unit") != "Hrs":
+    for term in _obj(_obj(_obj(doc).get("terms")).get("OnDemand")).values():
+        for dim in _obj(_obj(term).get("priceDimensions")).values():
+            if _obj(dim).get("unit") != "Hrs":
                 continue
-            usd = (dim.get("pricePerUnit") or {}).get("USD")
+            usd = _obj(dim.get("pricePerUnit")).get("USD")
             try:
                 price = float(usd)
             except (TypeError, ValueError):
@@ -99,6 +101,10 @@ def parse_price_list_item(item: str | dict) -> tuple[str, float] | None:
             if MIN_USD_PER_HOUR <= price <= MAX_USD_PER_HOUR:  # NaN fails both
                 return itype, price
     return None
+
+
+def _obj(v) -> dict:
+    return v if isinstance(v, dict) else {}
 
 
 def spot_stats(history: Iterable[dict[str, Any]], region: str | None = None) -> dict[str, dict[str, Any]]:
@@ -110,6 +116,7 @@ def spot_stats(history: Iterable[dict[str, Any]], region: str | None = None) -> 
     regular = re.compile(re.escape(region) + "[a-z]") if region else None
     latest: dict[tuple[str, str], tuple[datetime, float]] = {}
     for h in history:
+        h = _obj(h)
         if not str(h.get("ProductDescription", "")).startswith("Linux/UNIX"):
             continue
         if regular is not None and not regular.fullmatch(str(h.get("AvailabilityZone", ""))):
@@ -119,6 +126,8 @@ def spot_stats(history: Iterable[dict[str, Any]], region: str | None = None) -> 
         except (KeyError, TypeError, ValueError):
             continue
         if not MIN_USD_PER_HOUR <= price <= MAX_USD_PER_HOUR:  # NaN fails too
+            continue
+        if not isinstance(h.get("InstanceType"), str):
             continue
         ts = h.get("Timestamp")  # botocore parses it to a datetime
         if not isinstance(ts, datetime):
@@ -166,10 +175,23 @@ def fetch_instance_types(ec2, families: Iterable[str] | None = None) -> dict[str
     records = _paginate(ec2, "describe_instance_types", "InstanceTypes", "ec2:DescribeInstanceTypes", **kwargs)
     types = {}
     for rec in records:
-        it = instance_type_from_describe(rec)
+        try:
+            it = instance_type_from_describe(rec)
+        except ValidationError as e:
+            first = first_error(e)
+            raise CatalogError(f"DescribeInstanceTypes answered {_name(rec)} with a value the catalog cannot hold at "
+                               f"{first.at}: {first.msg}; the previous catalog is kept") from None
+        except (KeyError, TypeError, AttributeError, ValueError) as e:  # a record of another shape
+            raise CatalogError(f"DescribeInstanceTypes answered {_name(rec)} in another shape ({type(e).__name__}: "
+                               f"{e}); the previous catalog is kept") from None
         if it is not None:
             types[it.name] = it
     return types
+
+
+def _name(rec) -> str:
+    name = rec.get("InstanceType") if isinstance(rec, dict) else None
+    return repr(name)[:80] if name is not None else "a record with no InstanceType"
 
 
 def fetch_offered_types(ec2, region: str) -> set[str]:
@@ -272,20 +294,10 @@ def refresh(regions: Iterable[str] | None = None, families: Iterable[str] | None
         advisor, advisor_note = _fetched_buckets(previous, on_warning, now)
     else:
         advisor_note = f"the Spot Instance Advisor file {Path(spot_advisor_file).name}"
-    offers: dict[str, list[Offer]] = {}
-    for region, (wanted, od, spot) in prices.items():
-        adv = advisor.get(region, {})
-        rows: list[Offer] = []
-        for t in wanted:
-            if t in od:
-                rows.append(Offer(instance_type=t, region=region, market="on-demand", usd_per_hour=od[t], price_at=now))
-            if t in spot:
-                s, a = spot[t], adv.get(t, {})
-                rows.append(Offer(instance_type=t, region=region, market="spot", usd_per_hour=s["median"],
-                                  spot_min_usd=s["min"], az_count=s["az_count"], price_at=s["timestamp"] or now,
-                                  interruption_bucket=a.get("r"), savings_pct=a.get("s")))
-        offers[region] = rows
-        log.info("%s: %d types offered, %d offers", region, len(wanted), len(rows))
+    try:
+        offers = _offers(prices, advisor, now)
+    except ValidationError as e:
+        raise _shape_error(e) from None
     if fams is not None:
         unknown = sorted(fams - {family_of(t) for t in all_types})
         if unknown:
@@ -311,16 +323,44 @@ def refresh(regions: Iterable[str] | None = None, families: Iterable[str] | None
         + f"; {advisor_note}"
         + (f"; families {', '.join(sorted(fams))}" if fams else "")
     )
-    return Catalog(
-        schema_version=SCHEMA_VERSION,
-        cloud="aws",
-        source="aws-api",
-        fetched_at=now,
-        provenance=provenance,
-        regions=list(regions),
-        instance_types={n: all_types[n] for n in sorted(used)},
-        offers={r: RegionOffers.from_offers(rows) for r, rows in offers.items()},
-    )
+    try:  # the whole catalog checked, as any catalog file is, before the caller writes it
+        return Catalog(
+            schema_version=SCHEMA_VERSION,
+            cloud="aws",
+            source="aws-api",
+            fetched_at=now,
+            provenance=provenance,
+            regions=list(regions),
+            instance_types={n: all_types[n] for n in sorted(used)},
+            offers={r: RegionOffers.from_offers(rows) for r, rows in offers.items()},
+        )
+    except ValidationError as e:
+        raise _shape_error(e) from None
+
+
+def _shape_error(e: ValidationError) -> CatalogError:
+    first = first_error(e)
+    return CatalogError(f"AWS answered with a value the catalog cannot hold at {first.at}: {first.msg}; "
+                        "the previous catalog is kept")
+
+
+def _offers(prices, advisor: spot_advisor.Buckets, now: datetime) -> dict[str, list[Offer]]:
+    """Each region's on-demand and spot offers, with the advisor file's bucket and savings."""
+    offers: dict[str, list[Offer]] = {}
+    for region, (wanted, od, spot) in prices.items():
+        adv = advisor.get(region, {})
+        rows: list[Offer] = []
+        for t in wanted:
+            if t in od:
+                rows.append(Offer(instance_type=t, region=region, market="on-demand", usd_per_hour=od[t], price_at=now))
+            if t in spot:
+                s, a = spot[t], adv.get(t, {})
+                rows.append(Offer(instance_type=t, region=region, market="spot", usd_per_hour=s["median"],
+                                  spot_min_usd=s["min"], az_count=s["az_count"], price_at=s["timestamp"] or now,
+                                  interruption_bucket=a.get("r"), savings_pct=a.get("s")))
+        offers[region] = rows
+        log.info("%s: %d types offered, %d offers", region, len(wanted), len(rows))
+    return offers
 
 
 def _fetched_buckets(previous: Catalog | None, on_warning: Callable[[str], None],

@@ -242,3 +242,50 @@ def test_provenance_counts_the_buckets_it_used(cli, monkeypatch, server, tmp_pat
     spot = [o for o in cat.iter_offers("us-east-1") if o.market == "spot"]
     assert f"interruption buckets for 1 of {len(spot)} spot offers from the Spot Instance Advisor file advisor.json" \
         in cat.provenance
+
+
+def _no_vcpus(rec):
+    return {k: v for k, v in rec.items() if k != "VCpuInfo"}
+
+
+def _negative_vcpus(rec):
+    return {**rec, "VCpuInfo": {**rec["VCpuInfo"], "DefaultVCpus": -4}}
+
+
+def _memory_a_string(rec):
+    return {**rec, "MemoryInfo": "lots"}
+
+
+@pytest.mark.parametrize("spoil", [_no_vcpus, _negative_vcpus, _memory_a_string])
+@mock_aws
+def test_an_aws_answer_out_of_shape_leaves_the_catalog_byte_identical(cli, monkeypatch, server, tmp_path, spoil):
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(_GOOD))
+    code, err = _refresh(cli, monkeypatch, "--spot-advisor", str(good))
+    assert code == 0, err
+    before = catalog_cache_path().read_bytes()
+    real = refresh.instance_type_from_describe
+    monkeypatch.setattr(refresh, "instance_type_from_describe", lambda rec: real(spoil(rec)))
+    client, _stub = _stub_pricing("us-east-1", [[_price_item("c7i.2xlarge", "0.357")]])
+    monkeypatch.setattr(refresh, "pricing_client", lambda session, deadline=None: client)
+    code, _out, err = cli("catalog", "refresh", "--regions", "us-east-1", "--families", "c7i,g6e",
+                          "--spot-advisor", str(good))
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert "DescribeInstanceTypes answered" in err and "the previous catalog is kept" in err
+    assert catalog_cache_path().read_bytes() == before
+
+
+@pytest.mark.parametrize("item", [[], "[]", {"product": []}, {"product": {"attributes": {"instanceType": 5}}},
+                                  {"product": {"attributes": {"instanceType": "c7i.large"}}, "terms": {"OnDemand": []}},
+                                  {"product": {"attributes": {"instanceType": "c7i.large"}},
+                                   "terms": {"OnDemand": {"t": {"priceDimensions": {"d": "x"}}}}}])
+def test_a_price_list_entry_of_another_shape_is_no_price(item):
+    assert refresh.parse_price_list_item(item) is None
+
+
+def test_spot_history_entries_of_another_shape_are_skipped():
+    good = {"InstanceType": "c7i.large", "AvailabilityZone": "us-east-1a", "SpotPrice": "0.05",
+            "ProductDescription": "Linux/UNIX"}
+    stats = refresh.spot_stats([good, "x", None, {**good, "InstanceType": None}, {**good, "SpotPrice": "NaN"}],
+                               "us-east-1")
+    assert list(stats) == ["c7i.large"] and stats["c7i.large"]["az_count"] == 1
