@@ -16,13 +16,14 @@ import pytest
 from factories import probe_result
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from json_paths import leaves
+from json_paths import leaves, numeric_paths
 from recommend_catalogs import write_catalog
 
 from advisor.estimate.references import REFERENCE_PATH
 from lightning_module.contract.result import (
     MAX_DEVICE_TFLOPS,
     MIN_SAMPLES_PER_SEC,
+    ProbeResult,
     ResultError,
     parse_result,
 )
@@ -55,7 +56,7 @@ def _numeric(v) -> bool:
 
 
 # Every number of a result, and of the optional fields the factory leaves empty (null).
-NUMERIC = [p for p in leaves(BASE) if _numeric(_get(BASE, p)) or (_get(BASE, p) is None and p[-1] != "instance_type")]
+NUMERIC = numeric_paths(BASE, ProbeResult)
 TEXT = [p for p in leaves(BASE) if isinstance(_get(BASE, p), str)]
 
 HOSTILE_NUMBERS = st.one_of(
