@@ -19,6 +19,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from catalog.io import first_error, parse_json, read_bytes
+from catalog.models import MAX_DEVICE_MEMORY_GIB
 from lightning_module.contract.result import (
     MAX_BATCH_SIZE,
     MAX_IMAGE_SIZE,
@@ -40,8 +41,6 @@ BUILTIN_MODELS = ("resnet50", "resnet18", "vit_b_16", "mlp")
 # Half-width of the band a figure gets when its row does not state one: a figure read in a table
 # is a single published run; a derived one (worked out from other published numbers) is looser.
 READ_UNCERTAINTY = 0.05
-# A device with more memory than this (GiB) is a unit error: 20x the largest in catalog/data/accelerators.json (180).
-MAX_DEVICE_MEMORY_GIB = 4096.0
 DERIVED_UNCERTAINTY = 0.15
 
 Precision = Literal["32-true", "tf32", "16-mixed", "bf16-mixed", "fp8"]

@@ -23,7 +23,7 @@ from pydantic import (
 )
 
 from catalog.io import first_error, parse_json
-from catalog.models import NAME_PATTERN, one_line
+from catalog.models import MAX_DEVICE_MEMORY_GIB, MAX_MEMORY_GIB, NAME_PATTERN, one_line
 
 RESULT_SCHEMA_VERSION = 1
 
@@ -56,6 +56,9 @@ MAX_SAMPLES_PER_SEC = 1e12
 # a rate (log, exp of a shift, samples / rate) finite: 5e-324 once underflowed to a division by 0.
 MIN_SAMPLES_PER_SEC = 1e-6
 SamplesPerSec = Annotated[float, Field(strict=True, ge=0, le=MAX_SAMPLES_PER_SEC)]
+# A machine's and a device's memory, bounded as the catalog bounds them (catalog/models.py).
+MachineGiB = Annotated[float, Field(strict=True, ge=0, le=MAX_MEMORY_GIB)]
+DeviceGiB = Annotated[float, Field(strict=True, ge=0, le=MAX_DEVICE_MEMORY_GIB)]
 # Dense TFLOP/s no single device reaches: 4x the fastest in catalog/data/accelerators.json (B200,
 # 2,250 bf16; tests/lightning_module/test_result_validation.py checks the table stays below).
 # samples/s x FLOPs per sample, an achieved or a peak figure above this per device is a unit error.
@@ -197,7 +200,7 @@ class RungResult(BaseModel):
     kept: StrictBool = False
     error: Text | None = None  # why it failed or was skipped
     note: Text | None = None  # what to know about a rung that ran (e.g. an extension that had nothing to do here)
-    peak_memory_gib: NonNegative | None = None  # CUDA max allocated during the rung; elsewhere the process's peak RSS
+    peak_memory_gib: MachineGiB | None = None  # CUDA max allocated during the rung; elsewhere the process's peak RSS
     contention: Contention | None = None
     remeasured: Count = 0  # extra measurements pooled in because the CI stayed wider than the target
     ci_target_met: StrictBool | None = None  # None: not known (older results)
@@ -230,7 +233,7 @@ class GpuInfo(BaseModel):
     model_config = _STRICT
 
     name: Text
-    memory_gib: NonNegative
+    memory_gib: DeviceGiB
 
 
 class HardwareFingerprint(BaseModel):
@@ -243,7 +246,7 @@ class HardwareFingerprint(BaseModel):
     logical_cpus: Count | None = None
     isa_flags: list[Text] = []  # the ones that matter: avx2, avx512f, avx512_bf16, amx_bf16, ...
     numa_nodes: Count | None = None
-    ram_gib: NonNegative | None = None
+    ram_gib: MachineGiB | None = None
     gpus: list[GpuInfo] = []
     cpu_manufacturer: Text | None = None  # "intel" | "amd" | "arm" | ... (vendor id from /proc/cpuinfo)
     cpu_clock_ghz: NonNegative | None = None  # nominal or current clock, for the CPU's ISA peak
@@ -284,7 +287,7 @@ class ProbeResult(BaseModel):
     utilisation_datasheet: NonNegative | None = None
     peak_tflops_matmul: Positive | None = None  # a short measured matmul on the device, same dtype
     utilisation_matmul: NonNegative | None = None
-    peak_memory_gib: NonNegative | None = None
+    peak_memory_gib: MachineGiB | None = None
     ladder: list[RungResult] = Field(default=[], max_length=1000)
     stop_reason: Text | None = None  # why the winning rung stopped timing: "converged" | "time-limit" | "max-steps"
     devices_in_peak: int = Field(strict=True, default=1, ge=1, le=10**6)  # how many devices the peak figures cover (all ranks together)
