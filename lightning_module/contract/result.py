@@ -335,6 +335,7 @@ class ProbeResult(BaseModel):
         if self.started_at > self.finished_at:
             raise ValueError("started_at is after finished_at")
         self._physical()
+        self._derived_agree()
         for what in ("matmul", "datasheet"):
             self._utilisation_at_most_one(what)
         return self
@@ -350,6 +351,25 @@ class ProbeResult(BaseModel):
             if v is not None and not v <= bound:  # inf from an overflowed product too
                 raise ValueError(f"{name} is {v:.3g} TFLOP/s, more than {devices} device(s) can compute "
                                  f"({MAX_DEVICE_TFLOPS:g} TFLOP/s each): a unit error")
+
+    def _derived_agree(self) -> None:
+        """The figures the probe derives from others (achieved = samples/s x FLOPs per sample;
+        utilisation = achieved / peak) agree with them, to 1% for a hand's rounding."""
+        def close(a: float, b: float) -> bool:
+            return abs(a - b) <= 0.01 * max(abs(a), abs(b))
+
+        if self.achieved_tflops is not None and self.flops_per_sample:
+            derived = self.samples_per_sec * self.flops_per_sample / 1e12
+            if not close(self.achieved_tflops, derived):
+                raise ValueError(f"achieved_tflops {self.achieved_tflops:.4g} is not samples_per_sec x "
+                                 f"flops_per_sample ({derived:.4g} TFLOP/s)")
+        for what in ("matmul", "datasheet"):
+            util, peak = getattr(self, f"utilisation_{what}"), getattr(self, f"peak_tflops_{what}")
+            ratio = self.achieved_tflops / peak if peak and self.achieved_tflops is not None else None
+            # above 100% either way: a measurement error, emptied below rather than refused
+            if util is not None and ratio is not None and util <= 1.0 and ratio <= 1.0 and not close(util, ratio):
+                raise ValueError(f"utilisation_{what} {util:.4g} is not achieved_tflops / peak_tflops_{what} "
+                                 f"({ratio:.4g})")
 
     def _utilisation_at_most_one(self, what: str) -> None:
         # Above 100% of a peak is a measurement error (the peak measured low, or the rate high),

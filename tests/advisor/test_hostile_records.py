@@ -142,7 +142,7 @@ def test_a_denormal_rate_no_longer_breaks_recommend(cli):
     doc = _set(_set(BASE, ("samples_per_sec",), 5e-324), ("samples_per_sec_ci",), [0.0, 1.0])
     assert _import_then_read(cli, doc) == 2
     ok = _set(_set(BASE, ("samples_per_sec",), MIN_SAMPLES_PER_SEC), ("samples_per_sec_ci",), [0.0, 1.0])
-    ok["ladder"] = []
+    ok.update(ladder=[], achieved_tflops=None, utilisation_matmul=None)  # derived from the old rate
     assert _import_then_read(cli, ok) == 0  # the floor itself is stored and usable
 
 
@@ -197,3 +197,13 @@ def test_a_hostile_number_in_a_reference_file_is_refused_or_usable(cli, path, va
 def test_a_reference_row_is_typed_strictly(cli, field, value):
     code, _, err = cli("references", "list", "--references", _reference_file({**ROW, field: value}))
     assert code == 2 and len(err.strip().splitlines()) == 1 and field in err, err
+
+
+@pytest.mark.parametrize("change, says", [
+    ({"achieved_tflops": 3.28}, "achieved_tflops 3.28 is not samples_per_sec x flops_per_sample"),
+    ({"utilisation_matmul": 0.5}, "utilisation_matmul 0.5 is not achieved_tflops / peak_tflops_matmul"),
+])
+def test_derived_figures_agree_with_their_parts(change, says):
+    with pytest.raises(ResultError, match=says):
+        parse_result(json.dumps({**BASE, **change}))
+    parse_result(json.dumps({**BASE, "achieved_tflops": BASE["achieved_tflops"] * 1.005}))  # a hand's rounding
