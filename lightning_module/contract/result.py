@@ -56,11 +56,12 @@ MAX_SAMPLES_PER_SEC = 1e12
 # a rate (log, exp of a shift, samples / rate) finite: 5e-324 once underflowed to a division by 0.
 MIN_SAMPLES_PER_SEC = 1e-6
 SamplesPerSec = Annotated[float, Field(strict=True, ge=0, le=MAX_SAMPLES_PER_SEC)]
+MeasuredRate = Annotated[float, Field(strict=True, ge=MIN_SAMPLES_PER_SEC, le=MAX_SAMPLES_PER_SEC)]  # a rate that was measured
 # A machine's and a device's memory, bounded as the catalog bounds them (catalog/models.py).
 MachineGiB = Annotated[float, Field(strict=True, ge=0, le=MAX_MEMORY_GIB)]
 DeviceGiB = Annotated[float, Field(strict=True, ge=0, le=MAX_DEVICE_MEMORY_GIB)]
 # Dense TFLOP/s no single device reaches: 4x the fastest in catalog/data/accelerators.json (B200,
-# 2,250 bf16; tests/lightning_module/test_result_validation.py checks the table stays below).
+# 2,250 bf16; tests/advisor/test_hostile_records.py checks the table stays below).
 # samples/s x FLOPs per sample, an achieved or a peak figure above this per device is a unit error.
 MAX_DEVICE_TFLOPS = 10_000.0
 # Forward + backward of any model is at least one multiply-add per sample; fewer is a unit error
@@ -209,9 +210,9 @@ class RungResult(BaseModel):
     def _consistent(self) -> RungResult:
         if self.ci_low is not None and self.ci_high is not None and self.ci_low > self.ci_high:
             raise ValueError(f"rung {self.rung}: ci_low {self.ci_low:g} is above ci_high {self.ci_high:g}")
-        if self.status == "ok" and not (self.samples_per_sec or 0) >= MIN_SAMPLES_PER_SEC:
-            raise ValueError(f"rung {self.rung}: status ok but no samples/s measured (at least {MIN_SAMPLES_PER_SEC:g})")
-        if self.status == "ok":  # a rung that failed keeps whatever it had measured before
+        if self.status == "ok":  # (a rung that failed keeps whatever it had measured before)
+            if not (self.samples_per_sec or 0) >= MIN_SAMPLES_PER_SEC:
+                raise ValueError(f"rung {self.rung}: status ok but no samples/s measured (at least {MIN_SAMPLES_PER_SEC:g})")
             _ci_contains(self.ci_low, self.ci_high, self.samples_per_sec, f"rung {self.rung}: ci_low/ci_high")
         return self
 
@@ -278,7 +279,7 @@ class ProbeResult(BaseModel):
     hardware: HardwareFingerprint
     software: SoftwareVersions
     config: ProbeConfig  # the winning configuration
-    samples_per_sec: Annotated[float, Field(strict=True, ge=MIN_SAMPLES_PER_SEC, le=MAX_SAMPLES_PER_SEC)]  # all ranks together
+    samples_per_sec: MeasuredRate  # all ranks together
     samples_per_sec_ci: tuple[NonNegative, NonNegative]  # 95% confidence interval
     step_time: StepTimeStats
     flops_per_sample: Annotated[float, Field(strict=True, ge=MIN_FLOPS_PER_SAMPLE)] | None = None  # forward + backward
@@ -301,7 +302,7 @@ class ProbeResult(BaseModel):
     unreliable_reasons: list[Text] = Field(default=[], max_length=100)
     # Samples/s one DataLoader worker process delivers of this workload's data, timed without the
     # model (None: not measured). recommend caps GPU estimates at this x the instance's vCPUs.
-    pipeline_samples_per_sec_per_worker: Annotated[float, Field(strict=True, ge=MIN_SAMPLES_PER_SEC, le=MAX_SAMPLES_PER_SEC)] | None = None
+    pipeline_samples_per_sec_per_worker: MeasuredRate | None = None
     started_at: datetime
     finished_at: datetime = Field(default_factory=lambda: datetime.now(timezone.utc))
 
