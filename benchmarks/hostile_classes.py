@@ -5,7 +5,7 @@ the advisor reads: a probe result (`results import`), a team's reference file (`
 a catalog file (`catalog info`) and a Spot Instance Advisor file (`catalog refresh --spot-advisor`,
 refused before any AWS call). A stored result must then be usable by `results list/show/export` and
 `recommend`. Outcomes: "refused" (exit 2, one error line), "usable" (stored, every read command and
-recommend exit 0 or 2, no NaN or inf% printed), "failure" (exit 70, a traceback, anything else).
+recommend exit 0 or 2, no NaN, inf% or utilisation above 100% shown), "failure" (exit 70, a traceback, anything else).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import copy
 import io
 import json
 import random
+import re
 import tempfile
 import uuid
 from collections import Counter
@@ -119,7 +120,8 @@ class Bench:
         for r in json.loads(out):
             for fmt in ("table", "json"):
                 code, shown, err = _cli("results", "show", r["result_id"], "--store", store, "--format", fmt)
-                if code != 0 or "inf%" in shown or "nan%" in shown.lower():
+                if code != 0 or "inf%" in shown or "nan%" in shown.lower() or any(
+                        float(u.replace(",", "")) > 100 for u in re.findall(r"utilisation ([\d,.]+)%", shown)):
                     return "failure"
         for argv in (("results", "list", "--store", store),
                      ("recommend", "--budget", "500", "--deadline", "2d", "--samples", "1e8", "--catalog",
