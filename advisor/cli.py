@@ -6,10 +6,13 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import signal
 import sys
+import threading
+from contextlib import contextmanager
 
 from . import __version__
-from .errors import AdvisorError
+from .errors import AdvisorError, Terminated
 
 # The exit statuses, documented in docs/exit-codes.md; only this edge turns errors into them.
 EXIT_OK = 0
@@ -65,6 +68,28 @@ def user_errors() -> tuple[type[BaseException], ...]:
     return (AdvisorError, CatalogError, FileError, FilterError, ResultError)
 
 
+def _raise_terminated(signum, frame):
+    raise Terminated(signum)
+
+
+@contextmanager
+def _signals_raise():
+    """For the command's whole run, SIGINT and SIGTERM raise (KeyboardInterrupt, Terminated) and
+    so end in their documented statuses, 130 and 143, whatever a library (Lightning, a child's
+    set-up) left installed; the handlers before are put back after. Signals reach the main thread only."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h if h is not None else signal.SIG_DFL)
+
+
 def main(argv: list[str] | None = None) -> int:
     from .output import error, set_wide
 
@@ -77,13 +102,17 @@ def main(argv: list[str] | None = None) -> int:
     set_wide(getattr(args, "wide", False))
     logging.basicConfig(level=logging.WARNING - 10 * min(args.verbose, 2), format="advisor: %(message)s")
     try:
-        return int(args.func(args) or EXIT_OK)
+        with _signals_raise():
+            return int(args.func(args) or EXIT_OK)
     except user_errors() as e:
         error(str(e))
         return EXIT_USER
     except KeyboardInterrupt:
         print("advisor: interrupted", file=sys.stderr)
         return EXIT_SIGINT
+    except Terminated:
+        print("advisor: terminated", file=sys.stderr)
+        return EXIT_SIGTERM
     except BrokenPipeError:
         return EXIT_OK
     except Exception as e:  # a bug: one line and its own status, never a traceback

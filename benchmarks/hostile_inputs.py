@@ -1,13 +1,17 @@
 """Time the advisor's answers to hostile inputs (issue 11): each must be one line, and fast, however
 big the input. Before the fix `catalog info` was quadratic in the provenance's length (58 s at
-16 MB; still running after 600 s at 200 MB).
+16 MB; still running after 600 s at 200 MB). Then (issue 21) count, by class, what becomes of
+values that parse but cannot be true, and of text that is not UTF-8: refused in one line (exit 2),
+stored and usable by every read command and recommend, or a failure (exit 70, a traceback, any
+other status). `--cases N` hostile records per class (default 60).
 
 Each case runs the CLI in-process and prints the wall time, the exit status and the output size:
     catalog info  on a catalog whose provenance is 1 MiB (the largest accepted), 16 MB and 200 MB
     results import of a result nested 200,000 levels deep / with a 60,000-digit integer
     safe_text on a 50 MB single-line log
+    the classes of issue 21 (hostile_classes.py): counts of each outcome per class
 
-    .venv/bin/python benchmarks/hostile_inputs.py [--scale 1.0]   # --scale 0.01 for a quick check
+    .venv/bin/python benchmarks/hostile_inputs.py [--scale 1.0] [--cases 60]   # --scale 0.01 --cases 5: quick
 """
 
 from __future__ import annotations
@@ -23,6 +27,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from hostile_classes import count_by_class
 
 from advisor.cli import main as advisor
 from advisor.output import safe_text
@@ -50,6 +57,7 @@ def run(*argv: str) -> tuple[float, int, int, int]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--scale", type=float, default=1.0, help="multiply the input sizes (0.01 for a quick check)")
+    ap.add_argument("--cases", type=int, default=60, help="hostile records per class of issue 21")
     args = ap.parse_args()
     print(f"machine: {cpu()}; python {platform.python_version()}")
     snapshot = json.loads(SNAPSHOT_PATH.read_text())
@@ -74,7 +82,8 @@ def main() -> int:
         t0 = time.perf_counter()
         shown = safe_text(log, 500)
         print(f"safe_text on a {size:,}-character line: {time.perf_counter() - t0:.4f} s, {len(shown)} chars shown")
-    return 0
+    failures = count_by_class(args.cases)
+    return 1 if failures else 0
 
 
 if __name__ == "__main__":

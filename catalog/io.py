@@ -61,17 +61,33 @@ def _json_int(s: str) -> int:
     return int(s)
 
 
+def decode_text(data: str | bytes, where: str, error: type[Exception] = FileError) -> str:
+    """The one text rule: every file the advisor reads is UTF-8 (a BOM allowed), decoded here before
+    it is parsed; anything else is `error` "not UTF-8 text". json.loads alone would detect and read
+    UTF-16 and UTF-32 too, which pydantic's parser (the catalog's) refuses: the readers disagreed.
+    A NUL is never in our text (JSON forbids it unescaped): UTF-16/32 of ASCII decodes to NULs."""
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        try:
+            text = bytes(data).decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise error(f"{where}: not UTF-8 text (byte {e.start}: {e.reason}); save it as UTF-8") from None
+    else:
+        text = data
+    if "\x00" in text:
+        raise error(f"{where}: not UTF-8 text (NUL characters: UTF-16 or UTF-32?); save it as UTF-8") from None
+    return text.removeprefix("\ufeff")
+
+
 def parse_json(text: str | bytes, where: str, error: type[Exception] = FileError):
-    """JSON text -> Python objects, or `error` with one line saying why: invalid JSON, not UTF-8,
-    nested more than JSON_MAX_DEPTH levels (or deep enough for a RecursionError), integers too
-    long. NaN, Infinity and 1e400 (inf) are read: the models refuse non-finite numbers field by
-    field, which names the field."""
+    """JSON text -> Python objects, or `error` with one line saying why: not UTF-8 (decode_text),
+    invalid JSON, nested more than JSON_MAX_DEPTH levels (or deep enough for a RecursionError),
+    integers too long. NaN, Infinity and 1e400 (inf) are read: the models refuse non-finite numbers
+    field by field, which names the field."""
+    text = decode_text(text, where, error)
     try:
         doc = json.loads(text, parse_int=_json_int)
     except RecursionError:
         raise error(_too_deep(where)) from None
-    except UnicodeDecodeError:
-        raise error(f"{where}: not UTF-8 text") from None
     except json.JSONDecodeError as e:
         raise error(f"{where}: not valid JSON ({e.msg} at line {e.lineno} column {e.colno})") from None
     except ValueError as e:  # from _json_int
@@ -97,6 +113,11 @@ def read_bytes(path: str | Path, what: str, limit: int, error: type[Exception] =
     if len(data) > limit:
         raise error(f"{what} {path} is larger than {limit / 2**20:g} MiB: not one of the advisor's files")
     return data
+
+
+def read_text(path: str | Path, what: str, limit: int, error: type[Exception] = FileError) -> str:
+    """read_bytes + decode_text: a whole text file, UTF-8 or a one-line error."""
+    return decode_text(read_bytes(path, what, limit, error), f"{what} {path}", error)
 
 
 def read_json_file(path: str | Path, what: str, limit: int, error: type[Exception] = FileError):
@@ -150,6 +171,7 @@ def loads(text: str | bytes, where: str = "catalog") -> Catalog:
     # validate); only a file that fails is parsed again, to say in one line what is wrong.
     # A full catalog allocates hundreds of thousands of acyclic objects; the cyclic collector
     # would run many passes over them mid-parse (about a third of the load time), for nothing.
+    text = decode_text(text, where, CatalogError)  # the one text rule, before either parser
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:

@@ -46,6 +46,10 @@ RESERVATION_NOTE = "usually needs a Capacity Block or reservation"
 # allow_inf_nan=False on each model), the right sign, and in a plausible unit. The upper bounds sit
 # well past the largest AWS type (u7in-32tb: 1,920 vCPUs, 32 TiB; 16 accelerators; 3,200 Gbit/s;
 # B200: 180 GB) and well below the same figure in the wrong unit (MHz, MiB, Mbit/s, cents).
+# Memory past these is a unit error (MiB or bytes read as GiB): one home for the catalog's and a
+# probe result's bounds. A machine: 1 PiB; one accelerator: 4 TiB (24576 would be MiB).
+MAX_MEMORY_GIB = 2**20
+MAX_DEVICE_MEMORY_GIB = 4096
 NAME_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,63}$"  # g6e.12xlarge, us-east-1, g6e: never "..", ".x", "-x"
 Name = Annotated[str, Field(pattern=NAME_PATTERN)]
 _CONTROLS = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")
@@ -70,7 +74,7 @@ class InstanceType(BaseModel):
     generation: int | None = Field(default=None, ge=1, le=100)
     vcpus: int = Field(gt=0, le=16384)
     physical_cores: int | None = Field(default=None, gt=0, le=16384)  # DefaultCores: c7a and Graviton run one thread per core
-    memory_gib: float = Field(ge=0.1, le=2**20)  # GiB; the smallest type has 0.5
+    memory_gib: float = Field(ge=0.1, le=MAX_MEMORY_GIB)  # GiB; the smallest type has 0.5
     arch: Literal["x86_64", "arm64"]
     cpu_manufacturer: Text | None = None
     cpu_model: Text | None = None
@@ -78,7 +82,7 @@ class InstanceType(BaseModel):
     accelerator_kind: AcceleratorKind = "none"
     accelerator_model: Text | None = None
     accelerator_count: int = Field(default=0, ge=0, le=1024)
-    accelerator_memory_gib: float | None = Field(default=None, ge=0.1, le=4096)  # per device (for a fractional GPU: its partition's); 24576 would be MiB
+    accelerator_memory_gib: float | None = Field(default=None, ge=0.1, le=MAX_DEVICE_MEMORY_GIB)  # per device (for a fractional GPU: its partition's); 24576 would be MiB
     # Share of one device the instance gets: g6f/gr6f partition an L4 (GpuPartitionSize 0.125-0.5,
     # accelerator_count 1). None: whole devices.
     accelerator_fraction: float | None = Field(default=None, gt=0, lt=1, allow_inf_nan=False)

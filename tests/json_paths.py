@@ -13,3 +13,37 @@ def leaves(node, path: tuple = ()):
             yield from leaves(v, (*path, i))
     if path:
         yield path
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _field_annotation(model, path: tuple):
+    """The type a pydantic model declares at a path of its JSON (list indexes step into the items)."""
+    import typing
+
+    from pydantic import BaseModel
+
+    ann = model
+    for p in path:
+        if isinstance(p, int):
+            ann = next((a for a in typing.get_args(ann) if a is not type(None)), ann)
+            continue
+        inner = [a for a in (typing.get_args(ann) or (ann,)) if isinstance(a, type) and issubclass(a, BaseModel)]
+        if not inner:
+            return None
+        ann = inner[0].model_fields[p].annotation
+    return ann
+
+
+def numeric_paths(doc: dict, model) -> list[tuple]:
+    """Every path of `doc` that holds a number, and every null one `model` types as a number."""
+    out = []
+    for p in leaves(doc):
+        node = doc
+        for k in p:
+            node = node[k]
+        if _is_number(node) or (node is None and any(t in str(_field_annotation(model, p)) for t in ("float", "int"))):
+            out.append(p)
+    return out

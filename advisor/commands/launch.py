@@ -12,6 +12,7 @@ from catalog.io import CatalogError
 
 from ..ec2 import MAX_INSTANCES, MAX_MINUTES
 from ..errors import AdvisorError
+from ..options import whole
 from ..output import add_format_option, emit, warn
 from .common import add_catalog_options, add_list_option, load_catalog, one_region
 
@@ -44,7 +45,7 @@ def register(sub) -> None:
     p.add_argument("--probe-args", default="", metavar="ARGS", help="extra arguments for 'advisor probe', as one string")
     p.add_argument("--max-minutes", type=int, default=MAX_MINUTES,
                    help=f"watchdog: each instance powers off after this (default {MAX_MINUTES})")
-    p.add_argument("--max-instances", type=int, default=MAX_INSTANCES,
+    p.add_argument("--max-instances", type=whole(1, 10**6), default=MAX_INSTANCES, metavar="N",
                    help=f"refuse to start more instances than this (default {MAX_INSTANCES})")
     p.add_argument("--ami", help="AMI for every type (default: the PyTorch Deep Learning AMI for the type's architecture)")
     p.add_argument("--subnet", help="subnet id (default: the default VPC's); it needs a route to the internet for pip")

@@ -198,14 +198,18 @@ class SignalStop:
     def __init__(self):
         self.holding = False
         self.pending: int | None = None
+        self.stopping: int | None = None
         self.stored = False
 
     def _handler(self, signum, frame):
         from lightning_module.contract.ladder import ProbeStopped
 
-        if self.holding:
-            self.pending = signum
+        if self.holding or self.stopping is not None:
+            # Held during the write; or a second Ctrl-C while the first one unwinds (a child
+            # process being stopped): the first signal's stop goes on, to its exit status.
+            self.pending = self.pending or signum
             return
+        self.stopping = signum
         raise ProbeStopped(signum)
 
     @contextmanager
@@ -227,6 +231,7 @@ class SignalStop:
         finally:
             self.holding = False
             if self.pending is not None:
+                self.stopping = self.pending
                 raise ProbeStopped(self.pending)
 
     def message(self, signum: int) -> str:
@@ -268,6 +273,18 @@ def require_probe_extra() -> None:
 def handle(args) -> int:
     from lightning_module.contract.ladder import ProbeStopped
 
+    stop = SignalStop()
+    # From the start: a signal while torch and Lightning import (seconds) is the same stop, with
+    # the same line and status, as one while a rung is timed.
+    try:
+        with stop.installed():
+            return _probe(args, stop)
+    except ProbeStopped as e:
+        print(stop.message(e.signum), file=sys.stderr)
+        return 128 + e.signum
+
+
+def _probe(args, stop: SignalStop) -> int:
     require_probe_extra()
     spec = _spec(args)
     out_path = Path(args.output) if args.output else None
@@ -307,34 +324,28 @@ def handle(args) -> int:
         if rank0:
             print(line, file=sys.stderr, flush=True)
 
-    stop = SignalStop()
     saved = None
+    say(f"probe: {spec.workload_id} on {accelerator}, batch {spec.batch_size}"
+        f"{' (fixed)' if spec.batch_size_fixed else ''}, {'tuning' if args.tune else 'baseline only'}; "
+        f"up to {args.max_seconds:g} s per rung")
     try:
-        with stop.installed():
-            say(f"probe: {spec.workload_id} on {accelerator}, batch {spec.batch_size}"
-                f"{' (fixed)' if spec.batch_size_fixed else ''}, {'tuning' if args.tune else 'baseline only'}; "
-                f"up to {args.max_seconds:g} s per rung")
-            try:
-                result = probe.run_probe(opts, on_rung=lambda r, base: say(_rung_line(r, base)),
-                                         on_leg=lambda name, m: say(_leg_line(name, m)))
-            except WorkloadError as e:
-                raise AdvisorError(str(e)) from None
-            except LadderFailed as e:
-                print(f"advisor: error: probe failed, nothing stored: {e}", file=sys.stderr)
-                return 1
-            if result is None:
-                return 0  # another DDP rank: it measured along, rank 0 reports
-            with stop.held():
-                if out_path is not None:
-                    _write_result(out_path, result)
-                if not args.no_store:
-                    with open_store(args) as store:
-                        store.add(result)
-                    saved = store.path
-                stop.stored = out_path is not None or saved is not None
-    except ProbeStopped as e:
-        print(stop.message(e.signum), file=sys.stderr)
-        return 128 + e.signum
+        result = probe.run_probe(opts, on_rung=lambda r, base: say(_rung_line(r, base)),
+                                 on_leg=lambda name, m: say(_leg_line(name, m)))
+    except WorkloadError as e:
+        raise AdvisorError(str(e)) from None
+    except LadderFailed as e:
+        print(f"advisor: error: probe failed, nothing stored: {e}", file=sys.stderr)
+        return 1
+    if result is None:
+        return 0  # another DDP rank: it measured along, rank 0 reports
+    with stop.held():
+        if out_path is not None:
+            _write_result(out_path, result)
+        if not args.no_store:
+            with open_store(args) as store:
+                store.add(result)
+            saved = store.path
+        stop.stored = out_path is not None or saved is not None
 
     emit(ladder_rows(result.ladder), args.format, LADDER_COLUMNS, notes="note")
     if args.format in ("table", "markdown"):

@@ -37,7 +37,7 @@ def project_root() -> Path | None:
     """The source tree this advisor runs from, or None for an installed (non-editable) copy."""
     root = Path(__file__).resolve().parents[2]
     pyproject = root / "pyproject.toml"
-    if pyproject.is_file() and 'name = "instance-advisor"' in pyproject.read_text():
+    if pyproject.is_file() and b'name = "instance-advisor"' in pyproject.read_bytes():  # its own file: bytes, no decoding
         return root
     return None
 

@@ -97,6 +97,9 @@ def validate_request(req: LaunchRequest) -> None:
     bad = [t for t in types if not re.fullmatch(r"[a-z0-9][a-z0-9\-]*\.[a-z0-9\-]+", t)]
     if bad:
         raise AdvisorError(f"{bad[0]!r} is not an instance type name (like g5.xlarge)")
+    if req.max_instances < 1:
+        raise AdvisorError(f"--max-instances {req.max_instances}: must be at least 1 (it caps how many "
+                           "instances one launch may start)")
     if len(types) > req.max_instances:
         raise AdvisorError(
             f"{len(types)} instance types would start {len(types)} instances, more than "

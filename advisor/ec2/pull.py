@@ -103,7 +103,7 @@ def _expected_types(s3, loc: S3Location, run_id: str, keys: set[str]) -> tuple[l
         try:
             doc = parse_json(_get(s3, loc.bucket, run_key, limit=MAX_RESULT_BYTES), where, AdvisorError)
             m = manifests.RunManifest.model_validate(doc)
-            return [e.instance_type for e in m.entries if _our_name(e.instance_type)], {}
+            return [e.instance_type for e in m.entries], {}  # a bad name gets its own "ignored" row
         except (ValueError, RecursionError) as e:  # AdvisorError, ResultError, ValidationError
             log.warning("%s is not a run manifest: %s", safe_text(where), safe_text(error_line(e)))
     return [], {}
@@ -146,7 +146,9 @@ def pull(loc: S3Location, store, run_id: str | None = None, region: str | None =
         types = expected + [t for t in seen[rid] if t not in expected]
         for t in types:
             if not _our_name(t):
-                rows.append(PullRow(run_id=rid, instance_type=t, status="ignored", detail="not an instance type name"))
+                where = " (named in the run manifest)" if t in expected else ""
+                rows.append(PullRow(run_id=rid, instance_type=t, status="ignored",
+                                    detail=f"not an instance type name{where}"))
                 continue
             try:
                 rows.append(_pull_one(s3, loc, store, rid, t, keys, launch_errors.get(t)))

@@ -149,7 +149,8 @@ class Estimator:
             sources.append((base + shift, half))
             used.append({"instance_type": m.instance_type, "result_id": m.result_id,
                          "measured_per_device": round(m.per_device_sps, 2),
-                         "predicted_per_device": round(m.per_device_sps / math.exp(shift), 2),
+                         # exp(log(measured) - shift): no division by exp(shift), which underflows to 0
+                         "predicted_per_device": round(math.exp(math.log(m.per_device_sps) - shift), 2),
                          "ratio": round(math.exp(shift), 3), "distance": round(d, 2), "reliable": m.reliable})
         if reference is not None:
             # The published rows do not know your stack: their estimate, with a half-width that

@@ -19,6 +19,14 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from catalog.io import first_error, parse_json, read_bytes
+from catalog.models import MAX_DEVICE_MEMORY_GIB
+from lightning_module.contract.result import (
+    MAX_BATCH_SIZE,
+    MAX_IMAGE_SIZE,
+    MAX_NUM_CLASSES,
+    MAX_SAMPLES_PER_SEC,
+    MIN_SAMPLES_PER_SEC,
+)
 
 from ..errors import AdvisorError
 
@@ -48,7 +56,8 @@ class ReferenceError(AdvisorError):
 
 class _Strict(BaseModel):
     # protected_namespaces=(): the rows have fields called model and model_variant.
-    model_config = ConfigDict(extra="forbid", frozen=True, protected_namespaces=())
+    # strict: a JSON true is not 1 and "40" is not 40, as in a probe result.
+    model_config = ConfigDict(extra="forbid", frozen=True, protected_namespaces=(), strict=True)
 
 
 class Source(_Strict):
@@ -92,19 +101,19 @@ class Measurement(_Strict):
     # hardware
     device: str = Field(min_length=1)  # "A100", "H100", "A10G", ... or "cpu"
     device_variant: str | None = None  # "SXM4", "PCIe", "NVL", ...
-    device_memory_gib: float | None = Field(default=None, gt=0, allow_inf_nan=False)
-    gpus: int = Field(gt=0)  # devices used per node (1 for a CPU host)
-    nodes: int = Field(default=1, gt=0)
+    device_memory_gib: float | None = Field(default=None, gt=0, le=MAX_DEVICE_MEMORY_GIB, allow_inf_nan=False)
+    gpus: int = Field(gt=0, le=4096)  # devices used per node (1 for a CPU host); the probe's bound
+    nodes: int = Field(default=1, gt=0, le=4096)
     instance_type: str | None = None  # the AWS type when it ran on AWS
     system: str | None = None  # "DGX A100 80GB", "Lambda Cloud", ...
     cpu_model: str | None = None
     # workload
     model: str = Field(min_length=1)
     model_variant: str | None = None
-    image_size: int | None = Field(default=None, gt=0)
-    num_classes: int | None = Field(default=None, gt=0)
+    image_size: int | None = Field(default=None, gt=0, le=MAX_IMAGE_SIZE)
+    num_classes: int | None = Field(default=None, gt=0, le=MAX_NUM_CLASSES)
     precision: Precision
-    batch_per_device: int | None = Field(default=None, gt=0)
+    batch_per_device: int | None = Field(default=None, gt=0, le=MAX_BATCH_SIZE)
     data_pipeline: Literal["synthetic", "real", "dali", "unknown"]
     memory_format: Literal["nchw", "nhwc", "unknown"]
     # software
@@ -112,7 +121,8 @@ class Measurement(_Strict):
     software: str | None = None
     stack: Literal["tuned", "default"]
     # the figure
-    samples_per_sec: float = Field(gt=0, allow_inf_nan=False)  # total over gpus x nodes
+    # total over gpus x nodes; the probe result's bounds and reasons (MIN/MAX_SAMPLES_PER_SEC)
+    samples_per_sec: float = Field(ge=MIN_SAMPLES_PER_SEC, le=MAX_SAMPLES_PER_SEC, allow_inf_nan=False)
     relative_uncertainty: float | None = Field(default=None, gt=0, lt=1, allow_inf_nan=False)
     tuned: bool
     rung: str | None = None

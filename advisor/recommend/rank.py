@@ -45,7 +45,8 @@ class TypeTable:
 
     @property
     def uncertainty(self) -> np.ndarray:
-        return np.log(self.high / self.low)
+        with np.errstate(divide="ignore"):  # a CI with no lower end (a probe writes 0): unbounded
+            return np.log(self.high / self.low)
 
 
 @dataclass

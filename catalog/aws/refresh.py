@@ -19,7 +19,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ..io import CatalogError, parse_json
+from pydantic import ValidationError
+
+from ..io import CatalogError, first_error, parse_json
 from ..models import (
     MAX_USD_PER_HOUR,
     MIN_USD_PER_HOUR,
@@ -83,15 +85,15 @@ def parse_price_list_item(item: str | dict) -> tuple[str, float] | None:
     """One Pricing API PriceList entry (a JSON string) -> (instance type, USD/h), or None when
     it is no usable hourly price (zero, not USD, unit other than Hrs)."""
     doc = parse_json(item, "PriceList entry", CatalogError) if isinstance(item, str) else item
-    attrs = (doc.get("product") or {}).get("attributes") or {}
-    itype = attrs.get("instanceType")
-    if not itype:
+    # Checked level by level: an entry of another shape is no price, never an AttributeError.
+    itype = _obj(_obj(_obj(doc).get("product")).get("attributes")).get("instanceType")
+    if not isinstance(itype, str) or not itype:
         return None
-    for term in ((doc.get("terms") or {}).get("OnDemand") or {}).values():
-        for dim in (term.get("priceDimensions") or {}).values():
-            if dim.get("unit") != "Hrs":
+    for term in _obj(_obj(_obj(doc).get("terms")).get("OnDemand")).values():
+        for dim in _obj(_obj(term).get("priceDimensions")).values():
+            if _obj(dim).get("unit") != "Hrs":
                 continue
-            usd = (dim.get("pricePerUnit") or {}).get("USD")
+            usd = _obj(dim.get("pricePerUnit")).get("USD")
             try:
                 price = float(usd)
             except (TypeError, ValueError):
@@ -99,6 +101,10 @@ def parse_price_list_item(item: str | dict) -> tuple[str, float] | None:
             if MIN_USD_PER_HOUR <= price <= MAX_USD_PER_HOUR:  # NaN fails both
                 return itype, price
     return None
+
+
+def _obj(v) -> dict:
+    return v if isinstance(v, dict) else {}
 
 
 def spot_stats(history: Iterable[dict[str, Any]], region: str | None = None) -> dict[str, dict[str, Any]]:
@@ -110,6 +116,7 @@ def spot_stats(history: Iterable[dict[str, Any]], region: str | None = None) -> 
     regular = re.compile(re.escape(region) + "[a-z]") if region else None
     latest: dict[tuple[str, str], tuple[datetime, float]] = {}
     for h in history:
+        h = _obj(h)
         if not str(h.get("ProductDescription", "")).startswith("Linux/UNIX"):
             continue
         if regular is not None and not regular.fullmatch(str(h.get("AvailabilityZone", ""))):
@@ -119,6 +126,8 @@ def spot_stats(history: Iterable[dict[str, Any]], region: str | None = None) -> 
         except (KeyError, TypeError, ValueError):
             continue
         if not MIN_USD_PER_HOUR <= price <= MAX_USD_PER_HOUR:  # NaN fails too
+            continue
+        if not isinstance(h.get("InstanceType"), str):
             continue
         ts = h.get("Timestamp")  # botocore parses it to a datetime
         if not isinstance(ts, datetime):
@@ -166,10 +175,23 @@ def fetch_instance_types(ec2, families: Iterable[str] | None = None) -> dict[str
     records = _paginate(ec2, "describe_instance_types", "InstanceTypes", "ec2:DescribeInstanceTypes", **kwargs)
     types = {}
     for rec in records:
-        it = instance_type_from_describe(rec)
+        try:
+            it = instance_type_from_describe(rec)
+        except ValidationError as e:
+            first = first_error(e)
+            raise CatalogError(f"DescribeInstanceTypes answered {_name(rec)} with a value the catalog cannot hold at "
+                               f"{first.at}: {first.msg}; the previous catalog is kept") from None
+        except (KeyError, TypeError, AttributeError, ValueError) as e:  # a record of another shape
+            raise CatalogError(f"DescribeInstanceTypes answered {_name(rec)} in another shape ({type(e).__name__}: "
+                               f"{e}); the previous catalog is kept") from None
         if it is not None:
             types[it.name] = it
     return types
+
+
+def _name(rec) -> str:
+    name = rec.get("InstanceType") if isinstance(rec, dict) else None
+    return repr(name)[:80] if name is not None else "a record with no InstanceType"
 
 
 def fetch_offered_types(ec2, region: str) -> set[str]:
@@ -271,7 +293,59 @@ def refresh(regions: Iterable[str] | None = None, families: Iterable[str] | None
     if advisor is None:
         advisor, advisor_note = _fetched_buckets(previous, on_warning, now)
     else:
-        advisor_note = f"interruption buckets from the Spot Instance Advisor file {Path(spot_advisor_file).name}"
+        advisor_note = f"the Spot Instance Advisor file {Path(spot_advisor_file).name}"
+    try:
+        offers = _offers(prices, advisor, now)
+    except ValidationError as e:
+        raise _shape_error(e) from None
+    if fams is not None:
+        unknown = sorted(fams - {family_of(t) for t in all_types})
+        if unknown:
+            raise CatalogError(f"unknown instance family {unknown[0]!r}: DescribeInstanceTypes lists no such family")
+    used = {o.instance_type for rows in offers.values() for o in rows}
+    if not used:
+        # An empty answer is no reason to replace a catalog that has prices.
+        raise CatalogError(f"AWS returned no prices for {', '.join(regions)}; the previous catalog is kept")
+    spot_offers = [o for rows in offers.values() for o in rows if o.market == "spot"]
+    bucketed = sum(o.interruption_bucket is not None for o in spot_offers)
+    if spot_advisor_file and spot_offers and not bucketed:
+        # The user asked for buckets from this file and it gives none: a file of other regions or
+        # types, not a reason to write a catalog whose provenance names it.
+        raise CatalogError(f"spot advisor file {spot_advisor_file} has interruption buckets for none of the "
+                           f"{len(spot_offers)} spot offers in {', '.join(regions)}; the previous catalog is kept")
+    advisor_note = (f"interruption buckets for {bucketed} of {len(spot_offers)} spot offers from {advisor_note}"
+                    if bucketed else f"no interruption buckets ({advisor_note} has none for these offers)")
+    provenance = (
+        f"AWS APIs at {now:%Y-%m-%d %H:%M} UTC: DescribeInstanceTypes, DescribeInstanceTypeOfferings, "
+        "Pricing GetProducts (Linux, shared tenancy, on-demand), DescribeSpotPriceHistory (Linux/UNIX, "
+        "current price per AZ; usd_per_hour = median over AZs); socket sizes and GPU links per family from "
+        "catalog/aws/families.py"
+        + f"; {advisor_note}"
+        + (f"; families {', '.join(sorted(fams))}" if fams else "")
+    )
+    try:  # the whole catalog checked, as any catalog file is, before the caller writes it
+        return Catalog(
+            schema_version=SCHEMA_VERSION,
+            cloud="aws",
+            source="aws-api",
+            fetched_at=now,
+            provenance=provenance,
+            regions=list(regions),
+            instance_types={n: all_types[n] for n in sorted(used)},
+            offers={r: RegionOffers.from_offers(rows) for r, rows in offers.items()},
+        )
+    except ValidationError as e:
+        raise _shape_error(e) from None
+
+
+def _shape_error(e: ValidationError) -> CatalogError:
+    first = first_error(e)
+    return CatalogError(f"AWS answered with a value the catalog cannot hold at {first.at}: {first.msg}; "
+                        "the previous catalog is kept")
+
+
+def _offers(prices, advisor: spot_advisor.Buckets, now: datetime) -> dict[str, list[Offer]]:
+    """Each region's on-demand and spot offers, with the advisor file's bucket and savings."""
     offers: dict[str, list[Offer]] = {}
     for region, (wanted, od, spot) in prices.items():
         adv = advisor.get(region, {})
@@ -286,45 +360,20 @@ def refresh(regions: Iterable[str] | None = None, families: Iterable[str] | None
                                   interruption_bucket=a.get("r"), savings_pct=a.get("s")))
         offers[region] = rows
         log.info("%s: %d types offered, %d offers", region, len(wanted), len(rows))
-    if fams is not None:
-        unknown = sorted(fams - {family_of(t) for t in all_types})
-        if unknown:
-            raise CatalogError(f"unknown instance family {unknown[0]!r}: DescribeInstanceTypes lists no such family")
-    used = {o.instance_type for rows in offers.values() for o in rows}
-    if not used:
-        # An empty answer is no reason to replace a catalog that has prices.
-        raise CatalogError(f"AWS returned no prices for {', '.join(regions)}; the previous catalog is kept")
-    provenance = (
-        f"AWS APIs at {now:%Y-%m-%d %H:%M} UTC: DescribeInstanceTypes, DescribeInstanceTypeOfferings, "
-        "Pricing GetProducts (Linux, shared tenancy, on-demand), DescribeSpotPriceHistory (Linux/UNIX, "
-        "current price per AZ; usd_per_hour = median over AZs); socket sizes and GPU links per family from "
-        "catalog/aws/families.py"
-        + f"; {advisor_note}"
-        + (f"; families {', '.join(sorted(fams))}" if fams else "")
-    )
-    return Catalog(
-        schema_version=SCHEMA_VERSION,
-        cloud="aws",
-        source="aws-api",
-        fetched_at=now,
-        provenance=provenance,
-        regions=list(regions),
-        instance_types={n: all_types[n] for n in sorted(used)},
-        offers={r: RegionOffers.from_offers(rows) for r, rows in offers.items()},
-    )
+    return offers
 
 
 def _fetched_buckets(previous: Catalog | None, on_warning: Callable[[str], None],
                      now: datetime) -> tuple[spot_advisor.Buckets, str]:
     """The public Spot Instance Advisor buckets, or the previous catalog's when the fetch fails."""
     try:
-        return spot_advisor.fetch(), f"interruption buckets from the Spot Instance Advisor data {spot_advisor.url()} fetched at {now:%Y-%m-%d %H:%M} UTC"
+        return spot_advisor.fetch(), f"the Spot Instance Advisor data {spot_advisor.url()} fetched at {now:%Y-%m-%d %H:%M} UTC"
     except CatalogError as e:
         kept = spot_advisor.from_catalog(previous)
         if not kept:
             on_warning(f"{e}; the new catalog has no interruption buckets (pass --spot-advisor FILE to add them)")
-            return {}, f"no interruption buckets (the Spot Instance Advisor fetch failed: {e})"
+            return {}, f"the Spot Instance Advisor fetch, which failed: {e}"
         on_warning(f"{e}; keeping the interruption buckets of the previous catalog ({previous.source}, "
                    f"fetched {previous.fetched_at:%Y-%m-%d})")
-        return kept, (f"interruption buckets kept from the previous catalog ({previous.source}, fetched "
-                      f"{previous.fetched_at:%Y-%m-%d}): the Spot Instance Advisor fetch failed")
+        return kept, (f"the previous catalog ({previous.source}, fetched {previous.fetched_at:%Y-%m-%d}), kept "
+                      "because the Spot Instance Advisor fetch failed")

@@ -37,24 +37,32 @@ def url() -> str:
 
 def parse(text: bytes | str, where: str) -> Buckets:
     """The Spot Instance Advisor JSON -> Linux buckets per region; CatalogError (one line) for
-    anything that is not that file."""
+    anything that is not that file. Checked whole before anything uses it: a region that is not
+    {"Linux": {type: {"r": 0-4, "s": savings %}}}, or one entry out of shape, refuses the file
+    (AWS's own file has 25,000 entries and none out of shape), and so does a file with no entries."""
     doc = parse_json(text, where, CatalogError)  # the one JSON reader: nesting, huge integers
     advisor = doc.get("spot_advisor") if isinstance(doc, dict) else None
     if not isinstance(advisor, dict):
         raise CatalogError(f"{where} has no 'spot_advisor' object (expected the Spot Instance Advisor JSON)")
     out: Buckets = {}
     for region, by_os in advisor.items():
-        linux = by_os.get("Linux") if isinstance(by_os, dict) else None
+        if not isinstance(by_os, dict):
+            raise CatalogError(f"{where}: region {region!r} is not an object of operating systems")
+        linux = by_os.get("Linux", {})
         if not isinstance(linux, dict):
-            continue
+            raise CatalogError(f"{where}: region {region!r}: its Linux entry is not an object of instance types")
         clean: dict[str, dict[str, int | float | None]] = {}
         for itype, v in linux.items():
             r, s = (v.get("r"), v.get("s")) if isinstance(v, dict) else (None, None)
-            if isinstance(r, int) and not isinstance(r, bool) and 0 <= r <= 4:
-                # the catalog's own bound: the 2025-06 file has p5.48xlarge in ca-central-1 at -62
-                ok = isinstance(s, (int, float)) and not isinstance(s, bool) and SAVINGS_PCT_MIN <= s <= SAVINGS_PCT_MAX
-                clean[itype] = {"r": r, "s": s if ok else None}
+            if not (isinstance(r, int) and not isinstance(r, bool) and 0 <= r <= 4):
+                raise CatalogError(f"{where}: {region!r} {itype!r}: interruption bucket 'r' "
+                                   f"is {r!r}, not 0-4 (the file's five ranges)")
+            # the catalog's own bound: the 2025-06 file has p5.48xlarge in ca-central-1 at -62
+            ok = isinstance(s, (int, float)) and not isinstance(s, bool) and SAVINGS_PCT_MIN <= s <= SAVINGS_PCT_MAX
+            clean[itype] = {"r": r, "s": s if ok else None}
         out[region] = clean
+    if not any(out.values()):
+        raise CatalogError(f"{where} has no Linux interruption buckets")
     return out
 
 

@@ -16,13 +16,14 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    StrictBool,
     ValidationError,
     field_validator,
     model_validator,
 )
 
 from catalog.io import first_error, parse_json
-from catalog.models import NAME_PATTERN, one_line
+from catalog.models import MAX_DEVICE_MEMORY_GIB, MAX_MEMORY_GIB, NAME_PATTERN, one_line
 
 RESULT_SCHEMA_VERSION = 1
 
@@ -40,16 +41,32 @@ class ResultError(ValueError):
 
 # Every model here refuses NaN and inf (allow_inf_nan=False): a non-finite number stored as JSON
 # null once made every later read of the store fail. Times, counts and rates are never negative.
+# Numbers are strict: a JSON true is not 1.0 and "40" is not 40 (pydantic's lax mode took both).
 # defer_build: a model's validator is built when first used, not on import: `advisor recommend`
 # with no results store never uses most of them (~10 ms of its start-up).
 _STRICT = ConfigDict(extra="forbid", allow_inf_nan=False, defer_build=True)
-NonNegative = Annotated[float, Field(ge=0)]
-Positive = Annotated[float, Field(gt=0)]
-Count = Annotated[int, Field(ge=0, le=10**9)]
+NonNegative = Annotated[float, Field(strict=True, ge=0)]
+Positive = Annotated[float, Field(strict=True, gt=0)]
+Count = Annotated[int, Field(strict=True, ge=0, le=10**9)]
 # A trillion samples/s is past any training job on any machine (tiny MLPs on 8 GPUs: ~1e8); more is
 # a unit error, and would make hours and costs vanish.
 MAX_SAMPLES_PER_SEC = 1e12
-SamplesPerSec = Annotated[float, Field(ge=0, le=MAX_SAMPLES_PER_SEC)]
+# One sample in 11.6 days: a probe times whole steps within minutes per rung (options.MAX_SECONDS),
+# so a measured rate below this is a unit error. The floor also keeps what the advisor derives from
+# a rate (log, exp of a shift, samples / rate) finite: 5e-324 once underflowed to a division by 0.
+MIN_SAMPLES_PER_SEC = 1e-6
+SamplesPerSec = Annotated[float, Field(strict=True, ge=0, le=MAX_SAMPLES_PER_SEC)]
+MeasuredRate = Annotated[float, Field(strict=True, ge=MIN_SAMPLES_PER_SEC, le=MAX_SAMPLES_PER_SEC)]  # a rate that was measured
+# A machine's and a device's memory, bounded as the catalog bounds them (catalog/models.py).
+MachineGiB = Annotated[float, Field(strict=True, ge=0, le=MAX_MEMORY_GIB)]
+DeviceGiB = Annotated[float, Field(strict=True, ge=0, le=MAX_DEVICE_MEMORY_GIB)]
+# Dense TFLOP/s no single device reaches: 4x the fastest in catalog/data/accelerators.json (B200,
+# 2,250 bf16; tests/advisor/test_hostile_records.py checks the table stays below).
+# samples/s x FLOPs per sample, an achieved or a peak figure above this per device is a unit error.
+MAX_DEVICE_TFLOPS = 10_000.0
+# Forward + backward of any model is at least one multiply-add per sample; fewer is a unit error
+# (and would put a ratio of FLOPs, the estimator's level, out of range).
+MIN_FLOPS_PER_SAMPLE = 1.0
 # A name, a version, a path, an error line: one line, no control characters (they would reach a
 # terminal through `results show --format json`, which leaves DEL and C1 unescaped).
 Text = Annotated[str, Field(max_length=4096), AfterValidator(one_line)]
@@ -81,10 +98,10 @@ class WorkloadSpec(BaseModel):
 
     model: str = Field(default="resnet50", max_length=300)  # a builtin name or "package.module:LightningModuleClass"
     datamodule: str | None = Field(default=None, max_length=300)  # "package.module:DataModuleClass" for a user's own data
-    image_size: int = Field(default=224, gt=0, le=MAX_IMAGE_SIZE)
-    num_classes: int = Field(default=1000, gt=1, le=MAX_NUM_CLASSES)
-    batch_size: int = Field(default=128, gt=0, le=MAX_BATCH_SIZE)  # the starting (or fixed) batch size
-    batch_size_fixed: bool = False
+    image_size: int = Field(strict=True, default=224, gt=0, le=MAX_IMAGE_SIZE)
+    num_classes: int = Field(strict=True, default=1000, gt=1, le=MAX_NUM_CLASSES)
+    batch_size: int = Field(strict=True, default=128, gt=0, le=MAX_BATCH_SIZE)  # the starting (or fixed) batch size
+    batch_size_fixed: StrictBool = False
 
     @field_validator("model")
     @classmethod
@@ -116,23 +133,23 @@ class ProbeConfig(BaseModel):
     model_config = _STRICT
 
     accelerator: Literal["cpu", "gpu", "mps", "tpu"]
-    devices: int = Field(default=1, ge=1, le=4096)
-    num_nodes: int = Field(default=1, ge=1, le=4096)
+    devices: int = Field(strict=True, default=1, ge=1, le=4096)
+    num_nodes: int = Field(strict=True, default=1, ge=1, le=4096)
     strategy: str = Field(default="auto", max_length=100)
     precision: Precision = "32-true"
-    channels_last: bool = False
-    compile: bool = False
-    batch_size: int = Field(gt=0, le=MAX_BATCH_SIZE)
-    num_workers: int = Field(default=0, ge=0, le=4096)
-    pin_memory: bool = False
-    ipex: bool = False
+    channels_last: StrictBool = False
+    compile: StrictBool = False
+    batch_size: int = Field(strict=True, gt=0, le=MAX_BATCH_SIZE)
+    num_workers: int = Field(strict=True, default=0, ge=0, le=4096)
+    pin_memory: StrictBool = False
+    ipex: StrictBool = False
     # The run_cpu rung (torch.backends.xeon.run_cpu's set-up): measured in a child process whose
     # OpenMP threads are pinned to the physical cores, with these libraries preloaded.
-    run_cpu: bool = False
+    run_cpu: StrictBool = False
     allocator: Literal["tcmalloc", "jemalloc"] | None = None
     openmp: Literal["intel"] | None = None  # None: the OpenMP runtime torch ships with
     compile_backend: Literal["inductor", "zentorch"] = "inductor"  # when compile is on
-    xla: bool = False  # trained on torch_xla's device (PJRT_DEVICE=CPU on a CPU)
+    xla: StrictBool = False  # trained on torch_xla's device (PJRT_DEVICE=CPU on a CPU)
 
 
 class Contention(BaseModel):
@@ -140,7 +157,7 @@ class Contention(BaseModel):
 
     model_config = _STRICT
 
-    contended: bool = False
+    contended: StrictBool = False
     steps: Count = 0  # timed steps observed
     contended_steps: Count = 0  # steps that waited for a CPU (run queue) or lost time to steal
     cpu_share: NonNegative | None = None  # process CPU time / (wall time x cores in use), mean over steps
@@ -161,13 +178,13 @@ class Confirmation(BaseModel):
 
     model_config = _STRICT
 
-    rounds: int = Field(ge=1, le=100)
+    rounds: int = Field(strict=True, ge=1, le=100)
     baseline_samples_per_sec: list[SamplesPerSec] = Field(max_length=100)  # one per round
     tuned_samples_per_sec: list[SamplesPerSec] = Field(max_length=100)
     speedup: Positive  # tuned / baseline
     speedup_ci: tuple[NonNegative, NonNegative]  # 95%
-    held: bool  # the speed-up's CI lies above 1: the ladder's pick is kept
-    contended: bool = False
+    held: StrictBool  # the speed-up's CI lies above 1: the ladder's pick is kept
+    contended: StrictBool = False
 
 
 class RungResult(BaseModel):
@@ -181,20 +198,22 @@ class RungResult(BaseModel):
     ci_high: NonNegative | None = None
     steps_timed: Count = 0
     compile_seconds: NonNegative | None = None
-    kept: bool = False
+    kept: StrictBool = False
     error: Text | None = None  # why it failed or was skipped
     note: Text | None = None  # what to know about a rung that ran (e.g. an extension that had nothing to do here)
-    peak_memory_gib: NonNegative | None = None  # CUDA max allocated during the rung; elsewhere the process's peak RSS
+    peak_memory_gib: MachineGiB | None = None  # CUDA max allocated during the rung; elsewhere the process's peak RSS
     contention: Contention | None = None
     remeasured: Count = 0  # extra measurements pooled in because the CI stayed wider than the target
-    ci_target_met: bool | None = None  # None: not known (older results)
+    ci_target_met: StrictBool | None = None  # None: not known (older results)
 
     @model_validator(mode="after")
     def _consistent(self) -> RungResult:
         if self.ci_low is not None and self.ci_high is not None and self.ci_low > self.ci_high:
             raise ValueError(f"rung {self.rung}: ci_low {self.ci_low:g} is above ci_high {self.ci_high:g}")
-        if self.status == "ok" and not (self.samples_per_sec or 0) > 0:
-            raise ValueError(f"rung {self.rung}: status ok but no samples/s measured")
+        if self.status == "ok":  # (a rung that failed keeps whatever it had measured before)
+            if not (self.samples_per_sec or 0) >= MIN_SAMPLES_PER_SEC:
+                raise ValueError(f"rung {self.rung}: status ok but no samples/s measured (at least {MIN_SAMPLES_PER_SEC:g})")
+            _ci_contains(self.ci_low, self.ci_high, self.samples_per_sec, f"rung {self.rung}: ci_low/ci_high")
         return self
 
 
@@ -215,7 +234,7 @@ class GpuInfo(BaseModel):
     model_config = _STRICT
 
     name: Text
-    memory_gib: NonNegative
+    memory_gib: DeviceGiB
 
 
 class HardwareFingerprint(BaseModel):
@@ -228,7 +247,7 @@ class HardwareFingerprint(BaseModel):
     logical_cpus: Count | None = None
     isa_flags: list[Text] = []  # the ones that matter: avx2, avx512f, avx512_bf16, amx_bf16, ...
     numa_nodes: Count | None = None
-    ram_gib: NonNegative | None = None
+    ram_gib: MachineGiB | None = None
     gpus: list[GpuInfo] = []
     cpu_manufacturer: Text | None = None  # "intel" | "amd" | "arm" | ... (vendor id from /proc/cpuinfo)
     cpu_clock_ghz: NonNegative | None = None  # nominal or current clock, for the CPU's ISA peak
@@ -251,7 +270,7 @@ class SoftwareVersions(BaseModel):
 class ProbeResult(BaseModel):
     model_config = _STRICT
 
-    schema_version: int = RESULT_SCHEMA_VERSION
+    schema_version: Annotated[int, Field(strict=True)] = RESULT_SCHEMA_VERSION
     result_id: str = Field(default_factory=lambda: uuid.uuid4().hex, pattern=RESULT_ID_PATTERN)
     workload: WorkloadSpec
     workload_id: str = Field(max_length=300)  # must be workload.workload_id (checked below)
@@ -260,32 +279,40 @@ class ProbeResult(BaseModel):
     hardware: HardwareFingerprint
     software: SoftwareVersions
     config: ProbeConfig  # the winning configuration
-    samples_per_sec: Annotated[float, Field(gt=0, le=MAX_SAMPLES_PER_SEC)]  # all ranks together
+    samples_per_sec: MeasuredRate  # all ranks together
     samples_per_sec_ci: tuple[NonNegative, NonNegative]  # 95% confidence interval
     step_time: StepTimeStats
-    flops_per_sample: Positive | None = None  # forward + backward
+    flops_per_sample: Annotated[float, Field(strict=True, ge=MIN_FLOPS_PER_SAMPLE)] | None = None  # forward + backward
     achieved_tflops: NonNegative | None = None
     peak_tflops_datasheet: Positive | None = None
     utilisation_datasheet: NonNegative | None = None
     peak_tflops_matmul: Positive | None = None  # a short measured matmul on the device, same dtype
     utilisation_matmul: NonNegative | None = None
-    peak_memory_gib: NonNegative | None = None
+    peak_memory_gib: MachineGiB | None = None
     ladder: list[RungResult] = Field(default=[], max_length=1000)
     stop_reason: Text | None = None  # why the winning rung stopped timing: "converged" | "time-limit" | "max-steps"
-    devices_in_peak: int = Field(default=1, ge=1, le=10**6)  # how many devices the peak figures cover (all ranks together)
+    devices_in_peak: int = Field(strict=True, default=1, ge=1, le=10**6)  # how many devices the peak figures cover (all ranks together)
     profile_dir: Text | None = None  # where --profile wrote the TensorBoard trace
     profile_trace: Text | None = None  # the same trace as one Chrome/Perfetto JSON file
     contention: Contention | None = None  # the winner's final measurement
     confirmation: Confirmation | None = None  # the winner against the baseline, in alternation
     # False when the probe could not trust its own number (CI target not reached, machine
     # contended, ...); unreliable_reasons says why, one short phrase each. Old results: True.
-    reliable: bool = True
+    reliable: StrictBool = True
     unreliable_reasons: list[Text] = Field(default=[], max_length=100)
     # Samples/s one DataLoader worker process delivers of this workload's data, timed without the
     # model (None: not measured). recommend caps GPU estimates at this x the instance's vCPUs.
-    pipeline_samples_per_sec_per_worker: Positive | None = None
+    pipeline_samples_per_sec_per_worker: MeasuredRate | None = None
     started_at: datetime
     finished_at: datetime = Field(default_factory=lambda: datetime.now(timezone.utc))
+
+    @field_validator("started_at", "finished_at", mode="before")
+    @classmethod
+    def _iso_text(cls, v, info):
+        # Lax pydantic reads a number as seconds since 1970: a time here is ISO 8601 text.
+        if isinstance(v, (bool, int, float)):
+            raise ValueError(f"{info.field_name} must be an ISO 8601 time, not the number {v!r}")  # noqa: TRY004 (pydantic reports ValueErrors)
+        return v
 
     @field_validator("started_at", "finished_at")
     @classmethod
@@ -305,9 +332,59 @@ class ProbeResult(BaseModel):
         lo, hi = self.samples_per_sec_ci
         if lo > hi:
             raise ValueError(f"samples_per_sec_ci [{lo:g}, {hi:g}] is not an interval")
+        _ci_contains(lo, hi, self.samples_per_sec, "samples_per_sec_ci")
         if self.started_at > self.finished_at:
             raise ValueError("started_at is after finished_at")
+        self._physical()
+        self._derived_agree()
+        for what in ("matmul", "datasheet"):
+            self._utilisation_at_most_one(what)
         return self
+
+    def _physical(self) -> None:
+        """No device computes faster than MAX_DEVICE_TFLOPS: the FLOP figures, per device, stay below."""
+        devices = max(self.config.devices * self.config.num_nodes, self.devices_in_peak)
+        bound = MAX_DEVICE_TFLOPS * devices
+        flops = self.samples_per_sec * self.flops_per_sample / 1e12 if self.flops_per_sample else None
+        for name, v in (("samples_per_sec x flops_per_sample", flops), ("achieved_tflops", self.achieved_tflops),
+                        ("peak_tflops_matmul", self.peak_tflops_matmul),
+                        ("peak_tflops_datasheet", self.peak_tflops_datasheet)):
+            if v is not None and not v <= bound:  # inf from an overflowed product too
+                raise ValueError(f"{name} is {v:.3g} TFLOP/s, more than {devices} device(s) can compute "
+                                 f"({MAX_DEVICE_TFLOPS:g} TFLOP/s each): a unit error")
+
+    def _derived_agree(self) -> None:
+        """The figures the probe derives from others (achieved = samples/s x FLOPs per sample;
+        utilisation = achieved / peak) agree with them, to 1% for a hand's rounding."""
+        def close(a: float, b: float) -> bool:
+            return abs(a - b) <= 0.01 * max(abs(a), abs(b))
+
+        if self.achieved_tflops is not None and self.flops_per_sample:
+            derived = self.samples_per_sec * self.flops_per_sample / 1e12
+            if not close(self.achieved_tflops, derived):
+                raise ValueError(f"achieved_tflops {self.achieved_tflops:.4g} is not samples_per_sec x "
+                                 f"flops_per_sample ({derived:.4g} TFLOP/s)")
+        for what in ("matmul", "datasheet"):
+            util, peak = getattr(self, f"utilisation_{what}"), getattr(self, f"peak_tflops_{what}")
+            ratio = self.achieved_tflops / peak if peak and self.achieved_tflops is not None else None
+            # above 100% either way: a measurement error, emptied below rather than refused
+            if util is not None and ratio is not None and util <= 1.0 and ratio <= 1.0 and not close(util, ratio):
+                raise ValueError(f"utilisation_{what} {util:.4g} is not achieved_tflops / peak_tflops_{what} "
+                                 f"({ratio:.4g})")
+
+    def _utilisation_at_most_one(self, what: str) -> None:
+        # Above 100% of a peak is a measurement error (the peak measured low, or the rate high),
+        # never a utilisation: the field is emptied and the result says why, as the probe does.
+        util, peak = getattr(self, f"utilisation_{what}"), getattr(self, f"peak_tflops_{what}")
+        ratio = self.achieved_tflops / peak if self.achieved_tflops is not None and peak else None
+        worst = max(u for u in (util, ratio, 0.0) if u is not None)
+        if util is None or worst <= 1.0 + 1e-9:
+            return
+        setattr(self, f"utilisation_{what}", None)
+        self.reliable = False
+        why = (f"utilisation of the {what} peak read {worst:.3g}x (above 100%): a measurement error, "
+               "not a utilisation; emptied")
+        self.unreliable_reasons = [*self.unreliable_reasons, why][-100:]
 
     @field_validator("schema_version")
     @classmethod
@@ -317,6 +394,14 @@ class ProbeResult(BaseModel):
                 f"probe result schema_version {v} is not supported (expected {RESULT_SCHEMA_VERSION})"
             )
         return v
+
+
+def _ci_contains(lo: float | None, hi: float | None, estimate: float, what: str) -> None:
+    """A confidence interval holds its own estimate (a relative 1e-9 for rounding)."""
+    tol = 1e-9 * estimate
+    if lo is not None and lo > estimate + tol or hi is not None and hi < estimate - tol:
+        raise ValueError(f"{what} [{lo if lo is not None else '-'}, {hi if hi is not None else '-'}] does not "
+                         f"contain its estimate {estimate:g}")
 
 
 def _loads(text: str | bytes, where: str):

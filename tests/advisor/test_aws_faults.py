@@ -33,7 +33,7 @@ COMMANDS = {
 @pytest.fixture
 def advisor_file(tmp_path):
     f = tmp_path / "advisor.json"  # so the refresh fetches nothing but AWS
-    f.write_text('{"spot_advisor": {}}')
+    f.write_text('{"spot_advisor": {"us-east-1": {"Linux": {"c7i.large": {"r": 1, "s": 60}}}}}')
     return str(f)
 
 

@@ -189,8 +189,12 @@ def test_unknown_region_rejected_before_any_call():
 
 def test_spot_advisor_file(tmp_path):
     f = tmp_path / "advisor.json"
-    f.write_text(json.dumps({"spot_advisor": {"us-east-1": {"Linux": {"g5.xlarge": {"s": 61, "r": 3}, "bad": {"r": 9}}}}}))
+    f.write_text(json.dumps({"spot_advisor": {"us-east-1": {"Linux": {"g5.xlarge": {"s": 61, "r": 3}}}}}))
     assert spot_advisor.load(f) == {"us-east-1": {"g5.xlarge": {"r": 3, "s": 61}}}
+    # One entry out of shape refuses the whole file, saying which (it was once dropped in silence).
+    f.write_text(json.dumps({"spot_advisor": {"us-east-1": {"Linux": {"g5.xlarge": {"s": 61, "r": 3}, "bad": {"r": 9}}}}}))
+    with pytest.raises(CatalogError, match="'us-east-1' 'bad': interruption bucket 'r' is 9, not 0-4"):
+        spot_advisor.load(f)
     f.write_text('{"spot_advisor": ')
     with pytest.raises(CatalogError, match="not valid JSON"):
         spot_advisor.load(f)

@@ -145,7 +145,7 @@ def test_a_failed_fetch_keeps_the_previous_buckets(cli, monkeypatch, server, mod
     assert len(warnings) == 1 and warnings[0].startswith("advisor: warning: the Spot Instance Advisor data at")
     assert "keeping the interruption buckets of the previous catalog (aws-api, fetched " in warnings[0]
     assert _buckets() == before
-    assert "interruption buckets kept from the previous catalog" in load(catalog_cache_path()).provenance
+    assert "spot offers from the previous catalog (aws-api, fetched " in load(catalog_cache_path()).provenance
 
 
 @mock_aws
@@ -192,3 +192,100 @@ def test_the_snapshot_has_no_us_east_2_prices_because_the_reference_table_has_no
 
     assert "us-east-2" not in load(SNAPSHOT_PATH).regions
 
+
+
+# ---------------------------------------------------------------- validate, then swap
+
+_GOOD = {"spot_advisor": {"us-east-1": {"Linux": {"c7i.2xlarge": {"s": 70, "r": 0}}}}}
+BAD_ADVISOR_FILES = {
+    "a list of regions": json.dumps({"spot_advisor": ["us-east-1"]}).encode(),
+    "a region that is a number": json.dumps({"spot_advisor": {"us-east-1": 3}}).encode(),
+    "Linux a list": json.dumps({"spot_advisor": {"us-east-1": {"Linux": ["c7i.2xlarge"]}}}).encode(),
+    "bucket 9": json.dumps({"spot_advisor": {"us-east-1": {"Linux": {"c7i.2xlarge": {"s": 70, "r": 9}}}}}).encode(),
+    "bucket true": json.dumps({"spot_advisor": {"us-east-1": {"Linux": {"c7i.2xlarge": {"s": 70, "r": True}}}}}).encode(),
+    "bucket '1'": json.dumps({"spot_advisor": {"us-east-1": {"Linux": {"c7i.2xlarge": {"s": 70, "r": "1"}}}}}).encode(),
+    "no entries": json.dumps({"spot_advisor": {}}).encode(),
+    "entries only for other regions": json.dumps(
+        {"spot_advisor": {"eu-west-1": {"Linux": {"c7i.2xlarge": {"s": 70, "r": 1}}}}}).encode(),
+    "UTF-16": json.dumps(_GOOD).encode("utf-16"),
+    "UTF-32": json.dumps(_GOOD).encode("utf-32"),
+    "invalid UTF-8": json.dumps(_GOOD).encode().replace(b"Linux", b"Lin\xffx"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_ADVISOR_FILES))
+@mock_aws
+def test_a_bad_spot_advisor_file_leaves_the_catalog_byte_identical(cli, monkeypatch, server, tmp_path, case):
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(_GOOD))
+    code, err = _refresh(cli, monkeypatch, "--spot-advisor", str(good))
+    assert code == 0, err
+    before = catalog_cache_path().read_bytes()
+    bad = tmp_path / "bad.json"
+    bad.write_bytes(BAD_ADVISOR_FILES[case])
+    client, _stub = _stub_pricing("us-east-1", [[_price_item("c7i.2xlarge", "0.357")]])
+    monkeypatch.setattr(refresh, "pricing_client", lambda session, deadline=None: client)
+    code, _out, err = cli("catalog", "refresh", "--regions", "us-east-1", "--families", "c7i,g6e",
+                         "--spot-advisor", str(bad))
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert "spot advisor file" in err and str(bad) in err
+    assert catalog_cache_path().read_bytes() == before
+
+
+@mock_aws
+def test_provenance_counts_the_buckets_it_used(cli, monkeypatch, server, tmp_path):
+    f = tmp_path / "advisor.json"
+    f.write_text(json.dumps(_GOOD))
+    code, err = _refresh(cli, monkeypatch, "--spot-advisor", str(f))
+    assert code == 0, err
+    cat = load(catalog_cache_path())
+    spot = [o for o in cat.iter_offers("us-east-1") if o.market == "spot"]
+    assert f"interruption buckets for 1 of {len(spot)} spot offers from the Spot Instance Advisor file advisor.json" \
+        in cat.provenance
+
+
+def _no_vcpus(rec):
+    return {k: v for k, v in rec.items() if k != "VCpuInfo"}
+
+
+def _negative_vcpus(rec):
+    return {**rec, "VCpuInfo": {**rec["VCpuInfo"], "DefaultVCpus": -4}}
+
+
+def _memory_a_string(rec):
+    return {**rec, "MemoryInfo": "lots"}
+
+
+@pytest.mark.parametrize("spoil", [_no_vcpus, _negative_vcpus, _memory_a_string])
+@mock_aws
+def test_an_aws_answer_out_of_shape_leaves_the_catalog_byte_identical(cli, monkeypatch, server, tmp_path, spoil):
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(_GOOD))
+    code, err = _refresh(cli, monkeypatch, "--spot-advisor", str(good))
+    assert code == 0, err
+    before = catalog_cache_path().read_bytes()
+    real = refresh.instance_type_from_describe
+    monkeypatch.setattr(refresh, "instance_type_from_describe", lambda rec: real(spoil(rec)))
+    client, _stub = _stub_pricing("us-east-1", [[_price_item("c7i.2xlarge", "0.357")]])
+    monkeypatch.setattr(refresh, "pricing_client", lambda session, deadline=None: client)
+    code, _out, err = cli("catalog", "refresh", "--regions", "us-east-1", "--families", "c7i,g6e",
+                          "--spot-advisor", str(good))
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert "DescribeInstanceTypes answered" in err and "the previous catalog is kept" in err
+    assert catalog_cache_path().read_bytes() == before
+
+
+@pytest.mark.parametrize("item", [[], "[]", {"product": []}, {"product": {"attributes": {"instanceType": 5}}},
+                                  {"product": {"attributes": {"instanceType": "c7i.large"}}, "terms": {"OnDemand": []}},
+                                  {"product": {"attributes": {"instanceType": "c7i.large"}},
+                                   "terms": {"OnDemand": {"t": {"priceDimensions": {"d": "x"}}}}}])
+def test_a_price_list_entry_of_another_shape_is_no_price(item):
+    assert refresh.parse_price_list_item(item) is None
+
+
+def test_spot_history_entries_of_another_shape_are_skipped():
+    good = {"InstanceType": "c7i.large", "AvailabilityZone": "us-east-1a", "SpotPrice": "0.05",
+            "ProductDescription": "Linux/UNIX"}
+    stats = refresh.spot_stats([good, "x", None, {**good, "InstanceType": None}, {**good, "SpotPrice": "NaN"}],
+                               "us-east-1")
+    assert list(stats) == ["c7i.large"] and stats["c7i.large"]["az_count"] == 1

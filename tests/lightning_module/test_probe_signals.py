@@ -90,3 +90,56 @@ def test_more_cpu_ranks_than_cores_is_refused(cli, tmp_path):
                        "--store", str(tmp_path / "r.db"))
     assert code == 2 and err.count("\n") == 1
     assert f"--devices {cores + 1}: this process may run on {cores} CPU core(s)" in err
+
+
+# --- issue 21: the documented exit codes on every signal path -----------------------------------
+
+
+def test_sigterm_while_the_probe_imports_torch_is_the_same_stop(cli, tmp_path, monkeypatch):
+    from advisor.commands import probe as probe_cmd
+
+    def signal_during_imports():
+        os.kill(os.getpid(), signal.SIGTERM)  # before the header: torch and Lightning still importing
+        time.sleep(5)
+
+    monkeypatch.setattr(probe_cmd, "require_probe_extra", signal_during_imports)
+    code, _, err = cli("probe", "--workload", "mlp", "--store", str(tmp_path / "r.db"))
+    assert code == 143 and err.strip().splitlines()[-1] == "advisor: probe stopped by SIGTERM: nothing was stored", err
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
+def test_a_second_ctrl_c_while_the_first_unwinds_keeps_the_first_stop(cli, tmp_path, monkeypatch):
+    from lightning_module.run import probe
+
+    def run_probe(opts, **kw):
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(5)
+        finally:  # stopping a child process, say: the impatient user presses Ctrl-C again
+            os.kill(os.getpid(), signal.SIGINT)
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    monkeypatch.setattr(probe, "run_probe", run_probe)
+    code, _, err = cli("probe", "--workload", "mlp", "--no-tune", "--store", str(tmp_path / "r.db"))
+    assert code == 130 and err.strip().splitlines()[-1] == "advisor: probe stopped by SIGINT: nothing was stored", err
+    assert not (tmp_path / "r.db").exists() or ResultStore(tmp_path / "r.db").count() == 0
+
+
+def test_sigterm_during_a_catalog_refresh_exits_143_and_keeps_the_catalog(cli, monkeypatch):
+    from advisor.paths import catalog_cache_path
+    from catalog import clouds
+
+    cat = catalog_cache_path()
+    cat.parent.mkdir(parents=True, exist_ok=True)
+    cat.write_bytes((CHECKOUT / "catalog" / "data" / "snapshot.json").read_bytes())
+    before = cat.read_bytes()
+
+    def slow_refresh(**kw):
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)
+
+    monkeypatch.setattr(clouds, "refresher", lambda cloud: slow_refresh)
+    code, _, err = cli("catalog", "refresh", "--regions", "us-east-1")
+    assert code == 143 and err == "advisor: terminated\n", err
+    assert cat.read_bytes() == before
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL

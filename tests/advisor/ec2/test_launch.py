@@ -304,6 +304,27 @@ def test_local_checks_come_before_the_aws_region(cli, monkeypatch, tmp_path, ext
     assert code == 2 and "no AWS region: pass --region or set AWS_DEFAULT_REGION" in err  # then the region
 
 
+@pytest.mark.parametrize("value", ["-5", "0"])
+def test_max_instances_below_one_says_so(cli, monkeypatch, value):
+    # It was "1 instance types would start 1 instances, more than --max-instances -5".
+    monkeypatch.setattr(ec2_aws, "client", lambda *a, **k: pytest.fail("no AWS call expected"))
+    code, _out, err = cli("launch", "--instance-types", "g5.xlarge", "--s3", "s3://b-b/p", "--region", REGION,
+                          "--max-instances", value, "--yes")
+    assert code == 2
+    (line,) = errors(err)
+    assert f"--max-instances: must be at least 1, got {value}" in line
+
+
+def test_a_launch_request_with_max_instances_below_one_is_refused():
+    from advisor.ec2.aws import S3Location
+    from advisor.ec2.plan import LaunchRequest, validate_request
+    from advisor.errors import AdvisorError
+
+    with pytest.raises(AdvisorError, match="--max-instances -5: must be at least 1"):
+        validate_request(LaunchRequest(instance_types=["g5.xlarge"], s3=S3Location("b-b", "p"), region=REGION,
+                                       max_instances=-5))
+
+
 def test_no_confirmation_without_a_terminal(aws, run_calls, cli, monkeypatch):
     monkeypatch.setattr("sys.stdin", io.StringIO("y\n"))  # not a tty
     code, _out, err = cli(*base_args(aws, "g5.xlarge"))

@@ -158,3 +158,16 @@ def test_keys_that_are_not_runs_is_one_line(bucket, run_pull, tmp_path):
     code, out, err = run_pull(f"s3://{BUCKET}/other", "--store", str(tmp_path / "r.sqlite"))
     assert code == 2 and out == ""
     assert err == f"advisor: error: no probe runs under s3://{BUCKET}/other: expected <run_id>/run.json or <run_id>/<type>/result.json keys\n"
+
+
+def test_each_bad_name_in_the_manifest_gets_its_own_line(bucket, run_pull, tmp_path):
+    # run.json written by hand or by another tool: its bad names are said, one row each, not dropped.
+    put_run(bucket, ["g5.xlarge", "../etc", "bad\x1b[2Jname"])
+    put(bucket, "g5.xlarge/result.json", probe_result("g5.xlarge", 123.4, **A10G).model_dump_json())
+    code, out, err = run_pull(f"s3://{BUCKET}/probes", "--store", str(tmp_path / "r.sqlite"), "--format", "json")
+    assert code == 0, err
+    rows = json.loads(out)
+    ignored = [r for r in rows if r["status"] == "ignored"]
+    assert len(ignored) == 2 and all("named in the run manifest" in r["detail"] for r in ignored)
+    assert {r["instance_type"] for r in ignored} == {"../etc", "bad\x1b[2Jname"}
+    assert [r["status"] for r in rows if r["instance_type"] == "g5.xlarge"] == ["imported"]
