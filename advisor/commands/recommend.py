@@ -7,7 +7,14 @@ from __future__ import annotations
 
 from .. import options as opt
 from ..output import FORMATS, warn
-from ..recommend.jobspec import JobSpec, parse_budget, parse_deadline, work_samples
+from ..recommend.jobspec import (
+    DEFAULT_CONFIDENCE,
+    JobSpec,
+    check_confidence,
+    parse_budget,
+    parse_deadline,
+    work_samples,
+)
 from .common import (
     add_catalog_options,
     add_list_option,
@@ -47,6 +54,13 @@ def register(sub) -> None:
     p.add_argument("--objective", choices=("cheapest", "fastest", "pareto"), default="cheapest",
                    help="cheapest meeting the deadline (default), fastest within budget, or the Pareto set")
     add_list_option(p, "--region", metavar="R", help="only these regions")
+    p.add_argument("--confidence", type=opt.number(0, 1), default=DEFAULT_CONFIDENCE, metavar="P",
+                   help=f"a candidate fits when it meets the deadline and the budget with probability >= P over its "
+                        f"throughput band and its spot interruptions; cheapest and fastest rank on the P-quantile of "
+                        f"cost and time (default {DEFAULT_CONFIDENCE:g}; 0 ranks on the point estimate)")
+    p.add_argument("--prices", type=opt.path, metavar="FILE",
+                   help="your own prices, a YAML or JSON file: discounts per family, region or market (Savings "
+                        "Plans, EDP), fixed $/h per instance type, capacity already paid for (docs/recommend.md)")
     p.add_argument("--market", choices=("on-demand", "spot", "any"), default="on-demand",
                    help="on-demand (default), spot, or any (both, plus spot with on-demand fallback)")
     p.add_argument("--max-instances", type=opt.whole(1, MAX_INSTANCES), default=DEFAULT_MAX_INSTANCES, metavar="K",
@@ -100,7 +114,7 @@ def job_from_args(args) -> JobSpec:
         min_accelerator_memory_gib=args.min_accelerator_memory, require_dtype=args.require_dtype,
         checkpoint_minutes=args.checkpoint_minutes, restart_minutes=args.restart_minutes,
         setup_minutes=args.setup_minutes,
-        include_cpu=not args.gpu_only,
+        include_cpu=not args.gpu_only, confidence=check_confidence(args.confidence),
     )
 
 
@@ -110,13 +124,18 @@ def handle(args) -> int:
         from ..recommend.plot import check_target
 
         check_target(args.plot)
+    prices = None
+    if args.prices:  # refused before anything is computed or printed
+        from ..recommend.prices import load_prices
+
+        prices = load_prices(args.prices)
     catalog = load_catalog(args)
     from ..recommend.advice import advise
     from ..recommend.report import write
 
     advice = advise(job, catalog=catalog, store=store_to_read(args), references=args.references,
                     check_account=args.check_account, obtainable_only=args.obtainable_only, top=args.top,
-                    program=command_name(), say=warn)
+                    program=command_name(), say=warn, prices=prices)
     write(advice.plan, advice.rows, args.format, probe_commands=advice.probe_commands,
           show_excluded=args.show_excluded)
     if args.plot:

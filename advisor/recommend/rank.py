@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..estimate.band import slow_factor, split_normal_sds
 from ..estimate.scaling import scale_out
 from . import spot
 from .jobspec import JobSpec
@@ -45,6 +46,11 @@ class TypeTable:
     def uncertainty(self) -> np.ndarray:
         return np.log(self.high / self.low)
 
+    @property
+    def sd_low(self) -> np.ndarray:
+        """The log-sd of the truth below the figure (the band as a distribution: advisor.estimate.band)."""
+        return split_normal_sds(self.samples_per_sec, self.low, self.high)[0]
+
 
 @dataclass
 class OfferTable:
@@ -57,6 +63,14 @@ class OfferTable:
     od_price: np.ndarray  # on-demand $/h for FALLBACK, NaN otherwise
     rate_mid: np.ndarray  # interruptions per instance-month (bucket midpoint); 0 for on-demand
     rate_high: np.ndarray  # the bucket's upper end
+    free: np.ndarray | None = None  # instances already paid for (reserved on-demand capacity): they cost 0
+
+    def billed(self, k_row: np.ndarray) -> np.ndarray:
+        """(offers, counts): instances billed of each count k, those already paid for left out."""
+        if self.free is None:
+            return np.broadcast_to(k_row, (len(self.price), len(k_row)))
+        return np.maximum(k_row[None, :] - self.free[:, None], 0.0)
+
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -69,12 +83,13 @@ class Job:
     loss_hours: float  # per interruption (spot.loss_hours)
     max_instances: int
     setup_hours: float = 0.0  # per run, on every instance: boot, install, data staging (billed, not training)
+    confidence: float = 0.0  # 0: the point estimate (today's rule); else P of the chance constraint
 
     @classmethod
     def of(cls, job: JobSpec) -> Job:
         return cls(samples=job.samples, budget_usd=job.budget_usd, deadline_hours=job.deadline_hours,
                    loss_hours=spot.loss_hours(job.checkpoint_minutes, job.restart_minutes),
-                   max_instances=job.max_instances, setup_hours=job.setup_minutes / 60)
+                   max_instances=job.max_instances, setup_hours=job.setup_minutes / 60, confidence=job.confidence)
 
 
 @dataclass
@@ -88,16 +103,27 @@ class Candidates:
     low: np.ndarray
     high: np.ndarray
     efficiency: np.ndarray
-    hours: np.ndarray  # expected
-    hours_pess: np.ndarray  # for the deadline check
-    cost: np.ndarray
+    hours: np.ndarray  # expected interruptions, at the throughput figure
+    hours_pess: np.ndarray  # at the figure and the bucket's upper rate (the deadline check at confidence 0)
+    cost: np.ndarray  # expected, at the figure
+    # What is checked against the deadline and the budget and ranked on: at confidence P, hours and
+    # dollars not exceeded together with probability >= P; at confidence 0, hours_pess and cost.
+    hours_q: np.ndarray
+    cost_q: np.ndarray
     interruptions: np.ndarray  # expected count
     samples_per_dollar: np.ndarray
     feasible: np.ndarray
     uncertainty: np.ndarray
+    billed: np.ndarray  # instances billed of k (those already paid for are free)
+    confidence: float = 0.0
 
     def __len__(self) -> int:
         return len(self.k)
+
+    @property
+    def rank_hours(self) -> np.ndarray:
+        """The hours `fastest` and the frontier rank on: expected at confidence 0, else the quantile."""
+        return self.hours if self.confidence == 0 else self.hours_q
 
     def cost_band(self) -> tuple[np.ndarray, np.ndarray]:
         return self.cost * self.samples_per_sec / self.high, self.cost * self.samples_per_sec / self.low
@@ -107,7 +133,7 @@ class Candidates:
 
 
 def shortfall(cost, hours_pess, budget_usd: float, deadline_hours: float) -> tuple[np.ndarray, np.ndarray]:
-    """The (budget, deadline) each candidate needs: its cost and pessimistic hours where they
+    """The (budget, deadline) each candidate needs: its checked cost and hours (cost_q, hours_q) where they
     exceed the limits, else the limits themselves; NaN where there is no figure (the feasibility
     rule, feasible_mask, is both equal to the limits)."""
     return np.maximum(cost, budget_usd), np.maximum(hours_pess, deadline_hours)
@@ -134,7 +160,8 @@ def evaluate(types: TypeTable, offers: OfferTable, job: Job) -> Candidates:
         t0 = job.samples / 3600.0 / thr
         hours = t0.copy()
         hours_pess = t0.copy()
-        cost = (offers.price[:, None] * k_row).ravel()  # $/h for k instances
+        billed = offers.billed(k_row).ravel()  # of k instances, those not already paid for
+        cost = (offers.price[:, None] * offers.billed(k_row)).ravel()  # $/h for k instances
         interruptions = np.zeros_like(t0)
         # Spot arithmetic only where there is spot: an on-demand search pays nothing for it.
         spot_off = np.flatnonzero(offers.market == SPOT)
@@ -156,16 +183,71 @@ def evaluate(types: TypeTable, offers: OfferTable, job: Job) -> Candidates:
             hours += job.setup_hours
             hours_pess += job.setup_hours
             # Setup is billed at the price the run starts on (spot for the fallback).
-            cost += job.setup_hours * k * np.repeat(offers.price, K)
+            cost += job.setup_hours * billed * np.repeat(offers.price, K)
         spd = job.samples / cost
-    feasible = feasible_mask(cost, hours_pess, job.budget_usd, job.deadline_hours)
+        if job.confidence:
+            hours_q, cost_q = at_confidence(t0, types.sd_low, type_idx, k, billed, offers, job)
+        else:
+            hours_q, cost_q = hours_pess, cost
+    feasible = feasible_mask(cost_q, hours_q, job.budget_usd, job.deadline_hours)
     r_low, r_high = types.low / types.samples_per_sec, types.high / types.samples_per_sec
     return Candidates(
         offer=np.repeat(np.arange(n_off), K), k=k.astype(np.int64), type_idx=type_idx,
         samples_per_sec=thr, low=thr * r_low[type_idx], high=thr * r_high[type_idx], efficiency=rel,
-        hours=hours, hours_pess=hours_pess, cost=cost, interruptions=interruptions,
-        samples_per_dollar=spd, feasible=feasible, uncertainty=types.uncertainty[type_idx],
+        hours=hours, hours_pess=hours_pess, cost=cost, hours_q=hours_q, cost_q=cost_q, interruptions=interruptions,
+        billed=billed,
+        samples_per_dollar=spd, feasible=feasible, uncertainty=types.uncertainty[type_idx], confidence=job.confidence,
     )
+
+
+def at_confidence(t0: np.ndarray, sd_low: np.ndarray, type_idx: np.ndarray, k: np.ndarray, billed: np.ndarray,
+                  offers: OfferTable, job: Job) -> tuple[np.ndarray, np.ndarray]:
+    """(hours, dollars) each candidate stays within together with probability >= job.confidence,
+    over its throughput band (advisor.estimate.band) and its interruptions (advisor.recommend.spot),
+    setup included. t0: hours at the figure with no interruption; sd_low: the band's, per type;
+    billed: of k instances, those paid for by the hour."""
+    K = job.max_instances
+    miss = 1.0 - job.confidence
+    hours_q = np.empty_like(t0)
+    cost_q = np.empty_like(t0)
+
+    def of_market(m):  # candidate indices (offer-major) and their offers
+        off = np.flatnonzero(offers.market == m)
+        return (off[:, None] * K + np.arange(K)).ravel(), np.repeat(off, K)
+
+    def t0_at(i):
+        # The band's factor per type (a few thousand exps), then gathered per candidate.
+        return lambda level: t0[i] * slow_factor(sd_low, level)[type_idx[i]]
+
+    def best_split(i, options):
+        # The split leaving the most room under both limits (fits if any split fits); NaN never wins.
+        best_room = np.full(len(i), np.inf)
+        h_best, c_best = np.full(len(i), np.nan), np.full(len(i), np.nan)
+        for h, c in options:
+            room = np.maximum(c / job.budget_usd, h / job.deadline_hours)
+            better = room < best_room
+            best_room = np.where(better, room, best_room)
+            h_best, c_best = np.where(better, h, h_best), np.where(better, c, c_best)
+        # Where no split has a finite room (never finishes: inf; no figure: NaN), the first split's.
+        h0, c0 = options[0]
+        none = ~np.isfinite(best_room)
+        hours_q[i], cost_q[i] = np.where(none, h0, h_best), np.where(none, c0, c_best)
+
+    i, o = of_market(ON_DEMAND)
+    hours_q[i] = t0_at(i)(1.0 - miss) + job.setup_hours
+    cost_q[i] = hours_q[i] * offers.price[o] * billed[i]
+    i, o = of_market(SPOT)
+    if len(i):
+        usd_h = offers.price[o] * billed[i]
+        hs = spot.pure_spot_quantile(t0_at(i), spot.job_rate(offers.rate_high[o], k[i]), job.loss_hours, miss)
+        best_split(i, [(h + job.setup_hours, (h + job.setup_hours) * usd_h) for h in hs])
+    i, o = of_market(FALLBACK)
+    if len(i):
+        opts = spot.fallback_quantile(t0_at(i), spot.job_rate(offers.rate_high[o], k[i]), job.loss_hours, k[i],
+                                      offers.price[o], offers.od_price[o], miss)
+        setup_usd = job.setup_hours * k[i] * offers.price[o]
+        best_split(i, [(h + job.setup_hours, c + setup_usd) for h, c in opts])
+    return hours_q, cost_q
 
 
 def _order(primary: np.ndarray, c: Candidates, idx: np.ndarray, secondary: np.ndarray | None = None) -> np.ndarray:
@@ -224,17 +306,17 @@ def rank(c: Candidates, objective: str, top: int) -> np.ndarray:
     """Feasible candidates in order (at most `top`; pareto returns the whole frontier)."""
     idx = np.flatnonzero(c.feasible)
     if objective == "cheapest":
-        return _top(c.cost, c, idx, top, c.hours)
+        return _top(c.cost_q, c, idx, top, c.rank_hours)
     if objective == "fastest":
-        return _top(c.hours, c, idx, top, c.cost)
+        return _top(c.rank_hours, c, idx, top, c.cost_q)
     if objective == "pareto":
-        return pareto_front(c.cost, c.hours, idx, c)
+        return pareto_front(c.cost_q, c.rank_hours, idx, c)
     raise ValueError(f"unknown objective {objective!r}")
 
 
 def closest(c: Candidates, job: Job, top: int) -> np.ndarray:
     """When nothing fits: the candidates needing the smallest relative stretch of budget or deadline."""
-    budget_needed, deadline_needed = shortfall(c.cost, c.hours_pess, job.budget_usd, job.deadline_hours)
+    budget_needed, deadline_needed = shortfall(c.cost_q, c.hours_q, job.budget_usd, job.deadline_hours)
     stretch = np.maximum(budget_needed / job.budget_usd, deadline_needed / job.deadline_hours)
     return _top(stretch, c, np.flatnonzero(np.isfinite(stretch)), top)
 
