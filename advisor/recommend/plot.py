@@ -166,7 +166,8 @@ def draw(plan: Plan, rows: Rows):
     if shown:
         head = "best options" if rows.feasible else "nothing feasible; closest"
         lines = [f"{t} {r.count}x {r.instance_type}, {r.market}:\n    {duration(r.hours)}, ${money(r.cost_usd)}"
-                 + (f" ({duration(r.hours_at_confidence)}, ${money(r.cost_usd_at_confidence)} at {job.confidence:.0%})"
+                 # one $ a line: two would start matplotlib's mathtext
+                 + (f" ({duration(r.hours_at_confidence)}, {money(r.cost_usd_at_confidence)} at {job.confidence:.0%})"
                     if job.confidence else "") for t, r in zip(tags, shown)]
         fig.text(0.74, key_bottom - 0.03, head + "\n" + "\n".join(lines), va="top", ha="left", fontsize=8, family="monospace",
                  bbox={"boxstyle": "round", "fc": "white", "ec": "grey"})
