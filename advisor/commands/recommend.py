@@ -89,7 +89,9 @@ def register(sub) -> None:
     p.add_argument("--obtainable-only", action="store_true",
                    help="only candidates the account can get (obtainable yes); implies --check-account")
     p.add_argument("--plot", metavar="FILE", help="write a cost-vs-time plot to FILE.png, .svg or .pdf (needs matplotlib)")
-    p.add_argument("--format", choices=FORMATS, default="table", help="output format")
+    p.add_argument("--format", choices=(*FORMATS, "skypilot"), default="table",
+                   help="output format; skypilot: a SkyPilot task file for the ranked candidates (sky launch / "
+                        "sky jobs launch)")
     p.add_argument("--references", type=opt.path, default="builtin", metavar="builtin|none|FILE",
                    help="published figures estimates are fitted on: builtin (the shipped dataset, default), none "
                         "(estimate from your probes alone; the calibration still applies) or a file in the same "
