@@ -6,6 +6,7 @@ works on, runs it, and keeps what the report needs (names, notes, bases, exclusi
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 
@@ -51,6 +52,7 @@ class Plan:
     front_size: int | None = None  # pareto: candidates on the frontier (rows show at most --top)
     also_counts: dict[int, list[tuple[int, float]]] = field(default_factory=dict)  # same cost, more instances
     prices: str | None = None  # the price file that applied (Prices.describe), None: list prices
+    alternatives: list[Alternative] = field(default_factory=list)  # nothing fits: other options that would
 
 
 def check_filters(catalog: Catalog, job: JobSpec) -> None:
@@ -132,6 +134,7 @@ def build_plan(catalog: Catalog, job: JobSpec, measurements: list | None = None,
     ranked, also, counts = collapse(cands, offers, ordered, top, merge_counts)
     front_size = len(ordered) if job.objective == "pareto" else None
     closest = np.empty(0, dtype=np.int64)
+    alternatives: list[Alternative] = []
     if len(ranked) == 0:
         n_close = min(top, 5)
         # A count that already meets the deadline stands for the larger counts at its cost: they
@@ -141,6 +144,8 @@ def build_plan(catalog: Catalog, job: JobSpec, measurements: list | None = None,
             cands, offers, rk.closest(cands, rjob, n_close * max(1, len(regions)) * K), n_close, True,
             deadline_needed <= job.deadline_hours)
         counts.update(close_counts)
+        alternatives = other_options(catalog, job, rjob, throughputs, types, offers, regions, facts.gradient_bytes(),
+                                     prices)
     probe, probe_offers = plan_probes(
         types=types, offers=offers, candidates=cands, job=rjob, objective=job.objective,
         pick=int(ranked[0]) if len(ranked) else None, instance_types=[catalog.instance_types[n] for n in types.names],
@@ -148,8 +153,62 @@ def build_plan(catalog: Catalog, job: JobSpec, measurements: list | None = None,
     return Plan(job=job, workload_id=spec.workload_id, types=types, offers=offers, candidates=cands,
                 ranked=ranked, closest=closest, probe=probe, probe_offers=probe_offers, throughputs=throughputs, exclusions=exclusions,
                 regions=regions, bucket=bucket, warnings=model.warnings, prices=prices.describe() if prices else None,
+                alternatives=alternatives,
                 pareto=ordered if job.objective == "pareto" else None, also_regions=also, front_size=front_size,
                 also_counts=counts)
+
+
+# When nothing fits, the other options tried (each alone, everything else as asked): a lower
+# confidence, another market, more instances.
+LOWER_CONFIDENCES = (0.8, 0.5, 0.0)
+MORE_INSTANCES = 16
+
+
+@dataclass(frozen=True)
+class Alternative:
+    """An option that would make the job fit, and the best candidate under it."""
+
+    option: str  # as typed: --market any
+    instance_type: str
+    count: int
+    region: str
+    market: str
+    hours: float  # checked against the deadline under that option (hours_q)
+    cost_usd: float  # checked against the budget (cost_q)
+    confidence: float  # what those figures are at (0: the point estimate)
+
+
+def other_options(catalog: Catalog, job: JobSpec, rjob: rk.Job, throughputs: list[Throughput], types: rk.TypeTable,
+                  offers: rk.OfferTable, regions: list[str], grad_bytes: float, prices) -> list[Alternative]:
+    """Nothing fits: for each option alone (the lowest-confidence step down that fits, the market
+    any, more instances), the best candidate it would give, by the job's objective. The types are
+    those already evaluated (a type with no price in the market asked for is not among them)."""
+    out: list[Alternative] = []
+
+    def first(option: str, t: rk.TypeTable, o: rk.OfferTable, j: rk.Job) -> bool:
+        c = rk.evaluate(t, o, j)
+        top = rk.rank(c, job.objective, 1)
+        if not len(top):
+            return False
+        i = int(top[0])
+        off = int(c.offer[i])
+        out.append(Alternative(option=option, instance_type=t.names[int(c.type_idx[i])], count=int(c.k[i]),
+                               region=regions[int(o.region_idx[off])], market=rk.MARKET_NAMES[int(o.market[off])],
+                               hours=float(c.hours_q[i]), cost_usd=float(c.cost_q[i]), confidence=j.confidence))
+        return True
+
+    for p in (p for p in LOWER_CONFIDENCES if p < job.confidence):
+        if first(f"--confidence {p:g}", types, offers, dataclasses.replace(rjob, confidence=p)):
+            break
+    if job.market != "any":
+        wider = job.model_copy(update={"market": "any"})
+        any_offers, _ = _offer_table(catalog, wider, regions, {t.instance_type: i for i, t in enumerate(throughputs)},
+                                     prices)
+        first("--market any", types, any_offers, rjob)
+    if job.max_instances < MORE_INSTANCES:
+        first(f"--max-instances {MORE_INSTANCES}", _type_table(catalog, throughputs, grad_bytes, MORE_INSTANCES), offers,
+              dataclasses.replace(rjob, max_instances=MORE_INSTANCES))
+    return out
 
 
 def collapse(c: rk.Candidates, offers: rk.OfferTable, idx: np.ndarray, top: int, merge_counts: bool = False,

@@ -237,6 +237,7 @@ def json_document(plan: Plan, rows: Rows, probe_commands: list[str]) -> dict[str
         "probe_next": [probe_record(p) for p in rows.probes],
         "probe_plan": probe_plan_record(rows.probe_summary),
         "probe_commands": probe_commands,
+        "would_fit_with": [dict(vars(a)) for a in plan.alternatives],
         "excluded": exclusion_rows(plan),
         "warnings": plan.warnings,
     }
@@ -282,6 +283,11 @@ def write(plan: Plan, rows: Rows, fmt: str, *, probe_commands: list[str], show_e
                 "--setup-minutes M bills them on every instance.", 100), file=stream)
     else:
         print("(no candidates: every instance type was excluded or has no price; see --show-excluded)", file=stream)
+    if not feasible and plan.alternatives:
+        print("\nWould fit instead, each option alone: " + "; ".join(
+            f"{a.option}: {a.count} x {a.instance_type} {a.market} in {a.region}, {duration(a.hours)} and "
+            f"${money(a.cost_usd)} {f'at {a.confidence:.0%} confidence' if a.confidence else '(point estimate)'}"
+            for a in plan.alternatives) + ".", file=stream)
     pr = rows.probes
     if rows.candidates:
         print("\nProbe next (each expected to save more than it costs, the most valuable first given those above "

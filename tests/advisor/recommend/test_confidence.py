@@ -150,3 +150,21 @@ def test_the_cli_shows_and_checks_the_figures_at_the_confidence(cli):
     assert "g5g.xlarge" not in {r["instance_type"] for r in rows}
     code, out0, _ = cli(*args, "--confidence", "0")
     assert "point estimate" in out0.splitlines()[0] and "@90%" not in out0
+
+
+def test_nothing_fits_names_the_other_options_that_would_and_each_is_what_that_option_ranks_first(cli):
+    job = ("recommend", "--budget", "40", "--deadline", "40h", "--samples", "1e8", "--max-instances", "2")
+    code, out, err = cli(*job, "--format", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert not doc["feasible"]
+    alts = {a["option"]: a for a in doc["would_fit_with"]}
+    assert "--market any" in alts and any(o.startswith("--confidence ") for o in alts)
+    for option, a in alts.items():
+        code, out, _ = cli(*job, *option.split(), "--format", "json")
+        first = json.loads(out)["recommendations"][0]
+        assert (first["instance_type"], first["count"], first["region"], first["market"]) == (
+            a["instance_type"], a["count"], a["region"], a["market"])
+        assert first["cost_usd_at_confidence"] == pytest.approx(a["cost_usd"]) and a["cost_usd"] <= 40
+    code, out, _ = cli(*job)
+    assert "Would fit instead, each option alone: --confidence" in out and "--market any: " in out
