@@ -17,7 +17,9 @@ The model, in one place:
   a measured type and a published figure on that very type stay where they are.
 - Decision. After a set S of probes, recommend picks the best candidate by its estimates: the
   cheapest (fastest for objective fastest) that fits recommend's own feasibility rule, the
-  deadline less the probes' time (they run in parallel, `probe_hours` each).
+  deadline less the probes' time (they run in parallel, `probe_hours` each), on its figures at the
+  job's confidence (Economics.decide): with a probed type's band narrowed to the probe's, and its
+  device's other sizes' to the estimator's band after a probe.
 - Loss. In truth the pick costs what it costs; a pick that misses the deadline or overruns the
   budget in truth costs its run plus a re-run on the true best (found too late, started over), and
   no pick counts the same. Objective fastest counts hours, priced at the pick's dollars per hour.
