@@ -201,25 +201,32 @@ def evaluate(types: TypeTable, offers: OfferTable, job: Job) -> Candidates:
 
 
 def at_confidence(t0: np.ndarray, sd_low: np.ndarray, type_idx: np.ndarray, k: np.ndarray, billed: np.ndarray,
-                  offers: OfferTable, job: Job) -> tuple[np.ndarray, np.ndarray]:
+                  offers: OfferTable, job: Job, cand: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(hours, dollars) each candidate stays within together with probability >= job.confidence,
     over its throughput band (advisor.estimate.band) and its interruptions (advisor.recommend.spot),
     setup included. t0: hours at the figure with no interruption; sd_low: the band's, per type;
-    billed: of k instances, those paid for by the hour."""
+    billed: of k instances, those paid for by the hour. Per candidate (offer-major, as evaluate lays
+    them out), or only for the candidates `cand`, in its order."""
     K = job.max_instances
     miss = 1.0 - job.confidence
-    hours_q = np.empty_like(t0)
-    cost_q = np.empty_like(t0)
+    n = len(t0) if cand is None else len(cand)
+    hours_q = np.empty(n)
+    cost_q = np.empty(n)
+    at = None if cand is None else np.asarray(cand)
 
-    def of_market(m):  # candidate indices (offer-major) and their offers
-        off = np.flatnonzero(offers.market == m)
-        return (off[:, None] * K + np.arange(K)).ravel(), np.repeat(off, K)
+    def of_market(m):  # (positions in the output, candidate indices, their offers)
+        if at is None:
+            off = np.flatnonzero(offers.market == m)
+            i = (off[:, None] * K + np.arange(K)).ravel()
+            return i, i, np.repeat(off, K)
+        pos = np.flatnonzero(offers.market[at // K] == m)
+        return pos, at[pos], at[pos] // K
 
     def t0_at(i):
         # The band's factor per type (a few thousand exps), then gathered per candidate.
         return lambda level: t0[i] * slow_factor(sd_low, level)[type_idx[i]]
 
-    def best_split(i, options):
+    def best_split(pos, i, options):
         # The split leaving the most room under both limits (fits if any split fits); NaN never wins.
         best_room = np.full(len(i), np.inf)
         h_best, c_best = np.full(len(i), np.nan), np.full(len(i), np.nan)
@@ -231,22 +238,22 @@ def at_confidence(t0: np.ndarray, sd_low: np.ndarray, type_idx: np.ndarray, k: n
         # Where no split has a finite room (never finishes: inf; no figure: NaN), the first split's.
         h0, c0 = options[0]
         none = ~np.isfinite(best_room)
-        hours_q[i], cost_q[i] = np.where(none, h0, h_best), np.where(none, c0, c_best)
+        hours_q[pos], cost_q[pos] = np.where(none, h0, h_best), np.where(none, c0, c_best)
 
-    i, o = of_market(ON_DEMAND)
-    hours_q[i] = t0_at(i)(1.0 - miss) + job.setup_hours
-    cost_q[i] = hours_q[i] * offers.price[o] * billed[i]
-    i, o = of_market(SPOT)
+    pos, i, o = of_market(ON_DEMAND)
+    hours_q[pos] = t0_at(i)(1.0 - miss) + job.setup_hours
+    cost_q[pos] = hours_q[pos] * offers.price[o] * billed[i]
+    pos, i, o = of_market(SPOT)
     if len(i):
         usd_h = offers.price[o] * billed[i]
         hs = spot.pure_spot_quantile(t0_at(i), spot.job_rate(offers.rate_high[o], k[i]), job.loss_hours, miss)
-        best_split(i, [(h + job.setup_hours, (h + job.setup_hours) * usd_h) for h in hs])
-    i, o = of_market(FALLBACK)
+        best_split(pos, i, [(h + job.setup_hours, (h + job.setup_hours) * usd_h) for h in hs])
+    pos, i, o = of_market(FALLBACK)
     if len(i):
         opts = spot.fallback_quantile(t0_at(i), spot.job_rate(offers.rate_high[o], k[i]), job.loss_hours, k[i],
                                       offers.price[o], offers.od_price[o], miss)
         setup_usd = job.setup_hours * k[i] * offers.price[o]
-        best_split(i, [(h + job.setup_hours, c + setup_usd) for h, c in opts])
+        best_split(pos, i, [(h + job.setup_hours, c + setup_usd) for h, c in opts])
     return hours_q, cost_q
 
 

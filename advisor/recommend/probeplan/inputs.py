@@ -100,21 +100,27 @@ def economics(c: rk.Candidates, offers: rk.OfferTable, job: rk.Job, objective: s
     setup_cost = np.where(bad, 0.0, job.setup_hours * c.billed * offers.price[c.offer])
     setup_h = np.where(bad, 0.0, job.setup_hours)
     var = lambda total, fix: np.where(bad, np.inf, total - fix)
-    decide = None
+    decide = more = None
     if job.confidence:
-        with np.errstate(divide="ignore", invalid="ignore"):
-            t0 = job.samples / 3600.0 / c.samples_per_sec
-        hours, cost = [c.hours_q], [c.cost_q]
-        for sd in after_sd_low:
-            h, co = rk.at_confidence(t0, sd, c.type_idx, c.k, c.billed, offers, job)
-            hours.append(h)
-            cost.append(co)
-        pess = np.stack([var(h, setup_h) for h in hours])
-        decide = {"cost": np.stack([var(co, setup_cost) for co in cost]), "pess": pess, "hours": pess}
+        pess = var(c.hours_q, setup_h)
+        decide = {"cost": var(c.cost_q, setup_cost)[None, :], "pess": pess[None, :], "hours": pess[None, :]}
+
+        def more(idx: np.ndarray) -> dict[str, np.ndarray]:
+            # The states after probes, only for the candidates the plan keeps (a few thousand of 1M).
+            with np.errstate(divide="ignore", invalid="ignore"):
+                t0 = job.samples / 3600.0 / c.samples_per_sec
+            hours, cost = [], []
+            for sd in after_sd_low:
+                h, co = rk.at_confidence(t0, sd, c.type_idx, c.k, c.billed, offers, job, cand=idx)
+                hours.append(np.where(bad[idx], np.inf, h - setup_h[idx]))
+                cost.append(np.where(bad[idx], np.inf, co - setup_cost[idx]))
+            return {"cost": np.array(cost).reshape(len(cost), len(idx)),
+                    "pess": np.array(hours).reshape(len(hours), len(idx)),
+                    "hours": np.array(hours).reshape(len(hours), len(idx))}
     return Economics(type_idx=c.type_idx, cost_fix=setup_cost, cost_var=var(c.cost, setup_cost),
                      hours_fix=setup_h, hours_var=var(c.hours, setup_h), pess_fix=setup_h,
                      pess_var=var(c.hours_pess, setup_h), budget_usd=job.budget_usd, deadline_hours=job.deadline_hours,
-                     objective=objective, decide=decide)
+                     objective=objective, decide=decide, decide_more=more)
 
 
 def probe_offers(types: rk.TypeTable, offers: rk.OfferTable, instance_types: list[InstanceType]) -> list[ProbeOffer | None]:

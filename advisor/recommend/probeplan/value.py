@@ -34,6 +34,7 @@ is in question.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -69,6 +70,9 @@ class Economics:
     deadline_hours: float
     objective: str = "cheapest"
     decide: dict[str, np.ndarray] | None = None  # cost, pess, hours: (states, n) var parts recommend decides on
+    # The states after probes, given candidate indices (states - 1, len(idx)) each: computed by subset()
+    # for the candidates the plan keeps, not for every candidate. None: decide has every state.
+    decide_more: Callable[[np.ndarray], dict[str, np.ndarray]] | None = None
 
     def __post_init__(self):
         if self.decide is None:
@@ -80,9 +84,13 @@ class Economics:
 
     def subset(self, idx: np.ndarray) -> Economics:
         pick = lambda a: a[idx]
+        decide = {k: v[:, idx] for k, v in self.decide.items()}
+        if self.decide_more is not None:
+            more = self.decide_more(np.asarray(idx))
+            decide = {k: np.concatenate([v, more[k]]) for k, v in decide.items()}
         return Economics(pick(self.type_idx), pick(self.cost_fix), pick(self.cost_var), pick(self.hours_fix),
                          pick(self.hours_var), pick(self.pess_fix), pick(self.pess_var), self.budget_usd,
-                         self.deadline_hours, self.objective, {k: v[:, idx] for k, v in self.decide.items()})
+                         self.deadline_hours, self.objective, decide)
 
     def fits(self, cost, pess, wait_h: float = 0.0) -> np.ndarray:
         """recommend's feasibility rule (advisor.recommend.rank.feasible_mask), the deadline less `wait_h`."""

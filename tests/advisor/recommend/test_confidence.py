@@ -168,3 +168,17 @@ def test_nothing_fits_names_the_other_options_that_would_and_each_is_what_that_o
         assert first["cost_usd_at_confidence"] == pytest.approx(a["cost_usd"]) and a["cost_usd"] <= 40
     code, out, _ = cli(*job)
     assert "Would fit instead, each option alone: --confidence" in out and "--market any: " in out
+
+
+def test_the_figures_for_a_subset_of_candidates_are_those_of_the_whole():
+    types, offers = tables([100.0, 300.0, 50.0], [2.0, 1.1, 1.5], [1.3, 1.1, 1.2],
+                           [rk.ON_DEMAND, rk.SPOT, rk.FALLBACK], [2.0, 1.0, 0.5], od=3.0, bucket_high=0.3,
+                           bucket_mid=0.2)
+    job = rk.Job(samples=3.6e7, budget_usd=1e3, deadline_hours=1e3, loss_hours=0.5, max_instances=4,
+                 setup_hours=0.1, confidence=0.9)
+    c = rk.evaluate(types, offers, job)
+    t0 = job.samples / 3600 / c.samples_per_sec
+    idx = np.array([11, 0, 5, 7, 2, 9])
+    h, co = rk.at_confidence(t0, types.sd_low, c.type_idx, c.k, c.billed, offers, job, cand=idx)
+    np.testing.assert_array_equal(h, c.hours_q[idx])
+    np.testing.assert_array_equal(co, c.cost_q[idx])
