@@ -138,8 +138,13 @@ def handle(args) -> int:
     advice = advise(job, catalog=catalog, store=store_to_read(args), references=args.references,
                     check_account=args.check_account, obtainable_only=args.obtainable_only, top=args.top,
                     program=command_name(), say=warn, prices=prices)
-    write(advice.plan, advice.rows, args.format, probe_commands=advice.probe_commands,
-          show_excluded=args.show_excluded)
+    if args.format == "skypilot":
+        from ..recommend.skypilot import task_yaml
+
+        print(task_yaml(advice.plan, advice.rows), end="")
+    else:
+        write(advice.plan, advice.rows, args.format, probe_commands=advice.probe_commands,
+              show_excluded=args.show_excluded)
     if args.plot:
         from ..recommend.plot import plot_plan
 

@@ -259,11 +259,6 @@ def write(plan: Plan, rows: Rows, fmt: str, *, probe_commands: list[str], show_e
     if fmt == "json":
         stream.write(json_text(plan, rows, probe_commands) + "\n")
         return
-    if fmt == "skypilot":
-        from .skypilot import task_yaml
-
-        stream.write(task_yaml(plan, rows))
-        return
     print(summary_line(plan), file=stream)
     if plan.front_size is not None and plan.front_size > len(plan.ranked):
         print(f"The Pareto frontier has {plan.front_size} candidates (regions with equal offers merged); "
