@@ -41,8 +41,10 @@ def safe_text(value: Any, limit: int = LINE_LIMIT, newlines: bool = False) -> st
     return s
 
 
-def add_format_option(parser, default: str = "table") -> None:
-    parser.add_argument("--format", choices=FORMATS, default=default, help="output format")
+def add_format_option(parser, default: str = "table", extra: tuple[str, ...] = (), extra_help: str = "") -> None:
+    """--format (FORMATS, and a command's own `extra` formats, said in `extra_help`) and --wide."""
+    parser.add_argument("--format", choices=(*FORMATS, *extra), default=default,
+                        help="output format" + (f"; {extra_help}" if extra_help else ""))
     parser.add_argument("--wide", action="store_true",
                         help="tables and text at their full width, nothing wrapped (default: fit the terminal, "
                              f"$COLUMNS, or {DEFAULT_WIDTH} columns when printing to a file or pipe)")

@@ -64,20 +64,24 @@ def synthetic_tables(seed: int = 0):
 
 
 def time_core(repeat: int) -> None:
+    from advisor.recommend.jobspec import DEFAULT_CONFIDENCE
+
     types, offers = synthetic_tables()
-    job = rk.Job(samples=1e8, budget_usd=500.0, deadline_hours=48.0, loss_hours=20 / 60, max_instances=K)
-    c = rk.evaluate(types, offers, job)
-    print(f"ranking core: {N_TYPES:,} types x {N_REGIONS} regions x 2 markets x {K} counts = {len(c):,} candidates, "
-          f"{int(c.feasible.sum()):,} feasible")
-    for objective in ("cheapest", "fastest", "pareto"):
-        times = []
-        for _ in range(repeat):
-            t0 = time.perf_counter()
-            c = rk.evaluate(types, offers, job)
-            ranked = rk.rank(c, objective, 10)
-            times.append(time.perf_counter() - t0)
-        print(f"  evaluate + rank ({objective:8s}): median {statistics.median(times) * 1e3:7.1f} ms, "
-              f"min {min(times) * 1e3:7.1f} ms over {repeat} runs ({len(ranked)} rows)")
+    for confidence in (0.0, DEFAULT_CONFIDENCE):
+        job = rk.Job(samples=1e8, budget_usd=500.0, deadline_hours=48.0, loss_hours=20 / 60, max_instances=K,
+                     confidence=confidence)
+        c = rk.evaluate(types, offers, job)
+        print(f"ranking core at --confidence {confidence:g}: {N_TYPES:,} types x {N_REGIONS} regions x 2 markets x {K} "
+              f"counts = {len(c):,} candidates, {int(c.feasible.sum()):,} feasible")
+        for objective in ("cheapest", "fastest", "pareto"):
+            times = []
+            for _ in range(repeat):
+                t0 = time.perf_counter()
+                c = rk.evaluate(types, offers, job)
+                ranked = rk.rank(c, objective, 10)
+                times.append(time.perf_counter() - t0)
+            print(f"  evaluate + rank ({objective:8s}): median {statistics.median(times) * 1e3:7.1f} ms, "
+                  f"min {min(times) * 1e3:7.1f} ms over {repeat} runs ({len(ranked)} rows)")
 
 
 def time_planner(repeat: int) -> None:

@@ -7,7 +7,14 @@ from __future__ import annotations
 
 from .. import options as opt
 from ..output import add_format_option, warn
-from ..recommend.jobspec import JobSpec, parse_budget, parse_deadline, work_samples
+from ..recommend.jobspec import (
+    DEFAULT_CONFIDENCE,
+    JobSpec,
+    check_confidence,
+    parse_budget,
+    parse_deadline,
+    work_samples,
+)
 from .common import (
     add_catalog_options,
     add_list_option,
@@ -48,6 +55,13 @@ def register(sub) -> None:
     p.add_argument("--objective", choices=("cheapest", "fastest", "pareto"), default="cheapest",
                    help="cheapest meeting the deadline (default), fastest within budget, or the Pareto set")
     add_list_option(p, "--region", metavar="R", help="only these regions")
+    p.add_argument("--confidence", type=opt.number(0, 1), default=DEFAULT_CONFIDENCE, metavar="P",
+                   help=f"a candidate fits when it meets the deadline and the budget with probability >= P over its "
+                        f"throughput band and its spot interruptions; cheapest and fastest rank on the P-quantile of "
+                        f"cost and time (default {DEFAULT_CONFIDENCE:g}; 0 ranks on the point estimate)")
+    p.add_argument("--prices", type=opt.path, metavar="FILE",
+                   help="your own prices, a YAML or JSON file: discounts per family, region or market (Savings "
+                        "Plans, EDP), fixed $/h per instance type, capacity already paid for (docs/recommend.md)")
     p.add_argument("--market", choices=("on-demand", "spot", "any"), default="on-demand",
                    help="on-demand (default), spot, or any (both, plus spot with on-demand fallback)")
     p.add_argument("--max-instances", type=opt.whole(1, MAX_INSTANCES), default=DEFAULT_MAX_INSTANCES, metavar="K",
@@ -76,7 +90,8 @@ def register(sub) -> None:
     p.add_argument("--obtainable-only", action="store_true",
                    help="only candidates the account can get (obtainable yes); implies --check-account")
     p.add_argument("--plot", metavar="FILE", help="write a cost-vs-time plot to FILE.png, .svg or .pdf (needs matplotlib)")
-    add_format_option(p)
+    add_format_option(p, extra=("skypilot",),
+                      extra_help="skypilot: a SkyPilot task file for the ranked candidates (sky launch / sky jobs launch)")
     p.add_argument("--references", type=opt.path, default="builtin", metavar="builtin|none|FILE",
                    help="published figures estimates are fitted on: builtin (the shipped dataset, default), none "
                         "(estimate from your probes alone; the calibration still applies) or a file in the same "
@@ -101,7 +116,7 @@ def job_from_args(args) -> JobSpec:
         min_accelerator_memory_gib=args.min_accelerator_memory, require_dtype=args.require_dtype,
         checkpoint_minutes=args.checkpoint_minutes, restart_minutes=args.restart_minutes,
         setup_minutes=args.setup_minutes,
-        include_cpu=not args.gpu_only,
+        include_cpu=not args.gpu_only, confidence=check_confidence(args.confidence),
     )
 
 
@@ -111,15 +126,25 @@ def handle(args) -> int:
         from ..recommend.plot import check_target
 
         check_target(args.plot)
+    prices = None
+    if args.prices:  # refused before anything is computed or printed
+        from ..recommend.prices import load_prices
+
+        prices = load_prices(args.prices)
     catalog = load_catalog(args)
     from ..recommend.advice import advise
     from ..recommend.report import write
 
     advice = advise(job, catalog=catalog, store=store_to_read(args), references=args.references,
                     check_account=args.check_account, obtainable_only=args.obtainable_only, top=args.top,
-                    program=command_name(), say=warn)
-    write(advice.plan, advice.rows, args.format, probe_commands=advice.probe_commands,
-          show_excluded=args.show_excluded)
+                    program=command_name(), say=warn, prices=prices)
+    if args.format == "skypilot":
+        from ..recommend.skypilot import task_yaml
+
+        print(task_yaml(advice.plan, advice.rows), end="")
+    else:
+        write(advice.plan, advice.rows, args.format, probe_commands=advice.probe_commands,
+              show_excluded=args.show_excluded)
     if args.plot:
         from ..recommend.plot import plot_plan
 

@@ -37,7 +37,6 @@ from catalog.models import Catalog, InstanceType
 from lightning_module.contract.workload_facts import REFERENCE_IMAGE_SIZE, WorkloadFacts
 
 from .cache import model_for as cached_model
-from .calibrate import CALIBRATED_SHARE
 from .host import apply_cap, host_cap
 from .model import CrossDeviceModel, build
 from .points import MIXED, PRECISION_OF_DTYPE, at_probe_stack
@@ -47,8 +46,6 @@ from .scaling import DEFAULT_BATCH, intra_instance
 
 STALE_DAYS = 30
 BUILTIN, NONE = "builtin", "none"
-# The share of published figures an estimate's band is calibrated to cover (leave-one-device-out).
-BAND_COVERAGE = CALIBRATED_SHARE
 
 
 @dataclass

@@ -14,6 +14,7 @@ from catalog.models import Catalog
 from .jobspec import JobSpec
 from .obtainable import with_account_facts
 from .planner import Plan, build_plan, workload_spec
+from .prices import Prices, load_prices
 from .probeplan.commands import probe_commands
 from .report import json_text
 from .rows import CandidateRow, Rows, build
@@ -49,7 +50,8 @@ class Advice:
 
 def advise(job: JobSpec, *, catalog: Catalog | None = None, store: ResultStore | str | Path | None = None,
            references: str | Path = "builtin", check_account: bool = False, obtainable_only: bool = False,
-           top: int = 10, program: str = "advisor", say: Callable[[str], None] | None = None) -> Advice:
+           top: int = 10, program: str = "advisor", say: Callable[[str], None] | None = None,
+           prices: Prices | str | Path | None = None) -> Advice:
     """Rank every (instance type, count, region, market) for `job`.
 
     catalog: default the refreshed cache, else the shipped snapshot (advisor.paths.load_catalog).
@@ -57,7 +59,10 @@ def advise(job: JobSpec, *, catalog: Catalog | None = None, store: ResultStore |
     None uses no measurements. references: builtin, none or a reference file (docs/estimates.md).
     check_account / obtainable_only: ask AWS whether the account can get each candidate (needs
     credentials). program: how the printed command lines call the advisor. say: called with each
-    warning as it arises (the CLI prints them; Advice.warnings keeps them all either way)."""
+    warning as it arises (the CLI prints them; Advice.warnings keeps them all either way).
+    prices: the team's own prices (a price file or its path: advisor.recommend.prices), else list prices."""
+    if isinstance(prices, (str, Path)):
+        prices = load_prices(prices)
     if catalog is None:
         from ..paths import load_catalog
 
@@ -85,7 +90,7 @@ def advise(job: JobSpec, *, catalog: Catalog | None = None, store: ResultStore |
             if opened is not store:
                 opened.close()
     plan = build_plan(catalog, job, measurements, top=top * OBTAINABLE_POOL if obtainable_only else top,
-                      references=references)
+                      references=references, prices=prices)
     said(plan.warnings)
     rows, account_warnings = with_account_facts(build(plan), catalog, check=check_account or obtainable_only,
                                                 only=obtainable_only, top=top)

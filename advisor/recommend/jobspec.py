@@ -11,7 +11,7 @@ import re
 from datetime import datetime, timedelta, timezone
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from catalog.filters import TypeFilter
 
@@ -28,6 +28,11 @@ _ISO_DURATION = re.compile(
     r"(?:T(?:(?P<h>\d+(?:[.,]\d+)?)H)?(?:(?P<m>\d+(?:[.,]\d+)?)M)?(?:(?P<s>\d+(?:[.,]\d+)?)S)?)?",
     re.IGNORECASE,
 )
+# --confidence: the chance a pick must have of meeting the deadline and the budget (advisor.recommend.rank);
+# 0 ranks on the point estimate. Below a half the quantile is faster than the figure itself; above
+# MAX_CONFIDENCE the band's far tail (not calibrated that far) would decide.
+DEFAULT_CONFIDENCE = 0.9
+MIN_CONFIDENCE, MAX_CONFIDENCE = 0.5, 0.99
 MIN_DEADLINE_S = 60  # nothing boots, let alone trains, in less
 MAX_DEADLINE_S = 100 * 365 * 86400
 
@@ -122,10 +127,23 @@ class JobSpec(BaseModel):
     setup_minutes: float = Field(default=0.0, ge=0)
     include_cpu: bool = True
     probe_budget_usd: float | None = Field(default=None, ge=0)  # the most the probe plan may cost
+    confidence: float = DEFAULT_CONFIDENCE  # 0, or MIN_CONFIDENCE..MAX_CONFIDENCE (check_confidence)
+
+    @field_validator("confidence")
+    @classmethod
+    def _confidence(cls, v: float) -> float:
+        return check_confidence(v)
 
     def type_filter(self) -> TypeFilter:
         return TypeFilter(families=tuple(self.families), accelerators=tuple(self.accelerators), arch=self.arch,
                           min_gpus=self.min_gpus)
+
+
+def check_confidence(v: float) -> float:
+    if v != 0 and not MIN_CONFIDENCE <= v <= MAX_CONFIDENCE:  # NaN fails too
+        raise AdvisorError(f"--confidence must be 0 (rank on the point estimate) or between {MIN_CONFIDENCE:g} and "
+                           f"{MAX_CONFIDENCE:g}, got {v:g}")
+    return float(v)
 
 
 def work_samples(samples: str | None, epochs: str | None, dataset_size: str | None) -> float:

@@ -6,6 +6,7 @@ works on, runs it, and keeps what the report needs (names, notes, bases, exclusi
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 
@@ -21,6 +22,7 @@ from ..estimate.throughput import Exclusion, Throughput, ThroughputModel
 from . import rank as rk
 from . import spot
 from .jobspec import JobSpec
+from .prices import Prices
 from .probeplan.inputs import ProbeOffer, plan_probes
 from .probeplan.value import ProbePlan
 
@@ -50,6 +52,8 @@ class Plan:
     front_size: int | None = None  # pareto: candidates on the frontier (rows show at most --top)
     also_counts: dict[int, list[tuple[int, float]]] = field(default_factory=dict)  # same cost, more instances
     no_offer: list[str] = field(default_factory=list)  # a named family or region the filters leave unpriced
+    prices: str | None = None  # the price file that applied (Prices.describe), None: list prices
+    alternatives: list[Alternative] = field(default_factory=list)  # nothing fits: other options that would
 
 
 def check_filters(catalog: Catalog, job: JobSpec) -> None:
@@ -110,9 +114,12 @@ def workload_facts(spec: WorkloadSpec, measurements: list):
 
 
 def build_plan(catalog: Catalog, job: JobSpec, measurements: list | None = None, top: int = 10,
-               references: str = "builtin") -> Plan:
-    """`references`: builtin (the shipped dataset), none (your probes only) or a reference file."""
+               references: str = "builtin", prices: Prices | None = None) -> Plan:
+    """`references`: builtin (the shipped dataset), none (your probes only) or a reference file;
+    `prices`: the team's own (advisor.recommend.prices), else list prices."""
     check_filters(catalog, job)
+    if prices is not None:
+        prices.check(catalog)
     spec = workload_spec(job)
     facts = workload_facts(spec, measurements or [])
     model = ThroughputModel(catalog, facts, spec.workload_id, job.image_size, measurements, references=references)
@@ -146,7 +153,8 @@ def build_plan(catalog: Catalog, job: JobSpec, measurements: list | None = None,
 
     K = job.max_instances
     types = _type_table(catalog, throughputs, facts.gradient_bytes(), K)
-    offers, bucket = _offer_table(catalog, job, regions, {t.instance_type: i for i, t in enumerate(throughputs)})
+    offers, bucket = _offer_table(catalog, job, regions, {t.instance_type: i for i, t in enumerate(throughputs)},
+                                  prices)
     rjob = rk.Job.of(job)
     cands = rk.evaluate(types, offers, rjob)
     # Ask for more than `top`: equal offers in several regions (and, for cheapest, several
@@ -156,15 +164,18 @@ def build_plan(catalog: Catalog, job: JobSpec, measurements: list | None = None,
     ranked, also, counts = collapse(cands, offers, ordered, top, merge_counts)
     front_size = len(ordered) if job.objective == "pareto" else None
     closest = np.empty(0, dtype=np.int64)
+    alternatives: list[Alternative] = []
     if len(ranked) == 0:
         n_close = min(top, 5)
         # A count that already meets the deadline stands for the larger counts at its cost: they
         # need the same budget and add nothing.
-        _, deadline_needed = rk.shortfall(cands.cost, cands.hours_pess, job.budget_usd, job.deadline_hours)
+        _, deadline_needed = rk.shortfall(cands.cost_q, cands.hours_q, job.budget_usd, job.deadline_hours)
         closest, also, close_counts = collapse(
             cands, offers, rk.closest(cands, rjob, n_close * max(1, len(regions)) * K), n_close, True,
             deadline_needed <= job.deadline_hours)
         counts.update(close_counts)
+        alternatives = other_options(catalog, job, rjob, throughputs, types, offers, regions, facts.gradient_bytes(),
+                                     prices)
     probe, probe_offers = plan_probes(
         types=types, offers=offers, candidates=cands, job=rjob, objective=job.objective,
         pick=int(ranked[0]) if len(ranked) else None, instance_types=[catalog.instance_types[n] for n in types.names],
@@ -172,8 +183,62 @@ def build_plan(catalog: Catalog, job: JobSpec, measurements: list | None = None,
     return Plan(job=job, workload_id=spec.workload_id, types=types, offers=offers, candidates=cands,
                 ranked=ranked, closest=closest, probe=probe, probe_offers=probe_offers, throughputs=throughputs, exclusions=exclusions,
                 regions=regions, bucket=bucket, warnings=no_offer + model.warnings, no_offer=no_offer,
+                prices=prices.describe() if prices else None, alternatives=alternatives,
                 pareto=ordered if job.objective == "pareto" else None, also_regions=also, front_size=front_size,
                 also_counts=counts)
+
+
+# When nothing fits, the other options tried (each alone, everything else as asked): a lower
+# confidence, another market, more instances.
+LOWER_CONFIDENCES = (0.8, 0.5, 0.0)
+MORE_INSTANCES = 16
+
+
+@dataclass(frozen=True)
+class Alternative:
+    """An option that would make the job fit, and the best candidate under it."""
+
+    option: str  # as typed: --market any
+    instance_type: str
+    count: int
+    region: str
+    market: str
+    hours: float  # checked against the deadline under that option (hours_q)
+    cost_usd: float  # checked against the budget (cost_q)
+    confidence: float  # what those figures are at (0: the point estimate)
+
+
+def other_options(catalog: Catalog, job: JobSpec, rjob: rk.Job, throughputs: list[Throughput], types: rk.TypeTable,
+                  offers: rk.OfferTable, regions: list[str], grad_bytes: float, prices) -> list[Alternative]:
+    """Nothing fits: for each option alone (the lowest-confidence step down that fits, the market
+    any, more instances), the best candidate it would give, by the job's objective. The types are
+    those already evaluated (a type with no price in the market asked for is not among them)."""
+    out: list[Alternative] = []
+
+    def first(option: str, t: rk.TypeTable, o: rk.OfferTable, j: rk.Job) -> bool:
+        c = rk.evaluate(t, o, j)
+        top = rk.rank(c, job.objective, 1)
+        if not len(top):
+            return False
+        i = int(top[0])
+        off = int(c.offer[i])
+        out.append(Alternative(option=option, instance_type=t.names[int(c.type_idx[i])], count=int(c.k[i]),
+                               region=regions[int(o.region_idx[off])], market=rk.MARKET_NAMES[int(o.market[off])],
+                               hours=float(c.hours_q[i]), cost_usd=float(c.cost_q[i]), confidence=j.confidence))
+        return True
+
+    for p in (p for p in LOWER_CONFIDENCES if p < job.confidence):
+        if first(f"--confidence {p:g}", types, offers, dataclasses.replace(rjob, confidence=p)):
+            break
+    if job.market != "any":
+        wider = job.model_copy(update={"market": "any"})
+        any_offers, _ = _offer_table(catalog, wider, regions, {t.instance_type: i for i, t in enumerate(throughputs)},
+                                     prices)
+        first("--market any", types, any_offers, rjob)
+    if job.max_instances < MORE_INSTANCES:
+        first(f"--max-instances {MORE_INSTANCES}", _type_table(catalog, throughputs, grad_bytes, MORE_INSTANCES), offers,
+              dataclasses.replace(rjob, max_instances=MORE_INSTANCES))
+    return out
 
 
 def collapse(c: rk.Candidates, offers: rk.OfferTable, idx: np.ndarray, top: int, merge_counts: bool = False,
@@ -191,7 +256,7 @@ def collapse(c: rk.Candidates, offers: rk.OfferTable, idx: np.ndarray, top: int,
         i = int(i)
         o = int(c.offer[i])
         t, k, m, region = int(c.type_idx[i]), int(c.k[i]), int(offers.market[o]), int(offers.region_idx[o])
-        okey = (t, k, m, round(float(c.cost[i]), 4), round(float(c.hours[i]), 6))
+        okey = (t, k, m, round(float(c.cost_q[i]), 4), round(float(c.rank_hours[i]), 6))
         if okey in by_offer:
             rep = by_offer[okey]
             if rep >= 0 and region not in also_regions.setdefault(rep, []):
@@ -199,7 +264,7 @@ def collapse(c: rk.Candidates, offers: rk.OfferTable, idx: np.ndarray, top: int,
             continue
         ckey = (t, m, region)
         rep = by_cost.get(ckey)
-        if (merge_counts and rep is not None and abs(c.cost[i] - c.cost[rep]) <= SAME_COST * c.cost[rep]
+        if (merge_counts and rep is not None and abs(c.cost_q[i] - c.cost_q[rep]) <= SAME_COST * c.cost_q[rep]
                 and (can_stand_for is None or can_stand_for[rep])):
             also_counts.setdefault(rep, []).append((k, float(c.hours[i])))
             by_offer[okey] = -1  # its twins in other regions are covered by the same note
@@ -236,8 +301,9 @@ def _type_table(catalog: Catalog, ths: list[Throughput], grad_bytes: float, K: i
     )
 
 
-def _offer_table(catalog: Catalog, job: JobSpec, regions: list[str], type_index: dict[str, int]):
-    cols: dict[str, list] = {k: [] for k in ("t", "r", "m", "p", "od", "b")}
+def _offer_table(catalog: Catalog, job: JobSpec, regions: list[str], type_index: dict[str, int],
+                 prices: Prices | None = None):
+    cols: dict[str, list] = {k: [] for k in ("t", "r", "m", "p", "od", "b", "free")}
     for ri, region in enumerate(regions):
         ro = catalog.offers.get(region)
         if ro is None:
@@ -245,6 +311,11 @@ def _offer_table(catalog: Catalog, job: JobSpec, regions: list[str], type_index:
         t_idx = np.array([type_index.get(n, -1) for n in ro.instance_type], dtype=np.int64)
         market = np.array([rk.SPOT if m == "spot" else rk.ON_DEMAND for m in ro.market], dtype=np.int64)
         price = np.array(ro.usd_per_hour, dtype=float)
+        free = np.zeros(len(price), dtype=np.int64)
+        if prices is not None:
+            its = catalog.instance_types
+            fams = [its[n].family if n in its else "" for n in ro.instance_type]
+            price, free = prices.apply(fams, ro.instance_type, region, ro.market, price)
         bucket = np.array([spot.UNKNOWN_BUCKET if b is None else b for b in ro.interruption_bucket], dtype=np.int64)
         keep = t_idx >= 0
         od_of = {int(t): p for t, p, m in zip(t_idx, price, market) if m == rk.ON_DEMAND and t >= 0}
@@ -265,6 +336,7 @@ def _offer_table(catalog: Catalog, job: JobSpec, regions: list[str], type_index:
             cols["od"].append(np.array([od_of.get(int(t), np.nan) for t in t_idx[mask]], dtype=float) if mk == rk.FALLBACK
                               else np.full(n, np.nan))
             cols["b"].append(np.where(mk == rk.ON_DEMAND, spot.ON_DEMAND_BUCKET, bucket[mask]))
+            cols["free"].append(free[mask] if mk == rk.ON_DEMAND else np.zeros(n, dtype=np.int64))
     cat = {k: (np.concatenate(v) if v else np.empty(0)) for k, v in cols.items()}
     b = cat["b"].astype(np.int64)
     rate_mid, rate_high = spot.bucket_rates(b)
@@ -272,5 +344,6 @@ def _offer_table(catalog: Catalog, job: JobSpec, regions: list[str], type_index:
         type_idx=cat["t"].astype(np.int64), region_idx=cat["r"].astype(np.int64),
         market=cat["m"].astype(np.int64), price=cat["p"].astype(float), od_price=cat["od"].astype(float),
         rate_mid=rate_mid, rate_high=rate_high,
+        free=cat["free"].astype(np.int64) if prices is not None else None,
     )
     return offers, b

@@ -59,19 +59,26 @@ class PlotPoints:
     """Candidate indices to draw."""
 
     drawn: np.ndarray  # a sample of the cloud plus everything below
-    frontier: np.ndarray  # not dominated on (expected hours, cost); fastest first
+    frontier: np.ndarray  # not dominated on the ranked (hours, cost) (figures()); fastest first
     frontier_within_limits: bool  # among the feasible (else: nothing is, and the limits are ignored)
     shown: np.ndarray  # the report's rows, in order
     bars: np.ndarray  # the ones with error bars (shown and frontier)
 
 
+def figures(c: rk.Candidates) -> tuple[np.ndarray, np.ndarray]:
+    """(hours, cost) each point is drawn at: what the ranking reads (expected at confidence 0, the
+    quantiles at a confidence); its error bars span the throughput band."""
+    return c.rank_hours, c.cost_q
+
+
 def plot_points(plan: Plan, rows: Rows) -> PlotPoints:
     c = plan.candidates
-    ok = np.isfinite(c.cost) & np.isfinite(c.hours) & (c.cost > 0) & (c.hours > 0)  # log axes
+    hours, cost = figures(c)
+    ok = np.isfinite(cost) & np.isfinite(hours) & (cost > 0) & (hours > 0)  # log axes
     feasible = np.flatnonzero(c.feasible & ok)
     within = len(feasible) > 0
-    front = rk.pareto_front(c.cost, c.hours, feasible if within else np.flatnonzero(ok), c)
-    front = front[np.argsort(c.hours[front], kind="stable")]
+    front = rk.pareto_front(cost, hours, feasible if within else np.flatnonzero(ok), c)
+    front = front[np.argsort(hours[front], kind="stable")]
     shown = np.array([r.index for r in rows.candidates], dtype=np.int64)
     src = plan.types.source[c.type_idx]
     rng = np.random.default_rng(0)
@@ -107,6 +114,7 @@ def draw(plan: Plan, rows: Rows):
         raise AdvisorError("--plot needs matplotlib: pip install 'instance-advisor[plot]'") from None
 
     c, job = plan.candidates, plan.job
+    hours, cost = figures(c)
     pts = plot_points(plan, rows)
     # A fixed layout: the labels are placed in display space, which must not move afterwards.
     fig = plt.figure(figsize=(12, 6.5), dpi=110)
@@ -118,33 +126,36 @@ def draw(plan: Plan, rows: Rows):
             continue
         feas = c.feasible[idx]
         if feas.any():
-            ax.scatter(c.hours[idx][feas], c.cost[idx][feas], marker=marker, c=colour, s=22,
+            ax.scatter(hours[idx][feas], cost[idx][feas], marker=marker, c=colour, s=22,
                        label=f"{label} (feasible)", edgecolors="black", linewidths=0.3, zorder=3)
         if not feas.all():
-            ax.scatter(c.hours[idx][~feas], c.cost[idx][~feas], marker=marker, facecolors="none",
+            ax.scatter(hours[idx][~feas], cost[idx][~feas], marker=marker, facecolors="none",
                        edgecolors=colour, s=14, alpha=0.5, label=f"{label} (infeasible)", zorder=2)
     # Error bars on the options that matter (the rows and the frontier): a throughput band moves
-    # time and cost together, so each gets bars in both directions.
+    # time and cost together, so each gets bars in both directions, from the band's fast end to its
+    # slow end around the expected figures (the drawn point, at a confidence, lies inside).
     b = pts.bars
     r_hi, r_lo = c.samples_per_sec[b] / c.high[b], c.samples_per_sec[b] / c.low[b]
     for code, (_, _, colour) in STYLES.items():
         m = src[b] == code
         if m.any():
-            ax.errorbar(c.hours[b][m], c.cost[b][m], xerr=[c.hours[b][m] * (1 - r_hi[m]), c.hours[b][m] * (r_lo[m] - 1)],
-                        yerr=[c.cost[b][m] * (1 - r_hi[m]), c.cost[b][m] * (r_lo[m] - 1)], fmt="none", ecolor=colour,
-                        alpha=0.8, lw=0.9, capsize=2, zorder=5)
+            x, y, xe, ye = hours[b][m], cost[b][m], c.hours[b][m], c.cost[b][m]
+            ax.errorbar(x, y, xerr=[np.maximum(x - xe * r_hi[m], 0), np.maximum(xe * r_lo[m] - x, 0)],
+                        yerr=[np.maximum(y - ye * r_hi[m], 0), np.maximum(ye * r_lo[m] - y, 0)], fmt="none",
+                        ecolor=colour, alpha=0.8, lw=0.9, capsize=2, zorder=5)
     ax.set_xscale("log")
     ax.set_yscale("log")
-    xs = np.concatenate([c.hours[pts.drawn], c.hours[b] * r_lo, c.hours[b] * r_hi, [job.deadline_hours]])
-    ys = np.concatenate([c.cost[pts.drawn], c.cost[b] * r_lo, c.cost[b] * r_hi, [job.budget_usd]])
+    xs = np.concatenate([hours[pts.drawn], c.hours[b] * r_lo, c.hours[b] * r_hi, [job.deadline_hours]])
+    ys = np.concatenate([cost[pts.drawn], c.cost[b] * r_lo, c.cost[b] * r_hi, [job.budget_usd]])
     xlim, ylim = _log_limits(xs), _log_limits(ys)
-    _frontier(ax, c.hours[pts.frontier], c.cost[pts.frontier], xlim, ylim, pts.frontier_within_limits)
+    _frontier(ax, hours[pts.frontier], cost[pts.frontier], xlim, ylim, pts.frontier_within_limits)
     ax.axhline(job.budget_usd, color="tab:red", ls="--", lw=1, label=f"budget ${job.budget_usd:,.0f}")
     ax.axvline(job.deadline_hours, color="tab:purple", ls="--", lw=1, label=f"deadline {job.deadline_hours:,.3g} h")
     ax.set_xlim(*xlim)
     ax.set_ylim(*ylim)
-    ax.set_xlabel("time to train (hours, expected; log)")
-    ax.set_ylabel("cost (USD, log)")
+    at = "expected" if not job.confidence else f"at {job.confidence:.0%} confidence"
+    ax.set_xlabel(f"time to train (hours, {at}; log)")
+    ax.set_ylabel(f"cost (USD, {at}; log)")
     ax.set_title(f"{plan.workload_id}: {job.samples:,.3g} samples, objective {job.objective}, market {job.market}")
     ax.grid(True, which="both", alpha=0.2)
     # The key and the option list sit beside the axes, where they cannot hide a point.
@@ -155,10 +166,12 @@ def draw(plan: Plan, rows: Rows):
     if shown:
         head = "best options" if rows.feasible else "nothing feasible; closest"
         lines = [f"{t} {r.count}x {r.instance_type}, {r.market}:\n    {duration(r.hours)}, ${money(r.cost_usd)}"
-                 for t, r in zip(tags, shown)]
+                 # one $ a line: two would start matplotlib's mathtext
+                 + (f" ({duration(r.hours_at_confidence)}, {money(r.cost_usd_at_confidence)} at {job.confidence:.0%})"
+                    if job.confidence else "") for t, r in zip(tags, shown)]
         fig.text(0.74, key_bottom - 0.03, head + "\n" + "\n".join(lines), va="top", ha="left", fontsize=8, family="monospace",
                  bbox={"boxstyle": "round", "fc": "white", "ec": "grey"})
-        _label(ax, np.array([[r.hours, r.cost_usd] for r in shown]), tags)
+        _label(ax, np.array([[hours[r.index], cost[r.index]] for r in shown]), tags)
     return fig
 
 
@@ -181,6 +194,9 @@ def _frontier(ax, hours: np.ndarray, cost: np.ndarray, xlim, ylim, within: bool)
     ax.scatter(hours, cost, s=70, facecolors="none", edgecolors="black", linewidths=1.2, zorder=6)
 
 
+LABEL_PAD = 0.1  # a label's white box around its text, in font sizes
+
+
 def _label(ax, xy: np.ndarray, tags: list[str]) -> None:
     """Each tag beside its point, where it covers no other tag and no labelled point: nearest
     free spot on rings of growing radius, with a leader line back to the point."""
@@ -195,7 +211,9 @@ def _label(ax, xy: np.ndarray, tags: list[str]) -> None:
         probe = ax.text(0, 0, tag, fontsize=LABEL_SIZE, fontweight="bold")
         box = probe.get_window_extent(renderer)
         probe.remove()
-        w, h = box.width + 4, box.height + 2
+        # The white box's pad (0.1 of the font size on each side, as annotate draws it) and a pixel.
+        pad = LABEL_PAD * LABEL_SIZE * per_pt + 1
+        w, h = box.width + 2 * pad, box.height + 2 * pad
         spot = None
         for r in range(14, 200, 8):  # points
             for a in angles:
@@ -213,7 +231,7 @@ def _label(ax, xy: np.ndarray, tags: list[str]) -> None:
         taken.append(cand)
         ax.annotate(tag, (hx, hy), xytext=((cx - x) / per_pt, (cy - y) / per_pt), textcoords="offset points",
                     ha="center", va="center", fontsize=LABEL_SIZE, fontweight="bold", zorder=7,
-                    bbox={"boxstyle": "square,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.8},
+                    bbox={"boxstyle": f"square,pad={LABEL_PAD}", "fc": "white", "ec": "none", "alpha": 0.8},
                     arrowprops={"arrowstyle": "-", "lw": 0.6, "color": "dimgrey", "shrinkA": 0, "shrinkB": 2})
 
 

@@ -15,6 +15,7 @@ import numpy as np
 
 from lightning_module.contract.options import TARGET_CI
 
+from ..estimate.band import slow_factor, split_normal_sds
 from ..estimate.scaling import scale_out
 from . import spot
 from .jobspec import JobSpec
@@ -48,6 +49,11 @@ class TypeTable:
         with np.errstate(divide="ignore"):  # a CI with no lower end (a probe writes 0): unbounded
             return np.log(self.high / self.low)
 
+    @property
+    def sd_low(self) -> np.ndarray:
+        """The log-sd of the truth below the figure (the band as a distribution: advisor.estimate.band)."""
+        return split_normal_sds(self.samples_per_sec, self.low, self.high)[0]
+
 
 @dataclass
 class OfferTable:
@@ -60,6 +66,14 @@ class OfferTable:
     od_price: np.ndarray  # on-demand $/h for FALLBACK, NaN otherwise
     rate_mid: np.ndarray  # interruptions per instance-month (bucket midpoint); 0 for on-demand
     rate_high: np.ndarray  # the bucket's upper end
+    free: np.ndarray | None = None  # instances already paid for (reserved on-demand capacity): they cost 0
+
+    def billed(self, k_row: np.ndarray) -> np.ndarray:
+        """(offers, counts): instances billed of each count k, those already paid for left out."""
+        if self.free is None:
+            return np.broadcast_to(k_row, (len(self.price), len(k_row)))
+        return np.maximum(k_row[None, :] - self.free[:, None], 0.0)
+
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -72,12 +86,13 @@ class Job:
     loss_hours: float  # per interruption (spot.loss_hours)
     max_instances: int
     setup_hours: float = 0.0  # per run, on every instance: boot, install, data staging (billed, not training)
+    confidence: float = 0.0  # 0: rank on the point estimate; else P of the chance constraint (the user default: jobspec.DEFAULT_CONFIDENCE)
 
     @classmethod
     def of(cls, job: JobSpec) -> Job:
         return cls(samples=job.samples, budget_usd=job.budget_usd, deadline_hours=job.deadline_hours,
                    loss_hours=spot.loss_hours(job.checkpoint_minutes, job.restart_minutes),
-                   max_instances=job.max_instances, setup_hours=job.setup_minutes / 60)
+                   max_instances=job.max_instances, setup_hours=job.setup_minutes / 60, confidence=job.confidence)
 
 
 @dataclass
@@ -91,16 +106,27 @@ class Candidates:
     low: np.ndarray
     high: np.ndarray
     efficiency: np.ndarray
-    hours: np.ndarray  # expected
-    hours_pess: np.ndarray  # for the deadline check
-    cost: np.ndarray
+    hours: np.ndarray  # expected interruptions, at the throughput figure
+    hours_pess: np.ndarray  # at the figure and the bucket's upper rate (the deadline check at confidence 0)
+    cost: np.ndarray  # expected, at the figure
+    # What is checked against the deadline and the budget and ranked on: at confidence P, hours and
+    # dollars not exceeded together with probability >= P; at confidence 0, hours_pess and cost.
+    hours_q: np.ndarray
+    cost_q: np.ndarray
     interruptions: np.ndarray  # expected count
     samples_per_dollar: np.ndarray
     feasible: np.ndarray
     uncertainty: np.ndarray
+    billed: np.ndarray  # instances billed of k (those already paid for are free)
+    confidence: float = 0.0
 
     def __len__(self) -> int:
         return len(self.k)
+
+    @property
+    def rank_hours(self) -> np.ndarray:
+        """The hours `fastest` and the frontier rank on: expected at confidence 0, else the quantile."""
+        return self.hours if self.confidence == 0 else self.hours_q
 
     def cost_band(self) -> tuple[np.ndarray, np.ndarray]:
         return self.cost * self.samples_per_sec / self.high, self.cost * self.samples_per_sec / self.low
@@ -110,7 +136,7 @@ class Candidates:
 
 
 def shortfall(cost, hours_pess, budget_usd: float, deadline_hours: float) -> tuple[np.ndarray, np.ndarray]:
-    """The (budget, deadline) each candidate needs: its cost and pessimistic hours where they
+    """The (budget, deadline) each candidate needs: its checked cost and hours (cost_q, hours_q) where they
     exceed the limits, else the limits themselves; NaN where there is no figure (the feasibility
     rule, feasible_mask, is both equal to the limits)."""
     return np.maximum(cost, budget_usd), np.maximum(hours_pess, deadline_hours)
@@ -137,7 +163,8 @@ def evaluate(types: TypeTable, offers: OfferTable, job: Job) -> Candidates:
         t0 = job.samples / 3600.0 / thr
         hours = t0.copy()
         hours_pess = t0.copy()
-        cost = (offers.price[:, None] * k_row).ravel()  # $/h for k instances
+        billed = offers.billed(k_row).ravel()  # of k instances, those not already paid for
+        cost = (offers.price[:, None] * offers.billed(k_row)).ravel()  # $/h for k instances
         interruptions = np.zeros_like(t0)
         # Spot arithmetic only where there is spot: an on-demand search pays nothing for it.
         spot_off = np.flatnonzero(offers.market == SPOT)
@@ -159,16 +186,78 @@ def evaluate(types: TypeTable, offers: OfferTable, job: Job) -> Candidates:
             hours += job.setup_hours
             hours_pess += job.setup_hours
             # Setup is billed at the price the run starts on (spot for the fallback).
-            cost += job.setup_hours * k * np.repeat(offers.price, K)
+            cost += job.setup_hours * billed * np.repeat(offers.price, K)
         spd = job.samples / cost
-    feasible = feasible_mask(cost, hours_pess, job.budget_usd, job.deadline_hours)
+        if job.confidence:
+            hours_q, cost_q = at_confidence(t0, types.sd_low, type_idx, k, billed, offers, job)
+        else:
+            hours_q, cost_q = hours_pess, cost
+    feasible = feasible_mask(cost_q, hours_q, job.budget_usd, job.deadline_hours)
     r_low, r_high = types.low / types.samples_per_sec, types.high / types.samples_per_sec
     return Candidates(
         offer=np.repeat(np.arange(n_off), K), k=k.astype(np.int64), type_idx=type_idx,
         samples_per_sec=thr, low=thr * r_low[type_idx], high=thr * r_high[type_idx], efficiency=rel,
-        hours=hours, hours_pess=hours_pess, cost=cost, interruptions=interruptions,
-        samples_per_dollar=spd, feasible=feasible, uncertainty=types.uncertainty[type_idx],
+        hours=hours, hours_pess=hours_pess, cost=cost, hours_q=hours_q, cost_q=cost_q, interruptions=interruptions,
+        billed=billed,
+        samples_per_dollar=spd, feasible=feasible, uncertainty=types.uncertainty[type_idx], confidence=job.confidence,
     )
+
+
+def at_confidence(t0: np.ndarray, sd_low: np.ndarray, type_idx: np.ndarray, k: np.ndarray, billed: np.ndarray,
+                  offers: OfferTable, job: Job, cand: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(hours, dollars) each candidate stays within together with probability >= job.confidence,
+    over its throughput band (advisor.estimate.band) and its interruptions (advisor.recommend.spot),
+    setup included. t0: hours at the figure with no interruption; sd_low: the band's, per type;
+    billed: of k instances, those paid for by the hour. Per candidate (offer-major, as evaluate lays
+    them out), or only for the candidates `cand`, in its order."""
+    K = job.max_instances
+    miss = 1.0 - job.confidence
+    n = len(t0) if cand is None else len(cand)
+    hours_q = np.empty(n)
+    cost_q = np.empty(n)
+    at = None if cand is None else np.asarray(cand)
+
+    def of_market(m):  # (positions in the output, candidate indices, their offers)
+        if at is None:
+            off = np.flatnonzero(offers.market == m)
+            i = (off[:, None] * K + np.arange(K)).ravel()
+            return i, i, np.repeat(off, K)
+        pos = np.flatnonzero(offers.market[at // K] == m)
+        return pos, at[pos], at[pos] // K
+
+    def t0_at(i):
+        # The band's factor per type (a few thousand exps), then gathered per candidate.
+        return lambda level: t0[i] * slow_factor(sd_low, level)[type_idx[i]]
+
+    def best_split(pos, i, options):
+        # The split leaving the most room under both limits (fits if any split fits); NaN never wins.
+        best_room = np.full(len(i), np.inf)
+        h_best, c_best = np.full(len(i), np.nan), np.full(len(i), np.nan)
+        for h, c in options:
+            room = np.maximum(c / job.budget_usd, h / job.deadline_hours)
+            better = room < best_room
+            best_room = np.where(better, room, best_room)
+            h_best, c_best = np.where(better, h, h_best), np.where(better, c, c_best)
+        # Where no split has a finite room (never finishes: inf; no figure: NaN), the first split's.
+        h0, c0 = options[0]
+        none = ~np.isfinite(best_room)
+        hours_q[pos], cost_q[pos] = np.where(none, h0, h_best), np.where(none, c0, c_best)
+
+    pos, i, o = of_market(ON_DEMAND)
+    hours_q[pos] = t0_at(i)(1.0 - miss) + job.setup_hours
+    cost_q[pos] = hours_q[pos] * offers.price[o] * billed[i]
+    pos, i, o = of_market(SPOT)
+    if len(i):
+        usd_h = offers.price[o] * billed[i]
+        hs = spot.pure_spot_quantile(t0_at(i), spot.job_rate(offers.rate_high[o], k[i]), job.loss_hours, miss)
+        best_split(pos, i, [(h + job.setup_hours, (h + job.setup_hours) * usd_h) for h in hs])
+    pos, i, o = of_market(FALLBACK)
+    if len(i):
+        opts = spot.fallback_quantile(t0_at(i), spot.job_rate(offers.rate_high[o], k[i]), job.loss_hours, k[i],
+                                      offers.price[o], offers.od_price[o], miss)
+        setup_usd = job.setup_hours * k[i] * offers.price[o]
+        best_split(pos, i, [(h + job.setup_hours, c + setup_usd) for h, c in opts])
+    return hours_q, cost_q
 
 
 def _order(primary: np.ndarray, c: Candidates, idx: np.ndarray, secondary: np.ndarray | None = None) -> np.ndarray:
@@ -196,21 +285,23 @@ TIME_RESOLUTION = TARGET_CI
 
 def _fastest(c: Candidates, idx: np.ndarray, top: int) -> np.ndarray:
     """Least time, where times within TIME_RESOLUTION of the fastest of their group are a tie that
-    goes to the cheaper (then the narrower band, then fewer instances)."""
+    goes to the cheaper (then the narrower band, then fewer instances). Times and costs are the
+    figures the ranking reads (rank_hours, cost_q: at the confidence)."""
+    hours_of, cost_of = c.rank_hours, c.cost_q
     if len(idx) > top:  # the top-th time and whatever ties with it
-        kth = np.partition(c.hours[idx], top - 1)[top - 1]
-        idx = idx[c.hours[idx] <= kth * (1 + TIME_RESOLUTION)]
+        kth = np.partition(hours_of[idx], top - 1)[top - 1]
+        idx = idx[hours_of[idx] <= kth * (1 + TIME_RESOLUTION)]
     if len(idx) == 0:
         return idx
-    idx = idx[np.argsort(c.hours[idx], kind="stable")]
-    hours = c.hours[idx]
+    idx = idx[np.argsort(hours_of[idx], kind="stable")]
+    hours = hours_of[idx]
     group = np.zeros(len(idx), dtype=np.int64)
     lead = hours[0]
     for i in range(1, len(idx)):  # a group starts where a time is past its leader's resolution
         new = hours[i] > lead * (1 + TIME_RESOLUTION)
         group[i] = group[i - 1] + new
         lead = hours[i] if new else lead
-    return idx[np.lexsort((c.k[idx], np.round(c.uncertainty[idx], 9), np.round(c.cost[idx], 6), group))][:top]
+    return idx[np.lexsort((c.k[idx], np.round(c.uncertainty[idx], 9), np.round(cost_of[idx], 6), group))][:top]
 
 
 def pareto_front(cost: np.ndarray, hours: np.ndarray, idx: np.ndarray,
@@ -251,17 +342,17 @@ def rank(c: Candidates, objective: str, top: int) -> np.ndarray:
     """Feasible candidates in order (at most `top`; pareto returns the whole frontier)."""
     idx = np.flatnonzero(c.feasible)
     if objective == "cheapest":
-        return _top(c.cost, c, idx, top, c.hours)
+        return _top(c.cost_q, c, idx, top, c.rank_hours)
     if objective == "fastest":
         return _fastest(c, idx, top)
     if objective == "pareto":
-        return pareto_front(c.cost, c.hours, idx, c)
+        return pareto_front(c.cost_q, c.rank_hours, idx, c)
     raise ValueError(f"unknown objective {objective!r}")
 
 
 def closest(c: Candidates, job: Job, top: int) -> np.ndarray:
     """When nothing fits: the candidates needing the smallest relative stretch of budget or deadline."""
-    budget_needed, deadline_needed = shortfall(c.cost, c.hours_pess, job.budget_usd, job.deadline_hours)
+    budget_needed, deadline_needed = shortfall(c.cost_q, c.hours_q, job.budget_usd, job.deadline_hours)
     stretch = np.maximum(budget_needed / job.budget_usd, deadline_needed / job.deadline_hours)
     return _top(stretch, c, np.flatnonzero(np.isfinite(stretch)), top)
 

@@ -23,7 +23,7 @@ TABLE_COLUMNS = ("rank", "instance", "count", "region", "market", "samples/s (so
                  "cost USD", "samples/$", "note")
 CSV_COLUMNS = ("rank", "instance_type", "count", "region", "market", "samples_per_sec", "throughput_source",
                "throughput_low", "throughput_high", "hours", "hours_pessimistic", "cost_usd",
-               "samples_per_dollar", "feasible", "reason", "budget_needed_usd", "deadline_needed_hours",
+               "hours_at_confidence", "cost_usd_at_confidence", "samples_per_dollar", "feasible", "reason", "budget_needed_usd", "deadline_needed_hours",
                "usd_per_hour", "precision", "scale_out_efficiency", "expected_interruptions", "interruption_bucket",
                "obtainable", "obtainable_reason")
 NAMED_PAST_BUDGET = 5  # probes past --probe-budget named in the table text; JSON has every one
@@ -38,7 +38,8 @@ SHORT_RUN_HOURS = 1.0
 # take their JSON form (also_counts as {count, hours}, interruption_bucket as its label, null on demand).
 RECORD_FIELDS = ("rank", "instance_type", "count", "region", "also_regions", "also_counts", "market",
                  "samples_per_sec", "throughput_source", "throughput_low", "throughput_high", "hours",
-                 "hours_pessimistic", "cost_usd", "samples_per_dollar", "feasible", "reason", "budget_needed_usd",
+                 "hours_pessimistic", "cost_usd", "hours_at_confidence", "cost_usd_at_confidence",
+                 "samples_per_dollar", "feasible", "reason", "budget_needed_usd",
                  "deadline_needed_hours", "usd_per_hour", "precision", "scale_out_efficiency",
                  "expected_interruptions", "interruption_bucket", "obtainable", "obtainable_reason", "notes", "basis")
 DERIVED_FIELDS = ("reason", "notes")
@@ -90,10 +91,12 @@ def reason(r: CandidateRow, job: JobSpec) -> str | None:
     if not r.has_figure:
         return "no throughput figure for this count (network bandwidth unknown)"
     why = []
+    at = "pessimistic" if not job.confidence else f"at {job.confidence:.0%} confidence"
     if r.budget_needed_usd is not None:
-        why.append(f"cost ${money(r.cost_usd)} > budget ${money(job.budget_usd)}")
+        why.append(f"cost ${money(r.cost_usd_at_confidence)}{'' if not job.confidence else ' (' + at + ')'} > "
+                   f"budget ${money(job.budget_usd)}")
     if r.deadline_needed_hours is not None:
-        why.append(f"{duration(r.hours_pessimistic)} (pessimistic) > deadline {duration(job.deadline_hours)}")
+        why.append(f"{duration(r.hours_at_confidence)} ({at}) > deadline {duration(job.deadline_hours)}")
     return "; ".join(why)
 
 
@@ -107,7 +110,10 @@ def recommendation(r: CandidateRow, job: JobSpec) -> dict[str, Any]:
         "also_regions": list(r.also_regions),
         "basis": dict(r.basis),
     }
-    return {k: json_form[k] if k in json_form else getattr(r, k) for k in RECORD_FIELDS}
+    out = {k: json_form[k] if k in json_form else getattr(r, k) for k in RECORD_FIELDS}
+    if not math.isfinite(out["samples_per_dollar"]):  # capacity already paid for: nothing spent
+        out["samples_per_dollar"] = None
+    return out
 
 
 def probe_record(p: ProbeRow) -> dict[str, Any]:
@@ -131,6 +137,8 @@ def _known(o: Outlook, now: bool = False) -> str:
     """How far the pick may be from the true best in 90% of outcomes, or how often it misses."""
     if math.isfinite(o.p90_regret):
         return f"{'now ' if now else ''}within {o.p90_regret:.0%}"
+    if o.p_miss <= 0.1:  # the pick fits, but the true best costs $0 (capacity already paid for)
+        return f"{'now ' if now else ''}not known: the true best may be capacity already paid for"
     return f"{'now ' if now else ''}not known: the pick misses the deadline or the budget in {o.p_miss:.0%} of outcomes"
 
 
@@ -178,9 +186,25 @@ def _display(r: CandidateRow, job: JobSpec) -> dict[str, Any]:
         "samples/s (source)": f"{_num(r.samples_per_sec)} ({r.throughput_source})",
         "time": duration(r.hours),
         "cost USD": money(r.cost_usd),
-        "samples/$": f"{r.samples_per_dollar:,.0f}",
+        **({} if not job.confidence else {confidence_column("time", job): duration(r.hours_at_confidence),
+                                          confidence_column("cost USD", job): money(r.cost_usd_at_confidence)}),
+        "samples/$": f"{r.samples_per_dollar:,.0f}" if math.isfinite(r.samples_per_dollar) else "paid for",
         "note": "; ".join(notes(r) + ([why] if why else [])),
     }
+
+
+def confidence_column(name: str, job: JobSpec) -> str:
+    """The header of a figure at the job's confidence: `time @90%`."""
+    return f"{name} @{job.confidence:.0%}"
+
+
+def table_columns(job: JobSpec) -> list[str]:
+    """TABLE_COLUMNS, with the time and cost at the job's confidence after the expected ones."""
+    cols = list(TABLE_COLUMNS)
+    if job.confidence:
+        at = cols.index("cost USD") + 1
+        cols[at:at] = [confidence_column("time", job), confidence_column("cost USD", job)]
+    return cols
 
 
 def _needs(r: CandidateRow) -> str:
@@ -196,9 +220,11 @@ def summary_line(plan: Plan) -> str:
     j = plan.job
     n = len(plan.candidates)
     return (f"{plan.workload_id}: {j.samples:,.4g} samples, budget ${money(j.budget_usd)}, deadline "
-            f"{duration(j.deadline_hours)}, objective {j.objective}, market {j.market}, up to {j.max_instances} "
+            f"{duration(j.deadline_hours)}, objective {j.objective}, "
+            f"{'point estimate' if not j.confidence else f'confidence {j.confidence:.0%}'}, market {j.market}, "
+            f"up to {j.max_instances} "
             f"instances; {len(plan.throughputs)} instance types x {len(plan.regions)} regions -> {n:,} candidates, "
-            f"{int(plan.candidates.feasible.sum()):,} feasible")
+            f"{int(plan.candidates.feasible.sum()):,} feasible; {plan.prices or 'list prices'}")
 
 
 def json_document(plan: Plan, rows: Rows, probe_commands: list[str]) -> dict[str, Any]:
@@ -209,11 +235,13 @@ def json_document(plan: Plan, rows: Rows, probe_commands: list[str]) -> dict[str
         "job": plan.job.model_dump(),
         "feasible": rows.feasible,
         "candidates_evaluated": len(plan.candidates),
+        "prices": plan.prices,
         "recommendations": records if rows.feasible else [],
         "closest": [] if rows.feasible else records,
         "probe_next": [probe_record(p) for p in rows.probes],
         "probe_plan": probe_plan_record(rows.probe_summary),
         "probe_commands": probe_commands,
+        "would_fit_with": [dict(vars(a)) for a in plan.alternatives],
         "excluded": exclusion_rows(plan),
         "warnings": plan.warnings,
     }
@@ -245,7 +273,7 @@ def write(plan: Plan, rows: Rows, fmt: str, *, probe_commands: list[str], show_e
     print(file=stream)
     if rs:
         disp = [_display(r, plan.job) | ({} if feasible else {"needs": _needs(r)}) for r in rs]
-        emit(disp, fmt, list(TABLE_COLUMNS) + ([] if feasible else ["needs"]), stream=stream, notes="note")
+        emit(disp, fmt, table_columns(plan.job) + ([] if feasible else ["needs"]), stream=stream, notes="note")
         if any(short_run(r) for r in rs):
             print(file=stream)
             say(f"The rows noted '{SHORT_RUN_NOTE}' run under an hour: booting, installing and staging data "
@@ -253,6 +281,12 @@ def write(plan: Plan, rows: Rows, fmt: str, *, probe_commands: list[str], show_e
                 "--setup-minutes M bills them on every instance.", stream)
     else:
         say("No candidates: every instance type the filters leave was excluded or has no price.", stream)
+    if not feasible and plan.alternatives:
+        print(file=stream)
+        say("Would fit instead, each option alone: " + "; ".join(
+            f"{a.option}: {a.count} x {a.instance_type} {a.market} in {a.region}, {duration(a.hours)} and "
+            f"${money(a.cost_usd)} {f'at {a.confidence:.0%} confidence' if a.confidence else '(point estimate)'}"
+            for a in plan.alternatives) + ".", stream)
     pr = rows.probes
     if rows.candidates:
         print(file=stream)

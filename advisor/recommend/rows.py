@@ -33,8 +33,12 @@ class CandidateRow:
     throughput_low: float
     throughput_high: float
     hours: float  # expected, interruption losses and setup included
-    hours_pessimistic: float  # what the deadline is checked against
+    hours_pessimistic: float  # at the figure and the interruption bucket's upper rate
     cost_usd: float
+    # What the deadline and the budget are checked against and the ranking reads: not exceeded
+    # together with probability >= job.confidence (at confidence 0: hours_pessimistic and cost_usd).
+    hours_at_confidence: float
+    cost_usd_at_confidence: float
     samples_per_dollar: float
     usd_per_hour: float  # per instance (the spot price for spot and the fallback)
     od_usd_per_hour: float | None  # spot+od-fallback: the on-demand price after the first interruption
@@ -132,7 +136,7 @@ def candidate_row(plan: Plan, i: int, rank_no: int | None) -> CandidateRow:
     k = int(c.k[i])
     market = int(o.market[off])
     job = plan.job
-    budget_needed, deadline_needed = (float(x) for x in rk.shortfall(c.cost[i], c.hours_pess[i], job.budget_usd,
+    budget_needed, deadline_needed = (float(x) for x in rk.shortfall(c.cost_q[i], c.hours_q[i], job.budget_usd,
                                                                      job.deadline_hours))
     has_figure = math.isfinite(budget_needed) and math.isfinite(deadline_needed)
     return CandidateRow(
@@ -151,6 +155,8 @@ def candidate_row(plan: Plan, i: int, rank_no: int | None) -> CandidateRow:
         hours=float(c.hours[i]),
         hours_pessimistic=float(c.hours_pess[i]),
         cost_usd=float(c.cost[i]),
+        hours_at_confidence=float(c.hours_q[i]),
+        cost_usd_at_confidence=float(c.cost_q[i]),
         samples_per_dollar=float(c.samples_per_dollar[i]),
         usd_per_hour=float(o.price[off]),
         od_usd_per_hour=float(o.od_price[off]) if market == rk.FALLBACK else None,

@@ -26,6 +26,8 @@ which misstates the one-loss term by at most loss x max(1, 1 / f) per run, f = t
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from catalog.models import INTERRUPTION_BUCKETS, INTERRUPTION_LABELS
@@ -78,3 +80,76 @@ def with_fallback(t0: np.ndarray, rate: np.ndarray, loss: float, k: np.ndarray, 
     hours = t0 + p_int * loss
     cost = k * (spot_usd_per_hour * spot_h + od_usd_per_hour * (hours - spot_h))
     return hours, t0 + loss, p_int, cost
+
+
+# ---------------------------------------------------------------------------------------------
+# Risk at a confidence: the hours (and the fallback's dollars) not exceeded with probability P.
+#
+# Two risks, independent: the throughput (the band as a distribution, advisor.estimate.band) and
+# the interruptions. Their count over a run is Poisson with mean rate x runtime, the rate taken at
+# the bucket's upper end (where in its bucket an offer's rate lies is unknown). The miss probability
+# a = 1 - P is split between them, a share s to the interruptions (RISK_SPLITS) and the rest to the
+# throughput; by the union bound the run fits the pair of figures with probability >= P, so the
+# stated confidence is a lower bound. Each candidate takes the split that leaves it the most room
+# under the budget and the deadline (quantiles()'s `room`).
+RISK_SPLITS = (0.25, 0.5, 0.75)
+_POISSON_DIRECT = 30.0  # above this mean the count's quantile uses the normal approximation
+
+
+def poisson_quantile(mean: np.ndarray, q: float) -> np.ndarray:
+    """Smallest n with P(N <= n) >= q for N Poisson(mean), elementwise; inf where mean is inf."""
+    mean = np.asarray(mean, dtype=float)
+    out = np.zeros(mean.shape)
+    big = mean > _POISSON_DIRECT
+    if big.any():
+        from statistics import NormalDist
+
+        z = NormalDist().inv_cdf(q)
+        m = mean[big]
+        out[big] = np.ceil(m + z * np.sqrt(m) + 0.5)  # continuity-corrected; inf stays inf
+    # P(N = 0) = e^-mean reaches q where mean <= -log q: 0, the common case (rare interruptions).
+    act = np.flatnonzero(~big & (mean > -np.log(q)))
+    p = np.exp(-mean[act])
+    cdf = p.copy()
+    n = 0
+    while len(act):
+        short = cdf < q
+        act, p, cdf = act[short], p[short], cdf[short]
+        out[act] += 1
+        n += 1
+        p = p * mean[act] / n
+        cdf = cdf + p
+    return out
+
+
+def pure_spot_quantile(t0_at: Callable[[float], np.ndarray], rate_high: np.ndarray, loss: float, miss: float) -> list[np.ndarray]:
+    """Per split s of RISK_SPLITS, the hours a pure-spot run stays within with probability >= 1 - miss:
+    the throughput's (1 - (1 - s) miss) quantile t0_at(level), plus `loss` per interruption at the
+    count's (1 - s miss) quantile (its mean at that runtime and the pessimistic rate)."""
+    out = []
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        for s in RISK_SPLITS:
+            t0 = t0_at(1.0 - (1.0 - s) * miss)
+            d = 1.0 - rate_high * loss
+            mean = np.where(d > 0, rate_high * t0 / d, np.inf)
+            out.append(t0 + loss * poisson_quantile(mean, 1.0 - s * miss))
+    return out
+
+
+def fallback_quantile(t0_at: Callable[[float], np.ndarray], rate_high: np.ndarray, loss: float, k: np.ndarray, spot_usd_per_hour,
+                      od_usd_per_hour, miss: float) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per split s, (hours, dollars) a spot-with-fallback run stays within together with probability
+    >= 1 - miss: the throughput at its (1 - (1 - s) miss) quantile, and no interruption before tau,
+    the time to the first one's (s miss) quantile (exponential at the pessimistic rate). Interrupted
+    before the end, the run costs at most spot until tau and on-demand for the rest and the loss."""
+    out = []
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        for s in RISK_SPLITS:
+            t0 = t0_at(1.0 - (1.0 - s) * miss)
+            tau = np.where(rate_high > 0, -np.log1p(-s * miss) / rate_high, np.inf)
+            hit = tau < t0
+            hours = np.where(hit, t0 + loss, t0)
+            spot_h = np.minimum(tau, t0)
+            cost = k * (spot_usd_per_hour * spot_h + od_usd_per_hour * np.where(hit, t0 - spot_h + loss, 0.0))
+            out.append((hours, cost))
+    return out

@@ -52,10 +52,11 @@ def test_every_scenario_has_a_true_optimum_inside_its_limits(world):
         assert 0 < s.probe_budget_usd == pytest.approx(dq.PROBE_BUDGET_SHARE * s.budget_usd)
 
 
-def test_one_scenario_runs_every_strategy(world):
+@pytest.mark.parametrize("confidence", [0.0, 0.9])
+def test_one_scenario_runs_every_strategy(world, confidence):
     s = world.scenarios(1)[0]
     for strategy in dq.STRATEGIES:
-        out = dq.run(world, s, strategy)
+        out = dq.run(world, s, strategy, confidence)
         assert len(out.probes) <= dq.MAX_PROBES and out.probe_usd <= s.probe_budget_usd + 1e-9
         if strategy == "none":
             assert out.probes == []

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from statistics import NormalDist
 
 import numpy as np
 
@@ -22,19 +21,19 @@ from lightning_module.contract import options as probe_defaults
 from lightning_module.contract.result import WorkloadSpec
 
 from ... import ec2
-from ...estimate import throughput as tp
+from ...estimate.band import band_z, split_normal_sds
 from ...estimate.calibrate import NEW_KIND, pair_distance
 from ...estimate.points import instance_device
 from .. import rank as rk
 from .value import Beliefs, Economics
 
-# What the estimator's band means: the share of held-out truths it is calibrated to cover.
-BAND_COVERAGE = tp.BAND_COVERAGE
-
 # One probe's measurement: `advisor probe` times each rung until its 95% CI is within
 # --target-ci (default 3%), so the result's log-sd is about log(1.03) / 1.96.
 PROBE_TARGET_CI = probe_defaults.TARGET_CI
 PROBE_NOISE_SD = math.log1p(PROBE_TARGET_CI) / 1.96
+# The band recommend gives a measured type is its CI (advisor.estimate.throughput), read as every
+# band is (advisor.estimate.band): the log-sd below the figure once a probe has measured it.
+PROBE_SD_LOW = math.log1p(PROBE_TARGET_CI) / band_z()
 
 # How long one probe runs (and bills), from what `advisor launch` + `advisor probe` do:
 # - start-up: boot, ~29 s from RunInstances to SSH on a Linux AMI (ec2-boot-bench, Colin
@@ -90,18 +89,38 @@ class ProbeOffer:
         return self.usd_per_hour * self.hours
 
 
-def economics(c: rk.Candidates, offers: rk.OfferTable, job: rk.Job, objective: str) -> Economics:
+def economics(c: rk.Candidates, offers: rk.OfferTable, job: rk.Job, objective: str,
+              after_sd_low: list[np.ndarray] = ()) -> Economics:
     """Each candidate's cost and hours split as advisor.recommend.spot states them: setup (billed,
     not training) is the fixed part, the rest scales with 1 / throughput; a candidate with no
-    figure (NaN: network unknown for k > 1) never fits."""
+    figure (NaN: network unknown for k > 1) never fits. At a confidence, also the figures recommend
+    decides on (cost_q, hours_q) with the band as it stands and, per band state after probes
+    (value.MEASURED, value.SIBLING), with the per-type log-sd below the figure `after_sd_low` gives."""
     bad = ~(np.isfinite(c.cost) & np.isfinite(c.hours_pess))
-    setup_cost = np.where(bad, 0.0, job.setup_hours * c.k * offers.price[c.offer])
+    setup_cost = np.where(bad, 0.0, job.setup_hours * c.billed * offers.price[c.offer])
     setup_h = np.where(bad, 0.0, job.setup_hours)
     var = lambda total, fix: np.where(bad, np.inf, total - fix)
+    decide = more = None
+    if job.confidence:
+        pess = var(c.hours_q, setup_h)
+        decide = {"cost": var(c.cost_q, setup_cost)[None, :], "pess": pess[None, :], "hours": pess[None, :]}
+
+        def more(idx: np.ndarray) -> dict[str, np.ndarray]:
+            # The states after probes, only for the candidates the plan keeps (a few thousand of 1M).
+            with np.errstate(divide="ignore", invalid="ignore"):
+                t0 = job.samples / 3600.0 / c.samples_per_sec
+            hours, cost = [], []
+            for sd in after_sd_low:
+                h, co = rk.at_confidence(t0, sd, c.type_idx, c.k, c.billed, offers, job, cand=idx)
+                hours.append(np.where(bad[idx], np.inf, h - setup_h[idx]))
+                cost.append(np.where(bad[idx], np.inf, co - setup_cost[idx]))
+            return {"cost": np.array(cost).reshape(len(cost), len(idx)),
+                    "pess": np.array(hours).reshape(len(hours), len(idx)),
+                    "hours": np.array(hours).reshape(len(hours), len(idx))}
     return Economics(type_idx=c.type_idx, cost_fix=setup_cost, cost_var=var(c.cost, setup_cost),
                      hours_fix=setup_h, hours_var=var(c.hours, setup_h), pess_fix=setup_h,
                      pess_var=var(c.hours_pess, setup_h), budget_usd=job.budget_usd, deadline_hours=job.deadline_hours,
-                     objective=objective)
+                     objective=objective, decide=decide, decide_more=more)
 
 
 def probe_offers(types: rk.TypeTable, offers: rk.OfferTable, instance_types: list[InstanceType]) -> list[ProbeOffer | None]:
@@ -110,9 +129,11 @@ def probe_offers(types: rk.TypeTable, offers: rk.OfferTable, instance_types: lis
     probe that would not finish within `advisor launch`'s watchdog."""
     out: list[ProbeOffer | None] = [None] * len(types.names)
     direct = np.flatnonzero(offers.market != rk.FALLBACK)
+    # What one instance costs an hour: nothing where the team already pays for one (--prices reserved).
+    one = offers.price * offers.billed(np.ones(1))[:, 0]
     # Per type its cheapest direct offer, the first listed among equals (as argmin answers, which
     # answers a NaN price first): one stable sort, not a scan of every offer per type.
-    price = offers.price[direct]
+    price = one[direct]
     order = direct[np.lexsort((price, ~np.isnan(price), offers.type_idx[direct]))]
     first = order[np.r_[True, offers.type_idx[order][1:] != offers.type_idx[order][:-1]]] if len(order) else order
     cheapest = dict(zip(offers.type_idx[first].tolist(), first.tolist()))
@@ -126,8 +147,25 @@ def probe_offers(types: rk.TypeTable, offers: rk.OfferTable, instance_types: lis
         seconds = probe_seconds(float(types.samples_per_sec[t]) / max(devices, 1), it.vcpus)
         if seconds > WATCHDOG_MINUTES * 60:
             continue  # its ladder would not finish before launch's watchdog stops it: no result
-        out[t] = ProbeOffer(o, float(offers.price[o]), seconds / 3600.0)
+        out[t] = ProbeOffer(o, float(one[o]), seconds / 3600.0)
     return out
+
+
+def probe_band_scale(estimator) -> float:
+    """The log half-width of an estimate re-anchored by a probe at distance 0 (a sibling's). A
+    reference set with no pair of devices in one suite cannot calibrate it: then a probe is taken
+    to tell no more than the references do."""
+    bands = estimator.model.bands
+    return bands.probe_scale if math.isfinite(bands.probe_scale) else bands.model_scale
+
+
+def after_probe_sds(types: rk.TypeTable, estimator) -> list[np.ndarray]:
+    """Per type, the band's log-sd below the figure once probes are in (value.MEASURED: measured
+    itself, its CI; value.SIBLING: re-anchored by a probe of its device in another size, the
+    estimator's band after a probe, never wider than now). Other devices re-anchored by a probe
+    keep their band here (they narrow less, by distance: left out, the conservative side)."""
+    sd_now = types.sd_low
+    return [np.full(len(sd_now), PROBE_SD_LOW), np.minimum(sd_now, probe_band_scale(estimator) / band_z())]
 
 
 def beliefs(types: rk.TypeTable, instance_types: list[InstanceType], precisions: list[str],
@@ -138,7 +176,7 @@ def beliefs(types: rk.TypeTable, instance_types: list[InstanceType], precisions:
     probe_scale x (1 + d)). What a probe of a sibling leaves unknown (d = 0) is the types' own
     variance; what a probe of another device leaves (d: the mean distance to the other devices in
     play) adds the device factor; the rest of each band is common to all types."""
-    sd_low, sd_high = Beliefs.sds(types.samples_per_sec, types.low, types.high, BAND_COVERAGE)
+    sd_low, sd_high = split_normal_sds(types.samples_per_sec, types.low, types.high)
     devs = [instance_device(it, prec) for it, prec in zip(instance_types, precisions)]
     index_of = {d: i for i, d in enumerate(dict.fromkeys(devs))}
     keys = list(index_of)
@@ -149,12 +187,8 @@ def beliefs(types: rk.TypeTable, instance_types: list[InstanceType], precisions:
         for b_i, b in enumerate(keys):
             if a_i != b_i:
                 dd[a_i, b_i] = far if a is None or b is None else pair_distance(a, b)
-    z = NormalDist().inv_cdf(0.5 + BAND_COVERAGE / 2)
-    bands = estimator.model.bands
-    # A reference set with no pair of devices in one suite cannot calibrate the probe band: then a
-    # probe is taken to tell no more than the references do.
-    probe_scale = bands.probe_scale if math.isfinite(bands.probe_scale) else bands.model_scale
-    scale = probe_scale / z
+    z = band_z()
+    scale = probe_band_scale(estimator) / z
     var = np.maximum((sd_low**2 + sd_high**2) / 2, 1e-12)
     # Var(u - p) once p is probed = own_u + own_p, plus device_u + device_p across devices.
     own = np.minimum(scale**2 / 2, var)
@@ -181,6 +215,7 @@ def plan_probes(*, types: rk.TypeTable, offers: rk.OfferTable, candidates: rk.Ca
 
     where = probe_offers(types, offers, instance_types)
     bel = beliefs(types, instance_types, precisions, where, estimator)
-    plan = value.plan(economics(candidates, offers, job, objective), bel, pick, probe_budget_usd, draws=draws,
+    after = after_probe_sds(types, estimator) if job.confidence else []
+    plan = value.plan(economics(candidates, offers, job, objective, after), bel, pick, probe_budget_usd, draws=draws,
                       seed=seed, max_probes=MAX_PROBES)
     return plan, where

@@ -27,8 +27,10 @@ class Picks:
     def __init__(self, econ, bel, f_obs: np.ndarray, log_obs: np.ndarray, held: np.ndarray):
         self.econ, self.bel, self.f_obs, self.log_obs, self.held = econ, bel, f_obs, log_obs, held
         self.draws = f_obs.shape[0]
-        self.obj_fix, self.obj_var = econ.objective_fix_var()
-        self.by_cost = self.obj_var is econ.cost_var  # cheapest and pareto: the objective is the cost
+        # What recommend decides on: the fixed parts, and the var parts per band state (decide).
+        self.obj_fix = econ.hours_fix if econ.objective == "fastest" else econ.cost_fix
+        self.obj_var = econ.decision_obj_var()
+        self.by_cost = econ.objective != "fastest"  # cheapest and pareto: the objective is the cost
         # The types in play (per candidate its column) and one type per distinct column of weights.
         self.cols, col_of = np.unique(econ.type_idx, return_inverse=True)
         _, first, rep = np.unique(bel.weight[:, self.cols], axis=1, return_index=True, return_inverse=True)
@@ -41,8 +43,9 @@ class Picks:
         n = len(econ)
         self.beats = None  # beats[a, b]: a < b and a no worse than b in every part
         if 1 < n <= MAX_PAIRWISE:
-            parts = np.stack([self.obj_fix, self.obj_var, econ.cost_fix, econ.cost_var, econ.pess_fix,
-                              econ.pess_var], axis=1)
+            d = econ.decide
+            parts = np.column_stack([self.obj_fix, *self.obj_var, econ.cost_fix, *d["cost"], econ.pess_fix,
+                                     *d["pess"]])
             self.beats = np.triu((parts[:, None, :] <= parts[None, :, :]).all(axis=2), k=1)
         self.step = max(1, CHUNK // max(self.draws * n, 1))
         self._buf: dict[str, np.ndarray] | None = None
@@ -79,6 +82,17 @@ class Picks:
         row_of[used] = np.arange(u)
         rows = u + 1 + k
         mine = e.type_idx[idx][None, :] == np.asarray(options)[:, None]  # (probe, candidate): its own
+        # Each candidate's band state (value.AS_IS, MEASURED, SIBLING) for each option: measured (a
+        # chosen probe's type, or the option's own), else re-anchored by a probe of its device's
+        # other size (an estimate: one that moves), else as it stands. With one state (confidence 0) all read row 0.
+        n_states = len(e.decide["cost"])
+        if n_states > 1:
+            group = self.bel.group[e.type_idx[idx]]
+            sib = (np.isin(group, self.bel.group[chosen])[None, :] | (group[None, :] == self.bel.group[options][:, None]))
+            state = np.where(sib & self.bel.moves[e.type_idx[idx]][None, :], min(2, n_states - 1), 0)
+            state[mine | np.isin(e.type_idx[idx], chosen)[None, :]] = 1
+        else:
+            state = np.zeros((n, len(idx)), dtype=np.int64)
         src = np.where(mine, rows - 1, row_of[src][None, :]) + (np.arange(n) * rows)[:, None]
         # Each used weight column's re-anchoring shift, exp'd: the probes' log ratios weighted (as
         # value._Worlds.pick_after describes), laid out (probe, column, world).
@@ -105,8 +119,11 @@ class Picks:
         buf = self._buffers(n * m * draws)
         ft, a, b, ok, ok2, first = (v[:n * m * draws].reshape(n, m, draws) for v in buf.values())
         np.take(table.reshape(-1, draws), src, axis=0, out=ft)
-        cost = np.divide(e.cost_var[idx, None], ft, out=a)
-        pess = np.divide(e.pess_var[idx, None], ft, out=b)
+        def decide(var2):  # (states, N) var parts -> (probe, candidate, 1) in the band state each is in
+            return var2[:, idx][state, np.arange(len(idx))[None, :]][:, :, None]
+
+        cost = np.divide(decide(e.decide["cost"]), ft, out=a)
+        pess = np.divide(decide(e.decide["pess"]), ft, out=b)
         if self.fixed:
             cost += e.cost_fix[idx, None]
             pess += e.pess_fix[idx, None]
@@ -117,7 +134,7 @@ class Picks:
             obj = cost
         else:
             ok &= np.less_equal(cost, e.budget_usd, out=ok2)
-            obj = np.divide(self.obj_var[idx, None], ft, out=b)
+            obj = np.divide(decide(self.obj_var), ft, out=b)
             obj += self.obj_fix[idx, None]
             poison = (np.isnan(obj, out=ok2) & ok).any(axis=1)  # argmin would answer a NaN: no pick
         # obj + 0 where ok, + inf where not (no branch per element, unlike np.where with a mask).

@@ -17,7 +17,9 @@ The model, in one place:
   a measured type and a published figure on that very type stay where they are.
 - Decision. After a set S of probes, recommend picks the best candidate by its estimates: the
   cheapest (fastest for objective fastest) that fits recommend's own feasibility rule, the
-  deadline less the probes' time (they run in parallel, `probe_hours` each).
+  deadline less the probes' time (they run in parallel, `probe_hours` each), on its figures at the
+  job's confidence (Economics.decide): with a probed type's band narrowed to the probe's, and its
+  device's other sizes' to the estimator's band after a probe.
 - Loss. In truth the pick costs what it costs; a pick that misses the deadline or overruns the
   budget in truth costs its run plus a re-run on the true best (found too late, started over), and
   no pick counts the same. Objective fastest counts hours, priced at the pick's dollars per hour.
@@ -32,51 +34,86 @@ is in question.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from statistics import NormalDist
 
 import numpy as np
 
+from ...estimate.band import split_normal_sds
 from .. import rank as rk
 from .picks import Picks
 
 OBJECTIVES = ("cheapest", "fastest", "pareto")  # pareto is planned as cheapest: the frontier's cheap end
+# Band states of a type in Economics.decide: as it stands, measured by a probe, re-anchored by a
+# probe of its device in another size (its sibling group).
+AS_IS, MEASURED, SIBLING = 0, 1, 2
 RECHECK = 0.10  # "within 10%": the share of worlds where the pick is within this of the true best
 
 
 @dataclass
 class Economics:
-    """Per candidate (index-aligned): cost and hours = fix + var / f, f = truth / estimate."""
+    """Per candidate (index-aligned): cost and hours = fix + var / f, f = truth / estimate.
+
+    The truth's parts (cost, hours, the deadline's hours) score a pick; recommend decides on its
+    figures at the job's confidence (advisor.recommend.rank: cost_q, hours_q, rank_hours), whose
+    var parts are `decide`, each (states, n), one row per band state (AS_IS, MEASURED, SIBLING).
+    None: recommend decides on the truth's parts in every state (confidence 0)."""
 
     type_idx: np.ndarray
     cost_fix: np.ndarray
     cost_var: np.ndarray
     hours_fix: np.ndarray
     hours_var: np.ndarray
-    pess_fix: np.ndarray  # the hours the deadline is checked against
+    pess_fix: np.ndarray  # the hours the deadline is checked against in truth
     pess_var: np.ndarray
     budget_usd: float
     deadline_hours: float
     objective: str = "cheapest"
+    decide: dict[str, np.ndarray] | None = None  # cost, pess, hours: (states, n) var parts recommend decides on
+    # The states after probes, given candidate indices (states - 1, len(idx)) each: computed by subset()
+    # for the candidates the plan keeps, not for every candidate. None: decide has every state.
+    decide_more: Callable[[np.ndarray], dict[str, np.ndarray]] | None = None
+
+    def __post_init__(self):
+        if self.decide is None:
+            both = lambda a: a[None, :]
+            self.decide = {"cost": both(self.cost_var), "pess": both(self.pess_var), "hours": both(self.hours_var)}
 
     def __len__(self) -> int:
         return len(self.type_idx)
 
     def subset(self, idx: np.ndarray) -> Economics:
         pick = lambda a: a[idx]
+        decide = {k: v[:, idx] for k, v in self.decide.items()}
+        if self.decide_more is not None:
+            more = self.decide_more(np.asarray(idx))
+            decide = {k: np.concatenate([v, more[k]]) for k, v in decide.items()}
         return Economics(pick(self.type_idx), pick(self.cost_fix), pick(self.cost_var), pick(self.hours_fix),
                          pick(self.hours_var), pick(self.pess_fix), pick(self.pess_var), self.budget_usd,
-                         self.deadline_hours, self.objective)
+                         self.deadline_hours, self.objective, decide)
 
     def fits(self, cost, pess, wait_h: float = 0.0) -> np.ndarray:
         """recommend's feasibility rule (advisor.recommend.rank.feasible_mask), the deadline less `wait_h`."""
         return rk.feasible_mask(cost, pess, self.budget_usd, self.deadline_hours - wait_h)
 
     def at(self, idx, f) -> tuple[np.ndarray, np.ndarray]:
-        """(cost, pessimistic hours) of candidates idx at throughput factors f."""
+        """(cost, pessimistic hours) of candidates idx at throughput factors f, in truth."""
         return self.cost_fix[idx] + self.cost_var[idx] / f, self.pess_fix[idx] + self.pess_var[idx] / f
 
+    def decided_at(self, idx, f, row: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(cost, deadline hours, objective) recommend decides on, of candidates idx at factors f."""
+        d = self.decide
+        obj_fix = self.hours_fix if self.objective == "fastest" else self.cost_fix
+        obj_var = d["hours"] if self.objective == "fastest" else d["cost"]
+        return (self.cost_fix[idx] + d["cost"][row, idx] / f, self.pess_fix[idx] + d["pess"][row, idx] / f,
+                obj_fix[idx] + obj_var[row, idx] / f)
+
+    def decision_obj_var(self) -> np.ndarray:
+        """(states, n): the var part of the objective recommend ranks on."""
+        return self.decide["hours"] if self.objective == "fastest" else self.decide["cost"]
+
     def objective_fix_var(self) -> tuple[np.ndarray, np.ndarray]:
+        """The objective's parts in truth."""
         if self.objective == "fastest":
             return self.hours_fix, self.hours_var
         return self.cost_fix, self.cost_var
@@ -100,20 +137,10 @@ class Beliefs:
     noise_sd: float  # log-sd of one probe's result
 
     @staticmethod
-    def sds(samples_per_sec, low, high, coverage: float) -> tuple[np.ndarray, np.ndarray]:
-        """(sd_low, sd_high) of a band that is the `coverage` central interval around samples_per_sec."""
-        z = NormalDist().inv_cdf(0.5 + coverage / 2)
-        samples_per_sec, low, high = (np.asarray(a, dtype=float) for a in (samples_per_sec, low, high))
-        with np.errstate(divide="ignore", invalid="ignore"):
-            sd_low = np.nan_to_num(np.log(samples_per_sec / low) / z, nan=0.0, posinf=0.0).clip(0)
-            sd_high = np.nan_to_num(np.log(high / samples_per_sec) / z, nan=0.0, posinf=0.0).clip(0)
-        return sd_low, sd_high
-
-    @staticmethod
     def siblings(samples_per_sec, low, high, coverage: float, group, sibling_share: float = 0.95, **kw) -> Beliefs:
         """Devices independent of each other; a device's sizes (one group) share `sibling_share`
         of their variance and are re-anchored only by their own device's probes."""
-        sd_low, sd_high = Beliefs.sds(samples_per_sec, low, high, coverage)
+        sd_low, sd_high = split_normal_sds(samples_per_sec, low, high, coverage)
         g = np.asarray(group)
         n = len(g)
         return Beliefs(sd_low=sd_low, sd_high=sd_high, common_share=np.zeros(n), device=g,
@@ -181,8 +208,8 @@ class _Worlds:
         ok = econ.fits(*econ.at(slice(None), ft))
         self.best = np.where(ok, obj, np.inf).min(axis=1) if len(t) else np.full(draws, np.inf)
         self.live = np.isfinite(self.best)  # worlds with something feasible in truth
-        # By the estimates as they stand (f = 1), for the candidates no probe touches.
-        self.est_obj = self.obj_fix + self.obj_var
+        # What recommend ranks on by the estimates as they stand (f = 1).
+        self.est_obj = econ.decided_at(slice(None), 1.0)[2]
         self.picks = Picks(econ, bel, self.f_obs, self.log_obs, self.held)
 
     def truth(self, pick: np.ndarray, wait_h) -> tuple[np.ndarray, np.ndarray]:
@@ -208,7 +235,9 @@ class _Worlds:
         if not live.any():
             return Outlook(math.nan, math.nan, math.nan, 0.0, 0.0)
         with np.errstate(invalid="ignore", divide="ignore"):
-            regret = np.where(ok, obj / self.best - 1.0, np.inf)[live]
+            # A true best of $0 (capacity already paid for, --prices): only another $0 pick is within.
+            rel = np.where(self.best > 0, obj / self.best - 1.0, np.where(obj > 0, np.inf, 0.0))
+            regret = np.where(ok, rel, np.inf)[live]
         return Outlook(p90_regret=float(np.sort(regret)[math.ceil(0.9 * len(regret)) - 1]),
                        p_within=float(np.mean(regret <= RECHECK + 1e-12)),
                        p_miss=float(np.mean(~ok[live])), p_any=float(np.mean(live)), p_fit=float(np.mean(ok & live)))
@@ -222,7 +251,8 @@ class _Worlds:
         if probed:
             return self.picks.after(probed[:-1], probed[-1:], np.array([wait_h]))[0]
         e = self.econ
-        ok = e.fits(e.cost_fix + e.cost_var, e.pess_fix + e.pess_var, wait_h)
+        cost, pess, _ = e.decided_at(slice(None), 1.0)
+        ok = e.fits(cost, pess, wait_h)
         order = np.argsort(self.est_obj, kind="stable")
         hit = order[ok[order]]
         return np.full(self.f.shape[0], int(hit[0]) if len(hit) else -1)
@@ -245,8 +275,12 @@ def relevant(econ: Economics, bel: Beliefs, pick: int | None, spread: float = 3.
     fix, var = econ.objective_fix_var()
     with np.errstate(invalid="ignore"):
         ok = econ.fits(*econ.at(slice(None), up))
-        safe = econ.fits(*econ.at(slice(None), down), wait_h)
-    bound = (fix + var / down)[safe].min() if safe.any() else np.inf
+        # Fits by recommend's figures (its band as it stands: the wider) even at the slow end: the
+        # pick, whatever the world, ranks no worse than it there.
+        states = range(len(econ.decide["cost"]))
+        cost, pess, obj = (np.max(a, axis=0) for a in zip(*(econ.decided_at(slice(None), down, s) for s in states)))
+        safe = econ.fits(cost, pess, wait_h)
+    bound = max(obj[safe].min(), (fix + var / down)[safe].min()) if safe.any() else np.inf
     keep = ok & (fix + var / up <= bound)
     if pick is not None:
         keep[pick] = True
@@ -259,8 +293,8 @@ def _dominated(econ: Economics, idx: np.ndarray, pick: int | None) -> np.ndarray
     of objective, cost and deadline hours (the same offer dearer in another region, say): they
     can never be the pick nor the only best."""
     fix, var = econ.objective_fix_var()
-    parts = np.stack([fix[idx], var[idx], econ.cost_fix[idx], econ.cost_var[idx], econ.pess_fix[idx],
-                      econ.pess_var[idx]], axis=1)
+    parts = np.column_stack([fix[idx], var[idx], econ.cost_fix[idx], econ.cost_var[idx], econ.pess_fix[idx],
+                             econ.pess_var[idx]] + [d[:, idx].T for d in econ.decide.values()])
     out = np.zeros(len(idx), dtype=bool)
     t = econ.type_idx[idx]
     for ty in _distinct(t):

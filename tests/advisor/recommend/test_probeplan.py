@@ -180,3 +180,28 @@ def test_past_the_probe_budget_names_what_the_plan_would_add_not_every_probe_wit
     past = doc["probe_plan"]["not_affordable"]
     assert code == 0 and past and not set(past) & set(taken)
     assert set(taken) | set(past) <= set(free)
+
+
+def test_at_a_confidence_a_probe_that_narrows_a_band_can_make_a_cheaper_candidate_the_pick():
+    # A ($100 by its estimate, 10 h) has a wide band: at 90% it needs 18 h, past the 15 h deadline, so
+    # recommend picks B ($150, sure). Measured, A's figures at 90% are its own (+3%): in most worlds
+    # it then fits and is the pick, saving $150 - $100 / f. At confidence 0 (decide None) A is already the
+    # pick and the probe is valued only for the worlds where A misses in truth.
+    hours = np.array([10.0, 10.0])
+    decide = {"cost": np.array([[180.0, 150.0], [103.0, 150.0], [180.0, 150.0]]),
+              "pess": np.array([[18.0, 10.0], [10.3, 10.0], [18.0, 10.0]])}
+    decide["hours"] = decide["pess"]
+    e = pv.Economics(type_idx=np.array([0, 1]), cost_fix=np.zeros(2), cost_var=np.array([100.0, 150.0]),
+                     hours_fix=np.zeros(2), hours_var=hours, pess_fix=np.zeros(2), pess_var=hours.copy(),
+                     budget_usd=1000.0, deadline_hours=15.0, decide=decide)
+    b = beliefs([1.5, 1.01], probe_usd=[0.5, 0.5])
+    plan = pv.plan(e, b, pick=1)
+    assert names(plan) == [0]
+    first = plan.probes[0]
+    assert first.reason == "could beat the pick" and first.p_change > 0.5
+    assert 40 < first.saving_if_changed < 80  # $150 - $100 / f over the worlds where A fits
+    # Without the confidence (decide None) A is the pick and no probe of it changes that enough.
+    plain = pv.plan(pv.Economics(type_idx=np.array([0, 1]), cost_fix=np.zeros(2), cost_var=np.array([100.0, 150.0]),
+                                 hours_fix=np.zeros(2), hours_var=hours, pess_fix=np.zeros(2), pess_var=hours.copy(),
+                                 budget_usd=1000.0, deadline_hours=15.0), b, pick=0)
+    assert all(p.reason != "could beat the pick" for p in plain.probes)

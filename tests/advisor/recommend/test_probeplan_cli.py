@@ -22,8 +22,11 @@ def plan_of(cli, *args):
 def test_the_plan_probes_one_size_per_device_and_names_the_sizes_it_covers(cli):
     _, probes, summary = plan_of(cli)
     assert probes and summary["usd"] == sum(p["probe_cost_usd"] for p in probes)
-    families = [p["instance_type"].split(".")[0] for p in probes]
-    assert len(families) == len(set(families))  # g4dn.xlarge and g4dn.2xlarge are one device: one probe
+    # g4dn.xlarge and g4dn.2xlarge are one device: a probe of one re-anchors the other's estimate, so
+    # one probe. (A published figure is not re-anchored: at a confidence, measuring that size itself can
+    # narrow its band beyond its sibling's probe.)
+    families = [p["instance_type"].split(".")[0] for p in probes if p["throughput_source"] == "estimated"]
+    assert len(families) == len(set(families))
     g4dn = next(p for p in probes if p["instance_type"].startswith("g4dn."))
     assert "g4dn.2xlarge" in g4dn["covers"] and g4dn["instance_type"] not in g4dn["covers"]
     # Each worth more than it costs, given the probes above it.
@@ -68,9 +71,10 @@ def test_after_the_results_come_in_the_plan_moves_on_and_then_empties(cli, tmp_p
             s.add(probe_result(p["instance_type"], p["samples_per_sec"], accelerator="gpu"))
     _, probes2, _ = plan_of(cli, "--store", str(db))
     assert not first & {p["instance_type"] for p in probes2}  # measured types are not planned again
-    # Measure the pick itself, far ahead of everything else: nothing left is worth a probe.
+    # Measure the pick itself, far ahead of everything else: nothing left is worth a probe. (At a
+    # confidence the pick may have been probed above, itself a published figure: this is the newer.)
     with ResultStore(db) as s:
-        s.add(probe_result(pick["instance_type"], pick["samples_per_sec"] * 20, accelerator="gpu",
+        s.add(probe_result(pick["instance_type"], pick["samples_per_sec"] * 20, n=1, accelerator="gpu",
                            devices=8 if pick["instance_type"].endswith("48xlarge") else 1))
     _, probes3, summary3 = plan_of(cli, "--store", str(db))
     assert probes3 == [] and summary3["why_empty"].startswith("no probe is worth its cost")

@@ -25,6 +25,11 @@ def catalog_file(tmp_path):
     return write_catalog(tmp_path / "cat.json")
 
 
+def point_estimate(cli):
+    """The CLI with --confidence 0: ranking on the point estimate."""
+    return lambda *args: cli(*args, "--confidence", "0")
+
+
 def run_json(cli, *args):
     code, out, err = cli("recommend", *args, "--format", "json")
     assert code == 0, err
@@ -32,6 +37,9 @@ def run_json(cli, *args):
 
 
 def test_cheapest_on_a_hand_made_catalog(cli, catalog_file):
+    # The point-estimate rules (ties, merged counts, the frontier's end); the confidence's own tests
+    # are in test_confidence.py.
+    cli = point_estimate(cli)
     doc = run_json(cli, "--budget", "100", "--deadline", "2d", "--samples", "1e6", "--family", "c7i",
                    "--catalog", catalog_file)
     best = doc["recommendations"][0]
@@ -189,8 +197,12 @@ def test_shipped_snapshot_main_job(cli):
     doc = run_json(cli, "--budget", "500", "--deadline", "2d", "--samples", "1e8", "--market", "any")
     rows = doc["recommendations"]
     assert len(rows) == 10 and all(r["feasible"] for r in rows)
-    assert all(math.isfinite(r["cost_usd"]) and r["cost_usd"] <= 500 and r["hours_pessimistic"] <= 48 for r in rows)
-    assert [r["cost_usd"] for r in rows] == sorted(r["cost_usd"] for r in rows)
+    # At the default confidence (0.9) the figures checked and ranked on are the 90% ones.
+    assert doc["job"]["confidence"] == 0.9
+    assert all(math.isfinite(r["cost_usd_at_confidence"]) and r["cost_usd_at_confidence"] <= 500
+               and r["hours_at_confidence"] <= 48 for r in rows)
+    assert all(r["cost_usd_at_confidence"] >= r["cost_usd"] and r["hours_at_confidence"] >= r["hours"] for r in rows)
+    assert [r["cost_usd_at_confidence"] for r in rows] == sorted(r["cost_usd_at_confidence"] for r in rows)
     assert {e["instance_type"].split(".")[0] for e in doc["excluded"]} >= {"trn1", "inf2", "dl1"}
 
 

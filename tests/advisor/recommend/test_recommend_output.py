@@ -183,11 +183,13 @@ def test_plot_writes_svg_pdf_and_png(cli, tmp_path, name, magic):
 
 
 def plans():
-    """Plans whose frontiers differ: the snapshot's (2 options), any market (several), nothing feasible."""
+    """Plans whose frontiers differ: the snapshot's (2 options), any market (several), nothing feasible;
+    at the default confidence and on the point estimate."""
     from catalog.io import SNAPSHOT_PATH, load
 
     snap = load(SNAPSHOT_PATH)
     yield build_plan(snap, JobSpec(samples=1e8, budget_usd=500, deadline_hours=48), top=10)
+    yield build_plan(snap, JobSpec(samples=1e8, budget_usd=500, deadline_hours=48, confidence=0), top=10)
     yield build_plan(snap, JobSpec(samples=1e8, budget_usd=100, deadline_hours=72, market="any",
                                    objective="pareto"), top=10)
     yield build_plan(snap, JobSpec(samples=1e8, budget_usd=20, deadline_hours=12), top=10)
@@ -201,22 +203,23 @@ def non_dominated(h: np.ndarray, c: np.ndarray) -> set[tuple[float, float]]:
 
 
 def test_the_frontier_drawn_is_the_pareto_set_of_the_points_drawn():
-    from advisor.recommend.plot import plot_points
+    from advisor.recommend.plot import figures, plot_points
 
     for plan in plans():
         rows = build(plan)
         pts = plot_points(plan, rows)
         c = plan.candidates
+        hours, cost = figures(c)  # what the ranking reads: expected at confidence 0, else the quantiles
         assert set(pts.frontier.tolist()) <= set(pts.drawn.tolist())
         pool = pts.drawn[c.feasible[pts.drawn]] if pts.frontier_within_limits else pts.drawn
         assert pts.frontier_within_limits == bool(c.feasible.any())
-        front = set(zip(np.round(c.hours[pts.frontier], 9).tolist(), np.round(c.cost[pts.frontier], 6).tolist()))
-        assert front == non_dominated(c.hours[pool], c.cost[pool])
+        front = set(zip(np.round(hours[pts.frontier], 9).tolist(), np.round(cost[pts.frontier], 6).tolist()))
+        assert front == non_dominated(hours[pool], cost[pool])
         assert len(front) == len(pts.frontier)  # one point per (time, cost)
-        assert np.all(np.diff(c.hours[pts.frontier]) > 0) and np.all(np.diff(c.cost[pts.frontier]) < 0)
+        assert np.all(np.diff(hours[pts.frontier]) > 0) and np.all(np.diff(cost[pts.frontier]) < 0)
         # The sample drawn loses nothing of the frontier of all candidates.
-        all_pool = np.flatnonzero(c.feasible if pts.frontier_within_limits else np.isfinite(c.cost))
-        assert front == non_dominated(c.hours[all_pool], c.cost[all_pool])
+        all_pool = np.flatnonzero(c.feasible if pts.frontier_within_limits else np.isfinite(cost))
+        assert front == non_dominated(hours[all_pool], cost[all_pool])
         if plan.job.objective == "pareto":  # the rows the report shows are the frontier's
             assert {r.index for r in rows.candidates} <= set(pts.frontier.tolist())
 
@@ -225,9 +228,10 @@ def test_rank_labels_do_not_overlap_each_other_or_the_labelled_points():
     import matplotlib.pyplot as plt
     from matplotlib.text import Annotation
 
-    from advisor.recommend.plot import draw
+    from advisor.recommend.plot import draw, figures
 
     for plan in plans():
+        hours, cost = figures(plan.candidates)
         rows = build(plan)
         fig = draw(plan, rows)
         try:
@@ -241,7 +245,7 @@ def test_rank_labels_do_not_overlap_each_other_or_the_labelled_points():
             for i, a in enumerate(boxes):
                 for b in boxes[i + 1:]:
                     assert not a.overlaps(b), (plan.job, a, b)
-            points = ax.transData.transform([[r.hours, r.cost_usd] for r in rows.candidates[:5]])
+            points = ax.transData.transform([[hours[r.index], cost[r.index]] for r in rows.candidates[:5]])
             for a in boxes:
                 for x, y in points:
                     assert not a.contains(x, y)
@@ -250,14 +254,16 @@ def test_rank_labels_do_not_overlap_each_other_or_the_labelled_points():
 
 
 def test_plot_of_a_hand_made_plan_has_its_options_ringed():
-    from advisor.recommend.plot import plot_points
+    from advisor.recommend.plot import figures, plot_points
 
-    plan = build_plan(make_catalog(), JobSpec(samples=1e7, budget_usd=1000, deadline_hours=48, objective="pareto"),
-                      top=50)
-    pts = plot_points(plan, build(plan))
-    # With --objective pareto the planner's frontier and the plot's are the same set.
-    ranked = set(zip(np.round(plan.candidates.hours[plan.ranked], 9), np.round(plan.candidates.cost[plan.ranked], 6)))
-    drawn = set(zip(np.round(plan.candidates.hours[pts.frontier], 9), np.round(plan.candidates.cost[pts.frontier], 6)))
-    assert ranked == drawn
-    assert len(rk.pareto_front(plan.candidates.cost, plan.candidates.hours, np.flatnonzero(plan.candidates.feasible),
-                               plan.candidates)) == len(pts.frontier)
+    for confidence in (0, 0.9):
+        plan = build_plan(make_catalog(), JobSpec(samples=1e7, budget_usd=1000, deadline_hours=48, objective="pareto",
+                                                  confidence=confidence), top=50)
+        pts = plot_points(plan, build(plan))
+        hours, cost = figures(plan.candidates)
+        # With --objective pareto the planner's frontier and the plot's are the same set.
+        ranked = set(zip(np.round(hours[plan.ranked], 9), np.round(cost[plan.ranked], 6)))
+        drawn = set(zip(np.round(hours[pts.frontier], 9), np.round(cost[pts.frontier], 6)))
+        assert ranked == drawn
+        assert len(rk.pareto_front(cost, hours, np.flatnonzero(plan.candidates.feasible),
+                                   plan.candidates)) == len(pts.frontier)

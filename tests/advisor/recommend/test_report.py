@@ -26,6 +26,7 @@ ROW = {
     "rank": 1, "index": 0, "instance_type": "g5.2xlarge", "count": 1, "region": "us-east-1", "also_regions": [],
     "also_counts": [], "market": "on-demand", "samples_per_sec": 900.0, "throughput_source": "estimated",
     "throughput_low": 600.0, "throughput_high": 1200.0, "hours": 30.0, "hours_pessimistic": 30.0, "cost_usd": 36.0,
+    "hours_at_confidence": 30.0, "cost_usd_at_confidence": 36.0,
     "samples_per_dollar": 2.7e6, "usd_per_hour": 1.212, "od_usd_per_hour": None, "precision": "bf16-mixed",
     "scale_out_efficiency": 1.0, "overall_efficiency": None, "expected_interruptions": 0.0, "interruption_bucket": -2,
     "feasible": True, "has_figure": True, "budget_needed_usd": None, "deadline_needed_hours": None,
@@ -74,11 +75,18 @@ def test_notes_come_from_typed_fields_not_basis_keys():
 def test_reason_from_the_typed_shortfall():
     j = job(budget_usd=20.0, deadline_hours=12.0)
     assert report.reason(row(), j) is None
-    over = row(feasible=False, cost_usd=29.98, budget_needed_usd=29.98, hours_pessimistic=13.04,
-               deadline_needed_hours=13.1)
+    # At confidence 0 the checked figures are the expected cost and the pessimistic hours.
+    j = job(budget_usd=20.0, deadline_hours=12.0, confidence=0)
+    over = row(feasible=False, cost_usd=29.98, cost_usd_at_confidence=29.98, budget_needed_usd=29.98,
+               hours_pessimistic=13.04, hours_at_confidence=13.04, deadline_needed_hours=13.1)
     assert report.reason(over, j) == "cost $29.98 > budget $20.00; 13.0 h (pessimistic) > deadline 12.0 h"
-    short = row(feasible=False, hours_pessimistic=0.3, deadline_needed_hours=0.3)
-    assert report.reason(short, job(deadline_hours=0.25)) == "18 min (pessimistic) > deadline 15 min"
+    short = row(feasible=False, hours_pessimistic=0.3, hours_at_confidence=0.3, deadline_needed_hours=0.3)
+    assert report.reason(short, job(deadline_hours=0.25, confidence=0)) == "18 min (pessimistic) > deadline 15 min"
+    # At a confidence, the quantiles, said as such.
+    at = row(feasible=False, cost_usd=25.0, cost_usd_at_confidence=29.98, budget_needed_usd=29.98,
+             hours_at_confidence=13.04, deadline_needed_hours=13.1)
+    assert report.reason(at, job(budget_usd=20.0, deadline_hours=12.0, confidence=0.9)) == (
+        "cost $29.98 (at 90% confidence) > budget $20.00; 13.0 h (at 90% confidence) > deadline 12.0 h")
     assert "network bandwidth unknown" in report.reason(row(feasible=False, has_figure=False), j)
 
 

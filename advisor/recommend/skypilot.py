@@ -1,0 +1,117 @@
+"""`advisor recommend --format skypilot`: the ranked list as a SkyPilot task, for the real training run.
+
+SkyPilot (https://docs.skypilot.co/en/latest/reference/yaml-spec.html) tries `resources.ordered` in
+order until one launches, recovers managed spot jobs (`sky jobs launch`) and starts `num_nodes`
+nodes. This writes the task for the rows recommend ranked: those with the first row's count (one
+task has one `num_nodes`), not known to be unobtainable (--check-account), in rank order; a spot row
+with on-demand fallback becomes its spot entry then its on-demand one. The YAML is written by hand
+(JSON strings are YAML scalars): SkyPilot is never a dependency, and the core install has no YAML
+library. The advisor's figures and where they come from go in a comment block on top.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+from .planner import Plan
+from .report import duration, money, summary_line
+from .rows import CandidateRow, Rows
+
+MAX_ENTRIES = 8  # resources.ordered entries: past a handful SkyPilot's failover is slow to reach them
+MASTER_PORT = 29500  # torchrun's default rendezvous port
+TRAIN_SCRIPT = "train.py"  # the default of the task's TRAIN_SCRIPT env (sky launch --env TRAIN_SCRIPT=...)
+
+
+def _q(s: str) -> str:
+    return json.dumps(s)
+
+
+def entries(rows: list[CandidateRow], budget_usd: float, own_prices: bool) -> tuple[list[dict], list[CandidateRow]]:
+    """(resources.ordered, the rows it holds) from the rows in rank order, at most MAX_ENTRIES entries."""
+    out: list[dict] = []
+    used: list[CandidateRow] = []
+    seen = set()
+    for r in rows:
+        new = [s for s in {"on-demand": [False], "spot": [True], "spot+od-fallback": [True, False]}[r.market]
+               if (r.instance_type, r.region, s) not in seen]
+        if len(out) + len(new) > MAX_ENTRIES:
+            break
+        used.append(r)
+        for use_spot in new:
+            seen.add((r.instance_type, r.region, use_spot))
+            e = {"infra": f"aws/{r.region}", "instance_type": r.instance_type, "use_spot": use_spot}
+            # The cost ceiling (derived): the $/h per instance at which `count` instances for the time at
+            # the confidence spend the whole budget. SkyPilot compares it with its own list prices, so it
+            # is left out with --prices.
+            if not own_prices and 0 < r.hours_at_confidence < math.inf:
+                e["max_hourly_cost"] = math.floor(budget_usd / (r.count * r.hours_at_confidence) * 1e4) / 1e4
+            out.append(e)
+    return out, used
+
+
+def run_lines(num_nodes: int) -> list[str]:
+    """torchrun on every node, wired with SkyPilot's node environment variables."""
+    nproc = "$(( ${SKYPILOT_NUM_GPUS_PER_NODE:-0} > 0 ? SKYPILOT_NUM_GPUS_PER_NODE : 1 ))"
+    if num_nodes == 1:
+        return [f"torchrun --nproc_per_node={nproc} $TRAIN_SCRIPT"]
+    return ['MASTER_ADDR=$(echo "$SKYPILOT_NODE_IPS" | head -n1)',
+            f"torchrun --nnodes=$SKYPILOT_NUM_NODES --node_rank=$SKYPILOT_NODE_RANK --nproc_per_node={nproc} \\",
+            f"  --master_addr=$MASTER_ADDR --master_port={MASTER_PORT} $TRAIN_SCRIPT"]
+
+
+def task_yaml(plan: Plan, rows: Rows) -> str:
+    """The task file; AdvisorError-free: with nothing to run it says so in a comment and has no resources."""
+    job = plan.job
+    chosen = [r for r in rows.candidates if rows.feasible and r.obtainable != "no"]
+    head = ["# SkyPilot task written by instance-advisor (advisor recommend --format skypilot).",
+            f"# {summary_line(plan)}"]
+    if not chosen:
+        why = ("nothing meets the budget and the deadline" if not rows.feasible
+               else "no ranked candidate is obtainable (--check-account)")
+        head.append(f"# No task: {why}; run recommend without --format skypilot for the closest candidates "
+                    "and what they need.")
+        return "\n".join(head) + "\n"
+    k = chosen[0].count
+    ordered, same = entries([r for r in chosen if r.count == k], job.budget_usd, bool(plan.prices))
+    at = f"{job.confidence:.0%}" if job.confidence else None
+    head.append(f"# resources.ordered: the ranked candidates with {k} instance{'s' if k > 1 else ''}, in rank order "
+                "(SkyPilot tries the next when one cannot launch):")
+    for r in same:
+        figs = f"{duration(r.hours)}, ${money(r.cost_usd)} expected"
+        if at:
+            figs += f"; {duration(r.hours_at_confidence)}, ${money(r.cost_usd_at_confidence)} at {at} confidence"
+        src = r.throughput_source + (f" {r.throughput_low:,.0f}-{r.throughput_high:,.0f}/s"
+                                     if r.throughput_source != "measured" else "")
+        rid = r.basis.get("id") or r.basis.get("result_id")
+        head.append(f"#   {r.rank}. {r.instance_type} x{r.count} {r.region} {r.market} at ${r.usd_per_hour:.4g}/h: {figs}; "
+                    f"{r.samples_per_sec:,.0f} samples/s ({src}{', ' + str(rid) if rid else ''})"
+                    + ("; usually needs a Capacity Block or reservation" if r.sold_by_reservation else "")
+                    + (f"; obtainable {r.obtainable}" if r.obtainable else ""))
+    others = [r for r in chosen if r.count != k]  # and those past MAX_ENTRIES are left out
+    if others:
+        head.append("# Ranked but with another count (one task has one num_nodes): "
+                    + ", ".join(f"{r.rank}. {r.instance_type} x{r.count}" for r in others[:5]))
+    head.append(f"# Prices: {plan.prices or 'list prices (the catalog)'}.")
+    if plan.prices:
+        head.append("# max_hourly_cost is left out: SkyPilot compares it with list prices, not yours.")
+    else:
+        head.append("# max_hourly_cost (derived): the $/h per instance at which the run spends the whole budget in "
+                    + (f"its time at {at} confidence" if at else "its pessimistic time") + "; SkyPilot skips dearer offers.")
+    spot = any(r.market != "on-demand" for r in same)
+    if spot:
+        head.append("# Spot: launch as a managed job (sky jobs launch) so job_recovery restarts it after a "
+                    f"preemption; checkpoint every {job.checkpoint_minutes:g} min, as the advisor assumed.")
+    lines = head + [f"name: {_q(plan.workload_id)}", f"num_nodes: {k}", "envs:",
+                    f"  TRAIN_SCRIPT: {_q(TRAIN_SCRIPT)}  # your training script (sky launch --env TRAIN_SCRIPT=...)",
+                    "resources:", "  ordered:"]
+    for e in ordered:
+        lines.append(f"    - infra: {_q(e['infra'])}")
+        lines.append(f"      instance_type: {_q(e['instance_type'])}")
+        lines.append(f"      use_spot: {'true' if e['use_spot'] else 'false'}")
+        if "max_hourly_cost" in e:
+            lines.append(f"      max_hourly_cost: {e['max_hourly_cost']}")
+    if spot:
+        lines += ["  job_recovery:", "    strategy: FAILOVER", "    max_restarts_on_errors: 0"]
+    lines += ["run: |"] + [f"  {ln}" for ln in run_lines(k)]
+    return "\n".join(lines) + "\n"
