@@ -17,7 +17,13 @@ from lightning_module.contract.result import BUILTIN_MODELS, WorkloadSpec
 from .. import options as opt
 from ..errors import AdvisorError
 from ..output import add_format_option, emit
-from .common import add_list_option, add_store_option, open_store
+from .common import (
+    add_list_option,
+    add_store_option,
+    add_user_workload_options,
+    open_store,
+    user_workload,
+)
 
 ACCELERATORS = ("auto", "cpu", "gpu", "mps", "tpu")
 PRECISIONS = ("32-true", "bf16-mixed", "16-mixed")
@@ -44,16 +50,19 @@ def register(sub) -> None:
         "(Ctrl-C), 143 stopped by SIGTERM; a stopped probe stores nothing.",
     )
     w = p.add_argument_group("workload")
-    w.add_argument("--workload", type=opt.text, default=_WORKLOAD.model, metavar="NAME",
+    w.add_argument("--workload", type=opt.text, metavar="NAME",
                    help=f"one of {', '.join(BUILTIN_MODELS)} (default {_WORKLOAD.model}), or package.module:LightningModuleClass")
     w.add_argument("--datamodule", type=opt.text, metavar="MODULE:CLASS",
-                   help="your LightningDataModule (must accept batch_size); default: synthetic images")
+                   help="your LightningDataModule; default: your module's own train_dataloader() "
+                        "(synthetic images for the builtin workloads)")
+    add_user_workload_options(w)
     w.add_argument("--image-size", type=opt.image_size, default=_WORKLOAD.image_size, metavar="PX")
     w.add_argument("--num-classes", type=opt.num_classes, default=_WORKLOAD.num_classes, metavar="N")
     w.add_argument("--batch-size", type=opt.batch_size, metavar="N",
                    help="use this batch size and do not search (per device)")
-    w.add_argument("--start-batch-size", type=opt.batch_size, default=_WORKLOAD.batch_size, metavar="N",
-                   help=f"where the batch-size search starts (default {_WORKLOAD.batch_size}, the articles' toy)")
+    w.add_argument("--start-batch-size", type=opt.batch_size, metavar="N",
+                   help=f"where the batch-size search starts (default: your module's own batch_size; "
+                        f"{_WORKLOAD.batch_size} for the builtin workloads, the articles' toy)")
     d = p.add_argument_group("device")
     d.add_argument("--accelerator", choices=ACCELERATORS, default=defaults.ACCELERATOR)
     d.add_argument("--devices", type=_positive_int, metavar="N",
@@ -95,17 +104,21 @@ def register(sub) -> None:
     p.set_defaults(func=handle)
 
 
-def _spec(args):
+def _spec(args) -> tuple[WorkloadSpec, bool]:
+    """The workload, and whether its batch starts at the author's own batch size."""
     from pydantic import ValidationError
 
+    u = user_workload(args, _WORKLOAD.model)
+    start = args.batch_size or args.start_batch_size or u.batch_size
     try:
-        return WorkloadSpec(
-            model=args.workload, datamodule=args.datamodule, image_size=args.image_size,
-            num_classes=args.num_classes,
-            batch_size=args.batch_size or args.start_batch_size, batch_size_fixed=args.batch_size is not None,
+        spec = WorkloadSpec(
+            model=u.model, datamodule=u.datamodule, image_size=args.image_size, num_classes=args.num_classes,
+            batch_size=start or _WORKLOAD.batch_size, batch_size_fixed=args.batch_size is not None,
+            init_args=u.init_args, data_init_args=u.data_init_args,
         )
     except ValidationError as e:
         raise AdvisorError(first_error(e).msg) from None
+    return spec, start is None and spec.model not in BUILTIN_MODELS
 
 
 def ci_text(samples_per_sec: float, ci_low: float, ci_high: float) -> str:
@@ -266,7 +279,7 @@ def handle(args) -> int:
     from lightning_module.contract.ladder import ProbeStopped
 
     require_probe_extra()
-    spec = _spec(args)
+    spec, own_batch = _spec(args)
     out_path = Path(args.output) if args.output else None
     if out_path is not None and out_path.is_dir():
         raise AdvisorError(f"--output {out_path} is a directory; give a file name")
@@ -293,11 +306,13 @@ def handle(args) -> int:
         warmup_steps=args.warmup_steps, max_steps=args.max_steps, compile_timeout=args.compile_timeout,
         instance_type=args.instance_type, profile_dir=args.profile, skip=frozenset(args.skip),
         progress_bar=sys.stderr.isatty(), remeasure_rounds=args.remeasure, confirm_rounds=args.confirm_rounds,
+        own_batch_size=own_batch,
     )
     try:
-        accelerator = probe.preflight(opts)
+        checked = probe.preflight(opts)
     except WorkloadError as e:
         raise AdvisorError(str(e)) from None
+    accelerator, pv = checked.accelerator, checked.preview
     rank0 = is_global_zero()
 
     def say(line: str) -> None:
@@ -308,12 +323,13 @@ def handle(args) -> int:
     saved = None
     try:
         with stop.installed():
-            say(f"probe: {spec.workload_id} on {accelerator}, batch {spec.batch_size}"
-                f"{' (fixed)' if spec.batch_size_fixed else ''}, {'tuning' if args.tune else 'baseline only'}; "
+            say(f"probe: {spec.workload_id} on {accelerator}, {pv.data_source} data, batch {pv.batch_size}"
+                f"{' (fixed)' if spec.batch_size_fixed else '' if pv.batch_tunable else ' (not tunable)'}, "
+                f"{'tuning' if args.tune else 'baseline only'}; "
                 f"up to {args.max_seconds:g} s per rung")
             try:
                 result = probe.run_probe(opts, on_rung=lambda r, base: say(_rung_line(r, base)),
-                                         on_leg=lambda name, m: say(_leg_line(name, m)))
+                                         on_leg=lambda name, m: say(_leg_line(name, m)), checked=checked)
             except WorkloadError as e:
                 raise AdvisorError(str(e)) from None
             except LadderFailed as e:

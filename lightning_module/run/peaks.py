@@ -10,29 +10,36 @@ import warnings
 import torch
 
 from ..contract.result import ProbeConfig, WorkloadSpec
-from .builders import build_datamodule, build_module
+from .batches import leading_dim, samples_counter
+from .builders import build_workload
 from .callbacks import synchronize
-from .data import SyntheticDataModule
 
 log = logging.getLogger(__name__)
 
 
-def flops_per_sample(spec: WorkloadSpec, n: int = 2) -> float | None:
-    """Forward + backward FLOPs of one sample, counted by torch on a tiny CPU batch."""
+FLOP_SAMPLES = 2  # FLOPs are counted on this many samples of a batch: per sample, cheaply
+
+
+def shrink(batch, n: int):
+    """The batch's first n samples: every tensor whose leading dimension is the batch's, sliced."""
+    from lightning_utilities.core.apply_func import apply_to_collection
+
+    lead = leading_dim(batch)
+    if not lead or lead <= n:
+        return batch
+    return apply_to_collection(batch, torch.Tensor, lambda t: t[:n] if t.dim() and t.shape[0] == lead else t)
+
+
+def flops_per_sample(spec: WorkloadSpec, batch) -> float | None:
+    """Forward + backward FLOPs of one sample, counted by torch on the CPU on the first samples of
+    a batch (the preview's first), divided by the samples they hold."""
     from torch.utils.flop_counter import FlopCounterMode
 
     try:
-        config = ProbeConfig(accelerator="cpu", batch_size=n)
-        module = build_module(spec, config, synthetic=not spec.datamodule)
-        if spec.datamodule:
-            dm = build_datamodule(spec, config)
-            dm.prepare_data()
-            dm.setup("fit")
-            batch = next(iter(dm.train_dataloader()))
-            n = len(batch[0]) if isinstance(batch, (list, tuple)) else n
-        else:
-            ds = SyntheticDataModule(spec.image_size, spec.num_classes, n)
-            batch = next(iter(ds.train_dataloader()))
+        module, dm = build_workload(spec, ProbeConfig(accelerator="cpu", batch_size=spec.batch_size))
+        count, _ = samples_counter(module, dm)
+        batch = shrink(batch, FLOP_SAMPLES)
+        n = count(batch)
         batch = module.on_after_batch_transfer(batch, 0)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -40,7 +47,7 @@ def flops_per_sample(spec: WorkloadSpec, n: int = 2) -> float | None:
                 out = module.training_step(batch, 0)
                 loss = out["loss"] if isinstance(out, dict) else out
                 loss.backward()
-        return counter.get_total_flops() / n
+        return counter.get_total_flops() / n if n else None
     except Exception as e:  # noqa: BLE001 - a user's module may not run outside a Trainer; FLOPs are optional
         log.warning("FLOPs not counted: %s: %s", type(e).__name__, e)
         return None

@@ -91,6 +91,13 @@ class Tiny(pl.LightningModule):
     def configure_optimizers(self):
         return torch.optim.SGD(self.parameters(), lr=0.1)
 
+    def train_dataloader(self):
+        return DataLoader(TensorDataset(torch.randn(512, 3, 8, 8), torch.arange(512) % 10), batch_size=4)
+
+
+class NoLoader(Tiny):
+    train_dataloader = pl.LightningModule.train_dataloader
+
 
 class Data(pl.LightningDataModule):
     def __init__(self, batch_size):
@@ -140,6 +147,7 @@ def test_user_lightning_module_with_and_without_its_datamodule(cli, tmp_path, us
         (("--workload", "userwork:NotAModule"), "not a LightningModule"),
         (("--workload", "userwork:Missing"), "has no Missing"),
         (("--workload", "userwork:Tiny", "--datamodule", "userwork:Tiny"), "not a LightningDataModule"),
+        (("--workload", "userwork:NoLoader"), "has no train_dataloader() and no --datamodule"),
         (("--batch-size", "0"), "must be at least 1"),
         (("--start-batch-size", "-4"), "must be at least 1"),
         (("--accelerator", "quantum"), "invalid choice"),
