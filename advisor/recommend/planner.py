@@ -78,7 +78,7 @@ def workload_facts(spec: WorkloadSpec, measurements: list):
         raise AdvisorError(f"no probe results for workload {spec.model!r} (id {spec.workload_id}) in the results "
                         f"store: run 'advisor probe --workload {spec.model}' (same --datamodule, --init-args, --config, --image-size, "
                         "--num-classes) on at least one machine first")
-    return facts_from_probes(spec.model, spec.image_size, [r.flops_per_sample for r in measurements])
+    return facts_from_probes(spec.model, spec.image_size, measurements)
 
 
 def build_plan(catalog: Catalog, job: JobSpec, measurements: list | None = None, top: int = 10,

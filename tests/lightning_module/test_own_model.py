@@ -192,7 +192,7 @@ def own(tmp_path, monkeypatch):
 
 def _probe(cli, tmp_path, *argv):
     out = tmp_path / "out.json"
-    code, stdout, err = cli("probe", *argv, *QUICK, "--no-tune", "--no-store", "--output", str(out))
+    code, _, err = cli("probe", *argv, *QUICK, "--no-tune", "--no-store", "--output", str(out))
     assert code == 0, err
     return parse_result(out.read_text())
 
@@ -278,7 +278,7 @@ def test_first_tensor_leading_dim_and_setting_the_batch_size():
     (("--config", "missing.yaml"), "--config missing.yaml: cannot read it"),
 ])
 def test_bad_input_is_one_line_and_exit_2(cli, own, argv, needle):
-    code, out, err = cli("probe", *argv, "--no-store")
+    code, _, err = cli("probe", *argv, "--no-store")
     assert code == 2, err
     assert needle in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
