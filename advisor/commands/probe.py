@@ -357,6 +357,43 @@ def handle(args) -> int:
     return 0
 
 
+def _mb(n: float) -> str:
+    if n < 2**20:
+        return f"{n / 2**10:,.1f} KiB"
+    return f"{n / 2**20:,.1f} MiB" if n < 2**30 else f"{n / 2**30:,.2f} GiB"
+
+
+def shape_lines(r) -> list[str]:
+    """The workload's shape as the probe recorded it (ProbeResult.shape; none in a schema 1 result)."""
+    s = r.shape
+    if s is None:
+        return []
+    source = {"datamodule": "its DataModule", "module": "its own train_dataloader()", "synthetic": "synthetic images"}
+    parts = []
+    if s.parameters is not None:
+        parts.append(f"{s.parameters:,} parameters ({_mb(s.parameter_bytes)})")
+    if s.optimizer_state_bytes is not None:
+        parts.append(f"optimizer state {_mb(s.optimizer_state_bytes)}")
+    parts.append(f"data from {source[s.data_source]}")
+    parts.append("batch tunable" if s.batch_tunable else f"batch not tunable ({s.batch_note})")
+    if s.samples_counted_by == "hook":
+        parts.append("samples counted by samples_in_batch()")
+    lines = [f"workload: {'; '.join(parts)}"]
+    if (m := s.memory) is not None:
+        at = ", ".join(f"{p.batch_size}: {p.peak_gib:.3g}" for p in m.points)
+        what = "GPU allocated" if m.where == "accelerator" else "process RSS"
+        fit = (f"{m.fixed_gib:.3g} GiB + {m.per_sample_gib * 1024:.3g} MiB/sample" if m.fixed_gib is not None
+               else "no fit")
+        lines.append(f"memory fit: {fit} ({what}; GiB at batch {at})" + (f"; {m.note}" if m.note else ""))
+    if s.memory_traffic_bytes_per_sample and r.flops_per_sample:
+        lines.append(f"intensity: {r.flops_per_sample / s.memory_traffic_bytes_per_sample:.3g} FLOP/byte "
+                     f"({_mb(s.memory_traffic_bytes_per_sample)} of op-level memory traffic per sample, unfused)")
+    if r.pipeline_samples_per_sec_per_worker:
+        lines.append(f"data pipeline: {r.pipeline_samples_per_sec_per_worker:,.0f} samples/s per worker "
+                     "(the loader alone, no model)")
+    return lines
+
+
 def describe(config) -> str:
     parts = [config.accelerator + (f" x{config.devices}" if config.devices > 1 else ""), config.precision]
     if config.channels_last:
@@ -439,6 +476,7 @@ def summary_lines(result, saved, out_path) -> list[str]:
                      + (f" = {'; '.join(util)}" if util else ""))
     if r.peak_memory_gib is not None:
         lines.append(f"peak memory: {r.peak_memory_gib:.2f} GiB ({'GPU allocated' if r.config.accelerator == 'gpu' else 'process RSS'})")
+    lines.extend(shape_lines(r))
     where = r.instance_type or "unknown instance type"
     lines.append(f"machine: {where}; {r.hardware.cpu_model or 'unknown CPU'}"
                  + (f"; {len(r.hardware.gpus)}x {r.hardware.gpus[0].name}" if r.hardware.gpus else ""))

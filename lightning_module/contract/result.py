@@ -371,6 +371,9 @@ class WorkloadShape(BaseModel):
     batch_tunable: bool = True
     batch_note: Text | None = None  # why the batch size cannot be changed
     memory: MemoryFit | None = None
+    # Bytes every op reads and writes per sample, unfused (run/peaks.py TrafficCounter): with
+    # flops_per_sample, the workload's arithmetic intensity. None: not counted.
+    memory_traffic_bytes_per_sample: Annotated[float, Field(gt=0, le=1e16)] | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> WorkloadShape:

@@ -22,7 +22,7 @@ from ..contract.result import (
 from ..contract.timing import step_stats, usable_steps
 from . import hardware
 from .devices import peak_rss_gib
-from .peaks import datasheet_peak_tflops, flops_per_sample, matmul_peak_tflops
+from .peaks import datasheet_peak_tflops, matmul_peak_tflops, per_sample_counts
 from .preview import Preview
 
 
@@ -46,7 +46,7 @@ def assemble_result(opts: ProbeOptions, accelerator: str, hw: HardwareFingerprin
     spec = opts.spec
     timing = m.extra
 
-    fps = flops_per_sample(spec, pv.first_batch)
+    fps, traffic = per_sample_counts(spec, pv.first_batch)
     achieved = m.samples_per_sec * fps / 1e12 if fps else None
     per_device_peak = datasheet_peak_tflops(hw, accelerator, config.precision)
     ranks = config.devices * config.num_nodes
@@ -76,7 +76,7 @@ def assemble_result(opts: ProbeOptions, accelerator: str, hw: HardwareFingerprin
     stats = step_stats(usable_steps(timing), timing.warmup_steps, timing.warmup_seconds)
     shape = WorkloadShape(**(m.model_facts or {}), data_source=pv.data_source,
                           samples_counted_by=pv.samples_counted_by, batch_tunable=pv.batch_tunable,
-                          batch_note=pv.batch_note, memory=memory)
+                          batch_note=pv.batch_note, memory=memory, memory_traffic_bytes_per_sample=traffic)
     return ProbeResult(
         workload=spec, workload_id=spec.workload_id, instance_type=instance_type,
         instance_type_source=source, hardware=hw, software=hardware.software_versions(),

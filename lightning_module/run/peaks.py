@@ -8,6 +8,8 @@ import time
 import warnings
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
 
 from ..contract.result import ProbeConfig, WorkloadSpec
 from .batches import leading_dim, samples_counter
@@ -30,9 +32,28 @@ def shrink(batch, n: int):
     return apply_to_collection(batch, torch.Tensor, lambda t: t[:n] if t.dim() and t.shape[0] == lead else t)
 
 
-def flops_per_sample(spec: WorkloadSpec, batch) -> float | None:
-    """Forward + backward FLOPs of one sample, counted by torch on the CPU on the first samples of
-    a batch (the preview's first), divided by the samples they hold."""
+class TrafficCounter(TorchDispatchMode):
+    """Memory traffic as an unfused execution moves it: for every aten op, the bytes of its tensor
+    inputs (read) and outputs (written), views aside (they move nothing). Fusion and caches make a
+    real run move less, so this is an upper bound, the same way on every device: FLOPs / these
+    bytes is the workload's arithmetic intensity at the op level."""
+
+    def __init__(self):
+        super().__init__()
+        self.bytes = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if not getattr(func, "is_view", False):
+            for t in tree_flatten((args, kwargs or {}, out))[0]:
+                if isinstance(t, torch.Tensor):
+                    self.bytes += t.numel() * t.element_size()
+        return out
+
+
+def per_sample_counts(spec: WorkloadSpec, batch) -> tuple[float | None, float | None]:
+    """Forward + backward FLOPs and memory traffic (TrafficCounter) of one sample, counted by torch
+    on the CPU on the first samples of a batch (the preview's first), divided by the samples they hold."""
     from torch.utils.flop_counter import FlopCounterMode
 
     try:
@@ -43,14 +64,16 @@ def flops_per_sample(spec: WorkloadSpec, batch) -> float | None:
         batch = module.on_after_batch_transfer(batch, 0)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            with FlopCounterMode(display=False) as counter:
+            with FlopCounterMode(display=False) as counter, TrafficCounter() as traffic:
                 out = module.training_step(batch, 0)
                 loss = out["loss"] if isinstance(out, dict) else out
                 loss.backward()
-        return counter.get_total_flops() / n if n else None
-    except Exception as e:  # noqa: BLE001 - a user's module may not run outside a Trainer; FLOPs are optional
+        if not n:
+            return None, None
+        return counter.get_total_flops() / n or None, traffic.bytes / n or None
+    except Exception as e:  # noqa: BLE001 - a user's module may not run outside a Trainer; the counts are optional
         log.warning("FLOPs not counted: %s: %s", type(e).__name__, e)
-        return None
+        return None, None
 
 
 def _dtype(precision: str) -> torch.dtype:

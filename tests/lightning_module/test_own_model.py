@@ -40,7 +40,7 @@ def test_the_language_model_runs_on_its_own_token_loader(cli, tmp_path):
     assert s.parameters == s.trainable_parameters > 0 and s.parameter_bytes == 4 * s.parameters
     assert s.optimizer_state_bytes == pytest.approx(2 * s.parameter_bytes, rel=0.01)  # AdamW: two moments (+ steps)
     assert s.memory is not None and len(s.memory.points) >= 2 and s.memory.where == "host"
-    assert r.pipeline_samples_per_sec_per_worker > 0 and r.flops_per_sample > 0
+    assert r.pipeline_samples_per_sec_per_worker > 0 and r.flops_per_sample > 0 and s.memory_traffic_bytes_per_sample > 0
     assert {x.rung: x.status for x in r.ladder}["channels_last"] == "skipped"  # not a convolutional model
 
 
@@ -372,3 +372,13 @@ def test_the_memory_fit():
     assert flat.per_sample_gib == 0 and flat.fixed_gib == 1.0 and "did not grow" in flat.note
     one = MemoryFit.fitted("host", [(8, 1.0)])
     assert one.fixed_gib is None and one.gib_at(8) is None and one.largest_batch(4.0) is None
+
+
+def test_the_traffic_counter_counts_what_ops_read_and_write_and_not_views():
+    from lightning_module.run.peaks import TrafficCounter
+
+    a, b = torch.randn(4, 8), torch.randn(16, 8)
+    with TrafficCounter() as t:
+        bt = b.t()  # a view: nothing moves
+        torch.mm(a, bt)  # reads 4x8 and 8x16, writes 4x16 float32
+    assert t.bytes == 4 * (32 + 128 + 64)
