@@ -274,7 +274,8 @@ def test_a_users_own_workload_is_ranked_from_its_probes(cli, catalog_file, tmp_p
     # Same CPU, 4x the cores, scaled from the user's own number.
     est = rows[("c7i.8xlarge", 1)]
     assert est["throughput_source"] == "estimated" and est["samples_per_sec"] == pytest.approx(320.0, rel=0.15)
-    assert est["basis"]["probes"][0]["weight"] > 0.8
+    # Its own probe only: never another workload's published figures scaled by a FLOPs ratio.
+    assert est["basis"]["probes"][0]["weight"] == 1.0 and est["basis"]["reference_weight"] == 0.0
     # The parameter count is unknown: no all-reduce model, so only single instances are offered.
     assert {k for _, k in rows} == {1}
     code, _, err = cli("recommend", *args, "--datamodule", "x.y:Z")
