@@ -7,7 +7,8 @@ fit's error on a batch size held out of the fit, and what recommend then says of
 For each example: a probe without the ladder (the baseline at its own batch size, then the memory
 fit's extra batch sizes), then the winner run again at 4x its batch for a few steps: the fit's
 prediction there against the peak measured (target: within 10%). Then `recommend` with the probe's
-result filed under --instance-type (default c7i.2xlarge), and the notes of its first rows. On a CPU
+result filed under --instance-type (default: a catalog type this machine's hardware can be), and the
+notes of its first rows. On a CPU
 the peaks are the process's RSS, mostly the Python/torch runtime: the per-sample part is small and
 the error mostly says how steady the fixed part is. Timings need a quiet machine.
 """
@@ -54,11 +55,25 @@ def held_out(result_json: str, args: list[str], factor: int = 4) -> tuple[int, f
     return bs, m.peak_memory_gib, r.shape.memory.gib_at(bs) if r.shape.memory else None
 
 
+def machine_type() -> str:
+    """A catalog type this machine can be (CPU vendor, vCPUs, GPUs): recommend uses labelled probes."""
+    from catalog.io import SNAPSHOT_PATH, load
+    from lightning_module.contract.instance_label import contradictions
+    from lightning_module.run.hardware import fingerprint
+
+    hw = fingerprint()
+    return next(name for name, it in sorted(load(SNAPSHOT_PATH).instance_types.items())
+                if not contradictions(it, hw) and it.accelerator_kind in ("none", "gpu"))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--max-seconds", default="3")
-    ap.add_argument("--instance-type", default="c7i.2xlarge")
+    ap.add_argument("--instance-type", help="the label to file the probes under (default: the first catalog type "
+                                             "this machine's hardware does not contradict)")
     a = ap.parse_args()
+    a.instance_type = a.instance_type or machine_type()
+    print(f"probes filed as {a.instance_type}")
     env = {**os.environ, "PYTHONPATH": ROOT}
     advisor = [sys.executable, "-m", "advisor.cli"]
     with tempfile.TemporaryDirectory() as tmp:

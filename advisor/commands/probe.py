@@ -275,6 +275,24 @@ def require_probe_extra() -> None:
                         f"{', '.join(missing)}: pip install 'instance-advisor[probe]' (in a checkout: pip install -e '.[probe]')")
 
 
+def check_label(args) -> None:
+    """--instance-type must be a type this machine can be (instance_label.contradictions); a type
+    the catalog does not know cannot be checked, and is taken as given."""
+    from catalog.io import load
+    from lightning_module.contract.instance_label import contradictions
+    from lightning_module.run.hardware import fingerprint
+
+    from .common import catalog_path
+
+    it = load(catalog_path(args)).instance_types.get(args.instance_type)
+    if it is None:
+        return
+    wrong = contradictions(it, fingerprint())
+    if wrong:
+        raise AdvisorError(f"--instance-type {args.instance_type} is not this machine: {'; '.join(wrong)} "
+                           "(off EC2, leave --instance-type out)")
+
+
 def handle(args) -> int:
     from lightning_module.contract.ladder import ProbeStopped
 
@@ -308,6 +326,8 @@ def handle(args) -> int:
         progress_bar=sys.stderr.isatty(), remeasure_rounds=args.remeasure, confirm_rounds=args.confirm_rounds,
         own_batch_size=own_batch,
     )
+    if args.instance_type:
+        check_label(args)
     try:
         checked = probe.preflight(opts)
     except WorkloadError as e:

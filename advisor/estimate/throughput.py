@@ -144,6 +144,10 @@ class ThroughputModel:
         if not self.measurements:
             return
         newest = self.measurements[0]
+        unused = [r for r in self.measurements if not r.instance_type or r.instance_type not in self.catalog.instance_types]
+        if unused:
+            self.warnings.append(f"{len(unused)} probe result(s) of this workload not used: no instance type of "
+                                 "this catalog (probed off EC2 without --instance-type, or a type it does not list)")
         for r in self.measurements:
             if not r.instance_type or r.instance_type not in self.catalog.instance_types:
                 continue

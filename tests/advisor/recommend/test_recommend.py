@@ -367,3 +367,15 @@ def test_a_users_workload_is_capped_by_its_own_pipeline_only():
     m = ThroughputModel(cat, facts_from_probes(model, 224, [r]), r.workload_id, 224, [r], now=NOW)
     t = m.evaluate(cat.instance_types["g5.2xlarge"])
     assert t.samples_per_sec <= 30.0 * 7 * 1.0001 and t.basis["host_cap"]["binding"] == "vCPUs"
+
+
+def test_probe_results_without_an_instance_type_are_said_to_be_unused(cli, catalog_file, tmp_path):
+    model = "mypkg.models:Net"
+    db = tmp_path / "r.db"
+    with ResultStore(db) as s:
+        s.add(probe_result("c7i.2xlarge", 80.0, model=model))
+        s.add(probe_result(None, 6724.0, model=model, n=1))  # probed off EC2 without a label
+    code, _, err = cli("recommend", "--budget", "100", "--deadline", "2d", "--samples", "1e6", "--workload", model,
+                       "--catalog", catalog_file, "--store", str(db))
+    assert code == 0, err
+    assert "1 probe result(s) of this workload not used: no instance type of this catalog" in err
