@@ -79,18 +79,26 @@ def _section(value: object, where: str) -> tuple[str | None, dict]:
 
 
 def read_config(path: str) -> UserWorkload:
-    """A LightningCLI config file (YAML, or JSON, which YAML reads too)."""
-    import yaml
-
+    """A LightningCLI config file: YAML (PyYAML, which lightning installs), or JSON."""
     p = Path(path)
     try:
         if p.stat().st_size > MAX_CONFIG_BYTES:
             raise WorkloadConfigError(f"--config {path}: larger than {MAX_CONFIG_BYTES >> 20} MiB; not a config file")
-        data = yaml.safe_load(p.read_text())
-    except OSError as e:
-        raise WorkloadConfigError(f"--config {path}: cannot read it: {e.strerror or e}") from None
-    except yaml.YAMLError as e:
-        raise WorkloadConfigError(f"--config {path}: not YAML: {' '.join(str(e).split())[:300]}") from None
+        text = p.read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise WorkloadConfigError(f"--config {path}: cannot read it: {getattr(e, 'strerror', None) or e}") from None
+    if p.suffix == ".json":
+        data = parse_init_args(text, f"--config {path}")
+    else:
+        try:
+            import yaml
+        except ImportError:
+            raise WorkloadConfigError(f"--config {path}: reading YAML needs PyYAML (pip install pyyaml, or "
+                                      "the probe extra); or give the config as JSON") from None
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as e:
+            raise WorkloadConfigError(f"--config {path}: not YAML: {' '.join(str(e).split())[:300]}") from None
     if isinstance(data, dict) and "fit" in data and isinstance(data["fit"], dict):
         data = data["fit"]  # the subcommand's section of a whole-CLI config
     if not isinstance(data, dict) or not ({"model", "data"} & set(data)):

@@ -27,6 +27,7 @@ from .batches import (
     samples_counter,
 )
 from .builders import build_workload
+from .data import SyntheticDataModule
 from .workloads import WorkloadError
 
 PIPELINE_SECONDS = 0.5  # the loader alone is timed this long at most
@@ -102,8 +103,7 @@ def preview(spec: WorkloadSpec, own_batch: bool = False) -> Preview:
     source = workloads.data_source(spec)
     start = spec.batch_size
     if source == "synthetic":
-        module, dm = build_workload(spec, ProbeConfig(accelerator="cpu", batch_size=start))
-        loader = dm.train_dataloader()
+        loader = SyntheticDataModule(spec.image_size, spec.num_classes, start).train_dataloader()
         it = iter(loader)
         batch = next(it)
         rate = _pipeline_rate(it, leading_dim, loader.num_workers)

@@ -325,6 +325,9 @@ def test_lightning_cli_layouts(tmp_path):
     with pytest.raises(WorkloadConfigError, match="not a LightningCLI config"):
         p.write_text("trainer: {}\n")
         read_config(str(p))
+    j = tmp_path / "c.json"  # a JSON config reads without PyYAML
+    j.write_text(json.dumps({"model": {"class_path": "pkg.m.M", "init_args": {"hidden": 3}}}))
+    assert read_config(str(j)).init_args == {"hidden": 3}
 
 
 def test_the_id_names_the_arguments_but_not_the_tuning():
