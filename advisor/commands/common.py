@@ -231,14 +231,22 @@ def add_user_workload_options(group) -> None:
 def user_workload(args, default_model: str):
     """The module, DataModule and their arguments from --workload, --datamodule, --init-args,
     --data-init-args and --config (lightning_module/contract/workload_config.py)."""
+    from lightning_module.contract.result import BUILTIN_MODELS
     from lightning_module.contract.workload_config import UserWorkload, WorkloadConfigError, resolve
 
     if not (args.init_args or args.data_init_args or args.config):
-        return UserWorkload(model=args.workload or default_model, datamodule=args.datamodule)
-    try:
-        u = resolve(args.workload, args.datamodule, args.init_args, args.data_init_args, args.config)
-    except WorkloadConfigError as e:
-        raise AdvisorError(str(e)) from None
-    if u.model is None:
-        raise AdvisorError("--config has no model.class_path: name your LightningModule with --workload package.module:Class")
+        u = UserWorkload(model=args.workload or default_model, datamodule=args.datamodule)
+    else:
+        try:
+            u = resolve(args.workload, args.datamodule, args.init_args, args.data_init_args, args.config)
+        except WorkloadConfigError as e:
+            raise AdvisorError(str(e)) from None
+        if u.model is None:
+            raise AdvisorError("--config has no model.class_path: name your LightningModule with --workload package.module:Class")
+    if u.model not in BUILTIN_MODELS:
+        # Your module's own defaults stand unless you say otherwise: an explicit --image-size or
+        # --num-classes is a constructor argument (the probe refuses it where the constructor has none).
+        for name in ("image_size", "num_classes"):
+            if getattr(args, name, None) is not None:
+                u.init_args.setdefault(name, getattr(args, name))
     return u

@@ -56,8 +56,10 @@ def register(sub) -> None:
                    help="your LightningDataModule; default: your module's own train_dataloader() "
                         "(synthetic images for the builtin workloads)")
     add_user_workload_options(w)
-    w.add_argument("--image-size", type=opt.image_size, default=_WORKLOAD.image_size, metavar="PX")
-    w.add_argument("--num-classes", type=opt.num_classes, default=_WORKLOAD.num_classes, metavar="N")
+    w.add_argument("--image-size", type=opt.image_size, metavar="PX",
+                   help=f"input side (default {_WORKLOAD.image_size}); for your own module, its constructor's image_size")
+    w.add_argument("--num-classes", type=opt.num_classes, metavar="N",
+                   help=f"classes (default {_WORKLOAD.num_classes}); for your own module, its constructor's num_classes")
     w.add_argument("--batch-size", type=opt.batch_size, metavar="N",
                    help="use this batch size and do not search (per device)")
     w.add_argument("--start-batch-size", type=opt.batch_size, metavar="N",
@@ -112,7 +114,8 @@ def _spec(args) -> tuple[WorkloadSpec, bool]:
     start = args.batch_size or args.start_batch_size or u.batch_size
     try:
         spec = WorkloadSpec(
-            model=u.model, datamodule=u.datamodule, image_size=args.image_size, num_classes=args.num_classes,
+            model=u.model, datamodule=u.datamodule, image_size=args.image_size or _WORKLOAD.image_size,
+            num_classes=args.num_classes or _WORKLOAD.num_classes,
             batch_size=start or _WORKLOAD.batch_size, batch_size_fixed=args.batch_size is not None,
             init_args=u.init_args, data_init_args=u.data_init_args,
         )

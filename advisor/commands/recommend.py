@@ -45,8 +45,8 @@ def register(sub) -> None:
                         "(ranked from its probe results)")
     p.add_argument("--datamodule", type=opt.text, metavar="MODULE:CLASS", help="the DataModule the custom workload was probed with")
     add_user_workload_options(p)  # the constructor arguments it was probed with: part of its id
-    p.add_argument("--image-size", type=opt.image_size, default=224, help="input side in pixels (default 224)")
-    p.add_argument("--num-classes", type=opt.num_classes, default=1000, help="classes (default 1000)")
+    p.add_argument("--image-size", type=opt.image_size, help="input side in pixels (default 224)")
+    p.add_argument("--num-classes", type=opt.num_classes, help="classes (default 1000)")
     p.add_argument("--objective", choices=("cheapest", "fastest", "pareto"), default="cheapest",
                    help="cheapest meeting the deadline (default), fastest within budget, or the Pareto set")
     add_list_option(p, "--region", metavar="R", help="only these regions")
@@ -98,7 +98,7 @@ def job_from_args(args) -> JobSpec:
     return JobSpec(
         probe_budget_usd=args.probe_budget, samples=samples, budget_usd=budget, deadline_hours=deadline.total_seconds() / 3600,
         workload=user.model, datamodule=user.datamodule, init_args=user.init_args, data_init_args=user.data_init_args,
-        image_size=args.image_size, num_classes=args.num_classes,
+        image_size=args.image_size or 224, num_classes=args.num_classes or 1000,
         objective=args.objective, regions=args.region, families=list(wanted.families),
         accelerators=list(wanted.accelerators), arch=wanted.arch, min_gpus=wanted.min_gpus,
         market=args.market, max_instances=args.max_instances,

@@ -178,11 +178,9 @@ def _check_builtin(spec: WorkloadSpec) -> None:
 
 def _offered_module(spec: WorkloadSpec, batch_size: int | None) -> dict[str, Any]:
     # What the probe offers a constructor that takes it: the batch size it sets (Lightning's way
-    # too, on the attribute), and the workload's image size and classes where the author left them open.
-    offered = {"num_classes": spec.num_classes, "image_size": spec.image_size}
-    if batch_size is not None:
-        offered["batch_size"] = batch_size
-    return offered
+    # too, on the attribute). Nothing else: the author's defaults stand (--image-size and
+    # --num-classes reach the constructor as init_args, when given).
+    return {} if batch_size is None else {"batch_size": batch_size}
 
 
 def _offered_data(batch_size: int | None, num_workers: int, pin_memory: bool) -> dict[str, Any]:

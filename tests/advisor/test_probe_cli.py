@@ -150,7 +150,7 @@ def user_pkg(tmp_path, monkeypatch):
 
 def test_user_lightning_module_with_and_without_its_datamodule(cli, tmp_path, user_pkg):
     db = str(tmp_path / "r.db")
-    common = ("--image-size", "8", "--num-classes", "10", "--max-seconds", "0.2", "--warmup-steps", "1", "--store", db)
+    common = ("--num-classes", "10", "--max-seconds", "0.2", "--warmup-steps", "1", "--store", db)
     code, _, err = cli("probe", "--workload", "userwork:Tiny", "--no-tune", "--batch-size", "4", *common)
     assert code == 0, err
     code, _, err = cli("probe", "--workload", "userwork:Tiny", "--datamodule", "userwork:Data",
@@ -175,6 +175,7 @@ def test_user_lightning_module_with_and_without_its_datamodule(cli, tmp_path, us
         (("--workload", "userwork:Missing"), "has no Missing"),
         (("--workload", "userwork:Tiny", "--datamodule", "userwork:Tiny"), "not a LightningDataModule"),
         (("--workload", "userwork:NoLoader"), "has no train_dataloader() and no --datamodule"),
+        (("--workload", "userwork:Tiny", "--image-size", "8"), "takes no argument 'image_size'"),
         (("--batch-size", "0"), "must be at least 1"),
         (("--start-batch-size", "-4"), "must be at least 1"),
         (("--accelerator", "quantum"), "invalid choice"),

@@ -330,6 +330,14 @@ def test_lightning_cli_layouts(tmp_path):
     assert read_config(str(j)).init_args == {"hidden": 3}
 
 
+def test_a_vit_keeps_its_own_image_size_unless_told(cli, tmp_path, own):
+    # Table takes no image_size: the CLI's default is not forced on it, and an explicit one is refused.
+    r = _probe(cli, tmp_path, "--workload", "ownwork:Table")
+    assert r.workload.init_args == {} and r.workload.image_size == 224
+    code, _, err = cli("probe", "--workload", "ownwork:Needs", "--init-args", '{"width": 4}', "--num-classes", "7", "--no-store")
+    assert code == 2 and "takes no argument 'num_classes'" in err
+
+
 def test_the_id_names_the_arguments_but_not_the_tuning():
     plain = WorkloadSpec(model="pkg.m:M")
     assert plain.workload_id == WorkloadSpec(model="pkg.m:M", init_args={"batch_size": 64}).workload_id
