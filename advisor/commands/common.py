@@ -213,3 +213,40 @@ def read_store(args):
 
     path = store_to_read(args)
     return None if path is None else ResultStore(path, readonly=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# A user's own workload: its constructor arguments (probe and recommend share them: they are part
+# of the workload's id)
+
+def add_user_workload_options(group) -> None:
+    group.add_argument("--init-args", metavar="JSON",
+                       help="your LightningModule's constructor arguments as a JSON object, e.g. '{\"d_model\": 512}'")
+    group.add_argument("--data-init-args", metavar="JSON", help="your DataModule's constructor arguments (JSON object)")
+    group.add_argument("--config", type=opt.path, metavar="FILE.yaml",
+                       help="a LightningCLI config (model: and data: sections with class_path and init_args); "
+                            "--workload, --datamodule and the JSON options override it")
+
+
+def user_workload(args, default_model: str):
+    """The module, DataModule and their arguments from --workload, --datamodule, --init-args,
+    --data-init-args and --config (lightning_module/contract/workload_config.py)."""
+    from lightning_module.contract.result import BUILTIN_MODELS
+    from lightning_module.contract.workload_config import UserWorkload, WorkloadConfigError, resolve
+
+    if not (args.init_args or args.data_init_args or args.config):
+        u = UserWorkload(model=args.workload or default_model, datamodule=args.datamodule)
+    else:
+        try:
+            u = resolve(args.workload, args.datamodule, args.init_args, args.data_init_args, args.config)
+        except WorkloadConfigError as e:
+            raise AdvisorError(str(e)) from None
+        if u.model is None:
+            raise AdvisorError("--config has no model.class_path: name your LightningModule with --workload package.module:Class")
+    if u.model not in BUILTIN_MODELS:
+        # Your module's own defaults stand unless you say otherwise: an explicit --image-size or
+        # --num-classes is a constructor argument (the probe refuses it where the constructor has none).
+        for name in ("image_size", "num_classes"):
+            if getattr(args, name, None) is not None:
+                u.init_args.setdefault(name, getattr(args, name))
+    return u

@@ -18,7 +18,13 @@ from .. import options as opt
 from ..errors import AdvisorError
 from ..output import add_format_option, emit
 from ..output import say as say_out  # the local say() is the progress line on stderr
-from .common import add_list_option, add_store_option, open_store
+from .common import (
+    add_list_option,
+    add_store_option,
+    add_user_workload_options,
+    open_store,
+    user_workload,
+)
 
 ACCELERATORS = ("auto", "cpu", "gpu", "mps", "tpu")
 PRECISIONS = ("32-true", "bf16-mixed", "16-mixed")
@@ -47,16 +53,21 @@ def register(sub) -> None:
                "--output /tmp/resnet18.json",
     )
     w = p.add_argument_group("workload")
-    w.add_argument("--workload", type=opt.text, default=_WORKLOAD.model, metavar="NAME",
+    w.add_argument("--workload", type=opt.text, metavar="NAME",
                    help=f"one of {', '.join(BUILTIN_MODELS)} (default {_WORKLOAD.model}), or package.module:LightningModuleClass")
     w.add_argument("--datamodule", type=opt.text, metavar="MODULE:CLASS",
-                   help="your LightningDataModule (must accept batch_size); default: synthetic images")
-    w.add_argument("--image-size", type=opt.image_size, default=_WORKLOAD.image_size, metavar="PX")
-    w.add_argument("--num-classes", type=opt.num_classes, default=_WORKLOAD.num_classes, metavar="N")
+                   help="your LightningDataModule; default: your module's own train_dataloader() "
+                        "(synthetic images for the builtin workloads)")
+    add_user_workload_options(w)
+    w.add_argument("--image-size", type=opt.image_size, metavar="PX",
+                   help=f"input side (default {_WORKLOAD.image_size}); for your own module, its constructor's image_size")
+    w.add_argument("--num-classes", type=opt.num_classes, metavar="N",
+                   help=f"classes (default {_WORKLOAD.num_classes}); for your own module, its constructor's num_classes")
     w.add_argument("--batch-size", type=opt.batch_size, metavar="N",
                    help="use this batch size and do not search (per device)")
-    w.add_argument("--start-batch-size", type=opt.batch_size, default=_WORKLOAD.batch_size, metavar="N",
-                   help=f"where the batch-size search starts (default {_WORKLOAD.batch_size}, the articles' toy)")
+    w.add_argument("--start-batch-size", type=opt.batch_size, metavar="N",
+                   help=f"where the batch-size search starts (default: your module's own batch_size; "
+                        f"{_WORKLOAD.batch_size} for the builtin workloads, the articles' toy)")
     d = p.add_argument_group("device")
     d.add_argument("--accelerator", choices=ACCELERATORS, default=defaults.ACCELERATOR)
     d.add_argument("--devices", type=_positive_int, metavar="N",
@@ -98,17 +109,22 @@ def register(sub) -> None:
     p.set_defaults(func=handle)
 
 
-def _spec(args):
+def _spec(args) -> tuple[WorkloadSpec, bool]:
+    """The workload, and whether its batch starts at the author's own batch size."""
     from pydantic import ValidationError
 
+    u = user_workload(args, _WORKLOAD.model)
+    start = args.batch_size or args.start_batch_size or u.batch_size
     try:
-        return WorkloadSpec(
-            model=args.workload, datamodule=args.datamodule, image_size=args.image_size,
-            num_classes=args.num_classes,
-            batch_size=args.batch_size or args.start_batch_size, batch_size_fixed=args.batch_size is not None,
+        spec = WorkloadSpec(
+            model=u.model, datamodule=u.datamodule, image_size=args.image_size or _WORKLOAD.image_size,
+            num_classes=args.num_classes or _WORKLOAD.num_classes,
+            batch_size=start or _WORKLOAD.batch_size, batch_size_fixed=args.batch_size is not None,
+            init_args=u.init_args, data_init_args=u.data_init_args,
         )
     except ValidationError as e:
         raise AdvisorError(first_error(e).msg) from None
+    return spec, start is None and spec.model not in BUILTIN_MODELS
 
 
 def ci_text(samples_per_sec: float, ci_low: float, ci_high: float) -> str:
@@ -270,6 +286,24 @@ def require_probe_extra() -> None:
                         f"{', '.join(missing)}: pip install 'instance-advisor[probe]' (in a checkout: pip install -e '.[probe]')")
 
 
+def check_label(args) -> None:
+    """--instance-type must be a type this machine can be (instance_label.contradictions); a type
+    the catalog does not know cannot be checked, and is taken as given."""
+    from catalog.io import load
+    from lightning_module.contract.instance_label import contradictions
+    from lightning_module.run.hardware import fingerprint
+
+    from .common import catalog_path
+
+    it = load(catalog_path(args)).instance_types.get(args.instance_type)
+    if it is None:
+        return
+    wrong = contradictions(it, fingerprint())
+    if wrong:
+        raise AdvisorError(f"--instance-type {args.instance_type} is not this machine: {'; '.join(wrong)} "
+                           "(off EC2, leave --instance-type out)")
+
+
 def handle(args) -> int:
     from lightning_module.contract.ladder import ProbeStopped
 
@@ -286,7 +320,7 @@ def handle(args) -> int:
 
 def _probe(args, stop: SignalStop) -> int:
     require_probe_extra()
-    spec = _spec(args)
+    spec, own_batch = _spec(args)
     out_path = Path(args.output) if args.output else None
     if out_path is not None and out_path.is_dir():
         raise AdvisorError(f"--output {out_path} is a directory; give a file name")
@@ -313,11 +347,15 @@ def _probe(args, stop: SignalStop) -> int:
         warmup_steps=args.warmup_steps, max_steps=args.max_steps, compile_timeout=args.compile_timeout,
         instance_type=args.instance_type, profile_dir=args.profile, skip=frozenset(args.skip),
         progress_bar=sys.stderr.isatty(), remeasure_rounds=args.remeasure, confirm_rounds=args.confirm_rounds,
+        own_batch_size=own_batch,
     )
+    if args.instance_type:
+        check_label(args)
     try:
-        accelerator = probe.preflight(opts)
+        checked = probe.preflight(opts)
     except WorkloadError as e:
         raise AdvisorError(str(e)) from None
+    accelerator, pv = checked.accelerator, checked.preview
     rank0 = is_global_zero()
 
     def say(line: str) -> None:
@@ -325,12 +363,13 @@ def _probe(args, stop: SignalStop) -> int:
             print(line, file=sys.stderr, flush=True)
 
     saved = None
-    say(f"probe: {spec.workload_id} on {accelerator}, batch {spec.batch_size}"
-        f"{' (fixed)' if spec.batch_size_fixed else ''}, {'tuning' if args.tune else 'baseline only'}; "
+    say(f"probe: {spec.workload_id} on {accelerator}, {pv.data_source} data, batch {pv.batch_size}"
+        f"{' (fixed)' if spec.batch_size_fixed else '' if pv.batch_tunable else ' (not tunable)'}, "
+        f"{'tuning' if args.tune else 'baseline only'}; "
         f"up to {args.max_seconds:g} s per rung")
     try:
         result = probe.run_probe(opts, on_rung=lambda r, base: say(_rung_line(r, base)),
-                                 on_leg=lambda name, m: say(_leg_line(name, m)))
+                                 on_leg=lambda name, m: say(_leg_line(name, m)), checked=checked)
     except WorkloadError as e:
         raise AdvisorError(str(e)) from None
     except LadderFailed as e:
@@ -353,6 +392,43 @@ def _probe(args, stop: SignalStop) -> int:
         for line in summary_lines(result, saved, out_path):
             say_out(line)
     return 0
+
+
+def _mb(n: float) -> str:
+    if n < 2**20:
+        return f"{n / 2**10:,.1f} KiB"
+    return f"{n / 2**20:,.1f} MiB" if n < 2**30 else f"{n / 2**30:,.2f} GiB"
+
+
+def shape_lines(r) -> list[str]:
+    """The workload's shape as the probe recorded it (ProbeResult.shape; none in a schema 1 result)."""
+    s = r.shape
+    if s is None:
+        return []
+    source = {"datamodule": "its DataModule", "module": "its own train_dataloader()", "synthetic": "synthetic images"}
+    parts = []
+    if s.parameters is not None:
+        parts.append(f"{s.parameters:,} parameters ({_mb(s.parameter_bytes)})")
+    if s.optimizer_state_bytes is not None:
+        parts.append(f"optimizer state {_mb(s.optimizer_state_bytes)}")
+    parts.append(f"data from {source[s.data_source]}")
+    parts.append("batch tunable" if s.batch_tunable else f"batch not tunable ({s.batch_note})")
+    if s.samples_counted_by == "hook":
+        parts.append("samples counted by samples_in_batch()")
+    lines = [f"workload: {'; '.join(parts)}"]
+    if (m := s.memory) is not None:
+        at = ", ".join(f"{p.batch_size}: {p.peak_gib:.3g}" for p in m.points)
+        what = "GPU allocated" if m.where == "accelerator" else "process RSS"
+        fit = (f"{m.fixed_gib:.3g} GiB + {m.per_sample_gib * 1024:.3g} MiB/sample" if m.fixed_gib is not None
+               else "no fit")
+        lines.append(f"memory fit: {fit} ({what}; GiB at batch {at})" + (f"; {m.note}" if m.note else ""))
+    if s.memory_traffic_bytes_per_sample and r.flops_per_sample:
+        lines.append(f"intensity: {r.flops_per_sample / s.memory_traffic_bytes_per_sample:.3g} FLOP/byte "
+                     f"({_mb(s.memory_traffic_bytes_per_sample)} of op-level memory traffic per sample, unfused)")
+    if r.pipeline_samples_per_sec_per_worker:
+        lines.append(f"data pipeline: {r.pipeline_samples_per_sec_per_worker:,.0f} samples/s per worker "
+                     "(the loader alone, no model)")
+    return lines
 
 
 def describe(config) -> str:
@@ -437,6 +513,7 @@ def summary_lines(result, saved, out_path) -> list[str]:
                      + (f" = {'; '.join(util)}" if util else ""))
     if r.peak_memory_gib is not None:
         lines.append(f"peak memory: {r.peak_memory_gib:.2f} GiB ({'GPU allocated' if r.config.accelerator == 'gpu' else 'process RSS'})")
+    lines.extend(shape_lines(r))
     where = r.instance_type or "unknown instance type"
     lines.append(f"machine: {where}; {r.hardware.cpu_model or 'unknown CPU'}"
                  + (f"; {len(r.hardware.gpus)}x {r.hardware.gpus[0].name}" if r.hardware.gpus else ""))

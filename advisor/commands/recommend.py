@@ -20,10 +20,12 @@ from .common import (
     add_list_option,
     add_store_option,
     add_type_filter_options,
+    add_user_workload_options,
     command_name,
     load_catalog,
     store_to_read,
     type_filter,
+    user_workload,
 )
 
 DEFAULT_MAX_INSTANCES = 4
@@ -46,12 +48,13 @@ def register(sub) -> None:
     p.add_argument("--samples", metavar="N", help="training samples to process in total (1.2e8, 120M)")
     p.add_argument("--epochs", metavar="E", help="epochs (with --dataset-size)")
     p.add_argument("--dataset-size", metavar="N", help="samples per epoch (with --epochs)")
-    p.add_argument("--workload", type=opt.text, default="resnet50",
+    p.add_argument("--workload", type=opt.text,
                    help="resnet50 (default), resnet18, vit_b_16, mlp, or a probed 'package.module:LightningModuleClass' "
                         "(ranked from its probe results)")
     p.add_argument("--datamodule", type=opt.text, metavar="MODULE:CLASS", help="the DataModule the custom workload was probed with")
-    p.add_argument("--image-size", type=opt.image_size, default=224, help="input side in pixels (default 224)")
-    p.add_argument("--num-classes", type=opt.num_classes, default=1000, help="classes (default 1000)")
+    add_user_workload_options(p)  # the constructor arguments it was probed with: part of its id
+    p.add_argument("--image-size", type=opt.image_size, help="input side in pixels (default 224)")
+    p.add_argument("--num-classes", type=opt.num_classes, help="classes (default 1000)")
     p.add_argument("--objective", choices=("cheapest", "fastest", "pareto"), default="cheapest",
                    help="cheapest meeting the deadline (default), fastest within budget, or the Pareto set")
     add_list_option(p, "--region", metavar="R", help="only these regions")
@@ -107,9 +110,11 @@ def job_from_args(args) -> JobSpec:
     deadline = parse_deadline(args.deadline)
     samples = work_samples(args.samples, args.epochs, args.dataset_size)
     wanted = type_filter(args)
+    user = user_workload(args, "resnet50")
     return JobSpec(
         probe_budget_usd=args.probe_budget, samples=samples, budget_usd=budget, deadline_hours=deadline.total_seconds() / 3600,
-        workload=args.workload, datamodule=args.datamodule, image_size=args.image_size, num_classes=args.num_classes,
+        workload=user.model, datamodule=user.datamodule, init_args=user.init_args, data_init_args=user.data_init_args,
+        image_size=args.image_size or 224, num_classes=args.num_classes or 1000,
         objective=args.objective, regions=args.region, families=list(wanted.families),
         accelerators=list(wanted.accelerators), arch=wanted.arch, min_gpus=wanted.min_gpus,
         market=args.market, max_instances=args.max_instances,

@@ -40,21 +40,23 @@ def default_rate_per_process(image_size: int) -> float:
     return 1e6 / (MAIN_FIXED_US + 3 * image_size**2 / MAIN_BYTES_PER_US)
 
 
-def host_cap(it: InstanceType, image_size: int, measured_rate: float | None = None) -> dict | None:
+def host_cap(it: InstanceType, image_size: int, measured_rate: float | None = None,
+             images: bool = True) -> dict | None:
     """The most samples/s the host can feed all the instance's GPUs, and how that was worked out.
 
     None for CPU instances: there the data pipeline shares the cores with training, which the CPU
-    estimate already rests on."""
-    if it.accelerator_kind == "none":
+    estimate already rests on. `images`: a builtin workload, fed uint8 images; a user's own
+    workload is capped only by the rate its own probe measured for its pipeline (None without one:
+    the image figures say nothing about a token or tabular loader)."""
+    if it.accelerator_kind == "none" or (not images and not measured_rate):
         return None
     n = device_count(it)
     rate = measured_rate or default_rate_per_vcpu(image_size)
     workers = max(1, it.vcpus - n)  # one vCPU per GPU runs its training process
-    caps = {
-        "vCPUs": rate * workers,
-        "training processes": n * default_rate_per_process(image_size),
-    }
-    if it.host_link_gbs is not None:  # a catalog that does not say bounds nothing here
+    caps = {"vCPUs": rate * workers}
+    if images:  # what a training process takes in and the host link carries, in image bytes
+        caps["training processes"] = n * default_rate_per_process(image_size)
+    if images and it.host_link_gbs is not None:  # a catalog that does not say bounds nothing here
         caps["host link"] = n * it.host_link_gbs * 1e9 / (3 * image_size**2)  # uint8 RGB
     binding = min(caps, key=caps.get)
     return {

@@ -1,7 +1,8 @@
 """Prediction: one device's throughput for the user's workload, its band and its basis.
 
-Without probes the level comes from the reference rows (the fitted lambda of the workload, or for
-a workload with no rows the best-known one's scaled by FLOPs per sample) and the estimate is for
+Without probes the level comes from the workload's reference rows (its fitted lambda; a user's
+own workload has none and is estimated from its probes only, never from another workload's
+figures scaled by FLOPs per sample) and the estimate is for
 the probe's own stack after its ladder (points.PROBE_STACK: AMP + channels_last in plain PyTorch,
 which the dataset puts at its tuned level); the band's lower end reaches the NCHW default level,
 where a GPU on which channels_last does not win still is.
@@ -70,6 +71,10 @@ class Estimator:
         self.level = level_for(model.fit, workload, flops) if use_references else 0.0
         if self.level is not None and workload in FLOPS and math.isfinite(flops_per_sample):
             self.level += math.log(FLOPS[workload] / flops_per_sample)  # another image size: FLOPs ~ pixels
+        # A user's own workload has no published rows: the reference level would be another
+        # workload's figures scaled by a FLOPs ratio, which says nothing about its speed. Its
+        # estimates rest on its own probes alone (carried between devices by the model's ratios).
+        self.own_rows = workload in FLOPS
         self._probes = [self._probe_point(m) for m in self.measured]
         self._facts: dict[Device, tuple[list[str], list[Device]]] = {}
 
@@ -106,7 +111,7 @@ class Estimator:
             what = "CPU" if dev.kind == "cpu" else dev.kind
             return (f"no published row and no probe on any {what}: an estimate across device kinds is not "
                     f"calibrated; probe one {what} instance type")
-        reference = self._from_references(dev, precision) if (known and self.use_references
+        reference = self._from_references(dev, precision) if (known and self.use_references and self.own_rows
                                                                and self.level is not None) else None
         if probes:
             return self._anchored(dev, precision, probes, reference)
@@ -114,8 +119,7 @@ class Estimator:
             return reference
         if not self.use_references:
             return "not measured, and --references none: estimates need at least one probe of this workload"
-        return (f"no reference rows for {self.workload} and no FLOPs per sample to scale another workload's "
-                "by: probe it on one instance type first")
+        return f"no reference rows for {self.workload}: probe it on one instance type first"
 
     def _from_references(self, dev: Device, precision: str) -> Estimate:
         f, bands = self.model.fit, self.model.bands

@@ -34,6 +34,7 @@ from catalog.hardware import (
     sustained_network_gbps,
 )
 from catalog.models import Catalog, InstanceType
+from lightning_module.contract.result import BUILTIN_MODELS
 from lightning_module.contract.workload_facts import REFERENCE_IMAGE_SIZE, WorkloadFacts
 
 from .cache import model_for as cached_model
@@ -140,6 +141,10 @@ class ThroughputModel:
         if not self.measurements:
             return
         newest = self.measurements[0]
+        unused = [r for r in self.measurements if not r.instance_type or r.instance_type not in self.catalog.instance_types]
+        if unused:
+            self.warnings.append(f"{len(unused)} probe result(s) of this workload not used: no instance type of "
+                                 "this catalog (probed off EC2 without --instance-type, or a type it does not list)")
         for r in self.measurements:
             if not r.instance_type or r.instance_type not in self.catalog.instance_types:
                 continue
@@ -191,6 +196,9 @@ class ThroughputModel:
         if have is not None and have < need:
             what = "accelerator" if kind != "cpu" else "host"
             return Exclusion(name, f"{have:g} GiB {what} memory per device < {need:.3g} GiB needed")
+        fits = self._memory_fit(it, kind, have)
+        if isinstance(fits, Exclusion):
+            return fits
         dtype = best_dtype(it)
         if require_dtype is not None:
             ok = (kind == "cpu" and require_dtype == "bf16" and dtype == "bf16") or (
@@ -199,11 +207,35 @@ class ThroughputModel:
             if not ok:
                 return Exclusion(name, f"no native {require_dtype} on {it.accelerator_model or acc.cpu_model(it) or 'this CPU'}")
         if measured is not None:
-            return self._from_measurement(it, measured)
-        ref = self._reference(it)
-        if ref is not None:
-            return self._from_reference(it, ref)
-        return self._estimate(it)
+            th = self._from_measurement(it, measured)
+        elif (ref := self._reference(it)) is not None:
+            th = self._from_reference(it, ref)
+        else:
+            th = self._estimate(it)
+        if fits and not isinstance(th, Exclusion):
+            th.notes.append(fits)
+        return th
+
+    def _memory_fit(self, it: InstanceType, kind: str, have: float | None) -> Exclusion | str | None:
+        """What the probe's memory fit says of this device: excluded when it cannot hold the
+        workload at the smallest batch measured; a note when it holds less than the probe's best
+        batch. Only where the fit was measured on the same kind of memory (a GPU's on GPUs, the
+        process's on CPU instances)."""
+        fit = self.facts.memory
+        if fit is None or have is None or (fit.where == "accelerator") != (kind != "cpu"):
+            return None
+        smallest = fit.points[0].batch_size
+        need = fit.gib_at(smallest)
+        device = (it.accelerator_model or "the device") if kind != "cpu" else "the host"
+        if have < need:
+            return Exclusion(it.name, f"needs {need:.1f} GiB at batch {smallest} (your probe's memory fit); "
+                                      f"{device} has {have:g}")
+        best = self.facts.best_batch
+        holds = fit.largest_batch(have)
+        if best and holds is not None and holds < best:
+            return (f"holds batch {holds} per device at most (your probe's memory fit), "
+                    f"below the probe's best {best}: expect less than its throughput per device")
+        return None
 
 
     def _reference(self, it: InstanceType):
@@ -299,7 +331,7 @@ class ThroughputModel:
             basis["device_share"] = it.accelerator_fraction
         th = self._finish(it, est.per_device, est.low / est.per_device, est.high / est.per_device, "estimated",
                           est.precision, basis, notes, anchor=self._anchor_words(est))
-        cap = host_cap(it, self.image_size, self.pipeline_rate)
+        cap = host_cap(it, self.image_size, self.pipeline_rate, images=self.facts.model in BUILTIN_MODELS)
         th.samples_per_sec, th.low, th.high, binds = apply_cap(th.samples_per_sec, th.low, th.high, cap)
         if cap is not None and (binds or th.high >= cap["max_samples_per_sec"]):
             th.basis["host_cap"] = {**cap, "max_samples_per_sec": round(cap["max_samples_per_sec"])}

@@ -109,6 +109,8 @@ class JobSpec(BaseModel):
     deadline_hours: float = Field(gt=0)
     workload: str = "resnet50"
     datamodule: str | None = None  # a user's LightningDataModule, part of a custom workload's id
+    init_args: dict = {}  # the user's LightningModule's constructor arguments: part of the id too
+    data_init_args: dict = {}  # ... and its DataModule's
     image_size: int = 224
     num_classes: int = 1000
     objective: Objective = "cheapest"

@@ -95,6 +95,7 @@ def workload_spec(job: JobSpec) -> WorkloadSpec:
         raise AdvisorError(f"vit_b_16 needs --image-size divisible by 16 (its patch size), got {job.image_size}")
     try:
         return WorkloadSpec(model=job.workload, datamodule=job.datamodule, image_size=job.image_size,
+                            init_args=job.init_args, data_init_args=job.data_init_args,
                             num_classes=job.num_classes)
     except ValueError:
         raise AdvisorError(f"unknown workload {job.workload!r}: use resnet50, resnet18, vit_b_16, mlp, or your "
@@ -108,9 +109,9 @@ def workload_facts(spec: WorkloadSpec, measurements: list):
         return facts
     if not measurements:
         raise AdvisorError(f"no probe results for workload {spec.model!r} (id {spec.workload_id}) in the results "
-                        f"store: run 'advisor probe --workload {spec.model}' (same --datamodule, --image-size, "
+                        f"store: run 'advisor probe --workload {spec.model}' (same --datamodule, --init-args, --config, --image-size, "
                         "--num-classes) on at least one machine first")
-    return facts_from_probes(spec.model, spec.image_size, [r.flops_per_sample for r in measurements])
+    return facts_from_probes(spec.model, spec.image_size, measurements)
 
 
 def build_plan(catalog: Catalog, job: JobSpec, measurements: list | None = None, top: int = 10,

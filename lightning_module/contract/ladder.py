@@ -113,6 +113,8 @@ class Measurement:
     contention: Contention | None = None
     remeasured: int = 0
     ci_target_met: bool | None = None
+    samples_per_step: float | None = None  # counted from the batches (all ranks); None: the configuration's
+    model_facts: dict | None = None  # parameters and optimizer state of the trained model (measure.model_facts)
 
     def __post_init__(self) -> None:
         self.ci_high = min(self.ci_high, CI_UNBOUNDED)
@@ -183,6 +185,8 @@ class LadderOptions:
     vision: bool = True  # channels_last applies
     worker_counts: tuple[int, ...] = (2, 4)
     workers_supported: bool = True
+    workers_note: str | None = None  # why the loader's workers cannot be changed (with workers_supported False)
+    batch_note: str | None = None  # why the batch size cannot be changed (the batch rung is then "not tunable")
     pin_memory: bool = False  # set pin_memory with workers (GPU)
     extensions: tuple[Extension, ...] = ()
     skip: frozenset[str] = frozenset()
@@ -274,7 +278,7 @@ def run_ladder(
     # Loader workers (article B: the data-loading bottleneck); stop climbing once more stops helping.
     if not skipped_by_user("workers", "workers"):
         if not opts.workers_supported:
-            skip("workers", "the DataModule does not take num_workers")
+            skip("workers", opts.workers_note or "the DataModule does not take num_workers")
         for n in opts.worker_counts if opts.workers_supported else ():
             if n == lad.best.config.num_workers:
                 continue
@@ -283,7 +287,10 @@ def run_ladder(
                 break
 
     if not skipped_by_user("batch", "batch") and not opts.batch_fixed:
-        _batch_search(lad, attempt, opts)
+        if opts.batch_note:
+            skip("batch", f"not tunable: {opts.batch_note}", status="not-applicable")
+        else:
+            _batch_search(lad, attempt, opts)
 
     for ext in opts.extensions:
         if skipped_by_user(ext.name, ext.name):

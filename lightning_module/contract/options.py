@@ -42,6 +42,7 @@ class ProbeOptions:
     matmul_seconds: float = MATMUL_SECONDS
     remeasure_rounds: int = REMEASURE_ROUNDS
     confirm_rounds: int = CONFIRM_ROUNDS
+    own_batch_size: bool = False  # start from the batch size the user's module or DataModule sets itself
 
 
 @dataclass

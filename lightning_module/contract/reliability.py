@@ -24,7 +24,7 @@ from .result import Confirmation, ProbeConfig
 from .timing import MIN_TIMED_STEPS, Timing, step_rate, t95, usable_steps
 
 
-def summarise(timing: Timing, samples_per_step: int, target_ci: float, **extra) -> Measurement:
+def summarise(timing: Timing, samples_per_step: float, target_ci: float, **extra) -> Measurement:
     """A Measurement from a rung's timing: throughput and CI over the usable steps."""
     steps = usable_steps(timing)
     if not steps:
@@ -34,7 +34,8 @@ def summarise(timing: Timing, samples_per_step: int, target_ci: float, **extra) 
         samples_per_sec=tp.samples_per_sec, ci_low=tp.ci_low, ci_high=tp.ci_high,
         steps_timed=len(timing.step_times), extra=timing, contention=timing.contention,
         # As the stopping rule: a CI from fewer than MIN_TIMED_STEPS steps is not known to be narrow.
-        ci_target_met=tp.rel_half_width <= target_ci and len(steps) >= MIN_TIMED_STEPS, **extra,
+        ci_target_met=tp.rel_half_width <= target_ci and len(steps) >= MIN_TIMED_STEPS,
+        samples_per_step=samples_per_step, **extra,
     )
 
 
@@ -49,8 +50,10 @@ def pooled(a: Measurement, b: Measurement, samples_per_step: int, target_ci: flo
         contention=contention.merge([ta.contention, tb.contention]),
     )
     peaks = [p for p in (a.peak_memory_gib, b.peak_memory_gib) if p is not None]
-    return summarise(timing, samples_per_step, target_ci, compile_seconds=a.compile_seconds,
-                     peak_memory_gib=max(peaks) if peaks else None, remeasured=a.remeasured + 1)
+    per_step = a.samples_per_step or samples_per_step  # counted from the batches where it was
+    return summarise(timing, per_step, target_ci, compile_seconds=a.compile_seconds,
+                     peak_memory_gib=max(peaks) if peaks else None, remeasured=a.remeasured + 1,
+                     model_facts=a.model_facts)
 
 
 def measure_until_known(measure_once: Callable[[], Measurement], samples_per_step: int, target_ci: float,

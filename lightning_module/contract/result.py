@@ -7,6 +7,7 @@ torch, lightning or torchvision.
 from __future__ import annotations
 
 import hashlib
+import json
 import uuid
 from datetime import datetime, timedelta, timezone
 from typing import Annotated, Literal
@@ -16,6 +17,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    JsonValue,
     StrictBool,
     ValidationError,
     field_validator,
@@ -25,7 +27,10 @@ from pydantic import (
 from catalog.io import first_error, parse_json
 from catalog.models import MAX_DEVICE_MEMORY_GIB, MAX_MEMORY_GIB, NAME_PATTERN, one_line
 
-RESULT_SCHEMA_VERSION = 1
+# 2: the workload's constructor arguments (WorkloadSpec.init_args, data_init_args) and its shape
+# (ProbeResult.shape). Version 1 records read as they are: neither field is required.
+RESULT_SCHEMA_VERSION = 2
+READABLE_SCHEMA_VERSIONS = (1, 2)
 
 BUILTIN_MODELS = ("resnet50", "resnet18", "vit_b_16", "mlp")
 # What a workload can be (the CLI's options share these bounds): past them it is a typo.
@@ -93,6 +98,28 @@ def _utc(v: datetime, what: str) -> datetime:
     return v
 
 
+# The loader's knobs the probe itself turns (batch size, workers, pinned memory): how the workload is
+# tuned, not what it is, so left out of its id.
+TUNED_ARGS = ("batch_size", "num_workers", "pin_memory")
+MAX_INIT_ARGS_CHARS = 65536  # the arguments as JSON: a config, not a data set
+
+
+def canonical_json(v) -> str:
+    return json.dumps(v, sort_keys=True, separators=(",", ":"))
+
+
+def _init_args_ok(v: dict) -> dict:
+    for k in v:
+        if not k.isidentifier():
+            raise ValueError(f"constructor argument name {k!r} is not a Python identifier")
+    if len(canonical_json(v)) > MAX_INIT_ARGS_CHARS:
+        raise ValueError(f"constructor arguments longer than {MAX_INIT_ARGS_CHARS} characters as JSON")
+    return v
+
+
+InitArgs = Annotated[dict[str, JsonValue], Field(max_length=1000), AfterValidator(_init_args_ok)]
+
+
 class WorkloadSpec(BaseModel):
     model_config = _STRICT
 
@@ -102,6 +129,10 @@ class WorkloadSpec(BaseModel):
     num_classes: int = Field(strict=True, default=1000, gt=1, le=MAX_NUM_CLASSES)
     batch_size: int = Field(strict=True, default=128, gt=0, le=MAX_BATCH_SIZE)  # the starting (or fixed) batch size
     batch_size_fixed: StrictBool = False
+    # Keyword arguments of the user's LightningModule / DataModule constructor (--init-args,
+    # --config): what is trained, so part of the id (TUNED_ARGS aside).
+    init_args: InitArgs = {}
+    data_init_args: InitArgs = {}
 
     @field_validator("model")
     @classmethod
@@ -118,12 +149,23 @@ class WorkloadSpec(BaseModel):
             )
         return v
 
+    @model_validator(mode="after")
+    def _args_for_own_code(self) -> WorkloadSpec:
+        if self.model in BUILTIN_MODELS and (self.init_args or self.data_init_args):
+            raise ValueError(f"constructor arguments are for your own LightningModule, not the builtin {self.model}")
+        if self.data_init_args and not self.datamodule:
+            raise ValueError("DataModule constructor arguments given without a DataModule")
+        return self
+
     @property
     def workload_id(self) -> str:
         """Stable across machines: it names what is trained, not how it is tuned."""
         if self.model in BUILTIN_MODELS:
             return f"{self.model}-{self.image_size}px-{self.num_classes}c"
         key = f"{self.model}|{self.datamodule or ''}|{self.image_size}|{self.num_classes}"
+        args = [{k: v for k, v in a.items() if k not in TUNED_ARGS} for a in (self.init_args, self.data_init_args)]
+        if any(args):  # no arguments: the id of schema 1, so older results still match
+            key += "|" + canonical_json(args)
         return "custom-" + hashlib.sha256(key.encode()).hexdigest()[:12]
 
 
@@ -267,6 +309,100 @@ class SoftwareVersions(BaseModel):
     intel_openmp: Text | None = None
 
 
+MAX_PARAMETERS = 10**13  # ten trillion: past any model trained on one machine's probe
+Bytes = Annotated[float, Field(strict=True, ge=0, le=1e16)]  # ten petabytes: past any device's memory
+# Memory of one machine (catalog.models' bound): a fit or a peak past it is a unit error.
+MemoryGiB = Annotated[float, Field(strict=True, ge=0, le=MAX_MEMORY_GIB)]
+
+
+class MemoryPoint(BaseModel):
+    model_config = _STRICT
+
+    batch_size: int = Field(strict=True, gt=0, le=MAX_BATCH_SIZE)  # per device
+    peak_gib: MemoryGiB
+
+
+class MemoryFit(BaseModel):
+    """Peak memory of the winning configuration at each batch size measured, fitted as
+    fixed + per_sample x batch (least squares; neither part below 0)."""
+
+    model_config = _STRICT
+
+    where: Literal["accelerator", "host"]  # CUDA max allocated on the device, or the process's peak RSS
+    points: list[MemoryPoint] = Field(min_length=1, max_length=100)
+    fixed_gib: MemoryGiB | None = None  # None: one batch size only
+    per_sample_gib: MemoryGiB | None = None
+    note: Text | None = None  # why there is no fit, or what to know about it
+
+    @model_validator(mode="after")
+    def _both_or_neither(self) -> MemoryFit:
+        if (self.fixed_gib is None) != (self.per_sample_gib is None):
+            raise ValueError("a memory fit has both fixed_gib and per_sample_gib, or neither")
+        return self
+
+    @classmethod
+    def fitted(cls, where: str, points: list[tuple[int, float]]) -> MemoryFit:
+        """Least squares through the peaks (the largest peak per batch size): a negative intercept
+        is refitted through 0, a negative slope (host noise) read as flat, each said in the note."""
+        by_batch: dict[int, float] = {}
+        for b, g in points:
+            by_batch[b] = max(g, by_batch.get(b, 0.0))
+        pts = [MemoryPoint(batch_size=b, peak_gib=g) for b, g in sorted(by_batch.items())]
+        if len(pts) < 2:
+            return cls(where=where, points=pts, note="one batch size measured: no fit")
+        xs, ys = [p.batch_size for p in pts], [p.peak_gib for p in pts]
+        mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+        slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+        fixed, note = my - slope * mx, None
+        if slope < 0:
+            slope, fixed, note = 0.0, max(ys), "peak did not grow with the batch: read as fixed (the largest peak)"
+        elif fixed < 0:
+            slope, fixed = sum(x * y for x, y in zip(xs, ys)) / sum(x * x for x in xs), 0.0
+            note = "fitted through 0 (the intercept came out negative)"
+        return cls(where=where, points=pts, fixed_gib=fixed, per_sample_gib=slope, note=note)
+
+    def gib_at(self, batch_size: int) -> float | None:
+        if self.fixed_gib is None:
+            return None
+        return self.fixed_gib + self.per_sample_gib * batch_size
+
+    def largest_batch(self, memory_gib: float) -> int | None:
+        """The largest batch the fit says fits in `memory_gib` (0: not even one sample; None: no fit)."""
+        if self.fixed_gib is None:
+            return None
+        if self.fixed_gib >= memory_gib:
+            return 0
+        if self.per_sample_gib <= 0:
+            return MAX_BATCH_SIZE
+        return min(MAX_BATCH_SIZE, int((memory_gib - self.fixed_gib) / self.per_sample_gib))
+
+
+class WorkloadShape(BaseModel):
+    """What the probe learnt about the workload itself, whatever machine ran it."""
+
+    model_config = _STRICT
+
+    # None: not read (the measuring side did not report them)
+    parameters: int | None = Field(default=None, strict=True, ge=0, le=MAX_PARAMETERS)
+    trainable_parameters: int | None = Field(default=None, strict=True, ge=0, le=MAX_PARAMETERS)
+    parameter_bytes: Bytes | None = None  # as stored while training (fp32 master weights under mixed precision)
+    optimizer_state_bytes: Bytes | None = None  # the optimizer's tensors after the first steps; None: not read
+    data_source: Literal["datamodule", "module", "synthetic"]  # --datamodule, the module's train_dataloader(), or synthetic images
+    samples_counted_by: Literal["batch", "hook"] = "batch"  # the first tensor's leading dimension, or samples_in_batch()
+    batch_tunable: StrictBool = True
+    batch_note: Text | None = None  # why the batch size cannot be changed
+    memory: MemoryFit | None = None
+    # Bytes every op reads and writes per sample, unfused (run/peaks.py TrafficCounter): with
+    # flops_per_sample, the workload's arithmetic intensity. None: not counted.
+    memory_traffic_bytes_per_sample: Annotated[float, Field(strict=True, gt=0, le=1e16)] | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> WorkloadShape:
+        if (self.trainable_parameters or 0) > (self.parameters or 0):
+            raise ValueError(f"trainable_parameters {self.trainable_parameters} is above parameters {self.parameters}")
+        return self
+
+
 class ProbeResult(BaseModel):
     model_config = _STRICT
 
@@ -303,6 +439,7 @@ class ProbeResult(BaseModel):
     # Samples/s one DataLoader worker process delivers of this workload's data, timed without the
     # model (None: not measured). recommend caps GPU estimates at this x the instance's vCPUs.
     pipeline_samples_per_sec_per_worker: MeasuredRate | None = None
+    shape: WorkloadShape | None = None  # None: a schema 1 result
     started_at: datetime
     finished_at: datetime = Field(default_factory=lambda: datetime.now(timezone.utc))
 
@@ -389,9 +526,10 @@ class ProbeResult(BaseModel):
     @field_validator("schema_version")
     @classmethod
     def _version_ok(cls, v: int) -> int:
-        if v != RESULT_SCHEMA_VERSION:
+        if v not in READABLE_SCHEMA_VERSIONS:
             raise ValueError(
-                f"probe result schema_version {v} is not supported (expected {RESULT_SCHEMA_VERSION})"
+                f"probe result schema_version {v} is not supported (this advisor reads "
+                f"{', '.join(map(str, READABLE_SCHEMA_VERSIONS))})"
             )
         return v
 

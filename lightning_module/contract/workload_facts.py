@@ -15,6 +15,7 @@ rescaled for other class counts.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 REFERENCE_IMAGE_SIZE = 224
 REFERENCE_NUM_CLASSES = 1000
@@ -32,30 +33,48 @@ class WorkloadFacts:
     forward_flops_per_sample: float
     activation_bytes_per_sample: float  # fp32 tensors saved for backward, per sample
     at_image_size: int = REFERENCE_IMAGE_SIZE
+    # A user's own module, from its newest probe that recorded its shape (result.WorkloadShape):
+    state_bytes: float | None = None  # weights + fp32 gradients + optimizer state, as measured
+    memory: Any = None  # result.MemoryFit: peak memory against batch size
+    best_batch: int | None = None  # that probe's winning batch per device
 
     def flops_per_sample(self, image_size: int = REFERENCE_IMAGE_SIZE) -> float:
         return self.train_flops_per_sample * (image_size / self.at_image_size) ** 2
 
     def gradient_bytes(self) -> float:
-        """fp32 gradients: what data-parallel training all-reduces every step (NaN: unknown)."""
+        """fp32 gradients: what data-parallel training all-reduces every step (NaN: unknown). A
+        user's module counts all its parameters: frozen ones as well (an upper bound)."""
         return float("nan") if self.params is None else self.params * 4.0
 
     def memory_floor_gib(self, image_size: int = REFERENCE_IMAGE_SIZE) -> float:
         """Accelerator memory the workload needs at the least: fp32 weights + gradients + SGD
         momentum (3 x params x 4 bytes) plus fp32 activations at MIN_SENSIBLE_BATCH. Mixed
-        precision needs less activation memory, so this is a conservative floor. 0 when the
-        parameter count is not known."""
+        precision needs less activation memory, so this is a conservative floor. A user's module:
+        the weights, gradients and optimizer state its probe measured (activations are in its
+        memory fit, which recommend reads apart). 0 when the parameter count is not known."""
+        if self.state_bytes is not None:
+            return self.state_bytes / 2**30
         if self.params is None:
             return 0.0
         act = self.activation_bytes_per_sample * (image_size / self.at_image_size) ** 2
         return (3 * self.params * 4 + MIN_SENSIBLE_BATCH * act) / 2**30
 
 
-def facts_from_probes(model: str, image_size: int, flops_per_sample: list[float | None]) -> WorkloadFacts:
-    """What can be known of a user's own workload from its probe results: the FLOPs per sample the
-    probe counted (the newest that has one), measured at the workload's own image size."""
-    flops = next((f for f in flops_per_sample if f), float("nan"))
-    return WorkloadFacts(model, None, flops, float("nan"), 0.0, at_image_size=image_size)
+def facts_from_probes(model: str, image_size: int, results: list) -> WorkloadFacts:
+    """What can be known of a user's own workload from its probe results (ProbeResults, newest
+    first): the FLOPs per sample the newest that counted them counted, at the workload's own image
+    size; the parameters, state and memory fit of the newest that recorded its shape."""
+    flops = next((r.flops_per_sample for r in results if r.flops_per_sample), float("nan"))
+    shaped = next((r for r in results if getattr(r, "shape", None) is not None and r.shape.parameters is not None), None)
+    if shaped is None:
+        return WorkloadFacts(model, None, flops, float("nan"), 0.0, at_image_size=image_size)
+    s = shaped.shape
+    # fp32 gradients beside the weights (what the all-reduce carries too), plus the optimizer's state.
+    state = s.parameter_bytes + 4.0 * s.trainable_parameters + (s.optimizer_state_bytes or 0.0)
+    fit = next((r.shape.memory for r in results if getattr(r, "shape", None) is not None
+                and r.shape.memory is not None and r.shape.memory.fixed_gib is not None), None)
+    return WorkloadFacts(model, s.parameters, flops, float("nan"), 0.0, at_image_size=image_size,
+                         state_bytes=state, memory=fit, best_batch=shaped.config.batch_size)
 
 
 FACTS: dict[str, WorkloadFacts] = {

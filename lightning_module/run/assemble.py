@@ -11,11 +11,19 @@ import torch
 from ..contract.ladder import Ladder, Measurement
 from ..contract.options import ProbeOptions
 from ..contract.reliability import reasons
-from ..contract.result import Confirmation, HardwareFingerprint, ProbeConfig, ProbeResult
+from ..contract.result import (
+    Confirmation,
+    HardwareFingerprint,
+    MemoryFit,
+    ProbeConfig,
+    ProbeResult,
+    WorkloadShape,
+)
 from ..contract.timing import step_stats, usable_steps
 from . import hardware
 from .devices import peak_rss_gib
-from .peaks import datasheet_peak_tflops, flops_per_sample, matmul_peak_tflops
+from .peaks import datasheet_peak_tflops, matmul_peak_tflops, per_sample_counts
+from .preview import Preview
 
 
 def utilisation(achieved: float | None, peak: float | None, what: str) -> tuple[float | None, str | None]:
@@ -33,11 +41,12 @@ def utilisation(achieved: float | None, peak: float | None, what: str) -> tuple[
 def assemble_result(opts: ProbeOptions, accelerator: str, hw: HardwareFingerprint, lad: Ladder,
                     started: datetime, config: ProbeConfig, m: Measurement,
                     confirmation: Confirmation | None, notes: list[str],
-                    profile_dir: str | None, profile_trace: str | None) -> ProbeResult:
+                    profile_dir: str | None, profile_trace: str | None, pv: Preview,
+                    memory: MemoryFit | None) -> ProbeResult:
     spec = opts.spec
     timing = m.extra
 
-    fps = flops_per_sample(spec)
+    fps, traffic = per_sample_counts(spec, pv.first_batch)
     achieved = m.samples_per_sec * fps / 1e12 if fps else None
     per_device_peak = datasheet_peak_tflops(hw, accelerator, config.precision)
     ranks = config.devices * config.num_nodes
@@ -65,6 +74,9 @@ def assemble_result(opts: ProbeOptions, accelerator: str, hw: HardwareFingerprin
 
     why = reasons(m, opts.target_ci, confirmation) + notes + [w for w in (why_mm, why_ds) if w]
     stats = step_stats(usable_steps(timing), timing.warmup_steps, timing.warmup_seconds)
+    shape = WorkloadShape(**(m.model_facts or {}), data_source=pv.data_source,
+                          samples_counted_by=pv.samples_counted_by, batch_tunable=pv.batch_tunable,
+                          batch_note=pv.batch_note, memory=memory, memory_traffic_bytes_per_sample=traffic)
     return ProbeResult(
         workload=spec, workload_id=spec.workload_id, instance_type=instance_type,
         instance_type_source=source, hardware=hw, software=hardware.software_versions(),
@@ -75,4 +87,5 @@ def assemble_result(opts: ProbeOptions, accelerator: str, hw: HardwareFingerprin
         peak_memory_gib=peak_mem, ladder=lad.rungs, started_at=started, stop_reason=timing.reason,
         devices_in_peak=devices_in_peak, profile_dir=profile_dir, profile_trace=profile_trace,
         contention=m.contention, confirmation=confirmation, reliable=not why, unreliable_reasons=why,
+        pipeline_samples_per_sec_per_worker=pv.pipeline_samples_per_sec_per_worker, shape=shape,
     )

@@ -8,6 +8,7 @@ from torch import nn
 
 from ..contract.result import ProbeConfig, WorkloadSpec
 from . import workloads
+from .batches import set_batch_size
 from .data import SyntheticDataModule, normalise
 
 DEFAULT_LR = 0.01
@@ -43,31 +44,25 @@ class ProbeModule(pl.LightningModule):
         return opt
 
 
-def _patch_user_module(module: pl.LightningModule, channels_last: bool) -> None:
-    """A user's module fed by the synthetic data gets uint8 images: normalise them first."""
-    original = module.on_after_batch_transfer
-
-    def on_after_batch_transfer(batch, dataloader_idx):
-        x, y = batch
-        return original((normalise(x, channels_last), y), dataloader_idx)
-
-    module.on_after_batch_transfer = on_after_batch_transfer
-
-
-def build_module(spec: WorkloadSpec, config: ProbeConfig, synthetic: bool) -> pl.LightningModule:
-    channels_last = config.channels_last
+def build_workload(spec: WorkloadSpec, config: ProbeConfig, seed: int = 0) -> tuple[pl.LightningModule, pl.LightningDataModule | None]:
+    """The module and its DataModule (None: the module's own train_dataloader() feeds it), the
+    batch size set Lightning's way (batches.set_batch_size) as well as offered to the constructors."""
     if workloads.is_builtin(spec):
         ipex_dtype = None
         if config.ipex:
             ipex_dtype = torch.bfloat16 if config.precision == "bf16-mixed" else torch.float32
-        module = ProbeModule(workloads.build_net(spec), channels_last=channels_last, ipex_dtype=ipex_dtype)
+        module = ProbeModule(workloads.build_net(spec), channels_last=config.channels_last, ipex_dtype=ipex_dtype)
+        dm = SyntheticDataModule(spec.image_size, spec.num_classes, config.batch_size,
+                                 num_workers=config.num_workers, pin_memory=config.pin_memory, seed=seed)
     else:
         module = workloads.build_user_module(spec, config.batch_size)
-        if synthetic:
-            _patch_user_module(module, channels_last)
-    if channels_last:
+        dm = None
+        if spec.datamodule:
+            dm = workloads.build_user_datamodule(spec, config.batch_size, config.num_workers, config.pin_memory)
+        set_batch_size(module, dm, config.batch_size)
+    if config.channels_last:
         module = module.to(memory_format=torch.channels_last)
-    return module
+    return module, dm
 
 
 def compiled(module: pl.LightningModule, backend: str) -> pl.LightningModule:
@@ -96,12 +91,3 @@ def xla_trainer_kwargs() -> dict:
     accelerator = XLACPUAccelerator()
     return {"accelerator": accelerator, "devices": 1,
             "strategy": SingleDeviceXLAStrategy(device=xm.xla_device(), accelerator=accelerator)}
-
-
-def build_datamodule(spec: WorkloadSpec, config: ProbeConfig, seed: int = 0):
-    if spec.datamodule:
-        return workloads.build_user_datamodule(spec, config.batch_size, config.num_workers, config.pin_memory)
-    return SyntheticDataModule(
-        spec.image_size, spec.num_classes, config.batch_size,
-        num_workers=config.num_workers, pin_memory=config.pin_memory, seed=seed,
-    )

@@ -111,8 +111,11 @@ class StepTimer(Callback):
         step_limit: tuple[float, Exception] | None = None,
         watch: Watch | None = None,
         contended_exc: Callable[[float], Exception] | None = None,
+        count: Callable[[object], int | None] | None = None,
     ):
         self.accelerator = accelerator
+        self.count = count  # a batch's samples (batches.samples_counter); None: not counted
+        self.samples: list[int] = []  # per timed step, on this rank
         self.first_step_limit = first_step_limit
         self.step_limit = step_limit
         self.watch = watch
@@ -163,7 +166,10 @@ class StepTimer(Callback):
         synchronize(self.accelerator)
         self.alarm.disarm()
         now = time.perf_counter()
+        timed = len(self.clock.timing.step_times)
         self.clock.step(now, self._read())
+        if self.count is not None and len(self.clock.timing.step_times) > timed and (n := self.count(batch)):
+            self.samples.append(int(n))
         reason = self.clock.stop_reason(now) if trainer.is_global_zero else None
         # Rank 0 decides; every rank must stop on the same step or DDP hangs.
         stop = trainer.strategy.reduce_boolean_decision(reason is not None, all=False)

@@ -12,12 +12,14 @@ import warnings
 
 import lightning.pytorch as pl
 import torch
+from lightning.pytorch.callbacks import Callback
 
-from ..contract.ladder import CompileTimeout, Measurement, RungContended, RungTooSlow
+from ..contract.ladder import CompileTimeout, Measurement, RungContended, RungError, RungTooSlow
 from ..contract.options import MeasureSettings
 from ..contract.reliability import summarise
 from ..contract.result import ProbeConfig
-from .builders import build_datamodule, build_module, compiled, xla_trainer_kwargs
+from .batches import leading_dim, samples_counter
+from .builders import build_workload, compiled, xla_trainer_kwargs
 from .callbacks import StepTimer, Watch
 from .devices import free_memory, peak_rss_gib, reset_peak_rss
 from .readers import gpu_state, own_process_tree, usable_cpus
@@ -31,6 +33,20 @@ MIN_SLOW_STEP_S = 2.0
 
 def samples_per_step(config: ProbeConfig) -> int:
     return config.batch_size * config.devices * config.num_nodes
+
+
+class BatchCheck(Callback):
+    """A rung that set a batch size the loader does not follow is stopped at its first batch: its
+    configuration would misname what was measured."""
+
+    def __init__(self, batch_size: int):
+        self.batch_size = batch_size
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        lead = leading_dim(batch)
+        if batch_idx == 0 and lead is not None and lead != self.batch_size:
+            raise RungError("not-applicable", f"batch_size is set to {self.batch_size}, but the loader yields "
+                                              f"batches of {lead}: the batch size is not tunable")
 
 
 def watch_for(config: ProbeConfig) -> Watch:
@@ -54,9 +70,8 @@ def measure(settings: MeasureSettings, config: ProbeConfig, extra_callbacks=(),
     else:
         reset_peak_rss()
     torch.manual_seed(settings.seed)
-    synthetic = not spec.datamodule
-    module = build_module(spec, config, synthetic)
-    dm = build_datamodule(spec, config, settings.seed)
+    module, dm = build_workload(spec, config, settings.seed)
+    count, _ = samples_counter(module, dm)
     warmup = settings.warmup_steps + (1 if config.compile else 0)  # the compile step comes on top
     first_limit = step_limit = None
     # Each rank's alarm fires on its own clock, and a rank that leaves a step while the others wait
@@ -79,6 +94,7 @@ def measure(settings: MeasureSettings, config: ProbeConfig, extra_callbacks=(),
         max_steps=settings.max_steps, first_step_limit=first_limit, step_limit=step_limit, watch=watch_for(config),
         contended_exc=lambda ran: RungContended(
             f"a step ran {ran:.1f} s while the machine was busy with other work: stopped without a verdict on speed"),
+        count=count,
     )
     cap = max_steps if max_steps is not None else (warmup + settings.max_steps if settings.max_steps else -1)
     device = (xla_trainer_kwargs() if config.xla else
@@ -88,24 +104,46 @@ def measure(settings: MeasureSettings, config: ProbeConfig, extra_callbacks=(),
         **device, precision=config.precision,
         max_epochs=-1, max_steps=cap, limit_val_batches=0, num_sanity_val_steps=0,
         enable_checkpointing=False, logger=False, enable_model_summary=False,
-        enable_progress_bar=settings.progress_bar, callbacks=[timer, *extra_callbacks],
+        enable_progress_bar=settings.progress_bar, callbacks=[timer, BatchCheck(config.batch_size), *extra_callbacks],
     )
     if config.compile:
         module = compiled(module, config.compile_backend)
     try:
         trainer.fit(module, datamodule=dm)
+        facts = model_facts(module, trainer)
     finally:
         timer.alarm.disarm()
         del trainer, module, dm
     t = timer.timing
     if len(t.step_times) < 1:
         raise RuntimeError("no steps were timed (the data ran out during warm-up?)")
+    ranks = config.devices * config.num_nodes
+    # Samples counted from the batches themselves (the last batch of an epoch may be short).
+    per_step = sum(timer.samples) / len(timer.samples) * ranks if timer.samples else samples_per_step(config)
     peak = torch.cuda.max_memory_allocated() / 2**30 if config.accelerator == "gpu" else peak_rss_gib()
     compile_s = None
     if config.compile and t.first_step_seconds is not None:
         # The first step minus an ordinary step is the compiler's share.
         compile_s = max(0.0, t.first_step_seconds - sum(t.step_times) / len(t.step_times))
-    return summarise(t, samples_per_step(config), settings.target_ci, compile_seconds=compile_s, peak_memory_gib=peak)
+    return summarise(t, per_step, settings.target_ci, compile_seconds=compile_s, peak_memory_gib=peak,
+                     model_facts=facts)
+
+
+def model_facts(module, trainer) -> dict:
+    """The trained model's size: parameters (count and bytes as stored) and the optimizer's state."""
+    params = list(module.parameters())
+    opt_bytes = 0
+    for opt in trainer.optimizers:
+        for state in opt.state.values():
+            for v in state.values() if isinstance(state, dict) else ():
+                if isinstance(v, torch.Tensor):
+                    opt_bytes += v.numel() * v.element_size()
+    return {
+        "parameters": sum(p.numel() for p in params),
+        "trainable_parameters": sum(p.numel() for p in params if p.requires_grad),
+        "parameter_bytes": float(sum(p.numel() * p.element_size() for p in params)),
+        "optimizer_state_bytes": float(opt_bytes) if trainer.optimizers else None,
+    }
 
 
 

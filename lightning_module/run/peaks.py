@@ -8,42 +8,72 @@ import time
 import warnings
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
 
 from ..contract.result import ProbeConfig, WorkloadSpec
-from .builders import build_datamodule, build_module
+from .batches import leading_dim, samples_counter
+from .builders import build_workload
 from .callbacks import synchronize
-from .data import SyntheticDataModule
 
 log = logging.getLogger(__name__)
 
 
-def flops_per_sample(spec: WorkloadSpec, n: int = 2) -> float | None:
-    """Forward + backward FLOPs of one sample, counted by torch on a tiny CPU batch."""
+FLOP_SAMPLES = 2  # FLOPs are counted on this many samples of a batch: per sample, cheaply
+
+
+def shrink(batch, n: int):
+    """The batch's first n samples: every tensor whose leading dimension is the batch's, sliced."""
+    from lightning_utilities.core.apply_func import apply_to_collection
+
+    lead = leading_dim(batch)
+    if not lead or lead <= n:
+        return batch
+    return apply_to_collection(batch, torch.Tensor, lambda t: t[:n] if t.dim() and t.shape[0] == lead else t)
+
+
+class TrafficCounter(TorchDispatchMode):
+    """Memory traffic as an unfused execution moves it: for every aten op, the bytes of its tensor
+    inputs (read) and outputs (written), views aside (they move nothing). Fusion and caches make a
+    real run move less, so this is an upper bound, the same way on every device: FLOPs / these
+    bytes is the workload's arithmetic intensity at the op level."""
+
+    def __init__(self):
+        super().__init__()
+        self.bytes = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if not getattr(func, "is_view", False):
+            for t in tree_flatten((args, kwargs or {}, out))[0]:
+                if isinstance(t, torch.Tensor):
+                    self.bytes += t.numel() * t.element_size()
+        return out
+
+
+def per_sample_counts(spec: WorkloadSpec, batch) -> tuple[float | None, float | None]:
+    """Forward + backward FLOPs and memory traffic (TrafficCounter) of one sample, counted by torch
+    on the CPU on the first samples of a batch (the preview's first), divided by the samples they hold."""
     from torch.utils.flop_counter import FlopCounterMode
 
     try:
-        config = ProbeConfig(accelerator="cpu", batch_size=n)
-        module = build_module(spec, config, synthetic=not spec.datamodule)
-        if spec.datamodule:
-            dm = build_datamodule(spec, config)
-            dm.prepare_data()
-            dm.setup("fit")
-            batch = next(iter(dm.train_dataloader()))
-            n = len(batch[0]) if isinstance(batch, (list, tuple)) else n
-        else:
-            ds = SyntheticDataModule(spec.image_size, spec.num_classes, n)
-            batch = next(iter(ds.train_dataloader()))
+        module, dm = build_workload(spec, ProbeConfig(accelerator="cpu", batch_size=spec.batch_size))
+        count, _ = samples_counter(module, dm)
+        batch = shrink(batch, FLOP_SAMPLES)
+        n = count(batch)
         batch = module.on_after_batch_transfer(batch, 0)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            with FlopCounterMode(display=False) as counter:
+            with FlopCounterMode(display=False) as counter, TrafficCounter() as traffic:
                 out = module.training_step(batch, 0)
                 loss = out["loss"] if isinstance(out, dict) else out
                 loss.backward()
-        return counter.get_total_flops() / n
-    except Exception as e:  # noqa: BLE001 - a user's module may not run outside a Trainer; FLOPs are optional
+        if not n:
+            return None, None
+        return counter.get_total_flops() / n or None, traffic.bytes / n or None
+    except Exception as e:  # noqa: BLE001 - a user's module may not run outside a Trainer; the counts are optional
         log.warning("FLOPs not counted: %s: %s", type(e).__name__, e)
-        return None
+        return None, None
 
 
 def _dtype(precision: str) -> torch.dtype:

@@ -13,7 +13,7 @@ import logging
 import math
 import os
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 
 import torch
@@ -21,13 +21,14 @@ import torch
 from ..contract.ladder import LadderOptions, Measurement, run_ladder, worker_counts
 from ..contract.options import MeasureSettings, ProbeOptions
 from ..contract.reliability import confirm, measure_until_known
-from ..contract.result import ProbeConfig, ProbeResult, RungResult
+from ..contract.result import MemoryFit, ProbeConfig, ProbeResult, RungResult
 from . import extensions, hardware, workloads
 from .assemble import assemble_result
 from .callbacks import CHROME_TRACE, profiler_callback
 from .child import measure_in_child
 from .devices import default_devices, half_precision, is_global_zero, resolve_accelerator
 from .measure import MIN_SLOW_STEP_S, SLOW_FACTOR, measure, samples_per_step
+from .preview import Preview, preview
 from .readers import usable_cpus
 from .workloads import WorkloadError
 
@@ -44,8 +45,15 @@ def measure_anywhere(settings: MeasureSettings, config: ProbeConfig, **kw) -> Me
                    slow_step_s=kw.get("slow_step_s"))
 
 
-def preflight(opts: ProbeOptions) -> str:
-    """Everything that can be wrong with the request, checked before any training; the accelerator."""
+@dataclass
+class Checked:
+    accelerator: str
+    preview: Preview
+
+
+def preflight(opts: ProbeOptions) -> Checked:
+    """Everything that can be wrong with the request, checked before any training: the accelerator
+    and a look at the workload's data (preview.py)."""
     workloads.check(opts.spec)
     accelerator = resolve_accelerator(opts.accelerator)
     if accelerator == "cpu" and opts.precision == "16-mixed":
@@ -64,18 +72,71 @@ def preflight(opts: ProbeOptions) -> str:
         known = ("auto", *StrategyRegistry.available_strategies())
         if opts.strategy not in known:
             raise WorkloadError(f"unknown --strategy {opts.strategy!r}: use auto, ddp, ddp_spawn, fsdp, deepspeed, ...")
-    return accelerator
+    pv = preview(opts.spec, own_batch=opts.own_batch_size)
+    spec = opts.spec
+    if spec.batch_size_fixed and not pv.batch_tunable and pv.batch_size != spec.batch_size:
+        raise WorkloadError(f"--batch-size {spec.batch_size}: the batch size of {spec.model} cannot be changed ({pv.batch_note})")
+    return Checked(accelerator, pv)
+
+
+MEMORY_STEPS = 2  # timed steps of each extra batch size the memory fit measures
+
+
+def memory_points(lad, final_cfg: ProbeConfig, final_m: Measurement) -> list[tuple[int, float]]:
+    """(batch, peak GiB) of every ladder rung that ran the final configuration but for its batch."""
+    same = final_cfg.model_dump(exclude={"batch_size"})
+    pts = [(r.config.batch_size, r.peak_memory_gib) for r in lad.rungs
+           if r.status == "ok" and r.peak_memory_gib is not None and r.config.model_dump(exclude={"batch_size"}) == same]
+    if final_m.peak_memory_gib is not None:
+        pts.append((final_cfg.batch_size, final_m.peak_memory_gib))
+    return pts
+
+
+def fit_memory(lad, final_cfg: ProbeConfig, final_m: Measurement, pv: Preview, settings: MeasureSettings,
+               measure_fn) -> MemoryFit | None:
+    """Peak memory at the batch sizes tried, fitted as fixed + per sample; when the ladder tried
+    only one, the final configuration is run for a few steps at half and double its batch."""
+    pts = memory_points(lad, final_cfg, final_m)
+    note = None
+    if len({b for b, _ in pts}) < 2 and pv.batch_tunable:
+        short = replace(settings, target_ci=0.0, max_steps=MEMORY_STEPS)
+        for bs in (final_cfg.batch_size // 2, final_cfg.batch_size * 2):
+            if bs < 1:
+                continue
+            cfg = final_cfg.model_copy(update={"batch_size": bs})
+            try:
+                m = measure_fn("memory", cfg) if measure_fn is not None else measure_anywhere(short, cfg)
+            except (KeyboardInterrupt, SystemExit):
+                raise
+            except Exception as e:  # noqa: BLE001 - an out-of-memory here is an answer: said, not fatal
+                from ..contract.ladder import classify
+
+                status, why = classify(e)
+                note = f"batch {bs}: {status} ({why})"
+                continue
+            if m.peak_memory_gib is not None:
+                pts.append((bs, m.peak_memory_gib))
+    if not pts:
+        return None
+    fit = MemoryFit.fitted("accelerator" if final_cfg.accelerator != "cpu" else "host", pts)
+    if note:
+        fit = fit.model_copy(update={"note": "; ".join(x for x in (fit.note, note) if x)})
+    return fit
 
 
 def run_probe(opts: ProbeOptions, on_rung: Callable[[RungResult, RungResult | None], None] | None = None,
               measure_fn: Callable[[str, ProbeConfig], Measurement] | None = None,
-              on_leg: Callable[[str, Measurement], None] | None = None) -> ProbeResult | None:
+              on_leg: Callable[[str, Measurement], None] | None = None,
+              checked: Checked | None = None) -> ProbeResult | None:
     """Climb the ladder, confirm the winner and return the finished result (raises on a failed
     baseline). `measure_fn(rung, config)` replaces the real measuring (tests); `on_leg` hears each
     confirmation leg. None on the extra ranks of a DDP run: only rank 0 reports."""
     started = datetime.now(timezone.utc)
+    checked = checked or preflight(opts)
+    accelerator, pv = checked.accelerator, checked.preview
+    # The batch the workload starts at is the one its loader yields (its author's, or the one set).
+    opts = replace(opts, spec=opts.spec.model_copy(update={"batch_size": pv.batch_size}))
     spec = opts.spec
-    accelerator = preflight(opts)
     hw = hardware.fingerprint()
     devices, strategy = default_devices(accelerator, hw)
     if opts.devices is not None:
@@ -111,13 +172,11 @@ def run_probe(opts: ProbeOptions, on_rung: Callable[[RungResult, RungResult | No
         if on_rung is not None:
             on_rung(rung, base)
 
-    workers_ok = True
-    if spec.datamodule:
-        _, dm_cls = workloads.user_classes(spec)
-        workers_ok = workloads.accepts(dm_cls, "num_workers")
     ladder_opts = LadderOptions(
         tune=opts.tune, batch_fixed=spec.batch_size_fixed, half_precision=half_precision(accelerator),
-        vision=workloads.is_vision(spec), worker_counts=worker_counts(usable_cpus()), workers_supported=workers_ok,
+        vision=workloads.is_vision(spec), worker_counts=worker_counts(usable_cpus()),
+        workers_supported=pv.workers_note is None, workers_note=pv.workers_note,
+        batch_note=None if pv.batch_tunable else pv.batch_note,
         pin_memory=accelerator == "gpu", skip=opts.skip,
         extensions=extensions.detect(accelerator, hw, spec, devices * opts.num_nodes),
     )
@@ -161,7 +220,8 @@ def run_probe(opts: ProbeOptions, on_rung: Callable[[RungResult, RungResult | No
         except Exception as e:  # noqa: BLE001
             log.warning("profile failed: %s", e)
 
+    memory = fit_memory(lad, final_cfg, final_m, pv, settings, measure_fn)
     if not is_global_zero():
         return None  # the other DDP ranks trained along; measuring peaks there would slow rank 0's
     return assemble_result(opts, accelerator, hw, lad, started, final_cfg, final_m, confirmation,
-                           notes, profile_dir, profile_trace)
+                           notes, profile_dir, profile_trace, pv, memory)

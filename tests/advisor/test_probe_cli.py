@@ -54,7 +54,16 @@ def test_mlp_probe_end_to_end_lands_in_the_store_and_results_list(cli, tmp_path)
     assert code == 0 and result.result_id[:12] in listed and "mlp-32px-10c" in listed
 
 
-def test_resnet18_at_32px_end_to_end(cli, tmp_path):
+def as_machine(monkeypatch, **facts):
+    """This machine's fingerprint, with the facts an --instance-type label is checked against replaced."""
+    from lightning_module.run import hardware
+
+    real = hardware.fingerprint()
+    monkeypatch.setattr(hardware, "fingerprint", lambda: real.model_copy(update=facts))
+
+
+def test_resnet18_at_32px_end_to_end(cli, tmp_path, monkeypatch):
+    as_machine(monkeypatch, cpu_manufacturer="intel", logical_cpus=8, gpus=[])  # a c7i.2xlarge
     db = str(tmp_path / "r.db")
     code, stdout, err = cli("probe", "--workload", "resnet18", "--batch-size", "8", *FAST, "--max-steps", "3",
                             "--skip", "compile,workers,precision,run_cpu", "--store", db, "--format", "json",
@@ -70,6 +79,24 @@ def test_resnet18_at_32px_end_to_end(cli, tmp_path):
     # The count measured at 224 px (workload_facts) scaled by pixels: exact for ResNet's strides
     # from 224 to 32 px; only the 10-class head differs, ~0.03 MFLOP of ~217.
     assert result.flops_per_sample == pytest.approx(FACTS["resnet18"].flops_per_sample(32), rel=0.01)
+
+
+def test_an_instance_type_label_the_hardware_contradicts_is_refused(cli, monkeypatch):
+    from recommend_catalogs import make_catalog
+
+    from lightning_module.contract.instance_label import contradictions
+    from lightning_module.contract.result import GpuInfo, HardwareFingerprint
+
+    as_machine(monkeypatch, cpu_manufacturer="amd", cpu_model="AMD EPYC 7R13", logical_cpus=2, gpus=[])
+    code, _, err = cli("probe", "--workload", "mlp", "--instance-type", "c7i.2xlarge", "--no-store")
+    assert code == 2 and err.count("\n") == 1
+    assert "c7i.2xlarge has Intel CPUs, this machine an AMD EPYC 7R13; c7i.2xlarge has 8 vCPUs, this machine 2" in err
+    types = make_catalog().instance_types
+    a10g = HardwareFingerprint(cpu_manufacturer="amd", logical_cpus=8, gpus=[GpuInfo(name="NVIDIA A10G", memory_gib=22.0)])
+    assert contradictions(types["g5.2xlarge"], a10g) == []
+    t4 = a10g.model_copy(update={"gpus": [GpuInfo(name="Tesla T4", memory_gib=15.0)]})
+    assert contradictions(types["g5.2xlarge"], t4) == ["g5.2xlarge has A10G GPUs, this machine Tesla T4"]
+    assert contradictions(types["c7i.2xlarge"], a10g)[-1] == "c7i.2xlarge has no GPU, this machine 1x NVIDIA A10G"
 
 
 USER_MODULE = '''
@@ -90,6 +117,13 @@ class Tiny(pl.LightningModule):
 
     def configure_optimizers(self):
         return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    def train_dataloader(self):
+        return DataLoader(TensorDataset(torch.randn(512, 3, 8, 8), torch.arange(512) % 10), batch_size=4)
+
+
+class NoLoader(Tiny):
+    train_dataloader = pl.LightningModule.train_dataloader
 
 
 class Data(pl.LightningDataModule):
@@ -116,7 +150,7 @@ def user_pkg(tmp_path, monkeypatch):
 
 def test_user_lightning_module_with_and_without_its_datamodule(cli, tmp_path, user_pkg):
     db = str(tmp_path / "r.db")
-    common = ("--image-size", "8", "--num-classes", "10", "--max-seconds", "0.2", "--warmup-steps", "1", "--store", db)
+    common = ("--num-classes", "10", "--max-seconds", "0.2", "--warmup-steps", "1", "--store", db)
     code, _, err = cli("probe", "--workload", "userwork:Tiny", "--no-tune", "--batch-size", "4", *common)
     assert code == 0, err
     code, _, err = cli("probe", "--workload", "userwork:Tiny", "--datamodule", "userwork:Data",
@@ -140,6 +174,8 @@ def test_user_lightning_module_with_and_without_its_datamodule(cli, tmp_path, us
         (("--workload", "userwork:NotAModule"), "not a LightningModule"),
         (("--workload", "userwork:Missing"), "has no Missing"),
         (("--workload", "userwork:Tiny", "--datamodule", "userwork:Tiny"), "not a LightningDataModule"),
+        (("--workload", "userwork:NoLoader"), "has no train_dataloader() and no --datamodule"),
+        (("--workload", "userwork:Tiny", "--image-size", "8"), "takes no argument 'image_size'"),
         (("--batch-size", "0"), "must be at least 1"),
         (("--start-batch-size", "-4"), "must be at least 1"),
         (("--accelerator", "quantum"), "invalid choice"),

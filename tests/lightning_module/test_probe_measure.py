@@ -13,6 +13,7 @@ import time
 import lightning.pytorch as pl
 import torch
 from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
 
 
 class Sleepy(pl.LightningModule):
@@ -27,6 +28,9 @@ class Sleepy(pl.LightningModule):
 
     def configure_optimizers(self):
         return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    def train_dataloader(self):
+        return DataLoader(TensorDataset(torch.randn(256, 3, 4, 4), torch.arange(256) % 10), batch_size=4)
 '''
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import shlex
+
 from ..jobspec import JobSpec
 from ..rows import ProbeRow
 
@@ -18,6 +21,9 @@ def probe_commands(job: JobSpec, probes: list[ProbeRow], program: str = "advisor
     shape = []
     if job.datamodule:
         shape.append(f"--datamodule {job.datamodule}")
+    for flag, args in (("--init-args", job.init_args), ("--data-init-args", job.data_init_args)):
+        if args:
+            shape.append(f"{flag} {shlex.quote(json.dumps(args, sort_keys=True))}")
     if job.image_size != 224:
         shape.append(f"--image-size {job.image_size}")
     if job.num_classes != 1000:

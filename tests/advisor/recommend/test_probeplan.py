@@ -151,7 +151,10 @@ def test_a_probes_duration_follows_the_probe_and_launch_defaults():
     parser = build_parser()
     probe = parser.parse_args(["probe"])
     launch = parser.parse_args(["launch", "--instance-types", "g5.xlarge", "--s3", "s3://b/p"])
-    assert (probe.max_seconds, probe.compile_timeout, probe.warmup_steps, probe.start_batch_size) == (
+    from advisor.commands.probe import _spec
+
+    spec, _ = _spec(probe)  # a builtin workload without --start-batch-size starts here
+    assert (probe.max_seconds, probe.compile_timeout, probe.warmup_steps, spec.batch_size) == (
         pi.MAX_SECONDS, pi.COMPILE_SECONDS, pi.WARMUP_STEPS, pi.START_BATCH)
     assert probe.target_ci == pi.PROBE_TARGET_CI
     assert (launch.max_minutes, launch.max_instances) == (pi.WATCHDOG_MINUTES, pi.MAX_PROBES)

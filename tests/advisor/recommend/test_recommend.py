@@ -286,7 +286,8 @@ def test_a_users_own_workload_is_ranked_from_its_probes(cli, catalog_file, tmp_p
     # Same CPU, 4x the cores, scaled from the user's own number.
     est = rows[("c7i.8xlarge", 1)]
     assert est["throughput_source"] == "estimated" and est["samples_per_sec"] == pytest.approx(320.0, rel=0.15)
-    assert est["basis"]["probes"][0]["weight"] > 0.8
+    # Its own probe only: never another workload's published figures scaled by a FLOPs ratio.
+    assert est["basis"]["probes"][0]["weight"] == 1.0 and est["basis"]["reference_weight"] == 0.0
     # The parameter count is unknown: no all-reduce model, so only single instances are offered.
     assert {k for _, k in rows} == {1}
     code, _, err = cli("recommend", *args, "--datamodule", "x.y:Z")
@@ -304,3 +305,89 @@ def test_a_users_own_workload_without_a_flop_count_is_estimated_from_its_probe(c
     assert rows["g5.2xlarge"]["throughput_source"] == "measured"
     est = [r for r in doc["recommendations"] if r["throughput_source"] == "estimated"]
     assert est and all(r["basis"]["probes"][0]["instance_type"] == "g5.2xlarge" for r in est)
+
+
+def shaped(r, parameters: int, fixed_gib: float, per_sample_gib: float, batches=(8, 16), where="accelerator",
+           pipeline: float | None = None):
+    """A probe result of a user's module with the shape a probe records (ProbeResult.shape)."""
+    from lightning_module.contract.result import MemoryFit, WorkloadShape
+
+    fit = MemoryFit.fitted(where, [(b, fixed_gib + per_sample_gib * b) for b in batches])
+    shape = WorkloadShape(parameters=parameters, trainable_parameters=parameters, parameter_bytes=4.0 * parameters,
+                          optimizer_state_bytes=8.0 * parameters, data_source="module", memory=fit)
+    cfg = r.config.model_copy(update={"batch_size": batches[-1]})
+    return r.model_copy(update={"shape": shape, "config": cfg, "pipeline_samples_per_sec_per_worker": pipeline})
+
+
+def test_a_users_workload_shape_excludes_devices_too_small_and_says_when_the_batch_shrinks(cli, catalog_file, tmp_path):
+    model = "mypkg.models:Big"
+    db = tmp_path / "r.db"
+    with ResultStore(db) as s:  # 11 GiB fixed + 0.75 GiB per sample, measured on an A100 at batch 8 and 16
+        s.add(shaped(probe_result("p4d.24xlarge", 4000.0, accelerator="gpu", devices=8, model=model,
+                                  flops_per_sample=5e10), 10**9, 11.0, 0.75))
+    doc = run_json(cli, "--budget", "10000", "--deadline", "30d", "--samples", "1e6", "--workload", model,
+                   "--catalog", catalog_file, "--store", str(db), "--top", "50", "--show-excluded")
+    excluded = {e["instance_type"]: e["reason"] for e in doc["excluded"]}
+    # A T4 (16 GiB) cannot hold 11 + 8 x 0.75 = 17.0 GiB
+    assert excluded["g4dn.xlarge"] == "needs 17.0 GiB at batch 8 (your probe's memory fit); T4 has 16"
+    rows = {(r["instance_type"], r["count"]): r for r in doc["recommendations"]}
+    a10g = rows[("g5.2xlarge", 1)]  # 24 GiB: batch 17 at most, above the probe's 16
+    assert not any("holds batch" in n for n in a10g["notes"])
+    # With the parameter count known, the all-reduce model applies: several instances are offered.
+    assert {k for _, k in rows} > {1}
+
+
+def test_the_memory_fit_excludes_with_the_reason_and_notes_a_smaller_batch():
+    from recommend_catalogs import NOW, make_catalog
+
+    from advisor.estimate.throughput import Exclusion, ThroughputModel
+    from lightning_module.contract.workload_facts import facts_from_probes
+
+    model = "mypkg.models:Big"
+    r = shaped(probe_result("p4d.24xlarge", 4000.0, accelerator="gpu", devices=8, model=model), 10**8, 16.0, 0.5,
+               batches=(4, 32))
+    facts = facts_from_probes(model, 224, [r])
+    assert facts.params == 10**8 and facts.gradient_bytes() == 4e8 and facts.best_batch == 32
+    cat = make_catalog()
+    m = ThroughputModel(cat, facts, r.workload_id, 224, [r], now=NOW)
+    t4 = m.evaluate(cat.instance_types["g4dn.xlarge"])  # 16 GiB < 16 + 4 x 0.5
+    assert isinstance(t4, Exclusion) and t4.reason == "needs 18.0 GiB at batch 4 (your probe's memory fit); T4 has 16"
+    a10g = m.evaluate(cat.instance_types["g5.2xlarge"])  # (24 - 16) / 0.5 = 16 < 32
+    assert not isinstance(a10g, Exclusion)
+    assert any(n.startswith("holds batch 16 per device at most") and "best 32" in n for n in a10g.notes)
+    a100 = m.evaluate(cat.instance_types["p4d.24xlarge"])  # 40 GiB: batch 48
+    assert not any("holds batch" in n for n in a100.notes)
+    # A host fit says nothing of a GPU's memory, and a GPU fit nothing of a CPU instance's.
+    assert not isinstance(m.evaluate(cat.instance_types["c7i.2xlarge"]), Exclusion)
+
+
+def test_a_users_workload_is_capped_by_its_own_pipeline_only():
+    from recommend_catalogs import NOW, make_catalog
+
+    from advisor.estimate.host import host_cap
+    from advisor.estimate.throughput import ThroughputModel
+    from lightning_module.contract.workload_facts import facts_from_probes
+
+    cat = make_catalog()
+    g5 = cat.instance_types["g5.12xlarge"]
+    assert host_cap(g5, 224, None, images=False) is None  # no image figure for a token loader
+    cap = host_cap(g5, 224, 100.0, images=False)
+    assert cap["caps"] == {"vCPUs": 100 * (48 - 4)} and cap["pipeline_rate_from"] == "your probe"
+    model = "mypkg.models:Tok"
+    r = shaped(probe_result("c7i.2xlarge", 50_000.0, model=model, flops_per_sample=1e6), 10**6, 0.5, 0.001,
+               where="host", pipeline=30.0)
+    m = ThroughputModel(cat, facts_from_probes(model, 224, [r]), r.workload_id, 224, [r], now=NOW)
+    t = m.evaluate(cat.instance_types["g5.2xlarge"])
+    assert t.samples_per_sec <= 30.0 * 7 * 1.0001 and t.basis["host_cap"]["binding"] == "vCPUs"
+
+
+def test_probe_results_without_an_instance_type_are_said_to_be_unused(cli, catalog_file, tmp_path):
+    model = "mypkg.models:Net"
+    db = tmp_path / "r.db"
+    with ResultStore(db) as s:
+        s.add(probe_result("c7i.2xlarge", 80.0, model=model))
+        s.add(probe_result(None, 6724.0, model=model, n=1))  # probed off EC2 without a label
+    code, _, err = cli("recommend", "--budget", "100", "--deadline", "2d", "--samples", "1e6", "--workload", model,
+                       "--catalog", catalog_file, "--store", str(db))
+    assert code == 0, err
+    assert "1 probe result(s) of this workload not used: no instance type of this catalog" in err

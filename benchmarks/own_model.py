@@ -1,0 +1,114 @@
+"""Your own model, end to end: each example in examples/ probed here, its recorded shape, the memory
+fit's error on a batch size held out of the fit, and what recommend then says of it.
+
+    python benchmarks/own_model.py                 # both examples: a few minutes on a 2-core CPU
+    python benchmarks/own_model.py --max-seconds 2
+
+For each example: a probe without the ladder (the baseline at its own batch size, then the memory
+fit's extra batch sizes), then the winner run again at 4x its batch for a few steps: the fit's
+prediction there against the peak measured (target: within 10%). Then `recommend` with the probe's
+result filed under --instance-type (default: a catalog type this machine's hardware can be), and the
+notes of its first rows. On a CPU
+the peaks are the process's RSS, mostly the Python/torch runtime: the per-sample part is small and
+the error mostly says how steady the fixed part is. Timings need a quiet machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import replace
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+sys.path.insert(0, ROOT)
+
+EXAMPLES = {
+    "tinylm (its own loader)": ["--workload", "examples.tinylm:TinyLM", "--init-args", '{"d_model": 64, "layers": 2}'],
+    "tabular (DataModule, LightningCLI config)": ["--config", "examples/tabular.yaml"],
+}
+TARGET = 0.10
+
+
+def held_out(result_json: str, args: list[str], factor: int = 4) -> tuple[int, float, float | None]:
+    """The winner at factor x its batch, a few steps: (batch, measured peak GiB, fitted GiB)."""
+    from advisor.commands.common import user_workload
+    from lightning_module.contract.options import MeasureSettings
+    from lightning_module.contract.result import WorkloadSpec, parse_result
+    from lightning_module.run.measure import measure, quiet_lightning
+
+    quiet_lightning()
+    with open(result_json) as f:
+        r = parse_result(f.read())
+    ns = argparse.Namespace(workload=None, datamodule=None, init_args=None, data_init_args=None, config=None)
+    for flag, value in zip(args[::2], args[1::2]):
+        setattr(ns, flag.lstrip("-").replace("-", "_"), value)
+    u = user_workload(ns, "resnet50")
+    spec = WorkloadSpec(model=u.model, datamodule=u.datamodule, init_args=u.init_args, data_init_args=u.data_init_args,
+                        batch_size=r.config.batch_size)
+    bs = r.config.batch_size * factor
+    m = measure(replace(MeasureSettings(spec), warmup_steps=1, max_steps=3, target_ci=0.0),
+                r.config.model_copy(update={"batch_size": bs}))
+    return bs, m.peak_memory_gib, r.shape.memory.gib_at(bs) if r.shape.memory else None
+
+
+def machine_type() -> str:
+    """A catalog type this machine can be (CPU vendor, vCPUs, GPUs): recommend uses labelled probes."""
+    from catalog.io import SNAPSHOT_PATH, load
+    from lightning_module.contract.instance_label import contradictions
+    from lightning_module.run.hardware import fingerprint
+
+    hw = fingerprint()
+    return next(name for name, it in sorted(load(SNAPSHOT_PATH).instance_types.items())
+                if not contradictions(it, hw) and it.accelerator_kind in ("none", "gpu"))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--max-seconds", default="3")
+    ap.add_argument("--instance-type", help="the label to file the probes under (default: the first catalog type "
+                                             "this machine's hardware does not contradict)")
+    a = ap.parse_args()
+    a.instance_type = a.instance_type or machine_type()
+    print(f"probes filed as {a.instance_type}")
+    env = {**os.environ, "PYTHONPATH": ROOT}
+    advisor = [sys.executable, "-m", "advisor.cli"]
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, args in EXAMPLES.items():
+            out, db = os.path.join(tmp, "r.json"), os.path.join(tmp, f"{len(name)}.db")
+            print(f"== {name}: advisor probe {' '.join(args)}")
+            p = subprocess.run([*advisor, "probe", *args, "--no-tune", "--max-seconds", a.max_seconds,
+                                "--instance-type", a.instance_type, "--store", db, "--output", out],
+                               cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+            if p.returncode:
+                print(p.stderr.strip().splitlines()[-1])
+                return 1
+            with open(out) as f:
+                shape = json.load(f)["shape"]
+            for line in p.stdout.splitlines():
+                if line.split(":")[0] in ("best", "workload", "memory fit", "intensity", "data pipeline"):
+                    print("  " + line)
+            bs, measured, fitted = held_out(out, args)
+            if fitted is None:
+                print(f"  held out: batch {bs}: {measured:.4f} GiB measured; no fit ({shape['memory'] and shape['memory']['note']})")
+            else:
+                err = abs(fitted - measured) / measured
+                print(f"  held out: batch {bs}: fit {fitted:.4f} GiB, measured {measured:.4f} GiB: error {err:.1%} "
+                      f"({'within' if err <= TARGET else 'OVER'} the {TARGET:.0%} target)")
+            rec = subprocess.run([*advisor, "recommend", *args, "--budget", "100", "--deadline", "2d", "--samples",
+                                  "1e9", "--store", db, "--format", "json", "--top", "3"],
+                                 cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+            if rec.returncode:
+                print("  recommend: " + rec.stderr.strip().splitlines()[-1])
+                continue
+            for row in json.loads(rec.stdout)["recommendations"][:3]:
+                print(f"  recommend: {row['instance_type']} x{row['count']} {row['throughput_source']} "
+                      f"{row['samples_per_sec']:,.0f}/s; notes: {'; '.join(row['notes']) or '-'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,140 @@
+"""A user's own workload as its author configures it: `--init-args` (JSON) and `--config FILE.yaml`
+in LightningCLI's layout, read into the module and DataModule to build and their constructor
+arguments.
+
+Torch-free: `advisor recommend` reads the same options to find the workload's id. A LightningCLI
+config looks like this (the `trainer:` section and `seed_everything` are the probe's to decide and
+are read past; a `model:` without `class_path` gives the arguments of the class named by --workload):
+
+    model:
+      class_path: mypkg.lm.TinyLM
+      init_args: {d_model: 512, layers: 8}
+    data:
+      class_path: mypkg.data.TokenData
+      init_args: {batch_size: 32}
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+CONFIG_KEYS = ("model", "data", "trainer", "seed_everything", "ckpt_path")
+MAX_CONFIG_BYTES = 1 << 20
+
+
+class WorkloadConfigError(ValueError):
+    """--init-args or --config cannot be used; the message is one line for the user."""
+
+
+@dataclass
+class UserWorkload:
+    model: str | None = None  # "package.module:Class"
+    datamodule: str | None = None
+    init_args: dict = field(default_factory=dict)
+    data_init_args: dict = field(default_factory=dict)
+    batch_size: int | None = None  # a batch_size among the arguments: where the probe's search starts
+
+
+def class_ref(path: object, where: str) -> str:
+    """LightningCLI's dotted "package.module.Class" (or our "package.module:Class") as ours."""
+    if not isinstance(path, str) or not path.strip():
+        raise WorkloadConfigError(f"{where}: class_path must be 'package.module.Class'")
+    if ":" in path:
+        return path
+    mod, _, name = path.rpartition(".")
+    if not mod:
+        raise WorkloadConfigError(f"{where}: class_path {path!r} must be 'package.module.Class'")
+    return f"{mod}:{name}"
+
+
+def parse_init_args(text: str, option: str) -> dict:
+    try:
+        v = json.loads(text)
+    except ValueError as e:
+        raise WorkloadConfigError(f"{option}: not JSON ({e}); give an object such as '{{\"d_model\": 512}}'") from None
+    if not isinstance(v, dict):
+        raise WorkloadConfigError(f"{option}: give a JSON object of constructor arguments, such as '{{\"d_model\": 512}}'")
+    return v
+
+
+def _section(value: object, where: str) -> tuple[str | None, dict]:
+    """A config's model: or data: section as (class, init args)."""
+    if value is None:
+        return None, {}
+    if isinstance(value, str):  # `model: mypkg.lm.TinyLM`
+        return class_ref(value, where), {}
+    if not isinstance(value, dict):
+        raise WorkloadConfigError(f"{where}: expected a mapping with class_path and init_args")
+    if "class_path" in value:
+        extra = set(value) - {"class_path", "init_args", "dict_kwargs"}
+        if extra:
+            raise WorkloadConfigError(f"{where}: unexpected key(s) {', '.join(sorted(map(str, extra)))} beside class_path and init_args")
+        args = {**(value.get("init_args") or {}), **(value.get("dict_kwargs") or {})}
+        if not isinstance(args, dict):
+            raise WorkloadConfigError(f"{where}.init_args: expected a mapping")
+        return class_ref(value["class_path"], f"{where}.class_path"), args
+    return None, dict(value)  # LightningCLI(MyModel): the section holds the arguments themselves
+
+
+def read_config(path: str) -> UserWorkload:
+    """A LightningCLI config file: YAML (PyYAML, which lightning installs), or JSON."""
+    p = Path(path)
+    try:
+        if p.stat().st_size > MAX_CONFIG_BYTES:
+            raise WorkloadConfigError(f"--config {path}: larger than {MAX_CONFIG_BYTES >> 20} MiB; not a config file")
+        text = p.read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise WorkloadConfigError(f"--config {path}: cannot read it: {getattr(e, 'strerror', None) or e}") from None
+    if p.suffix == ".json":
+        data = parse_init_args(text, f"--config {path}")
+    else:
+        try:
+            import yaml
+        except ImportError:
+            raise WorkloadConfigError(f"--config {path}: reading YAML needs PyYAML (pip install pyyaml, or "
+                                      "the probe extra); or give the config as JSON") from None
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as e:
+            raise WorkloadConfigError(f"--config {path}: not YAML: {' '.join(str(e).split())[:300]}") from None
+    if isinstance(data, dict) and "fit" in data and isinstance(data["fit"], dict):
+        data = data["fit"]  # the subcommand's section of a whole-CLI config
+    if not isinstance(data, dict) or not ({"model", "data"} & set(data)):
+        raise WorkloadConfigError(f"--config {path}: not a LightningCLI config (no model: or data: section)")
+    unknown = set(data) - set(CONFIG_KEYS)
+    if unknown:
+        raise WorkloadConfigError(
+            f"--config {path}: section(s) {', '.join(sorted(map(str, unknown)))} cannot be applied by the probe "
+            f"(it reads {', '.join(CONFIG_KEYS)}); move the optimizer into configure_optimizers()")
+    model, margs = _section(data.get("model"), f"--config {path}: model")
+    dm, dargs = _section(data.get("data"), f"--config {path}: data")
+    return UserWorkload(model, dm, margs, dargs)
+
+
+def resolve(workload: str | None, datamodule: str | None, init_args: str | None = None,
+            data_init_args: str | None = None, config: str | None = None) -> UserWorkload:
+    """What to build, from the options: the config's sections, overridden key by key by the JSON
+    options; --workload / --datamodule must agree with the config's class paths where both name one."""
+    out = read_config(config) if config else UserWorkload()
+    for flag, given, attr in (("--workload", workload, "model"), ("--datamodule", datamodule, "datamodule")):
+        from_config = getattr(out, attr)
+        if given and from_config and given != from_config:
+            raise WorkloadConfigError(f"{flag} {given} and --config's class_path {from_config} disagree: give one")
+        setattr(out, attr, given or from_config)
+    if init_args is not None:
+        out.init_args = {**out.init_args, **parse_init_args(init_args, "--init-args")}
+    if data_init_args is not None:
+        out.data_init_args = {**out.data_init_args, **parse_init_args(data_init_args, "--data-init-args")}
+    if out.data_init_args and not out.datamodule:
+        raise WorkloadConfigError("DataModule arguments (--data-init-args, or --config's data: section) "
+                                  "need a DataModule: give --datamodule or data.class_path")
+    # The batch size is the probe's to set (Lightning's way); the author's value is where it starts.
+    sizes = [a.pop("batch_size") for a in (out.data_init_args, out.init_args) if "batch_size" in a]
+    if sizes:
+        bs = sizes[0]
+        if not isinstance(bs, int) or isinstance(bs, bool) or bs < 1:
+            raise WorkloadConfigError(f"batch_size {bs!r} among the constructor arguments is not a positive integer")
+        out.batch_size = bs
+    return out
