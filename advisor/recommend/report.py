@@ -198,13 +198,17 @@ def confidence_column(name: str, job: JobSpec) -> str:
     return f"{name} @{job.confidence:.0%}"
 
 
-def table_columns(job: JobSpec) -> list[str]:
-    """TABLE_COLUMNS, with the time and cost at the job's confidence after the expected ones."""
+def table_columns(job: JobSpec, feasible: bool = True) -> list[str]:
+    """TABLE_COLUMNS, with the time and cost at the job's confidence after the expected ones. When
+    nothing fits, the figures the limits are checked against and what each candidate needs: the
+    expected time and cost and samples/$ make way for the 'needs' column (JSON keeps them all)."""
     cols = list(TABLE_COLUMNS)
     if job.confidence:
         at = cols.index("cost USD") + 1
         cols[at:at] = [confidence_column("time", job), confidence_column("cost USD", job)]
-    return cols
+        if not feasible:
+            cols = [c for c in cols if c not in ("time", "cost USD", "samples/$")]
+    return cols + ([] if feasible else ["needs"])
 
 
 def _needs(r: CandidateRow) -> str:
@@ -273,7 +277,7 @@ def write(plan: Plan, rows: Rows, fmt: str, *, probe_commands: list[str], show_e
     print(file=stream)
     if rs:
         disp = [_display(r, plan.job) | ({} if feasible else {"needs": _needs(r)}) for r in rs]
-        emit(disp, fmt, table_columns(plan.job) + ([] if feasible else ["needs"]), stream=stream, notes="note")
+        emit(disp, fmt, table_columns(plan.job, feasible), stream=stream, notes="note")
         if any(short_run(r) for r in rs):
             print(file=stream)
             say(f"The rows noted '{SHORT_RUN_NOTE}' run under an hour: booting, installing and staging data "
