@@ -1,4 +1,5 @@
-"""The one ProbeResult factory of the tests and the decision benchmark: a valid result, no torch."""
+"""The tests' factories of probe records (and the decision benchmark's): a valid ProbeResult, and a
+ladder Measurement; no torch."""
 
 from __future__ import annotations
 
@@ -51,3 +52,12 @@ def probe_result(instance_type: str | None = "c7i.2xlarge", samples_per_sec: flo
         ],
         started_at=finished - timedelta(seconds=30), finished_at=finished, flops_per_sample=flops_per_sample,
     )
+
+
+def fake_measurement(v: float, batch: int, steps: int = 20, **kw):
+    """A Measurement whose step times agree with its samples/s (the confirmation pools them)."""
+    from lightning_module.contract.ladder import Measurement
+    from lightning_module.contract.timing import Timing
+
+    return Measurement(v, v, v, steps, extra=Timing([batch / v] * steps, 1, 0.5, batch / v, "converged"),
+                       ci_target_met=True, **kw)

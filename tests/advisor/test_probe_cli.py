@@ -6,7 +6,7 @@ import json
 import textwrap
 
 import pytest
-from factories import probe_result
+from factories import fake_measurement, probe_result
 
 from advisor.store import ResultStore
 from lightning_module.contract.ladder import EXTENSION_RUNGS
@@ -16,15 +16,6 @@ from lightning_module.contract.workload_facts import FACTS
 FAST = ("--max-seconds", "0.3", "--warmup-steps", "1", "--num-classes", "10", "--image-size", "32",
         "--remeasure", "0", "--confirm-rounds", "1")
 EXTENSIONS = list(EXTENSION_RUNGS)
-
-
-def fake_measurement(v: float, batch: int, steps: int = 20, **kw):
-    """A Measurement whose step times agree with its samples/s (the confirmation pools them)."""
-    from lightning_module.contract.ladder import Measurement
-    from lightning_module.contract.timing import Timing
-
-    return Measurement(v, v, v, steps, extra=Timing([batch / v] * steps, 1, 0.5, batch / v, "converged"),
-                       ci_target_met=True, **kw)
 
 
 def test_mlp_probe_end_to_end_lands_in_the_store_and_results_list(cli, tmp_path):

@@ -96,7 +96,7 @@ def test_peak_rss_is_per_rung_not_the_process_lifetime():
 
 
 def test_the_result_reports_the_winning_rungs_peak_memory_on_cpu():
-    from test_probe_cli import fake_measurement
+    from factories import fake_measurement
 
     from lightning_module.contract.result import WorkloadSpec
     from lightning_module.run import probe

@@ -7,7 +7,7 @@ import random
 import time
 
 import pytest
-from test_probe_cli import fake_measurement
+from factories import fake_measurement
 
 from lightning_module.contract.contention import ContentionMeter, Reading
 from lightning_module.contract.ladder import Measurement, RungTooSlow
