@@ -11,17 +11,20 @@ recommend exit 0 or 2, no NaN, inf% or utilisation above 100% shown), "failure" 
 from __future__ import annotations
 
 import contextlib
-import copy
 import io
 import json
 import random
 import re
+import sys
 import tempfile
 import uuid
 from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+
+sys.path.insert(0, str(ROOT / "tests"))  # the tests' JSON-path helpers, one home
+from json_paths import get_path, leaves, set_path
 
 from advisor.cli import main as advisor
 from advisor.estimate.references import REFERENCE_PATH
@@ -36,26 +39,6 @@ def _cli(*argv: str) -> tuple[int, str, str]:
         except SystemExit as e:
             code = e.code if isinstance(e.code, int) else 1
     return code, out.getvalue(), err.getvalue()
-
-
-def _leaves(node, path=()):
-    if isinstance(node, dict):
-        for k, v in node.items():
-            yield from _leaves(v, (*path, k))
-    elif isinstance(node, list):
-        for i, v in enumerate(node):
-            yield from _leaves(v, (*path, i))
-    else:
-        yield path, node
-
-
-def _set(doc, path, value):
-    doc = copy.deepcopy(doc)
-    node = doc
-    for p in path[:-1]:
-        node = node[p]
-    node[path[-1]] = value
-    return doc
 
 
 def _base_result() -> dict:
@@ -152,8 +135,8 @@ class Bench:
 def _raw(doc: dict, path: tuple, value) -> str:
     """JSON text with `value` at `path`; a str value in NUMBER_CLASSES' non-finite class is a bare token."""
     if isinstance(value, str) and value in ("NaN", "Infinity", "-Infinity", "1e400"):
-        return json.dumps(_set(doc, path, "__TOKEN__")).replace('"__TOKEN__"', value)
-    return json.dumps(_set(doc, path, value))
+        return json.dumps(set_path(doc, path, "__TOKEN__")).replace('"__TOKEN__"', value)
+    return json.dumps(set_path(doc, path, value))
 
 
 def count_by_class(cases: int, seed: int = 21) -> int:
@@ -165,7 +148,7 @@ def count_by_class(cases: int, seed: int = 21) -> int:
     from lightning_module.contract.result import ProbeResult
 
     numeric = numeric_paths(base, ProbeResult)
-    text = [p for p, v in _leaves(base) if isinstance(v, str)]
+    text = [p for p in leaves(base) if isinstance(get_path(base, p), str)]
     refs = json.loads(REFERENCE_PATH.read_text())
     row = refs["measurements"][0]
     ref_numeric = [(k,) for k, v in row.items() if isinstance(v, (int, float)) and not isinstance(v, bool)]

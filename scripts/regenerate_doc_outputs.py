@@ -25,21 +25,7 @@ import test_readme as tr  # the commands, and which are run, as the test sees th
 
 
 def scratch_env(d: Path) -> dict[str, str]:
-    for entry in ROOT.iterdir():
-        if entry.name not in (".venv", ".git"):
-            (d / entry.name).symlink_to(entry)
-    bin_dir = d / ".venv" / "bin"
-    bin_dir.mkdir(parents=True)
-    (bin_dir / "advisor").write_text(f"#!{sys.executable}\nimport sys\nfrom advisor.cli import main\nsys.exit(main())\n")
-    (bin_dir / "python").write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
-    for exe in bin_dir.iterdir():
-        exe.chmod(0o755)
-    import os
-
-    env = {k: v for k, v in os.environ.items() if not k.startswith("INSTANCE_ADVISOR_")}
-    env.update(PYTHONPATH=str(ROOT), INSTANCE_ADVISOR_CACHE_DIR=str(d / "cache"),
-               INSTANCE_ADVISOR_DATA_DIR=str(d / "data"), COLUMNS="100")
-    return env
+    return tr.scratch_checkout(d, 100)
 
 
 def output_span(lines: list[str], cmd_line: int) -> tuple[int, int]:

@@ -15,7 +15,7 @@ def isolated_dirs(tmp_path, monkeypatch):
         monkeypatch.delenv(k, raising=False)
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
     # Tables as a very wide terminal prints them (each row on its line), so a test reads cells
-    # whole; the tests of fitting a width set COLUMNS themselves (tests/advisor/test_table_width.py).
+    # whole; the tests of fitting a width set COLUMNS themselves (tests/packages/advisor/test_table_width.py).
     monkeypatch.setenv("COLUMNS", "1000")
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     # nor the public Spot Instance Advisor file: nothing listens on the discard port, so a refresh

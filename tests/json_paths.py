@@ -15,6 +15,24 @@ def leaves(node, path: tuple = ()):
         yield path
 
 
+def get_path(doc, path: tuple):
+    for p in path:
+        doc = doc[p]
+    return doc
+
+
+def set_path(doc: dict, path: tuple, value) -> dict:
+    """A deep copy of doc with the value at path replaced."""
+    import copy
+
+    doc = copy.deepcopy(doc)
+    node = doc
+    for p in path[:-1]:
+        node = node[p]
+    node[path[-1]] = value
+    return doc
+
+
 def _is_number(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 

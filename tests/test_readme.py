@@ -179,10 +179,9 @@ def test_advisor_command_parses(cmd):
             f"{cmd.where}: {cmd.text!r} does not parse (exit {e.code})")
 
 
-@pytest.fixture(scope="module")
-def scratch(tmp_path_factory):
-    """A directory that looks like the checkout after setup, where commands may write files."""
-    d = tmp_path_factory.mktemp("readme")
+def scratch_checkout(d: Path, columns: int) -> dict[str, str]:
+    """Make d look like the checkout after setup (where commands may write files); the environment
+    its commands run in. Also scripts/regenerate_doc_outputs.py's."""
     for entry in ROOT.iterdir():
         if entry.name not in (".venv", ".git"):
             (d / entry.name).symlink_to(entry)
@@ -198,9 +197,16 @@ def scratch(tmp_path_factory):
         PYTHONPATH=str(ROOT),  # the checkout under test, as the editable install would give
         INSTANCE_ADVISOR_CACHE_DIR=str(d / "cache"),
         INSTANCE_ADVISOR_DATA_DIR=str(d / "data"),
-        COLUMNS="200",
+        COLUMNS=str(columns),
     )
-    return d, env
+    return env
+
+
+@pytest.fixture(scope="module")
+def scratch(tmp_path_factory):
+    """A directory that looks like the checkout after setup, where commands may write files."""
+    d = tmp_path_factory.mktemp("readme")
+    return d, scratch_checkout(d, 200)
 
 
 def git_status() -> str:

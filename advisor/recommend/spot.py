@@ -21,7 +21,7 @@ hours are a fixed part (billed setup) plus a part proportional to 1 / throughput
 pure spot are exactly that (T0 scales with 1 / throughput and T = T0 / (1 - rate loss)). The
 fallback's T0 + (1 - e^(-rate T0)) loss is not: the probe plan scales all of it with 1 / throughput,
 which misstates the one-loss term by at most loss x max(1, 1 / f) per run, f = truth / estimate
-(tests/advisor/recommend/test_spot.py checks both).
+(tests/packages/advisor/recommend/test_spot.py checks both).
 """
 
 from __future__ import annotations

@@ -66,7 +66,7 @@ MeasuredRate = Annotated[float, Field(strict=True, ge=MIN_SAMPLES_PER_SEC, le=MA
 MachineGiB = Annotated[float, Field(strict=True, ge=0, le=MAX_MEMORY_GIB)]
 DeviceGiB = Annotated[float, Field(strict=True, ge=0, le=MAX_DEVICE_MEMORY_GIB)]
 # Dense TFLOP/s no single device reaches: 4x the fastest in catalog/data/accelerators.json (B200,
-# 2,250 bf16; tests/advisor/test_hostile_records.py checks the table stays below).
+# 2,250 bf16; tests/packages/advisor/test_hostile_records.py checks the table stays below).
 # samples/s x FLOPs per sample, an achieved or a peak figure above this per device is a unit error.
 MAX_DEVICE_TFLOPS = 10_000.0
 # Forward + backward of any model is at least one multiply-add per sample; fewer is a unit error

@@ -56,7 +56,7 @@ WATCHDOG_MINUTES = ec2.MAX_MINUTES
 # `advisor launch` refuses more instances than --max-instances in one go.
 MAX_PROBES = ec2.MAX_INSTANCES
 # Worlds the plan's expectations are taken over: the value of the best probe moves by a few
-# percent between seeds at 256 (tests/advisor/recommend/test_probeplan.py), well inside what separates a probe
+# percent between seeds at 256 (tests/packages/advisor/recommend/test_probeplan.py), well inside what separates a probe
 # worth taking from one that is not; 256 keeps recommend's plan under ~0.1 s.
 DRAWS = 256
 

@@ -2,7 +2,7 @@
 one, else 100 columns; a note column wraps between its parts or moves under the table; `--wide`
 prints every cell on its line; json and csv never change with the width. Every command that
 prints a table is run here at 100 columns with long notes (launch's plan, status and cancel
-tables: tests/advisor/ec2/test_launch.py)."""
+tables: tests/packages/advisor/ec2/test_launch.py)."""
 
 from __future__ import annotations
 

@@ -6,17 +6,17 @@ within the physical bounds result.py states, a CI holding its estimate, utilisat
 
 from __future__ import annotations
 
-import copy
 import json
 import tempfile
 import uuid
 from pathlib import Path
 
 import pytest
+from checkout import ROOT
 from factories import probe_result
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from json_paths import leaves, numeric_paths
+from json_paths import get_path, leaves, numeric_paths, set_path
 from recommend_catalogs import write_catalog
 
 from advisor.estimate.references import REFERENCE_PATH
@@ -36,28 +36,13 @@ _DIR = Path(tempfile.mkdtemp(prefix="hostile-records-"))
 CATALOG = write_catalog(_DIR / "cat.json")  # has c7i.2xlarge: the probe re-anchors the estimates
 
 
-def _get(doc, path):
-    for p in path:
-        doc = doc[p]
-    return doc
-
-
-def _set(doc: dict, path: tuple, value) -> dict:
-    doc = copy.deepcopy(doc)
-    node = doc
-    for p in path[:-1]:
-        node = node[p]
-    node[path[-1]] = value
-    return doc
-
-
 def _numeric(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
 # Every number of a result, and of the optional fields the factory leaves empty (null).
 NUMERIC = numeric_paths(BASE, ProbeResult)
-TEXT = [p for p in leaves(BASE) if isinstance(_get(BASE, p), str)]
+TEXT = [p for p in leaves(BASE) if isinstance(get_path(BASE, p), str)]
 
 HOSTILE_NUMBERS = st.one_of(
     st.sampled_from([5e-324, 2.2e-308, 1e-300, MIN_SAMPLES_PER_SEC / 2, 1e-7, 0.0, -0.0, -1.0, -5e-324, 1.0, 1e12,
@@ -108,13 +93,13 @@ _settings = settings(max_examples=120, deadline=None, suppress_health_check=[Hea
 @_settings
 @given(path=st.sampled_from(NUMERIC), value=HOSTILE_NUMBERS)
 def test_a_hostile_number_in_any_field_is_refused_or_usable(cli, path, value):
-    _import_then_read(cli, _set(BASE, path, value))
+    _import_then_read(cli, set_path(BASE, path, value))
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(path=st.sampled_from(TEXT), value=HOSTILE_TEXT)
 def test_hostile_text_in_any_field_is_refused_or_usable(cli, path, value):
-    _import_then_read(cli, _set(BASE, path, value))
+    _import_then_read(cli, set_path(BASE, path, value))
 
 
 # --- the examples of the issue, and the rules they break ----------------------------------------
@@ -132,16 +117,16 @@ def test_hostile_text_in_any_field_is_refused_or_usable(cli, path, value):
 ])
 def test_refused_in_one_line(cli, path, value):
     with pytest.raises(ResultError) as e:
-        parse_result(json.dumps(_set(BASE, path, value)), where="r.json")
+        parse_result(json.dumps(set_path(BASE, path, value)), where="r.json")
     assert "\n" not in str(e.value) and "r.json" in str(e.value)
-    assert _import_then_read(cli, _set(BASE, path, value)) == 2
+    assert _import_then_read(cli, set_path(BASE, path, value)) == 2
 
 
 def test_a_denormal_rate_no_longer_breaks_recommend(cli):
     # The issue's first example: stored with exit 0, then every recommend of the workload exit 70.
-    doc = _set(_set(BASE, ("samples_per_sec",), 5e-324), ("samples_per_sec_ci",), [0.0, 1.0])
+    doc = set_path(set_path(BASE, ("samples_per_sec",), 5e-324), ("samples_per_sec_ci",), [0.0, 1.0])
     assert _import_then_read(cli, doc) == 2
-    ok = _set(_set(BASE, ("samples_per_sec",), MIN_SAMPLES_PER_SEC), ("samples_per_sec_ci",), [0.0, 1.0])
+    ok = set_path(set_path(BASE, ("samples_per_sec",), MIN_SAMPLES_PER_SEC), ("samples_per_sec_ci",), [0.0, 1.0])
     ok.update(ladder=[], achieved_tflops=None, utilisation_matmul=None)  # derived from the old rate
     assert _import_then_read(cli, ok) == 0  # the floor itself is stored and usable
 
@@ -159,7 +144,7 @@ def test_utilisation_above_100_percent_is_emptied_and_said(cli, what):
 
 
 def test_max_device_tflops_is_above_every_device_in_the_table():
-    table = json.loads((Path(__file__).resolve().parents[2] / "catalog" / "data" / "accelerators.json").read_text())
+    table = json.loads((ROOT / "catalog" / "data" / "accelerators.json").read_text())
     peaks = [v for a in table["accelerators"] for k, v in a.items() if k.endswith("_tflops") and v]
     assert max(peaks) * 4 <= MAX_DEVICE_TFLOPS
 
@@ -180,7 +165,7 @@ def _reference_file(row: dict) -> str:
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(path=st.sampled_from(REF_NUMERIC), value=HOSTILE_NUMBERS)
 def test_a_hostile_number_in_a_reference_file_is_refused_or_usable(cli, path, value):
-    ref = _reference_file(_set(ROW, path, value))
+    ref = _reference_file(set_path(ROW, path, value))
     code, _, err = cli("references", "list", "--references", ref, "--format", "json")
     assert code in (0, 2) and "Traceback" not in err, err
     if code == 2:

@@ -18,7 +18,7 @@ import pytest
 from factories import probe_result
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from json_paths import leaves
+from json_paths import leaves, set_path
 from recommend_catalogs import write_catalog
 
 from advisor.store import ResultStore
@@ -27,15 +27,6 @@ from lightning_module.contract.result import ResultError, parse_result
 BASE = json.loads(probe_result(n=0).model_dump_json())
 _DIR = Path(tempfile.mkdtemp(prefix="result-validation-"))
 CATALOG = write_catalog(_DIR / "cat.json")
-
-
-def _set(doc: dict, path: tuple, value) -> dict:
-    doc = copy.deepcopy(doc)
-    node = doc
-    for p in path[:-1]:
-        node = node[p]
-    node[path[-1]] = value
-    return doc
 
 
 LEAVES = list(leaves(BASE))
@@ -75,14 +66,14 @@ def refused(doc: dict, match: str | None = None) -> str:
     (("workload", "image_size"), 0), (("workload", "batch_size"), 10**12),
 ])
 def test_the_door_refuses(path, value):
-    refused(_set(BASE, path, value))
+    refused(set_path(BASE, path, value))
 
 
 def test_json_nan_and_infinity_tokens_are_refused_with_the_field():
     text = json.dumps(BASE).replace('"samples_per_sec": 40.0', '"samples_per_sec": Infinity')
     with pytest.raises(ResultError, match="samples_per_sec"):
         parse_result(text)
-    text = json.dumps(_set(BASE, ("samples_per_sec_ci",), [1, 2])).replace("[1, 2]", "[NaN, NaN]")
+    text = json.dumps(set_path(BASE, ("samples_per_sec_ci",), [1, 2])).replace("[1, 2]", "[NaN, NaN]")
     with pytest.raises(ResultError, match="samples_per_sec_ci"):
         parse_result(text)
 
@@ -119,7 +110,7 @@ def mutated(draw) -> str:
     for _ in range(draw(st.integers(1, 3))):
         path = draw(st.sampled_from(LEAVES))
         try:
-            doc = _set(doc, path, draw(_value))
+            doc = set_path(doc, path, draw(_value))
         except (KeyError, IndexError, TypeError):  # an earlier mutation replaced a parent
             pass
     return json.dumps(doc)  # allow_nan: NaN/Infinity tokens, as a foreign writer might produce

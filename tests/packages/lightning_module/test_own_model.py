@@ -34,7 +34,9 @@ def test_the_language_model_runs_on_its_own_token_loader(cli, tmp_path):
     assert code == 0, err
     r = parse_result(out.read_text())
     assert "module data, batch 16" in err  # the author's batch_size hparam is where it starts
-    assert r.workload.init_args == json.loads(TINY_LM) and r.config.batch_size in (8, 16, 32)
+    # The batch search starts at the author's 16 and doubles or halves while it pays: where it stops
+    # depends on the machine's speed, not on this test.
+    assert r.workload.init_args == json.loads(TINY_LM) and r.config.batch_size in {16 * 2**k for k in range(-4, 9)}
     s = r.shape
     assert s.data_source == "module" and s.batch_tunable and s.samples_counted_by == "batch"
     assert s.parameters == s.trainable_parameters > 0 and s.parameter_bytes == 4 * s.parameters
