@@ -24,7 +24,7 @@ from typing import Annotated, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from catalog.io import parse_json, read_bytes
+from catalog.io import decode_text, parse_json, read_bytes
 from catalog.models import Catalog
 
 from ..errors import AdvisorError
@@ -130,10 +130,9 @@ def load_prices(path: str | Path) -> Prices:
         except ImportError:
             raise AdvisorError(f"{where}: reading YAML needs PyYAML (pip install pyyaml), or write the file as "
                                ".json") from None
+        text = decode_text(raw, where, AdvisorError)  # the one text rule: UTF-8, a BOM allowed
         try:
-            doc = yaml.safe_load(raw.decode("utf-8"))
-        except UnicodeDecodeError:
-            raise AdvisorError(f"{where}: not UTF-8 text") from None
+            doc = yaml.safe_load(text)
         except yaml.YAMLError as e:
             mark = getattr(e, "problem_mark", None)
             at = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""

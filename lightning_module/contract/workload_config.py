@@ -20,6 +20,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from catalog.io import decode_text
+
 CONFIG_KEYS = ("model", "data", "trainer", "seed_everything", "ckpt_path")
 MAX_CONFIG_BYTES = 1 << 20
 
@@ -52,6 +54,9 @@ def class_ref(path: object, where: str) -> str:
 def parse_init_args(text: str, option: str) -> dict:
     try:
         v = json.loads(text)
+    except RecursionError:  # nested past the stack: not a set of constructor arguments
+        raise WorkloadConfigError(f"{option}: not JSON (nested too deeply); give an object such as "
+                                  "'{\"d_model\": 512}'") from None
     except ValueError as e:
         raise WorkloadConfigError(f"{option}: not JSON ({e}); give an object such as '{{\"d_model\": 512}}'") from None
     if not isinstance(v, dict):
@@ -84,9 +89,10 @@ def read_config(path: str) -> UserWorkload:
     try:
         if p.stat().st_size > MAX_CONFIG_BYTES:
             raise WorkloadConfigError(f"--config {path}: larger than {MAX_CONFIG_BYTES >> 20} MiB; not a config file")
-        text = p.read_text()
-    except (OSError, UnicodeDecodeError) as e:
-        raise WorkloadConfigError(f"--config {path}: cannot read it: {getattr(e, 'strerror', None) or e}") from None
+        raw = p.read_bytes()
+    except OSError as e:
+        raise WorkloadConfigError(f"--config {path}: cannot read it: {e.strerror or e}") from None
+    text = decode_text(raw, f"--config {path}", WorkloadConfigError)  # the one text rule: UTF-8, a BOM allowed
     if p.suffix == ".json":
         data = parse_init_args(text, f"--config {path}")
     else:

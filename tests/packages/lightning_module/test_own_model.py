@@ -395,3 +395,22 @@ def test_the_traffic_counter_counts_what_ops_read_and_write_and_not_views():
         bt = b.t()  # a view: nothing moves
         torch.mm(a, bt)  # reads 4x8 and 8x16, writes 4x16 float32
     assert t.bytes == 4 * (32 + 128 + 64)
+
+
+def test_init_args_nested_past_the_stack_are_one_line_not_an_internal_error():
+    from lightning_module.contract.workload_config import WorkloadConfigError, parse_init_args
+
+    with pytest.raises(WorkloadConfigError, match="--init-args: not JSON"):
+        parse_init_args("[" * 100_000 + "]" * 100_000, "--init-args")
+
+
+def test_a_config_file_follows_the_one_text_rule(tmp_path):
+    from lightning_module.contract.workload_config import WorkloadConfigError, read_config
+
+    bom = tmp_path / "bom.json"
+    bom.write_bytes("\ufeff".encode() + b'{"model": {"class_path": "ownwork.Table"}}')
+    assert read_config(str(bom)).model == "ownwork:Table"  # a BOM is allowed
+    utf16 = tmp_path / "u16.json"
+    utf16.write_text('{"model": {"class_path": "ownwork.Table"}}', encoding="utf-16")
+    with pytest.raises(WorkloadConfigError, match="not UTF-8 text"):
+        read_config(str(utf16))
