@@ -37,7 +37,7 @@ Text = Annotated[str, Field(min_length=1, max_length=200)]
 
 
 class _Rule(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, defer_build=True)
 
     family: Text | None = None
     instance_type: Text | None = None
@@ -60,7 +60,7 @@ class Override(_Rule):
 
 
 class Reserved(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, defer_build=True)
 
     instance_type: Text
     region: Text | None = None  # None: in every region (a Savings Plan-like pool is a discount instead)
@@ -68,7 +68,7 @@ class Reserved(BaseModel):
 
 
 class PriceFile(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     discounts: list[Discount] = []
     overrides: list[Override] = []
