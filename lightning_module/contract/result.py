@@ -403,6 +403,19 @@ class WorkloadShape(BaseModel):
         return self
 
 
+def utilisation(achieved: float | None, peak: float | None, what: str) -> tuple[float | None, str | None]:
+    """achieved / peak, or None and the reason when it is above 100%: a measurement error (the
+    peak was measured low, or the throughput high), never a result. One rule for the probe that
+    writes a result and for the model that reads any result (ProbeResult._utilisation_at_most_one)."""
+    if not achieved or not peak:
+        return None, None
+    u = achieved / peak
+    if u <= 1.0:
+        return u, None
+    return None, (f"achieved {achieved:.3g} TFLOP/s is {u:.0%} of the {what} peak {peak:.3g} TFLOP/s (above "
+                  "100%): a measurement error, not a utilisation")
+
+
 class ProbeResult(BaseModel):
     model_config = _STRICT
 
@@ -513,14 +526,16 @@ class ProbeResult(BaseModel):
         # Above 100% of a peak is a measurement error (the peak measured low, or the rate high),
         # never a utilisation: the field is emptied and the result says why, as the probe does.
         util, peak = getattr(self, f"utilisation_{what}"), getattr(self, f"peak_tflops_{what}")
-        ratio = self.achieved_tflops / peak if self.achieved_tflops is not None and peak else None
-        worst = max(u for u in (util, ratio, 0.0) if u is not None)
-        if util is None or worst <= 1.0 + 1e-9:
+        if util is None:
+            return
+        _, why = utilisation(self.achieved_tflops, peak, what.replace("matmul", "measured matmul"))
+        if why is None and util > 1.0 + 1e-9:  # no achieved figure to say it with: the field itself
+            why = f"utilisation of the {what} peak read {util:.3g}x (above 100%): a measurement error, not a utilisation"
+        if why is None:
             return
         setattr(self, f"utilisation_{what}", None)
         self.reliable = False
-        why = (f"utilisation of the {what} peak read {worst:.3g}x (above 100%): a measurement error, "
-               "not a utilisation; emptied")
+        why += "; emptied"
         self.unreliable_reasons = [*self.unreliable_reasons, why][-100:]
 
     @field_validator("schema_version")

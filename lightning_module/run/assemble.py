@@ -18,24 +18,13 @@ from ..contract.result import (
     ProbeConfig,
     ProbeResult,
     WorkloadShape,
+    utilisation,
 )
 from ..contract.timing import step_stats, usable_steps
 from . import hardware
 from .devices import peak_rss_gib
 from .peaks import datasheet_peak_tflops, matmul_peak_tflops, per_sample_counts
 from .preview import Preview
-
-
-def utilisation(achieved: float | None, peak: float | None, what: str) -> tuple[float | None, str | None]:
-    """achieved / peak, or None and the reason when it is above 100%: a measurement error (the
-    peak was measured low, or the throughput high), never a result."""
-    if not achieved or not peak:
-        return None, None
-    u = achieved / peak
-    if u <= 1.0:
-        return u, None
-    return None, (f"achieved {achieved:.3g} TFLOP/s is {u:.0%} of the {what} peak {peak:.3g} TFLOP/s: "
-                  "a measurement error, not a utilisation")
 
 
 def assemble_result(opts: ProbeOptions, accelerator: str, hw: HardwareFingerprint, lad: Ladder,

@@ -18,9 +18,8 @@ from lightning_module.contract.reliability import (
     speedup,
     summarise,
 )
-from lightning_module.contract.result import Contention, ProbeConfig
+from lightning_module.contract.result import Contention, ProbeConfig, utilisation
 from lightning_module.contract.timing import Timing
-from lightning_module.run.assemble import utilisation
 from lightning_module.run.callbacks import StepAlarm
 
 BATCH = 32
