@@ -412,7 +412,8 @@ def utilisation(achieved: float | None, peak: float | None, what: str) -> tuple[
     u = achieved / peak
     if u <= 1.0:
         return u, None
-    return None, (f"achieved {achieved:.3g} TFLOP/s is {u:.0%} of the {what} peak {peak:.3g} TFLOP/s (above "
+    share = f"{u:.0%}" if u < 1000 else "more than 1000x"  # a denormal peak makes it inf
+    return None, (f"achieved {achieved:.3g} TFLOP/s is {share} of the {what} peak {peak:.3g} TFLOP/s (above "
                   "100%): a measurement error, not a utilisation")
 
 

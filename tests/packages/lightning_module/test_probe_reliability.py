@@ -305,3 +305,8 @@ def test_no_real_speed_up_rarely_holds_and_a_real_one_is_covered(k):
         s = speedup(*_rounds(1.3, 0.2, 0.05, (3, 3), k, rng))
         covered += s.ci_low <= 1.3 <= s.ci_high
     assert covered / 400 >= 0.95
+
+
+def test_utilisation_against_a_denormal_peak_says_so_without_inf():
+    u, why = utilisation(1.0, 5e-324, "measured matmul")
+    assert u is None and "inf" not in why and "more than 1000x" in why
