@@ -25,6 +25,11 @@ from .result import Contention, ProbeConfig, RungResult
 log = logging.getLogger(__name__)
 
 BATCH_GAIN = 0.03  # a batch size step must beat the best by more than this to count
+# A rung lost at one batch size can win at another: bf16 and torch.compile lose at a small batch
+# whose steps are bound by kernel launches and win once the batch fills the device (seen on an
+# H100: a transformer's bf16 lost 0.79x at batch 16, its tuned batch was 128). When the batch
+# search moves the batch by this factor or more, those rungs are measured again at the new batch.
+REVISIT_BATCH_FACTOR = 4
 
 # The rungs after the baseline in the order the ladder climbs them, each with what it tries in words:
 # the one list of them (`advisor probe --skip` takes the names and its help lists the words; the
@@ -241,6 +246,8 @@ def run_ladder(
             lad.best, lad.best_measurement = rung, m
         return record(rung)
 
+    kinds: dict[str, str] = {}  # rung name -> its TUNING_RUNGS kind, for the revisit
+
     def skip(name: str, why: str, status: str = "skipped") -> None:
         record(RungResult(rung=name, config=lad.best.config, status=status, error=why))
 
@@ -264,15 +271,18 @@ def run_ladder(
         elif opts.half_precision is None:
             skip(name, "no half precision on this device")
         else:
+            kinds[name] = "precision"
             attempt(name, lad.best.config.model_copy(update={"precision": opts.half_precision}))
 
     if not skipped_by_user("channels_last", "channels_last"):
         if not opts.vision:
             skip("channels_last", "not a convolutional image model")
         else:
+            kinds["channels_last"] = "channels_last"
             attempt("channels_last", lad.best.config.model_copy(update={"channels_last": True}))
 
     if not skipped_by_user("compile", "compile"):
+        kinds["compile"] = "compile"
         attempt("compile", lad.best.config.model_copy(update={"compile": True}))
 
     # Loader workers (article B: the data-loading bottleneck); stop climbing once more stops helping.
@@ -290,7 +300,9 @@ def run_ladder(
         if opts.batch_note:
             skip("batch", f"not tunable: {opts.batch_note}", status="not-applicable")
         else:
+            decided_at = lad.best.config.batch_size
             _batch_search(lad, attempt, opts)
+            _revisit(lad, attempt, kinds, decided_at)
 
     for ext in opts.extensions:
         if skipped_by_user(ext.name, ext.name):
@@ -300,6 +312,26 @@ def run_ladder(
         else:
             attempt(ext.name, lad.best.config.model_copy(update=ext.update), note=ext.note)
     return lad
+
+
+_UPDATES = {"precision": lambda cfg, r: {"precision": r.config.precision},
+            "channels_last": lambda cfg, r: {"channels_last": True},
+            "compile": lambda cfg, r: {"compile": True}}
+
+
+def _revisit(lad: Ladder, attempt, kinds: dict[str, str], decided_at: int) -> None:
+    """Measure again, at the batch the search settled on, the rungs that lost at the batch they
+    were decided at, when the two batches are REVISIT_BATCH_FACTOR or more apart."""
+    bs = lad.best.config.batch_size
+    if max(bs, decided_at) < REVISIT_BATCH_FACTOR * min(bs, decided_at):
+        return
+    lost = [r for r in lad.rungs if r.rung in kinds and r.status == "ok" and not r.kept]
+    for r in lost:
+        update = _UPDATES[kinds[r.rung]](lad.best.config, r)
+        cfg = lad.best.config.model_copy(update=update)
+        if cfg == lad.best.config:
+            continue
+        attempt(f"{r.rung}@batch={bs}", cfg, note=f"lost at batch {decided_at}; measured again at batch {bs}")
 
 
 def _batch_search(lad: Ladder, attempt, opts: LadderOptions) -> None:

@@ -76,8 +76,8 @@ def detect(accelerator: str, hw: HardwareFingerprint, spec: WorkloadSpec, ranks:
         out.append(Extension("ipex", {"ipex": True}))
     # zentorch
     if not on_cpu or vendor != "amd":
-        out.append(na("zentorch", f"AMD's ZenDNN plugin is for AMD CPUs (this is {vendor or 'an unknown'} "
-                                  f"{'CPU' if on_cpu else accelerator})"))
+        out.append(na("zentorch", f"AMD's ZenDNN plugin is for AMD CPUs (this is {vendor or 'an unknown'} CPU)"
+                      if on_cpu else f"AMD's ZenDNN plugin is a CPU backend: not for a {accelerator} device"))
     elif why := package_missing("zentorch", "zentorch"):
         out.append(Extension("zentorch", status="not-installed", why=why))
     else:

@@ -155,6 +155,8 @@ def quiet_lightning(verbose: bool = False) -> None:
     # Inductor on a CPU-only host with a CUDA torch build says so once per compile: not news here.
     logging.getLogger("torch.utils.cpp_extension").setLevel(logging.INFO if verbose else logging.ERROR)
     warnings.filterwarnings("ignore", message=".*does not have many workers.*")
+    # A CPU rung on a machine with a GPU trains on the CPU on purpose.
+    warnings.filterwarnings("ignore", message=".*GPU available but not used.*")
     # The probe's module normalises on the device in on_after_batch_transfer on purpose.
     warnings.filterwarnings("ignore", message=".*overridden `on_after_batch_transfer`.*")
     warnings.filterwarnings("ignore", message=".*isinstance\\(treespec, LeafSpec\\).*")

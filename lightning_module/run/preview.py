@@ -62,12 +62,12 @@ class _TakeLoader(Callback):
 def _loader_of(module, dm, spec: WorkloadSpec):
     """The train loader as Lightning builds it for fit (None: it yielded nothing to train on)."""
     take = _TakeLoader()
-    trainer = pl.Trainer(accelerator="cpu", devices=1, max_steps=1, logger=False, enable_checkpointing=False,
-                         enable_model_summary=False, enable_progress_bar=False, num_sanity_val_steps=0,
-                         limit_val_batches=0, callbacks=[take])
     try:
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
+            warnings.simplefilter("ignore")  # e.g. "GPU available but not used": this Trainer only builds the loader
+            trainer = pl.Trainer(accelerator="cpu", devices=1, max_steps=1, logger=False, enable_checkpointing=False,
+                                 enable_model_summary=False, enable_progress_bar=False, num_sanity_val_steps=0,
+                                 limit_val_batches=0, callbacks=[take])
             trainer.fit(module, datamodule=dm)
     except _Taken:
         pass

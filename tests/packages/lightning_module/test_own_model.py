@@ -414,3 +414,20 @@ def test_a_config_file_follows_the_one_text_rule(tmp_path):
     utf16.write_text('{"model": {"class_path": "ownwork.Table"}}', encoding="utf-16")
     with pytest.raises(WorkloadConfigError, match="not UTF-8 text"):
         read_config(str(utf16))
+
+
+def test_reading_the_module_s_loader_on_a_gpu_machine_prints_no_lightning_warning(monkeypatch):
+    # Seen on an H100: the preview's CPU Trainer said "GPU available but not used" in the probe's output.
+    import warnings
+
+    from lightning.pytorch.accelerators import CUDAAccelerator
+
+    from lightning_module.run.preview import preview
+
+    monkeypatch.setattr(CUDAAccelerator, "is_available", staticmethod(lambda: True))
+    spec = WorkloadSpec(model="examples.tinylm:TinyLM", init_args=json.loads(TINY_LM))
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        pv = preview(spec)
+    assert pv.data_source == "module"
+    assert not [w for w in seen if "GPU available" in str(w.message)]

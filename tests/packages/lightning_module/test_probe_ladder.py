@@ -179,3 +179,43 @@ def test_a_gain_within_the_noise_is_not_kept():
     lad = run_ladder(START, lambda rung, cfg: Measurement(11.0 if cfg.compile else 10.0, 0.0, float("inf"), 1),
                      LadderOptions(skip=frozenset({"precision", "workers", "batch", "ipex"})))
     assert rungs_by_name(lad)["compile"].kept
+
+
+def launch_bound(cfg):
+    """Shaped like a transformer on a big GPU: small batches are bound by kernel launches, so bf16
+    costs more than it saves there and wins 3x once the batch fills the device."""
+    v = min(cfg.batch_size, 128) * 10.0
+    if cfg.precision == "bf16-mixed":
+        v *= 0.8 if cfg.batch_size < 64 else 3.0
+    return v
+
+
+def test_a_rung_lost_at_a_small_batch_is_measured_again_at_the_batch_the_search_settled_on():
+    start = START.model_copy(update={"accelerator": "gpu", "batch_size": 16})
+    lad = run_ladder(start, fake(launch_bound), LadderOptions(vision=False, skip=frozenset({"compile", "workers"})))
+    r = rungs_by_name(lad)
+    assert not r["bf16"].kept  # lost at batch 16
+    again = r["bf16@batch=128"]
+    assert again.kept and again.config.precision == "bf16-mixed" and again.config.batch_size == 128
+    assert "lost at batch 16" in again.note
+    assert lad.best.config == start.model_copy(update={"precision": "bf16-mixed", "batch_size": 128})
+    assert lad.best.samples_per_sec == pytest.approx(128 * 10 * 3.0)
+
+
+def test_no_rung_is_measured_again_when_the_batch_moved_less_than_the_revisit_factor():
+    start = START.model_copy(update={"batch_size": 16})
+    lad = run_ladder(start, fake(lambda c: min(c.batch_size, 32) * (0.5 if c.precision == "bf16-mixed" else 1.0)),
+                     LadderOptions(vision=False, skip=frozenset({"compile", "workers"})))
+    assert lad.best.config.batch_size == 32  # 2x: decisions made at 16 stand
+    assert not [x for x in lad.rungs if "@" in x.rung]
+
+
+def test_a_rung_that_won_or_failed_is_not_measured_again():
+    start = START.model_copy(update={"accelerator": "gpu", "batch_size": 16})
+    lad = run_ladder(start, fake(lambda c: min(c.batch_size, 128) * (2.0 if c.precision == "bf16-mixed" else 1.0),
+                                 lambda c: RuntimeError("compile broke") if c.compile else None),
+                     LadderOptions(vision=False, skip=frozenset({"workers"})))
+    r = rungs_by_name(lad)
+    assert r["bf16"].kept and r["compile"].status == "failed"
+    assert lad.best.config.batch_size == 128
+    assert not [x for x in lad.rungs if "@" in x.rung]
