@@ -10,7 +10,8 @@
    predicted from one row of another device in the same benchmark suite, through the model's
    shape alone (no reference rows as anchors). Same figures, same targets.
 3. The fitted model (form and numbers) and what it says for the AWS devices with no rows of their
-   own, for the README.
+   own, for the README; ResNet-50 on three c7i sizes (CPU scaling); the three A10G sizes against
+   the derived g5.2xlarge figure (a weak anchor).
 4. `--by-workload`: leave-one-workload-out, before (one shared arithmetic intensity, the model
    before workload shapes) and after (each workload's own, advisor/data/workload_intensity.json),
    in the same run: each workload with rows on two or more device models is fitted out, given its
@@ -66,9 +67,11 @@ def main(argv: list[str] | None = None) -> int:
           f"({len(model.skipped)} not fitted: other framework or precision, no peak figures, multi-node, ladder rungs, MLPerf ceilings)")
     print(f"machine: {platform.machine()} {platform.python_version()} (accuracy only, no timing)")
     print()
-    print("fitted model: per-device samples/s = exp(lambda_w + sigma*[tuned] + kappa_kind) / (1/P + theta_m*beta/B + theta_o)")
+    print("fitted model: per-device samples/s = exp(lambda_w + sigma*[tuned] + kappa_kind) / "
+          "(1/P + m_w*(theta_m*beta/B + theta_o)), m_w = I_resnet50 / I_w")
     print(f"  theta_m = {f.theta_m:.3f} (memory term; TFLOP/s per GB/s), theta_o = {f.theta_o:.6f} (fixed term; "
-          f"a ceiling of {1 / f.theta_o if f.theta_o else math.inf:,.0f} effective TFLOP/s)")
+          f"a ceiling of {1 / f.theta_o if f.theta_o else math.inf:,.0f} effective TFLOP/s for ResNet-50)")
+    print("  m_w = " + ", ".join(f"{w} {v:.2f}" for w, v in sorted(f.mem_factor.items()) if not w.startswith("_")))
     print(f"  tuned / default stack = {math.exp(f.sigma):.3f}; kappa = "
           + ", ".join(f"{k} {v:+.3f}" for k, v in f.kappa.items()))
     print("  lambda = " + ", ".join(f"{w} {v:.3f}" for w, v in sorted(f.level.items())))

@@ -49,7 +49,7 @@ REFINE_STEPS = 9
 # data-parallel across the two sockets of a c6i.32xlarge did not raise throughput; Article C,
 # memory channels, not cores, moved PyTorch by ~20%, and the catalog carries no channel counts).
 # The dataset's CPU rows are one size of one CPU, so nothing fits it: the middle is the log-centre
-# of that bracket and the band spans both ends (predict.py), until your probes of two sizes say more.
+# of that bracket and the band spans both ends (predict.py). Below the anchors' peak: linear.
 CPU_SCALING = 0.5
 
 # A device's own rows move its prediction by their mean residual, shrunk towards the model:
@@ -112,8 +112,9 @@ class Fit:
 
 
 def cpu_log_peak(peak: float, ref: float | None) -> float:
-    """log of a CPU's effective peak: its own at the anchors' (ref), CPU_SCALING of the way beyond."""
-    if ref is None:
+    """log of a CPU's effective peak: its own up to the anchors' (ref: fewer cores, each with more
+    memory bandwidth, stay compute-bound), CPU_SCALING of the way beyond it."""
+    if ref is None or peak <= ref:
         return math.log(peak)
     return CPU_SCALING * math.log(peak) + (1.0 - CPU_SCALING) * math.log(ref)
 

@@ -252,12 +252,13 @@ class Estimator:
 
 
 def _cpu_bracket(est: Estimate, ratio: float, anchor: str) -> None:
-    """Widen a CPU estimate to what is known of CPU scaling: `ratio` x its anchor's counted peak
-    gains between nothing and `ratio` (fit.CPU_SCALING: the middle is ratio^0.5)."""
-    # The bracket's ends (exponent 0 and 1) against the middle (exponent CPU_SCALING).
-    lo_f, hi_f = min(1.0, ratio) / ratio**CPU_SCALING, max(1.0, ratio) / ratio**CPU_SCALING
-    if hi_f / lo_f < 1.02:
+    """Widen a CPU estimate to what is known of CPU scaling: `ratio` (> 1) x its anchor's counted
+    peak gains between nothing and `ratio` (fit.CPU_SCALING: the middle is ratio^0.5). Below the
+    anchor the estimate is linear (fit.cpu_log_peak) and nothing is added."""
+    if ratio < 1.02:
         return
+    # The bracket's ends (exponent 0 and 1) against the middle (exponent CPU_SCALING).
+    lo_f, hi_f = 1.0 / ratio**CPU_SCALING, ratio / ratio**CPU_SCALING
     est.low, est.high = min(est.low, est.per_device * lo_f), max(est.high, est.per_device * hi_f)
     est.basis["cpu_scaling"] = {"peak_ratio_to_anchor": round(ratio, 3), "anchor": anchor, "exponent": CPU_SCALING,
                                 "bracket": "no gain (Article A: a second socket gave none) to linear in the cores' FLOP/s"}
