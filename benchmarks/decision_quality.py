@@ -217,7 +217,7 @@ class World:
         """recommend with every type measured exactly, on the point estimate (confidence 0): its
         candidates' costs and pessimistic hours are the truth."""
         exact = [probe_result(cat.instance_types[n], scn.truth[n], 1e-9) for n in scn.types]
-        return build_plan(cat, job, exact, top=1, references="none")
+        return build_plan(cat, job, exact, top=1)  # every type measured: no estimate is read
 
     def visible(self, hidden: list[str]) -> ReferenceSet:
         """The reference rows the advisor may see: every row but the hidden devices' (one set, and

@@ -17,9 +17,9 @@ import sys
 
 import torch
 import torchvision
-from torch.utils.flop_counter import FlopCounterMode
 
 from lightning_module.contract.result import BUILTIN_MODELS, WorkloadSpec
+from lightning_module.run.peaks import flop_counter
 from lightning_module.run.workloads import build_net
 
 IMAGE_SIZE = 224
@@ -37,7 +37,7 @@ def measure(name: str) -> dict:
     y = torch.randint(0, NUM_CLASSES, (BATCH,))
     loss_fn = torch.nn.CrossEntropyLoss()
 
-    with FlopCounterMode(display=False) as fwd_counter:
+    with flop_counter() as fwd_counter:
         out = model(x)
     fwd = fwd_counter.get_total_flops() / BATCH
 
@@ -51,7 +51,7 @@ def measure(name: str) -> dict:
             seen[st.data_ptr()] = st.nbytes()
         return t
 
-    with FlopCounterMode(display=False) as train_counter:
+    with flop_counter() as train_counter:
         with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
             loss = loss_fn(model(x), y)
         loss.backward()

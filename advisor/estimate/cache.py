@@ -35,7 +35,7 @@ from catalog import accelerators as acc
 from catalog.io import FileError, parse_json, read_bytes, write_atomic
 
 from ..paths import cache_dir
-from . import references
+from . import references, shapes
 from .calibrate import Efficiency
 from .fit import Fit
 from .model import Bands, CrossDeviceModel, build
@@ -49,7 +49,7 @@ KEEP = 8  # entries kept (a team's own reference files each have theirs); the ol
 MAX_BYTES = 16 * 2**20
 # The modules whose code computes the model (or the rows and devices it is computed from).
 SOURCES = ("advisor.estimate.model", "advisor.estimate.fit", "advisor.estimate.calibrate",
-           "advisor.estimate.points", "advisor.estimate.cache", "advisor.estimate.references", "catalog.accelerators",
+           "advisor.estimate.points", "advisor.estimate.cache", "advisor.estimate.references", "advisor.estimate.shapes", "catalog.accelerators",
            "catalog.hardware", "catalog.models", "lightning_module.contract.workload_facts")
 
 
@@ -91,6 +91,7 @@ def key(reference_digest: str, origin: str) -> str:
     part("origin", origin)
     part("references", reference_digest)
     part("accelerators", read_bytes(acc.DATA_PATH, "accelerator table", MAX_BYTES))
+    part("intensity", read_bytes(shapes.INTENSITY_PATH, "workload intensity table", MAX_BYTES))
     for name in SOURCES:
         part(name, Path(importlib.import_module(name).__file__).read_bytes())
     features = getattr(getattr(np, "_core", None), "_multiarray_umath", None)
@@ -152,10 +153,11 @@ def _device(d: Device) -> dict:
 def to_json(m: CrossDeviceModel) -> dict:
     f, e, b = m.fit, m.efficiency, m.bands
     return {
-        "origin": m.origin,
+        "origin": m.origin, "shaped": m.shaped,
         "fit": {"theta_m": f.theta_m, "theta_o": f.theta_o, "sigma": f.sigma, "kappa": f.kappa, "level": f.level,
                 "resid": {g: list(v) for g, v in f.resid.items()},
-                "devices": {k: _device(d) for k, d in f.devices.items()}, "rows": f.rows, "rms": f.rms},
+                "devices": {k: _device(d) for k, d in f.devices.items()}, "rows": f.rows, "rms": f.rms,
+                "mem_factor": f.mem_factor, "cpu_ref": f.cpu_ref},
         "efficiency": {"loss_per_doubling": e.loss_per_doubling, "pairs": [list(p) for p in e.pairs]},
         "bands": dict(vars(b)),
         "points": [{**vars(p), "device": _device(p.device)} for p in m.points],
@@ -166,10 +168,10 @@ def to_json(m: CrossDeviceModel) -> dict:
 def from_json(body: dict) -> CrossDeviceModel:
     f = body["fit"]
     fit = Fit(f["theta_m"], f["theta_o"], f["sigma"], dict(f["kappa"]), dict(f["level"]),
-              {g: (float(mean), int(n)) for g, (mean, n) in f["resid"].items()},
-              {k: Device(**d) for k, d in f["devices"].items()}, f["rows"], f["rms"])
+              {g: (float(mean), float(n)) for g, (mean, n) in f["resid"].items()},
+              {k: Device(**d) for k, d in f["devices"].items()}, f["rows"], f["rms"], dict(f["mem_factor"]), f["cpu_ref"])
     e = body["efficiency"]
     eff = Efficiency(e["loss_per_doubling"], [(a, b, n, x) for a, b, n, x in e["pairs"]])
     points = [Point(**{**p, "device": Device(**p["device"])}) for p in body["points"]]
     skipped = [(row, why) for row, why in body["skipped"]]
-    return CrossDeviceModel(fit, eff, Bands(**body["bands"]), points, skipped, body["origin"])
+    return CrossDeviceModel(fit, eff, Bands(**body["bands"]), points, skipped, body["origin"], body["shaped"])

@@ -29,6 +29,7 @@ OUTSIDE_PER_DOUBLING = 1.0
 NEW_VENDOR = 1.0
 NEW_KIND = 2.0
 NEW_WORKLOAD = 1.0
+PROBED_KINDS = ("gpu", "cpu")
 NEW_KIND_WORDS = "no anchor of this device kind (CPU vs accelerator)"
 
 
@@ -101,15 +102,18 @@ def distance(dev: Device, workload: str, f: Fit) -> tuple[float, list[str]]:
         if dev.vendor.lower() not in {g.vendor.lower() for g in same_kind}:
             d += NEW_VENDOR
             why.append(f"no {dev.vendor} anchor")
-        out = _outside(dev.peak, [g.peak for g in same_kind])
-        if dev.bandwidth and all(g.bandwidth for g in same_kind):
-            out = max(out, _outside(dev.bandwidth, [g.bandwidth for g in same_kind]))
+        out_p = _outside(dev.peak, [g.peak for g in same_kind])
+        out_b = _outside(dev.bandwidth, [g.bandwidth for g in same_kind]) if (
+            dev.bandwidth and all(g.bandwidth for g in same_kind)) else 0.0
+        out = max(out_p, out_b)
         if out > 0:
             d += OUTSIDE_PER_DOUBLING * out
             faster = dev.peak > max(g.peak for g in same_kind) or (
                 dev.bandwidth and dev.bandwidth > max(g.bandwidth or 0 for g in same_kind))
-            why.append(f"{2 ** out:.3g}x {'beyond the fastest' if faster else 'below the slowest'} anchor "
-                       "(peak FLOP/s or bandwidth)")
+            # Below the slowest anchor's bandwidth the memory term is extrapolated with nothing
+            # behind it (a T4, an L4): say which term it is.
+            what = ("bandwidth: the memory term extrapolated" if out_b >= out_p else "peak FLOP/s")
+            why.append(f"{2 ** out:.3g}x {'beyond the fastest' if faster else 'below the slowest'} anchor ({what})")
     if workload not in f.level:
         d += NEW_WORKLOAD
         why.append(f"no {workload} anchor rows")
@@ -151,7 +155,8 @@ def level_for(f: Fit, workload: str, flops: dict[str, float]) -> float | None:
     return f.level[ref] + math.log(flops[ref] / flops[workload])
 
 
-def leave_one_device_out(points: list[Point], flops: dict[str, float]) -> tuple[list[Held], list[Held]]:
+def leave_one_device_out(points: list[Point], flops: dict[str, float],
+                         intensity: dict[str, float] | None = None) -> tuple[list[Held], list[Held]]:
     """(model-only held-out predictions, probe-anchored held-out predictions)."""
     model_held: list[Held] = []
     probe_held: list[Held] = []
@@ -160,7 +165,7 @@ def leave_one_device_out(points: list[Point], flops: dict[str, float]) -> tuple[
         test = [p for p in points if p.device.group == g]
         if not train:
             continue
-        f = fit(train)
+        f = fit(train, intensity)
         for p in test:
             lam = level_for(f, p.workload, flops)
             if lam is None:
@@ -179,12 +184,49 @@ def leave_one_device_out(points: list[Point], flops: dict[str, float]) -> tuple[
     return model_held, probe_held
 
 
-def band_scale(held: list[Held], share: float = CALIBRATED_SHARE) -> float:
-    """Smallest s with |resid| <= s (1 + d) for `share` of the held-out points, devices weighted equally."""
+def leave_one_workload_out(points: list[Point], intensity: dict[str, float] | None) -> list[Held]:
+    """Each workload with rows on two or more device models held out in turn: the fit without it,
+    the workload's level set by one of its rows (the anchor: one measured device), its rows on the
+    other device models predicted. A Held's `anchor` is the anchor row, its `why` [workload, the
+    anchor's device model]."""
+    out: list[Held] = []
+    for w in sorted({p.workload for p in points}):
+        # Devices the probe can drive (a Trainium or Gaudi figure is never yours to carry over).
+        mine = [p for p in points if p.workload == w and p.device.kind in PROBED_KINDS]
+        train = [p for p in points if p.workload != w]
+        if len({p.device.group for p in mine}) < 2 or not train:
+            continue
+        f = fit(train, intensity)
+        shape = (intensity or {}).get(w)
+        pred = {id(p): f.log_predict(p.device, w, p.stack, level=0.0, intensity=shape) for p in mine
+                if f.knows(p.device.kind)}
+        for a in mine:
+            if id(a) not in pred:
+                continue  # a kind the fit without this workload does not know: no transfer to calibrate
+            for b in mine:
+                # A ratio means something inside one published table (one source, stack, precision):
+                # your probe and your later runs share your stack the same way.
+                if b.device.group == a.device.group or id(b) not in pred or b.suite != a.suite:
+                    continue
+                out.append(Held(b, pred[id(b)] + math.log(a.sps) - pred[id(a)], pair_distance(a.device, b.device),
+                                [w, a.device.group], anchor=a.label))
+    return out
+
+
+def transfer_weights(held: list[Held]) -> np.ndarray:
+    """Each case (workload, measured device model, target device model) weighted equally, however
+    many rows of the two devices one table has: the unit a user asks about."""
+    keys = [(h.why[0], h.why[1], h.point.device.group) for h in held]
+    return group_weights(["|".join(map(str, k)) for k in keys])
+
+
+def band_scale(held: list[Held], share: float = CALIBRATED_SHARE, weights: np.ndarray | None = None) -> float:
+    """Smallest s with |resid| <= s (1 + d) for `share` of the held-out points, devices weighted
+    equally (or by `weights`)."""
     if not held:
         return float("nan")
     ratio = np.array([abs(h.resid) / (1.0 + h.distance) for h in held])
-    return weighted_quantile(ratio, _device_weights(held), share)
+    return weighted_quantile(ratio, _device_weights(held) if weights is None else weights, share)
 
 
 def weighted_quantile(x: np.ndarray, w: np.ndarray, q: float) -> float:
@@ -194,9 +236,9 @@ def weighted_quantile(x: np.ndarray, w: np.ndarray, q: float) -> float:
     return float(x[order][np.searchsorted(cum, q)])
 
 
-def coverage(held: list[Held], scale: float) -> float:
+def coverage(held: list[Held], scale: float, weights: np.ndarray | None = None) -> float:
     ok = np.array([abs(h.resid) <= scale * (1.0 + h.distance) for h in held], float)
-    w = _device_weights(held)
+    w = _device_weights(held) if weights is None else weights
     return float((ok * w).sum() / w.sum())
 
 

@@ -152,3 +152,34 @@ def out_of_fit_ratios(model: CrossDeviceModel, rows, catalog) -> list[RatioCheck
                             f.log_predict(base_dev, base_m.model, base_m.stack, level=0.0))
             out.append(RatioCheck(suite, key, base_key, sps / base_sps, pred))
     return out
+
+
+@dataclass
+class WorkloadCheck:
+    workload: str
+    devices: int  # device models it has fitted rows on
+    pairs: int  # (anchor row, target row) pairs on two device models
+    median_abs_error: float  # predicted / published ratio to the anchor, each target device weighted equally
+    coverage: float  # share inside the transfer band, its scale calibrated without this workload
+    median_ratio: float
+
+
+def by_workload(model: CrossDeviceModel) -> list[WorkloadCheck]:
+    """Leave-one-workload-out: each workload fitted out, given its shape and one measured device,
+    its other devices predicted; per workload the ratio error and the nested band's coverage."""
+    from .calibrate import coverage, leave_one_workload_out, transfer_weights
+    from .shapes import intensities
+
+    held = leave_one_workload_out(model.points, intensities() if model.shaped else None)
+    out = []
+    for w in sorted({h.why[0] for h in held}):
+        mine = [h for h in held if h.why[0] == w]
+        rest = [h for h in held if h.why[0] != w]
+        scale = band_scale(rest, weights=transfer_weights(rest)) if rest else float("nan")
+        wts = transfer_weights(mine)
+        err = np.array([abs(math.expm1(-h.resid)) for h in mine])
+        ratio = np.array([math.exp(-h.resid) for h in mine])
+        out.append(WorkloadCheck(w, len({h.point.device.group for h in mine}), len(mine),
+                                 weighted_quantile(err, wts, 0.5), coverage(mine, scale, wts),
+                                 weighted_quantile(ratio, wts, 0.5)))
+    return out

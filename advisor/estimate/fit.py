@@ -2,18 +2,25 @@
 
 Time per sample on one device is the sum of three parts (an additive roofline):
 
-    t = F/(eta P) + F beta/(I B) + F c
+    t = F/(eta P) + F beta/(I_w B) + F c
 
 compute at the device's peak P (TFLOP/s at the precision used), memory traffic at its bandwidth B
 (GB/s; beta = 2 when activations are fp32/TF32, 1 when 16-bit), and a part that neither makes
-faster (kernel launches, the framework's per-step work, the host). F, eta, I and c are not known
-per workload, so with lambda_w = log(eta / F) the model in log space is
+faster (kernel launches, the framework's per-step work, the host). I_w is the workload's own
+arithmetic intensity (shapes.py: counted FLOPs per unfused byte); F, eta and c are not known per
+workload, so with lambda_w = log(eta / F) and m_w = I_ref / I_w (1 for the reference workload,
+ResNet-50, and for an unshaped one) the model in log space is
 
-    log sps = lambda_w + sigma [tuned stack] + kappa_kind - log(1/P + theta_m beta/B + theta_o)
+    log sps = lambda_w + sigma [tuned stack] + kappa_kind - log(1/P + m_w (theta_m beta/B + theta_o))
 
 (sigma for accelerators only: the CPU rows are Article A's ladder, the probe's own CPU stack)
 
-with theta_m = 1000 eta / I and theta_o = eta c in units of 1/(TFLOP/s). It saturates: past the
+with theta_m = 1000 eta / I_ref (the unfused count's share that real, fused kernels move is in it)
+and theta_o = eta c in units of 1/(TFLOP/s). The fixed part scales with m_w as well: kernel launches
+and per-op framework work come with the unfused ops the counter sums, so per FLOP a low-intensity
+network (EfficientNet's depthwise convolutions, m ~ 5-7) pays more of it than BERT (m ~ 0.6); with
+the fixed part shared, leave-one-workload-out put BERT-Large on an H100 37% low. So device ratios
+differ by workload: a low-intensity network gains less from FLOP/s than one of high intensity. It saturates: past the
 point where the memory and fixed terms dominate, more FLOP/s buys little (within one stack an
 H200 is ~1.1x an H100, not the 1.4x its bandwidth alone would say). CPUs have no bandwidth figure
 in the catalog: for them only the compute term, with their own offset kappa_cpu.
@@ -36,6 +43,15 @@ from .points import Device, Point
 THETA_M_GRID = np.concatenate(([0.0], np.logspace(-1, 2.5, 15)))
 THETA_O_GRID = np.concatenate(([0.0], np.logspace(-4.5, -1.0, 15)))
 REFINE_STEPS = 9
+# How a CPU's throughput grows with its counted peak (cores x clock x ISA of one socket), as an
+# exponent: sps ~ peak^CPU_SCALING from the CPU anchors' peak. What is published brackets it and no
+# more: linear in the cores' FLOP/s at most (1), and no gain at all at the other end (0: Article A,
+# data-parallel across the two sockets of a c6i.32xlarge did not raise throughput; Article C,
+# memory channels, not cores, moved PyTorch by ~20%, and the catalog carries no channel counts).
+# The dataset's CPU rows are one size of one CPU, so nothing fits it: the middle is the log-centre
+# of that bracket and the band spans both ends (predict.py). Below the anchors' peak: linear.
+CPU_SCALING = 0.5
+
 # A device's own rows move its prediction by their mean residual, shrunk towards the model:
 # n rows count n / (n + SHRINK_ROWS).
 SHRINK_ROWS = 2.0
@@ -48,24 +64,35 @@ class Fit:
     sigma: float  # log(tuned / default) on one device
     kappa: dict[str, float]  # device kind -> offset (gpu: 0)
     level: dict[str, float]  # workload -> lambda_w
-    resid: dict[str, tuple[float, int]]  # device group -> (mean residual, rows)
+    resid: dict[str, tuple[float, float]]  # device group -> (mean residual, rows counted by weight)
     devices: dict[str, Device] = field(default_factory=dict)  # every device variant in the fit, by key
     rows: int = 0
     rms: float = 0.0  # weighted rms residual (log)
+    # workload -> m_w = I_ref / I_w, its memory term against the reference workload's (absent: 1)
+    mem_factor: dict[str, float] = field(default_factory=dict)
+    cpu_ref: float | None = None  # the CPU anchors' counted peak (geometric mean), TFLOP/s; None: no CPU fitted
+
+    def factor(self, workload: str | None, intensity: float | None = None) -> float:
+        """m_w for a workload: from a given intensity (a user's probe), else the fit's, else 1."""
+        if intensity and self.mem_factor.get(REFERENCE_KEY):
+            return self.mem_factor[REFERENCE_KEY] / intensity
+        return self.mem_factor.get(workload or "", 1.0)
 
     def knows(self, kind: str) -> bool:
         """Whether any device of this kind (gpu, cpu, ...) was fitted: its offset is then known."""
         return any(d.kind == kind for d in self.devices.values())
 
-    def offset(self, dev: Device) -> float:
-        return device_offset(dev, self.theta_m, self.theta_o)
+    def offset(self, dev: Device, workload: str | None = None, intensity: float | None = None) -> float:
+        m = self.factor(workload, intensity)
+        return device_offset(dev, self.theta_m * m, self.theta_o * m, self.cpu_ref)
 
     def log_predict(self, dev: Device, workload: str | None, stack: str, level: float | None = None,
-                    own_rows: bool = True) -> float:
-        """log per-device samples/s; `level` overrides the workload's (another workload, or probes)."""
+                    own_rows: bool = True, intensity: float | None = None) -> float:
+        """log per-device samples/s; `level` overrides the workload's (another workload, or probes),
+        `intensity` the workload's shape (a user's own workload, from its probe)."""
         lam = self.level[workload] if level is None else level
         y = lam + (self.sigma if stack == "tuned" and dev.kind != "cpu" else 0.0) + self.kappa.get(dev.kind, 0.0) \
-            - self.offset(dev)
+            - self.offset(dev, workload, intensity)
         if own_rows and dev.group in self.resid:
             mean, n = self.resid[dev.group]
             y += mean * n / (n + SHRINK_ROWS)
@@ -73,18 +100,41 @@ class Fit:
 
     def describe(self) -> dict:
         return {
-            "form": "log sps = lambda_workload + sigma*[tuned] + kappa_kind - log(1/P + theta_m*beta/B + theta_o)",
+            "form": "log sps = lambda_workload + sigma*[tuned] + kappa_kind - log(1/P + m_workload*(theta_m*beta/B + theta_o))",
+            "m_workload": {w: round(v, 3) for w, v in sorted(self.mem_factor.items()) if w != REFERENCE_KEY},
             "theta_m": round(self.theta_m, 4), "theta_o": round(self.theta_o, 6),
             "tuned_over_default": round(math.exp(self.sigma), 3),
             "kappa": {k: round(v, 3) for k, v in self.kappa.items()},
+            "cpu_scaling": {"exponent": CPU_SCALING, "anchor_peak_tflops": None if self.cpu_ref is None else
+                            round(self.cpu_ref, 3)},
             "rows": self.rows, "devices": len({d.group for d in self.devices.values()}), "rms_log_residual": round(self.rms, 3),
         }
 
 
-def device_offset(dev: Device, theta_m: float, theta_o: float) -> float:
+def cpu_log_peak(peak: float, ref: float | None) -> float:
+    """log of a CPU's effective peak: its own up to the anchors' (ref: fewer cores, each with more
+    memory bandwidth, stay compute-bound), CPU_SCALING of the way beyond it."""
+    if ref is None or peak <= ref:
+        return math.log(peak)
+    return CPU_SCALING * math.log(peak) + (1.0 - CPU_SCALING) * math.log(ref)
+
+
+def device_offset(dev: Device, theta_m: float, theta_o: float, cpu_ref: float | None = None) -> float:
     if dev.bandwidth is None:
-        return -math.log(dev.peak)
+        return -cpu_log_peak(dev.peak, cpu_ref)
     return math.log(1.0 / dev.peak + theta_m * dev.bytes_factor / dev.bandwidth + theta_o)
+
+
+REFERENCE_KEY = "_reference_intensity"  # mem_factor's entry holding I_ref itself
+
+
+def memory_factors(workloads, intensity: dict[str, float] | None, reference: str) -> dict[str, float]:
+    """m_w = I_ref / I_w for each shaped workload, I_ref kept under REFERENCE_KEY; {} when shared
+    (intensity None: one intensity for every workload, the model before workload shapes)."""
+    if not intensity:
+        return {}
+    ref = intensity.get(reference) or float(np.exp(np.mean(np.log(list(intensity.values())))))
+    return {REFERENCE_KEY: ref} | {w: ref / intensity[w] for w in workloads if w in intensity}
 
 
 def group_weights(groups: list[str]) -> np.ndarray:
@@ -95,16 +145,27 @@ def group_weights(groups: list[str]) -> np.ndarray:
     return np.array([1.0 / n[g] for g in groups])
 
 
-def fit(points: list[Point]) -> Fit:
-    """Least squares over all points (reference rows, not probes)."""
+def fit(points: list[Point], intensity: dict[str, float] | None = None, reference: str = "resnet50") -> Fit:
+    """Least squares over all points (reference rows, not probes). `intensity`: workload -> FLOPs
+    per byte (shapes.intensities()); None fits one shared intensity (the model before shapes).
+    A point's weight is its device's share (each device counts once) x its own evidence weight
+    (a derived figure less than a read one)."""
     if not points:
         raise ValueError("nothing to fit")
     n = len(points)
+    factors = memory_factors({p.workload for p in points}, intensity, reference)
     y = np.log([p.sps for p in points])
-    inv_p = np.array([1.0 / p.device.peak for p in points])
+    cpus = [p.device.peak for p in points if p.device.bandwidth is None]
+    cpu_ref = float(np.exp(np.mean(np.log(cpus)))) if cpus else None
+    inv_p = np.array([1.0 / p.device.peak if p.device.bandwidth is not None else
+                      math.exp(-cpu_log_peak(p.device.peak, cpu_ref)) for p in points])
     has_bw = np.array([p.device.bandwidth is not None for p in points])
-    mem = np.array([p.device.bytes_factor / p.device.bandwidth if p.device.bandwidth else 0.0 for p in points])
-    w = group_weights([p.device.group for p in points])
+    mem = np.array([factors.get(p.workload, 1.0) * p.device.bytes_factor / p.device.bandwidth
+                    if p.device.bandwidth else 0.0 for p in points])
+    # The fixed part scales with m_w too (below); has_bw carries it, 0 for a CPU.
+    has_bw = has_bw * np.array([factors.get(p.workload, 1.0) for p in points])
+    ev = np.array([p.weight for p in points])
+    w = group_weights([p.device.group for p in points]) * ev
 
     workloads = sorted({p.workload for p in points})
     kinds = sorted({p.device.kind for p in points} - {"gpu"})
@@ -152,15 +213,16 @@ def fit(points: list[Point]) -> Fit:
     sigma = float(beta[k]) if has_sigma else 0.0
     k += int(has_sigma)
     kappa = {"gpu": 0.0} | {kd: float(beta[k + i]) for i, kd in enumerate(kind_cols)}
-    sums: dict[str, list[float]] = {}
+    sums: dict[str, list[tuple[float, float]]] = {}
     for p, ri in zip(points, r):
-        sums.setdefault(p.device.group, []).append(float(ri))
-    res = {grp: (float(np.mean(v)), len(v)) for grp, v in sums.items()}
+        sums.setdefault(p.device.group, []).append((float(ri), p.weight))
+    # A device's mean residual, each row weighted by its evidence; a derived row counts as a fraction of one.
+    res = {grp: (sum(x * e for x, e in v) / sum(e for _, e in v), sum(e for _, e in v)) for grp, v in sums.items()}
     devices = {}
     for p in points:
         devices.setdefault(p.device.key, p.device)
     rms = float(np.sqrt(np.sum(w * r**2) / np.sum(w)))
-    return Fit(theta_m, theta_o, sigma, kappa, level, res, devices, n, rms)
+    return Fit(theta_m, theta_o, sigma, kappa, level, res, devices, n, rms, factors, cpu_ref)
 
 
 def _between(grid: np.ndarray, i: int) -> np.ndarray:

@@ -21,9 +21,12 @@ from .calibrate import (
     coverage,
     efficiency_from_pairs,
     leave_one_device_out,
+    leave_one_workload_out,
+    transfer_weights,
 )
 from .fit import Fit, fit
 from .points import Point, reference_points
+from .shapes import intensities
 
 FLOPS = {name: f.train_flops_per_sample for name, f in FACTS.items()}
 
@@ -35,6 +38,12 @@ class Bands:
     share: float  # the share of held-out points the scales were set to cover
     coverage_model: float
     coverage_probe: float
+    # A workload known from one device (leave-one-workload-out), by the distance between the devices:
+    transfer_scale: float = float("nan")  # nan: no workload with rows on two device models
+    coverage_transfer: float = float("nan")
+    transfer_workloads: int = 0  # workloads the transfer scale was calibrated on
+    # kinds a transfer *from* was calibrated for (an anchor of that kind predicted another kind's rows)
+    transfer_from_kinds: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -45,6 +54,7 @@ class CrossDeviceModel:
     points: list[Point]
     skipped: list[tuple[str, str]] = field(default_factory=list)
     origin: str = "builtin"
+    shaped: bool = True  # per-workload intensity (False: one shared intensity, the model before shapes)
 
     def describe(self) -> dict:
         return {**self.fit.describe(), "reference": self.origin,
@@ -52,20 +62,52 @@ class CrossDeviceModel:
                 "band_scale": round(self.bands.model_scale, 3), "probe_band_scale": round(self.bands.probe_scale, 3)}
 
 
-def build(rows, catalog: Catalog | None, origin: str = "builtin") -> CrossDeviceModel:
+def build(rows, catalog: Catalog | None, origin: str = "builtin", shaped: bool = True) -> CrossDeviceModel:
+    """The model of a reference set; `shaped` False gives every workload one intensity (the model
+    before workload shapes, kept for benchmarks/estimate_accuracy.py's before/after)."""
     eff = efficiency_from_pairs(rows)
     points, skipped = reference_points(rows, catalog, eff)
     if not points:
         raise ValueError("no reference row can be fitted (see 'advisor references check')")
-    return CrossDeviceModel(fit(points), eff, compute_bands(points), points, skipped, origin)
+    shape = intensities() if shaped else None
+    return CrossDeviceModel(fit(points, shape), eff, compute_bands(points, shape), points, skipped, origin, shaped)
 
 
-def compute_bands(points: list[Point]) -> Bands:
-    held, probe_held = leave_one_device_out(points, FLOPS)
+# --references none: the model's shape (theta_m, theta_o) and the workload's level fitted on your
+# probes alone need a residual to calibrate a band on: probes on at least this many device models
+# (level + two shape parameters, and one left over for each leave-one-out fit to be checked on).
+MIN_PROBED_DEVICES = 4
+
+
+def from_probes(points: list[Point], workload: str, intensity: float | None) -> CrossDeviceModel:
+    """The model fitted on a user's probes alone (`--references none`): no published figure, no
+    published n-GPU scaling (the all-reduce model alone), bands from leaving each probed device
+    out. Raises ValueError with what to probe when there are too few device models."""
+    groups = sorted({p.device.group for p in points})
+    if len(groups) < MIN_PROBED_DEVICES:
+        have = f"{len(groups)}: {', '.join(groups)}" if groups else "none"
+        raise ValueError(f"--references none fits the model on your probes alone, which needs probes of {workload} on at "
+                         f"least {MIN_PROBED_DEVICES} device models (you have {have}); probe "
+                         f"{MIN_PROBED_DEVICES - len(groups)} more device model(s), or use --references builtin")
+    shape = {workload: intensity} if intensity else None
+    bands = compute_bands(points, shape)
+    return CrossDeviceModel(fit(points, shape, reference=workload), Efficiency(0.0, []), bands, points, [],
+                            "none (your probes alone)", shaped=shape is not None)
+
+
+def compute_bands(points: list[Point], intensity: dict[str, float] | None = None) -> Bands:
+    held, probe_held = leave_one_device_out(points, FLOPS, intensity)
     held = [h for h in held if h.estimable]
     s0, s1 = band_scale(held), band_scale(probe_held)
     if math.isnan(s0):
         raise ValueError("too few devices to calibrate the bands (leave-one-device-out needs two devices of a kind)")
     if math.isnan(s1):
         s1 = s0  # no two devices in one suite: a probe's band is taken as the model's
-    return Bands(s0, s1, CALIBRATED_SHARE, coverage(held, s0), coverage(probe_held, s1))
+    moved = leave_one_workload_out(points, intensity)
+    s2 = band_scale(moved, weights=transfer_weights(moved)) if moved else float("nan")
+    c2 = coverage(moved, s2, transfer_weights(moved)) if moved else float("nan")
+    kind_of = {p.label: p.device.kind for p in points}
+    from_kinds = sorted({kind_of[h.anchor] for h in moved if kind_of[h.anchor] != h.point.device.kind})
+    return Bands(s0, s1, CALIBRATED_SHARE, coverage(held, s0), coverage(probe_held, s1), s2, c2,
+                 len({h.why[0] for h in moved}), from_kinds)
+

@@ -21,6 +21,8 @@ from catalog.hardware import (
 from catalog.models import Catalog, InstanceType
 from lightning_module.contract.workload_facts import FACTS, REFERENCE_IMAGE_SIZE
 
+from .references import READ_UNCERTAINTY
+
 # Lightning precision -> the peak it runs at. fp32 on Ampere and later: PyTorch's
 # torch.backends.cudnn.allow_tf32 defaults to True, so fp32 convolutions run on TF32 tensor
 # cores (the published A100 "fp32" ResNet-50 rows sit at the TF32 rows' level, not at 19.5 TFLOP/s).
@@ -80,6 +82,14 @@ class Point:
     origin: str  # reference | probe
     suite: str  # rows of one benchmark suite share it (same source, workload, precision, stack)
     reliable: bool = True
+    weight: float = 1.0  # its evidence against a figure read in a source (evidence_weight)
+
+
+def evidence_weight(m) -> float:
+    """A row's weight in the fit, by its own stated uncertainty (inverse variance against a figure
+    read in a source): a derived figure (the g5.2xlarge ~926 worked out from a sentence, 15%) is a
+    weak anchor, a ninth of a read one (5%), not a measurement."""
+    return (READ_UNCERTAINTY / m.uncertainty) ** 2
 
 
 # Variants that are one chip under another name: held out together.
@@ -162,7 +172,8 @@ def reference_points(rows, catalog: Catalog | None, efficiency) -> tuple[list[Po
             per_dev *= (m.image_size / REFERENCE_IMAGE_SIZE) ** 2  # as if at 224 px (FLOPs ~ pixels)
         suite = "|".join((m.source.label().split("@")[0], m.model, m.precision, m.stack, m.data_pipeline,
                           m.framework))
-        out.append(Point(dev, m.model, m.precision, m.stack, per_dev, m.gpus, m.id, "reference", suite))
+        out.append(Point(dev, m.model, m.precision, m.stack, per_dev, m.gpus, m.id, "reference", suite,
+                         weight=evidence_weight(m)))
     return out, skipped
 
 

@@ -27,9 +27,12 @@ from catalog.hardware import best_dtype
 from catalog.models import Catalog, InstanceType
 
 from .calibrate import distance, level_for, pair_distance
+from .fit import CPU_SCALING
 from .model import FLOPS, CrossDeviceModel
 from .points import PRECISION_OF_DTYPE, PROBE_STACK, Device, instance_device
+from .shapes import intensity_of, unshaped_reason
 
+UNCALIBRATED = "uncalibrated"  # a band no held-out case of its kind stands behind
 UNRELIABLE_WIDEN = 2.0  # an unreliable probe's half-width against a reliable one's (a quarter of its weight)
 
 
@@ -58,8 +61,12 @@ class Estimator:
     """Per-device estimates for one workload on any instance type of a catalog."""
 
     def __init__(self, model: CrossDeviceModel, catalog: Catalog, workload: str, flops_per_sample: float,
-                 measured: list[Measured] | None = None, use_references: bool = True):
+                 measured: list[Measured] | None = None, use_references: bool = True,
+                 intensity: float | None = None):
         self.model = model
+        # The workload's shape: the table's intensity for a known workload, its probe's for yours.
+        self.intensity = intensity_of(workload) or intensity
+        self.given_intensity = intensity
         self.catalog = catalog
         self.workload = workload
         self.flops = flops_per_sample
@@ -74,13 +81,15 @@ class Estimator:
         # A user's own workload has no published rows: the reference level would be another
         # workload's figures scaled by a FLOPs ratio, which says nothing about its speed. Its
         # estimates rest on its own probes alone (carried between devices by the model's ratios).
-        self.own_rows = workload in FLOPS
+        # Rows of its own: a builtin's published ones, or (--references none) the probes the model was fitted on.
+        self.own_rows = workload in FLOPS or workload in model.fit.level
         self._probes = [self._probe_point(m) for m in self.measured]
         self._facts: dict[Device, tuple[list[str], list[Device]]] = {}
 
     def with_measurements(self, measured: list[Measured]) -> Estimator:
         """The same estimator, re-anchored on these measurements instead."""
-        return Estimator(self.model, self.catalog, self.workload, self.flops, measured, self.use_references)
+        return Estimator(self.model, self.catalog, self.workload, self.flops, measured, self.use_references,
+                         self.given_intensity)
 
     # -- probes --------------------------------------------------------------------------------
 
@@ -90,7 +99,7 @@ class Estimator:
         if dev is None:
             return None
         pred = self.model.fit.log_predict(dev, self.workload, PROBE_STACK, level=self.level or 0.0,
-                                          own_rows=self.use_references)
+                                          own_rows=self.use_references, intensity=self.intensity)
         return dev, math.log(m.per_device_sps) - pred, m
 
     # -- one instance type ---------------------------------------------------------------------
@@ -123,7 +132,7 @@ class Estimator:
 
     def _from_references(self, dev: Device, precision: str) -> Estimate:
         f, bands = self.model.fit, self.model.bands
-        mid = f.log_predict(dev, self.workload, PROBE_STACK, level=self.level)
+        mid = f.log_predict(dev, self.workload, PROBE_STACK, level=self.level, intensity=self.intensity)
         d, why = distance(dev, self.workload, f)
         w = bands.model_scale * (1.0 + d)
         # The ladder keeps its best rung: where channels_last does not pay, the probe still gets
@@ -137,19 +146,24 @@ class Estimator:
                                    "lower end / the tuned/default stack ratio"},
         }
         notes = [f"extrapolated: {'; '.join(why)}"] if d >= 1 else []
-        return Estimate(math.exp(mid), math.exp(mid - stack - w), math.exp(mid + w), precision, basis, notes)
+        est = Estimate(math.exp(mid), math.exp(mid - stack - w), math.exp(mid + w), precision, basis, notes)
+        if dev.kind == "cpu" and f.cpu_ref:
+            _cpu_bracket(est, dev.peak / f.cpu_ref, "the published CPU rows' counted peak")
+        return est
 
     def _anchored(self, dev: Device, precision: str, probes, reference: Estimate | None) -> Estimate:
         """Each probe, carried over by the model's device ratio, and the reference estimate are
         estimates of one number with calibrated half-widths s; they are averaged with weights 1/s^2
         (the nearest, most reliable source counts most). The band is the narrowest single source's:
         their errors share the model, so averaging does not shrink it."""
-        f, bands = self.model.fit, self.model.bands
-        base = f.log_predict(dev, self.workload, PROBE_STACK, level=self.level or 0.0, own_rows=self.use_references)
+        f = self.model.fit
+        base = f.log_predict(dev, self.workload, PROBE_STACK, level=self.level or 0.0, own_rows=self.use_references,
+                             intensity=self.intensity)
+        scale, calibrated = self._probe_band(dev, probes)
         sources, used = [], []
         for pdev, shift, m in probes:
             d = pair_distance(pdev, dev)
-            half = bands.probe_scale * (1.0 + d) * (1.0 if m.reliable else UNRELIABLE_WIDEN)
+            half = scale * (1.0 + d) * (1.0 if m.reliable else UNRELIABLE_WIDEN)
             sources.append((base + shift, half))
             used.append({"instance_type": m.instance_type, "result_id": m.result_id,
                          "measured_per_device": round(m.per_device_sps, 2),
@@ -172,15 +186,44 @@ class Estimator:
             "probes": used,
             "reference_weight": round(weights[-1] / total, 3) if reference is not None else 0.0,
             "band": {"log_half_width": round(half, 3), "distance_to_nearest_probe": nearest,
-                     "calibrated": f"one device's published figure predicted from another's in the same suite: "
-                                   f"covers {bands.coverage_probe:.0%} of held-out pairs (target {bands.share:.0%}); "
-                                   f"half-width {bands.probe_scale:.3f} x (1 + distance) per probe (x{UNRELIABLE_WIDEN:g} "
-                                   "unreliable), the narrowest source's"},
+                     "calibrated": calibrated},
         }
         notes = []
         if not any(u["reliable"] for u in used):
             notes.append("re-anchored on unreliable probes only: band widened")
-        return Estimate(math.exp(mid), math.exp(mid - half), math.exp(mid + half), precision, basis, notes)
+        if calibrated == UNCALIBRATED and reference is None:
+            kinds = "/".join(sorted({p[0].kind.upper() for p in probes}))
+            notes.append(f"uncalibrated: known only from {kinds} probes, and no published workload shows how a {kinds} "
+                         f"figure carries to a {dev.kind.upper()}: probe one {dev.kind.upper()} instance type")
+        if self.intensity is None and self.model.shaped and not self.own_rows:
+            notes.append(f"unshaped: {unshaped_reason(self.workload)}; the memory term takes ResNet-50's intensity")
+        est = Estimate(math.exp(mid), math.exp(mid - half), math.exp(mid + half), precision, basis, notes)
+        cpus = [(abs(math.log(dev.peak / p[0].peak)), p) for p in probes if p[0].kind == "cpu"]
+        if dev.kind == "cpu" and cpus:
+            _, (pdev, _, m) = min(cpus, key=lambda c: c[0])  # the nearest CPU probe in counted peak
+            _cpu_bracket(est, dev.peak / pdev.peak, f"your {m.instance_type} probe's counted peak")
+        return est
+
+    def _probe_band(self, dev: Device, probes) -> tuple[float, str]:
+        """(band scale, how it was calibrated) for estimates carried from probes to `dev`. A workload
+        with published rows: one device's row predicted from another's in the same suite. Your own
+        workload: leave-one-workload-out (a workload known from one device). A transfer across
+        device kinds that no held-out workload showed: the widest scale, and `uncalibrated`."""
+        bands = self.model.bands
+        if self.own_rows or math.isnan(bands.transfer_scale):
+            scale, words = bands.probe_scale, (
+                f"one device's published figure predicted from another's in the same suite: covers "
+                f"{bands.coverage_probe:.0%} of held-out pairs (target {bands.share:.0%})")
+        else:
+            scale, words = bands.transfer_scale, (
+                f"leave-one-workload-out: a workload fitted out, given its shape and one device, its other devices "
+                f"predicted: covers {bands.coverage_transfer:.0%} of held-out pairs over {bands.transfer_workloads} "
+                f"workloads (target {bands.share:.0%})")
+        if all(p[0].kind != dev.kind and p[0].kind not in bands.transfer_from_kinds for p in probes):
+            return max(scale, bands.model_scale, bands.transfer_scale if not math.isnan(bands.transfer_scale) else 0.0), \
+                UNCALIBRATED
+        return scale, (f"{words}; half-width {scale:.3f} x (1 + distance) per probe (x{UNRELIABLE_WIDEN:g} unreliable), "
+                       "the narrowest source's")
 
     def _basis(self, dev: Device, precision: str, log_mid: float) -> dict:
         f = self.model.fit
@@ -200,10 +243,27 @@ class Estimator:
         """(this device's own published rows, the three fitted devices nearest it): the same for
         every size of one device, so worked out once per device."""
         if dev not in self._facts:
-            rows = [p.label for p in self.model.points if p.device.group == dev.group] if self.use_references else []
+            # A derived row is a weak anchor: said so, with its weight against a read one.
+            rows = [p.label + (f" (derived: weight {p.weight:.2g})" if p.weight < 1 else "")
+                    for p in self.model.points if p.device.group == dev.group] if self.use_references else []
             self._facts[dev] = (rows, sorted(self.model.fit.devices.values(), key=lambda g: pair_distance(g, dev))[:3])
         rows, near = self._facts[dev]
         return list(rows), near
+
+
+def _cpu_bracket(est: Estimate, ratio: float, anchor: str) -> None:
+    """Widen a CPU estimate to what is known of CPU scaling: `ratio` (> 1) x its anchor's counted
+    peak gains between nothing and `ratio` (fit.CPU_SCALING: the middle is ratio^0.5). Below the
+    anchor the estimate is linear (fit.cpu_log_peak) and nothing is added."""
+    if ratio < 1.02:
+        return
+    # The bracket's ends (exponent 0 and 1) against the middle (exponent CPU_SCALING).
+    lo_f, hi_f = 1.0 / ratio**CPU_SCALING, ratio / ratio**CPU_SCALING
+    est.low, est.high = min(est.low, est.per_device * lo_f), max(est.high, est.per_device * hi_f)
+    est.basis["cpu_scaling"] = {"peak_ratio_to_anchor": round(ratio, 3), "anchor": anchor, "exponent": CPU_SCALING,
+                                "bracket": "no gain (Article A: a second socket gave none) to linear in the cores' FLOP/s"}
+    est.notes.append(f"CPU scaling: {ratio:.3g}x {anchor}; published figures bracket the gain between none and "
+                     f"{ratio:.3g}x (middle {ratio ** CPU_SCALING:.2g}x)")
 
 
 def measured_from(result, devices_in_run: int, efficiency) -> Measured:

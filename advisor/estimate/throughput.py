@@ -6,7 +6,8 @@ Order of trust, per instance type:
    that says it is not reliable (ProbeResult.reliable False) keeps its figure, with a band
    widened to what the estimate without it says and a note with its reasons.
 2. `reference`: a published figure for this workload on this very instance type (the reference
-   dataset, advisor/estimate/references.py).
+   dataset, advisor/estimate/references.py), read in its source: a derived one is a weak anchor of
+   the estimate instead.
 3. `estimated`: the cross-device model (advisor/estimate/): fitted on all reference rows,
    re-anchored by the user's probes, calibrated bands, capped by what the host can feed.
 Types the workload cannot run on are returned as exclusions with the reason.
@@ -38,14 +39,17 @@ from lightning_module.contract.result import BUILTIN_MODELS
 from lightning_module.contract.workload_facts import REFERENCE_IMAGE_SIZE, WorkloadFacts
 
 from .cache import model_for as cached_model
+from .calibrate import Efficiency
 from .host import apply_cap, host_cap
-from .model import CrossDeviceModel, build
-from .points import MIXED, PRECISION_OF_DTYPE, at_probe_stack
-from .predict import Estimator, Measured, measured_from
+from .model import CrossDeviceModel, build, from_probes
+from .points import MIXED, PRECISION_OF_DTYPE, PROBE_STACK, Point, at_probe_stack, instance_device
+from .predict import UNRELIABLE_WIDEN, Estimator, Measured, measured_from
 from .references import REFERENCE_PATH, ReferenceError, ReferenceSet
 from .scaling import DEFAULT_BATCH, intra_instance
+from .shapes import intensity_of
 
 STALE_DAYS = 30
+UNRELIABLE_WEIGHT = 1.0 / UNRELIABLE_WIDEN**2  # an unreliable probe in a fit: its band twice as wide
 BUILTIN, NONE = "builtin", "none"
 
 
@@ -127,12 +131,18 @@ class ThroughputModel:
         self._multi: dict[str, dict[int, float]] = {}
         self._index_measurements()
         self.use_references = isinstance(references, ReferenceSet) or str(references) != NONE
-        self.model, rows = cross_device_model(references, catalog)
         self._on_type: dict[str, list] = {}  # instance type -> its published rows, in the set's order
-        for m in rows if self.use_references else []:
-            self._on_type.setdefault(m.instance_type, []).append(m)
-        self.estimator = Estimator(self.model, catalog, facts.model, self.flops,
-                                   [self._as_measured(r) for r in self._measured.values()], self.use_references)
+        if self.use_references:
+            self.model, rows = cross_device_model(references, catalog)
+            for m in rows:
+                self._on_type.setdefault(m.instance_type, []).append(m)
+            measured = [self._as_measured(r) for r in self._measured.values()]
+        else:
+            # None: the model's shape and the workload's level fitted on your probes alone; they
+            # are its points, so they are not re-anchored on a second time.
+            self.model = self._probes_model(facts)
+            measured = []
+        self.estimator = Estimator(self.model, catalog, facts.model, self.flops, measured, intensity=facts.intensity)
         self.pipeline_rate = self._pipeline_rate()
 
     # -- sources ---------------------------------------------------------------------------
@@ -153,6 +163,23 @@ class ThroughputModel:
             elif r.instance_type not in self._measured:
                 self._measured[r.instance_type] = r
         self._newest_versions = (newest.software.torch, newest.software.lightning)
+
+    def _probes_model(self, facts: WorkloadFacts) -> CrossDeviceModel:
+        """`--references none`: the cross-device model fitted on this workload's probes alone."""
+        points = []
+        for r in self._measured.values():
+            m = measured_from(r, self._devices_used(r), Efficiency(0.0, []))
+            it = self.catalog.instance_types[m.instance_type]
+            dev = instance_device(it, m.precision)
+            if dev is not None:
+                points.append(Point(dev, facts.model, m.precision, PROBE_STACK, m.per_device_sps, 1,
+                                    f"probe {m.instance_type}", "probe", f"probe|{facts.model}", m.reliable,
+                                    1.0 if m.reliable else UNRELIABLE_WEIGHT))
+        intensity = intensity_of(facts.model) or facts.intensity
+        try:
+            return from_probes(points, facts.model, intensity)
+        except ValueError as e:
+            raise ReferenceError(str(e)) from None
 
     def _devices_used(self, r) -> int:
         return max(1, r.config.devices) if r.config.accelerator == "gpu" else 1
@@ -245,9 +272,11 @@ class ThroughputModel:
         dtype = best_dtype(it)
         want = MIXED if device_kind(it) != "cpu" else (PRECISION_OF_DTYPE.get(dtype or "fp32"),)
         n = device_count(it)
+        # A derived figure (worked out from other published numbers) is not a measurement: it is a
+        # weak anchor of the fit (points.evidence_weight), so every size of its device tells one story.
         rows = [m for m in self._on_type.get(it.name, ()) if m.workload_id == self.workload_id
                 and m.nodes == 1 and (m.gpus == n or device_kind(it) == "cpu") and m.precision in want
-                and at_probe_stack(m)]
+                and at_probe_stack(m) and not m.derived]
         return max(rows, key=lambda m: (m.tuned, m.source_date.isoformat() if m.source_date else ""), default=None)
 
     def _finish(self, it: InstanceType, per_dev: float, low_f: float, high_f: float, source: str,

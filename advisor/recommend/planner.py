@@ -18,6 +18,7 @@ from lightning_module.contract.result import WorkloadSpec
 from lightning_module.contract.workload_facts import facts_for, facts_from_probes
 
 from ..errors import AdvisorError
+from ..estimate.predict import UNCALIBRATED
 from ..estimate.throughput import Exclusion, Throughput, ThroughputModel
 from . import rank as rk
 from . import spot
@@ -177,10 +178,15 @@ def build_plan(catalog: Catalog, job: JobSpec, measurements: list | None = None,
         counts.update(close_counts)
         alternatives = other_options(catalog, job, rjob, throughputs, types, offers, regions, facts.gradient_bytes(),
                                      prices)
+    # Types whose band no held-out case calibrates, the ranked ones first: a probe of one leads the plan.
+    loose = [i for i, t in enumerate(throughputs) if t.basis.get("band", {}).get("calibrated") == UNCALIBRATED]
+    order = list(dict.fromkeys(int(cands.type_idx[i]) for i in ranked))
+    uncalibrated = [t for t in order if t in loose] + [t for t in loose if t not in order]
     probe, probe_offers = plan_probes(
         types=types, offers=offers, candidates=cands, job=rjob, objective=job.objective,
         pick=int(ranked[0]) if len(ranked) else None, instance_types=[catalog.instance_types[n] for n in types.names],
-        precisions=[t.precision for t in throughputs], estimator=model, probe_budget_usd=job.probe_budget_usd)
+        precisions=[t.precision for t in throughputs], estimator=model, probe_budget_usd=job.probe_budget_usd,
+        uncalibrated=uncalibrated)
     return Plan(job=job, workload_id=spec.workload_id, types=types, offers=offers, candidates=cands,
                 ranked=ranked, closest=closest, probe=probe, probe_offers=probe_offers, throughputs=throughputs, exclusions=exclusions,
                 regions=regions, bucket=bucket, warnings=no_offer + model.warnings, no_offer=no_offer,

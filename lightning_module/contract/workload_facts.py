@@ -37,6 +37,9 @@ class WorkloadFacts:
     state_bytes: float | None = None  # weights + fp32 gradients + optimizer state, as measured
     memory: Any = None  # result.MemoryFit: peak memory against batch size
     best_batch: int | None = None  # that probe's winning batch per device
+    # Training FLOPs per byte of memory traffic (result.WorkloadShape's count); None: not counted here
+    # (a builtin's is in advisor/data/workload_intensity.json)
+    intensity: float | None = None
 
     def flops_per_sample(self, image_size: int = REFERENCE_IMAGE_SIZE) -> float:
         return self.train_flops_per_sample * (image_size / self.at_image_size) ** 2
@@ -66,15 +69,19 @@ def facts_from_probes(model: str, image_size: int, results: list) -> WorkloadFac
     size; the parameters, state and memory fit of the newest that recorded its shape."""
     flops = next((r.flops_per_sample for r in results if r.flops_per_sample), float("nan"))
     shaped = next((r for r in results if getattr(r, "shape", None) is not None and r.shape.parameters is not None), None)
+    # The newest probe that counted both FLOPs and memory traffic gives the arithmetic intensity.
+    counted = next((r for r in results if r.flops_per_sample and getattr(r, "shape", None) is not None
+                    and r.shape.memory_traffic_bytes_per_sample), None)
+    intensity = counted.flops_per_sample / counted.shape.memory_traffic_bytes_per_sample if counted else None
     if shaped is None:
-        return WorkloadFacts(model, None, flops, float("nan"), 0.0, at_image_size=image_size)
+        return WorkloadFacts(model, None, flops, float("nan"), 0.0, at_image_size=image_size, intensity=intensity)
     s = shaped.shape
     # fp32 gradients beside the weights (what the all-reduce carries too), plus the optimizer's state.
     state = s.parameter_bytes + 4.0 * s.trainable_parameters + (s.optimizer_state_bytes or 0.0)
     fit = next((r.shape.memory for r in results if getattr(r, "shape", None) is not None
                 and r.shape.memory is not None and r.shape.memory.fixed_gib is not None), None)
     return WorkloadFacts(model, s.parameters, flops, float("nan"), 0.0, at_image_size=image_size,
-                         state_bytes=state, memory=fit, best_batch=shaped.config.batch_size)
+                         state_bytes=state, memory=fit, best_batch=shaped.config.batch_size, intensity=intensity)
 
 
 FACTS: dict[str, WorkloadFacts] = {

@@ -208,14 +208,21 @@ def beliefs(types: rk.TypeTable, instance_types: list[InstanceType], precisions:
 
 def plan_probes(*, types: rk.TypeTable, offers: rk.OfferTable, candidates: rk.Candidates, job: rk.Job,
                 objective: str, pick: int | None, instance_types: list[InstanceType], precisions: list[str],
-                estimator, probe_budget_usd: float | None = None, draws: int = DRAWS, seed: int = 0):
+                estimator, probe_budget_usd: float | None = None, draws: int = DRAWS, seed: int = 0,
+                uncalibrated: list[int] | None = None):
     """(the probe plan, the per-type probe offers) for a ranked set of candidates; `estimator` is
-    the ThroughputModel the candidates' throughputs came from."""
+    the ThroughputModel the candidates' throughputs came from. `uncalibrated`: types whose
+    estimate no held-out case calibrates (a GPU known only from a CPU probe), in ranked order:
+    the first that can be probed goes ahead of every other probe."""
     from . import value
 
     where = probe_offers(types, offers, instance_types)
     bel = beliefs(types, instance_types, precisions, where, estimator)
     after = after_probe_sds(types, estimator) if job.confidence else []
+    first = next((t for t in uncalibrated or [] if where[t] is not None), None)
+    why = None if first is None else ("uncalibrated: its estimate carries a probe of another device kind across "
+                                      "kinds, which no published workload calibrates; measure it first, before "
+                                      "trusting the ranking")
     plan = value.plan(economics(candidates, offers, job, objective, after), bel, pick, probe_budget_usd, draws=draws,
-                      seed=seed, max_probes=MAX_PROBES)
+                      seed=seed, max_probes=MAX_PROBES, first=None if first is None else (first, why))
     return plan, where

@@ -333,10 +333,12 @@ def _options(w: _Worlds, sub: Economics, bel: Beliefs, in_play: np.ndarray) -> l
 
 
 def plan(econ: Economics, bel: Beliefs, pick: int | None, budget_usd: float | None = None,
-         draws: int = 512, seed: int = 0, max_probes: int = 8) -> ProbePlan:
+         draws: int = 512, seed: int = 0, max_probes: int = 8, first: tuple[int, str] | None = None) -> ProbePlan:
     """The probes worth their cost, most valuable first; `pick` is recommend's current pick
     (an index into econ), None when nothing fits by the estimates (then a probe is worth what it
-    may reveal that fits: no pick counts as a miss)."""
+    may reveal that fits: no pick counts as a miss). `first`: (type, why) probed ahead of the
+    rest whatever its value (an uncalibrated estimate the ranking rests on: its band is a claim,
+    so the worlds drawn from it cannot price the probe)."""
     if econ.objective not in OBJECTIVES:
         raise ValueError(f"unknown objective {econ.objective!r}")
     waits = bel.probe_hours[np.isfinite(bel.probe_hours)]
@@ -380,7 +382,7 @@ def plan(econ: Economics, bel: Beliefs, pick: int | None, budget_usd: float | No
                 best = (gain - usd, t, p, lo, gain, float(wt))
         return best
 
-    def take(best) -> None:
+    def take(best, why: str | None = None) -> None:
         nonlocal spent, wait, cur_pick, cur_loss
         _, t, p, lo, gain, wt = best
         changed = p != cur_pick
@@ -388,10 +390,10 @@ def plan(econ: Economics, bel: Beliefs, pick: int | None, budget_usd: float | No
         g = w.group[t]
         covers = [int(u) for u in in_play if w.group[u] == g and u != t]
         pick_t = int(sub.type_idx[pick_i]) if pick_i >= 0 else -1
-        reason = ("might fit, where nothing does by the estimates" if pick_i < 0
-                  else "the pick rests on this estimate" if t == pick_t
-                  else "the pick's device, another size" if w.group[pick_t] == g
-                  else "could beat the pick")
+        reason = why or ("might fit, where nothing does by the estimates" if pick_i < 0
+                         else "the pick rests on this estimate" if t == pick_t
+                         else "the pick's device, another size" if w.group[pick_t] == g
+                         else "could beat the pick")
         probes.append(PlannedProbe(t, float(bel.probe_usd[t]), float(bel.probe_hours[t]), gain,
                                    float(changed.mean()), saving, covers, reason))
         chosen.append(t)
@@ -399,6 +401,12 @@ def plan(econ: Economics, bel: Beliefs, pick: int | None, budget_usd: float | No
         wait = wt
         cur_pick, cur_loss = p, lo
 
+    if first is not None and np.isfinite(bel.probe_usd[first[0]]) and first[0] in in_play:
+        t, wt = first[0], float(bel.probe_hours[first[0]])
+        picks = w.picks.after([], [t], np.array([wt]))
+        lo = w.loss(picks, np.array([[wt]]))[0]
+        gain = float((cur_loss - lo).mean()) * usd_per_unit
+        take((gain - float(bel.probe_usd[t]), t, picks[0], lo, gain, wt), first[1])
     while len(chosen) < max_probes:
         best = best_next(None if budget_usd is None else budget_usd - spent)
         if best is None:

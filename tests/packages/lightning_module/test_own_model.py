@@ -397,6 +397,40 @@ def test_the_traffic_counter_counts_what_ops_read_and_write_and_not_views():
     assert t.bytes == 4 * (32 + 128 + 64)
 
 
+def test_a_grouped_convolutions_backward_counts_its_groups():
+    """torch's own formula ignores `groups`: a depthwise backward read 65x its forward."""
+    from lightning_module.run.peaks import flop_counter
+
+    x = torch.randn(2, 64, 16, 16, requires_grad=True)
+    for conv in (torch.nn.Conv2d(64, 64, 3, padding=1, groups=64), torch.nn.Conv2d(64, 32, 3, padding=1)):
+        with flop_counter() as fwd:
+            conv(x)
+        with flop_counter() as both:
+            conv(x).sum().backward()
+        assert both.get_total_flops() == 3 * fwd.get_total_flops()  # forward + input grad + weight grad
+
+
+def test_traffic_per_sample_is_the_additional_samples_not_the_weights():
+    from lightning_module.run.peaks import per_sample_traffic
+
+    # 2 samples moved 10 MB, 4 moved 14 MB: 8 MB is the step's (weights), 2 MB each sample's.
+    assert per_sample_traffic((2, 10e6), (4, 14e6)) == pytest.approx(2e6)
+    assert per_sample_traffic((2, 10e6), None) == pytest.approx(5e6)  # one count: an upper bound
+    assert per_sample_traffic((2, 10e6), (4, 9e6)) == pytest.approx(5e6)  # a count that fell: not trusted
+
+
+def test_the_probe_counts_a_small_mlps_traffic_without_its_weights():
+    from lightning_module.contract.result import WorkloadSpec
+    from lightning_module.run.peaks import per_sample_counts
+
+    spec = WorkloadSpec(model="mlp", image_size=32, num_classes=10, batch_size=8)
+    batch = (torch.randint(0, 255, (8, 3, 32, 32), dtype=torch.uint8), torch.randint(0, 10, (8,)))
+    flops, traffic = per_sample_counts(spec, batch)
+    # The first layer's weights (3072 x 64 fp32, ~0.8 MB) are read and their gradient written
+    # every step: per sample the traffic is far below them.
+    assert flops and traffic and traffic < 3072 * 64 * 4 / 2
+
+
 def test_init_args_nested_past_the_stack_are_one_line_not_an_internal_error():
     from lightning_module.contract.workload_config import WorkloadConfigError, parse_init_args
 

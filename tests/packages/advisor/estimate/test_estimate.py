@@ -159,13 +159,11 @@ def test_recommend_with_a_teams_own_reference_file(cli, tmp_path, catalog_file):
     assert est and est[0]["basis"]["model"]["reference"] == str(own)
 
 
-def test_recommend_references_none_needs_a_probe(cli, tmp_path, catalog_file):
+def test_recommend_references_none_says_what_to_probe(cli, tmp_path, catalog_file):
     code, out, err = cli("recommend", "--budget", "500", "--deadline", "2d", "--samples", "1e7",
                          "--catalog", catalog_file, "--references", "none", "--format", "json")
-    assert code == 0, err
-    doc = json.loads(out)
-    excluded = doc["excluded"]
-    assert any("--references none" in e["reason"] for e in excluded)
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and "at least 4 device models (you have none)" in err
     store = tmp_path / "r.sqlite"
     res = tmp_path / "probe.json"
     res.write_text(probe_result("g5.2xlarge", 700.0, accelerator="gpu").model_dump_json())
@@ -173,11 +171,7 @@ def test_recommend_references_none_needs_a_probe(cli, tmp_path, catalog_file):
     assert code == 0, err
     code, out, err = cli("recommend", "--budget", "500", "--deadline", "2d", "--samples", "1e7",
                          "--catalog", catalog_file, "--references", "none", "--store", str(store), "--format", "json")
-    assert code == 0, err
-    doc = json.loads(out)
-    sources = {r["instance_type"]: r["throughput_source"] for r in doc["recommendations"]}
-    assert sources.get("g5.2xlarge") == "measured"
-    assert "estimated" in sources.values()
+    assert code == 2 and "(you have 1: A10); probe 3 more device model(s), or use --references builtin" in err
 
 
 @pytest.fixture

@@ -47,14 +47,15 @@ def test_probe_budget_is_respected(cli):
 
 
 def test_the_launch_command_carries_the_market_asked_for(cli):
-    doc, probes, _ = plan_of(cli, "--market", "spot")
+    # A job large enough that probing pays on spot (the later --samples wins over JOB's).
+    doc, probes, _ = plan_of(cli, "--market", "spot", "--samples", "3e8")
     assert probes and {p["market"] for p in probes} == {"spot"}
     launches = [c for c in doc["probe_commands"] if c.startswith("advisor launch")]
     assert launches and all("--market spot" in c for c in launches)
     names = {n for c in launches for n in c.split("--instance-type ")[1].split(" ")[0].split(",")}
     assert names == {p["instance_type"] for p in probes}
     # The probe is priced at that market's price: cheaper than the same type on demand.
-    od = {p["instance_type"]: p for p in plan_of(cli)[1]}
+    od = {p["instance_type"]: p for p in plan_of(cli, "--samples", "3e8")[1]}
     for p in probes:
         if p["instance_type"] in od:
             assert p["usd_per_hour"] < od[p["instance_type"]]["usd_per_hour"]

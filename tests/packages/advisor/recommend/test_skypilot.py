@@ -67,7 +67,9 @@ def test_the_ranked_candidates_in_order_with_spot_recovery(cli):
         500 / (first["count"] * first["hours_at_confidence"]), abs=1e-4)
     # The comment block carries the figures and their sources.
     assert "# resnet50-224px-1000c: 1e+08 samples" in out
-    assert re.search(r"#   1\. g5\.2xlarge x1 \S+ spot at \$[\d.]+/h: .* at 90% confidence; 926 samples/s \(reference", out)
+    first = rows[0]
+    assert re.search(rf"#   1\. {re.escape(first['instance_type'])} x{first['count']} \S+ spot at \$[\d.]+/h: .* at 90% "
+                     rf"confidence; {first['samples_per_sec']:,.0f} samples/s \(estimated [\d,]+-[\d,]+/s\)", out)
     assert task["run"].strip().startswith("torchrun --nproc_per_node=")
 
 
