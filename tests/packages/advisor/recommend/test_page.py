@@ -56,7 +56,7 @@ def same(v: str, want) -> bool:
 
 @pytest.mark.parametrize("args", [("--market", "any"), ("--confidence", "0", "--objective", "fastest")])
 def test_every_row_and_figure_is_the_jsons(cli, tmp_path, args):
-    text, dom = make_page(cli, tmp_path, *args)
+    _, dom = make_page(cli, tmp_path, *args)
     doc = json_doc(cli, *args)
     # The JSON document, whole, inside the page.
     assert json.loads(dom.by_id("advice").text) == doc
@@ -96,7 +96,7 @@ def test_every_row_and_figure_is_the_jsons(cli, tmp_path, args):
 def test_the_summary_probe_plan_assumptions_and_command_line(cli, tmp_path, monkeypatch):
     monkeypatch.setenv("COLUMNS", "10000")
     text, dom = make_page(cli, tmp_path, "--market", "any")
-    code, table, _ = cli(*JOB, "--market", "any")
+    _, table, _ = cli(*JOB, "--market", "any")
     summary = dom.by_id("summary").text
     assert table.splitlines()[0] == summary
     assert "confidence 90%" in summary and summary.endswith("list prices")
@@ -122,7 +122,7 @@ def test_the_summary_probe_plan_assumptions_and_command_line(cli, tmp_path, monk
 def test_own_prices_are_said_and_text_from_outside_is_escaped(cli, tmp_path):
     prices = tmp_path / "<b>team<i>.json"
     prices.write_text('{"discounts": [{"percent": 20}]}')
-    text, dom = make_page(cli, tmp_path, "--prices", str(prices))
+    _, dom = make_page(cli, tmp_path, "--prices", str(prices))
     assert not dom.find_all("b") and not dom.find_all("i")  # the file name is text, not markup
     assert f"prices from {prices}" in dom.by_id("summary").text
     data = dom.by_id("advice").text
