@@ -193,9 +193,8 @@ def candidate_table(doc: dict[str, Any], confidence: float) -> str:
                   f'<td class="notes">{"<br>".join(escape(n) for n in notes)}</td>']
         if not feasible:
             need = "".join(f"<div>{_span(k, r[k], t)}</div>" for k, t in (
-                ("budget_needed_usd", f"--budget {r['budget_needed_usd']:.2f}" if r["budget_needed_usd"] else ""),
-                ("deadline_needed_hours", "--deadline " + _hours(r["deadline_needed_hours"])
-                 if r["deadline_needed_hours"] else "")) if r[k])
+                ("budget_needed_usd", report.needs(r["budget_needed_usd"], None)),
+                ("deadline_needed_hours", report.needs(None, r["deadline_needed_hours"]))) if r[k])
             cells.append(f"<td>{need}</td>")
         out.append(f'<tr data-i="{i}">' + "".join(cells) + "</tr>")
     out.append("</tbody></table>")
@@ -269,7 +268,7 @@ def page(plan: Plan, rows: Rows, probe_commands: list[str], *, command_line: str
         f'<p class="summary" id="summary">{escape(report.summary_line(plan))}</p>',
         *(f'<p class="warn">{escape(w)}</p>' for w in plan.warnings),
         *(f"<p>{escape(line)}</p>" for line in report.head_lines(plan, rows)),
-        f"<h2>{'Ranked candidates' if rows.feasible else 'Closest candidates'}</h2>",
+        f"<h2>{'Ranked candidates' if rows.feasible else 'Closest candidates' if rows.candidates else 'Candidates'}</h2>",
     ]
     if rows.candidates:
         parts += [("<p>Click a column's header to sort by it (again to reverse). Every figure's source is in the "
@@ -281,10 +280,11 @@ def page(plan: Plan, rows: Rows, probe_commands: list[str], *, command_line: str
         parts.append(f"<p>{escape(report.NO_CANDIDATES)}</p>")
     if not rows.feasible and plan.alternatives:
         parts.append(f'<p id="alternatives">{escape(report.alternatives_line(plan))}</p>')
-    left_out = [r for r in rows.candidates if not drawable(r, job.confidence)]
-    parts += ["<h2>Cost against time</h2>", svg(plan, rows),
-              (f"<p>Every candidate evaluated is in the cloud (a sample where there are many); the rows of the table "
-              f"are the marked points, with their throughput band as bars.{_left_out(left_out)}</p>")]
+    if len(plan.candidates):
+        left_out = [r for r in rows.candidates if not drawable(r, job.confidence)]
+        parts += ["<h2>Cost against time</h2>", svg(plan, rows),
+                  (f"<p>Every candidate evaluated is in the cloud (a sample where there are many); the rows of the "
+                  f"table are the marked points, with their throughput band as bars.{_left_out(left_out)}</p>")]
     if rows.candidates:
         parts += ["<h2>Probe next</h2>", f"<p>{escape(report.PROBE_HEAD)}</p>"]
         if rows.probes:

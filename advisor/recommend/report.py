@@ -211,12 +211,13 @@ def table_columns(job: JobSpec, feasible: bool = True) -> list[str]:
     return cols + ([] if feasible else ["needs"])
 
 
-def _needs(r: CandidateRow) -> str:
+def needs(budget_needed_usd: float | None, deadline_needed_hours: float | None) -> str:
+    """The options that would make a candidate feasible, as typed: `--budget 42.02 --deadline 55.3h`."""
     need = []
-    if r.budget_needed_usd:
-        need.append(f"--budget {r.budget_needed_usd:.2f}")
-    if r.deadline_needed_hours:
-        need.append(f"--deadline {_fmt_hours(r.deadline_needed_hours)}")
+    if budget_needed_usd:
+        need.append(f"--budget {budget_needed_usd:.2f}")
+    if deadline_needed_hours:
+        need.append(f"--deadline {_fmt_hours(deadline_needed_hours)}")
     return " ".join(need)
 
 
@@ -301,7 +302,7 @@ def write(plan: Plan, rows: Rows, fmt: str, *, probe_commands: list[str], show_e
         say(line, stream)
     print(file=stream)
     if rs:
-        disp = [_display(r, plan.job) | ({} if feasible else {"needs": _needs(r)}) for r in rs]
+        disp = [_display(r, plan.job) | ({} if feasible else {"needs": needs(r.budget_needed_usd, r.deadline_needed_hours)}) for r in rs]
         emit(disp, fmt, table_columns(plan.job, feasible), stream=stream, notes="note")
         if any(short_run(r) for r in rs):
             print(file=stream)

@@ -21,6 +21,7 @@ WIDTH, HEIGHT = 960, 560
 LEFT, RIGHT, TOP, BOTTOM = 78, 700, 36, 500  # the axes' frame, in SVG units
 COLOURS = {"tab:green": "#2ca02c", "tab:blue": "#1f77b4", "tab:orange": "#ff7f0e"}  # matplotlib's, as --plot
 BUDGET_COLOUR, DEADLINE_COLOUR = "#d62728", "#9467bd"
+LABELS = 10  # rows tagged with their rank in the plot; every row's point has its figures as a tooltip
 LABEL_CHAR = 7.2  # SVG units a label character takes at the labels' font size (12), for placing them
 
 
@@ -140,8 +141,9 @@ def _limit_lines(X, Y, budget: float, deadline: float) -> list[str]:
 
 
 def _rows(rows: Rows, X, Y, src, confidence: float) -> list[str]:
-    """One marked point per drawable row (data-i: its row in the table), tagged #rank (~n when
-    nothing fits), the tag placed where it covers no other tag or marked point."""
+    """One marked point per drawable row (data-i: its row in the table, its title its figures); the
+    first LABELS tagged #rank (~n when nothing fits), placed where the tag covers no other tag or
+    marked point (nearest free spot on rings of growing radius, with a leader line back)."""
     out = ['<g class="rows">']
     taken: list[tuple[float, float, float, float]] = []
     placed = []
@@ -151,26 +153,26 @@ def _rows(rows: Rows, X, Y, src, confidence: float) -> list[str]:
         x, y = X(row_hours(r, confidence)), Y(r.cost_usd_at_confidence)
         taken.append((x - 6, y - 6, x + 6, y + 6))
         placed.append((n, r, x, y))
-    for n, r, x, y in placed:
+    for k, (n, r, x, y) in enumerate(placed):
         colour = COLOURS[STYLES[int(src[r.index])][2]]
         tag = f"#{r.rank}" if r.rank is not None else f"~{n + 1}"
         w, h = LABEL_CHAR * len(tag) + 4, 16
-        spot = next(((cx, cy) for rad in range(14, 120, 8) for ang in range(-45, 315, 45)
+        spot = (x, y) if k >= LABELS else next(((cx, cy) for rad in range(14, 120, 8) for ang in range(-45, 315, 45)
                      for cx, cy in [(x + rad * math.cos(math.radians(ang)), y + rad * math.sin(math.radians(ang)))]
                      if LEFT <= cx - w / 2 and cx + w / 2 <= RIGHT and TOP <= cy - h / 2 and cy + h / 2 <= BOTTOM
                      and not any(_overlap((cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2), t) for t in taken)),
                     (x, y))
         taken.append((spot[0] - w / 2, spot[1] - h / 2, spot[0] + w / 2, spot[1] + h / 2))
+        label = "" if k >= LABELS else (
+            f'<path class="leader" d="M{_f(x)} {_f(y)}L{_f(spot[0])} {_f(spot[1])}"/>'
+            f'<text x="{_f(spot[0])}" y="{_f(spot[1])}" text-anchor="middle" dominant-baseline="middle">'
+            f"{escape(tag)}</text>")
         figs = f"{duration(row_hours(r, confidence))}, ${money(r.cost_usd_at_confidence)}"
         title = f"{tag} {r.count} x {r.instance_type}, {r.market}, {r.region}: {figs}" + (
             f" at {confidence:.0%} confidence" if confidence else "")
         out.append(f'<g class="row-point" data-i="{n}" data-rank="{r.rank if r.rank is not None else ""}" '
                    f'data-hours="{row_hours(r, confidence)!r}" data-cost="{r.cost_usd_at_confidence!r}">'
-                   f"<title>{escape(title)}</title>"
-                   f'<path class="leader" d="M{_f(x)} {_f(y)}L{_f(spot[0])} {_f(spot[1])}"/>'
-                   f'<circle cx="{_f(x)}" cy="{_f(y)}" r="6" fill="{colour}"/>'
-                   f'<text x="{_f(spot[0])}" y="{_f(spot[1])}" text-anchor="middle" dominant-baseline="middle">'
-                   f"{escape(tag)}</text></g>")
+                   f'<title>{escape(title)}</title><circle cx="{_f(x)}" cy="{_f(y)}" r="6" fill="{colour}"/>{label}</g>')
     return out + ["</g>"]
 
 

@@ -140,9 +140,19 @@ def test_nothing_fits_shows_the_closest_what_each_needs_and_the_other_options(cl
         figs = row_figures(tr)
         assert same(figs["budget_needed_usd"], rec["budget_needed_usd"])
         assert rec["reason"] in tr.all_text()
+        # What it needs, as options to type again (the terminal's 'needs' column).
+        assert f"--budget {rec['budget_needed_usd']:.2f}" in tr.all_text()
+        assert not rec["deadline_needed_hours"] or re.search(r"--deadline [\d.]+[dhm]\b", tr.all_text())
     assert "Nothing meets both the budget and the deadline" in text
     alt = dom.by_id("alternatives").text
     assert all(a["option"] in alt for a in doc["would_fit_with"])
+
+
+def test_no_candidates_at_all_is_said_and_nothing_is_drawn(cli, tmp_path):
+    text, dom = make_page(cli, tmp_path, "--min-accelerator-memory", "4000")
+    assert "No candidates: every instance type the filters leave was excluded or has no price." in text
+    assert not dom.find_all("svg") and not dom.find_all("table", id="candidates")
+    assert re.search(r"<h2>Excluded \(\d+\)</h2>", text)
 
 
 def test_it_can_fetch_nothing(cli, tmp_path):

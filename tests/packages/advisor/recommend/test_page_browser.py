@@ -15,6 +15,7 @@ import json
 import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -61,8 +62,10 @@ def browser():
 
 
 def open_page(browser, path: Path) -> tuple[list[str], list[dict]]:
-    """Load the page; (every URL it asked for, the console's entries)."""
-    browser.get_log("performance")  # drop what came before
+    """Load the page; (every URL asked for while it loaded, the console's entries)."""
+    browser.get("about:blank")  # away from the last page (or the start-up tab), then drop what came before
+    while browser.get_log("performance"):
+        time.sleep(0.2)
     browser.get_log("browser")
     browser.get(path.as_uri())
     asked = []
