@@ -145,10 +145,6 @@ def _usd(x: float | None) -> str:
     return "" if x is None else "$" + report.money(x)
 
 
-def _num(x: float) -> str:
-    return report.number(x)
-
-
 def _basis(rec: dict[str, Any]) -> str:
     """Where the row's throughput comes from, every field the JSON has, folded."""
     facts = dict(rec["basis"]) | {k: rec[k] for k in ("precision", "scale_out_efficiency", "expected_interruptions",
@@ -173,13 +169,13 @@ def candidate_table(doc: dict[str, Any], confidence: float) -> str:
     out = ['<table class="sortable" id="candidates"><thead><tr>',
            "".join(f"<th>{escape(h)}</th>" for h in heads), "</tr></thead><tbody>"]
     for i, r in enumerate(recs):
-        band = (f'<div class="band">{_span("throughput_low", r["throughput_low"], _num(r["throughput_low"]))}-'
-                f'{_span("throughput_high", r["throughput_high"], _num(r["throughput_high"]))}</div>')
+        band = (f'<div class="band">{_span("throughput_low", r["throughput_low"], report.number(r["throughput_low"]))}-'
+                f'{_span("throughput_high", r["throughput_high"], report.number(r["throughput_high"]))}</div>')
         spd = r["samples_per_dollar"]
         cells = [_td("rank", r["rank"], str(r["rank"]) if r["rank"] is not None else "-", num=True),
                  _td("instance_type", r["instance_type"]), _td("count", r["count"], num=True),
                  _td("region", r["region"]), _td("market", r["market"]),
-                 _td("samples_per_sec", r["samples_per_sec"], _num(r["samples_per_sec"]), num=True, inner=band),
+                 _td("samples_per_sec", r["samples_per_sec"], report.number(r["samples_per_sec"]), num=True, inner=band),
                  _td("throughput_source", r["throughput_source"], inner=_basis(r)),
                  _td("hours", r["hours"], _hours(r["hours"]), num=True),
                  _td("cost_usd", r["cost_usd"], _usd(r["cost_usd"]), num=True)]
@@ -207,8 +203,8 @@ def probe_table(doc: dict[str, Any]) -> str:
     out = ['<table class="sortable" id="probes"><thead><tr>', "".join(f"<th>{escape(h)}</th>" for h in heads),
            "</tr></thead><tbody>"]
     for p in doc["probe_next"]:
-        band = (f'{_span("throughput_low", p["throughput_low"], _num(p["throughput_low"]))}-'
-                f'{_span("throughput_high", p["throughput_high"], _num(p["throughput_high"]))}')
+        band = (f'{_span("throughput_low", p["throughput_low"], report.number(p["throughput_low"]))}-'
+                f'{_span("throughput_high", p["throughput_high"], report.number(p["throughput_high"]))}')
         why = p["reason"] + (f"; covers {', '.join(p['covers'])}" if p["covers"] else "")
         out.append("<tr>" + "".join([
             _td("instance_type", p["instance_type"]),
