@@ -1,7 +1,7 @@
 """The `--format html` page in a real browser: headless Chromium from Debian's packages (chromium,
 chromium-driver), driven by selenium (the dev extra). Opened from a file:// URL it fetches nothing
-but itself, logs no console error, sorts its table when a header is clicked, and shows one point per
-row in a plot that is visible in a screenshot.
+but itself, logs no console error, sorts its table when a header is clicked, shows one point per
+row in a plot that is visible in a screenshot, and lights a row and its point up together.
 
 Where Chromium or its driver is missing the tests skip, saying how to install them; under CI
 (CI=true, where .ci/run installs them) they fail instead, so a CI machine without the browser
@@ -159,3 +159,16 @@ def test_the_plot_shows_one_point_per_row(browser, page):
             deg = h * 360 - (360 if h * 360 > 180 + 90 else 0)  # red either side of 0
             counts.update({k: counts[k] + 1 for k, (lo, hi) in hues.items() if lo <= deg <= hi})
     assert all(n > 100 for n in counts.values()), counts
+
+
+def test_a_row_and_its_point_light_up_together(browser, page):
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+
+    open_page(browser, page)
+    row = browser.find_elements(By.CSS_SELECTOR, "#candidates tbody tr")[2]
+    lit = "return Array.from(document.querySelectorAll('.hl'), e => e.tagName + ':' + e.dataset.i)"
+    ActionChains(browser).move_to_element(row).perform()
+    assert sorted(browser.execute_script(lit)) == ["TR:2", "g:2"]
+    ActionChains(browser).move_to_element(browser.find_element(By.TAG_NAME, "h1")).perform()
+    assert browser.execute_script(lit) == []
