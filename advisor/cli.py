@@ -99,6 +99,8 @@ def main(argv: list[str] | None = None) -> int:
             stream.reconfigure(errors="backslashreplace")
     parser = build_parser()
     args = parser.parse_args(argv)
+    # What made a command's output, for output that says so (the --format html page's footer).
+    args.argv, args.advisor_version = list(sys.argv[1:] if argv is None else argv), __version__
     set_wide(getattr(args, "wide", False))
     logging.basicConfig(level=logging.WARNING - 10 * min(args.verbose, 2), format="advisor: %(message)s")
     try:

@@ -213,6 +213,13 @@ def save_atomic(model: BaseModel, path: str | Path, indent: int | None = None) -
     write_atomic(path, model.model_dump_json(indent=indent))
 
 
+def current_umask() -> int:
+    """The process's umask (reading it means setting it: put straight back)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def write_atomic(path: str | Path, text: str) -> None:
     """save_atomic for text already made (a cache entry)."""
     path = check_writable(path, "cannot write")
@@ -226,6 +233,7 @@ def write_atomic(path: str | Path, text: str) -> None:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
+        os.chmod(tmp, 0o666 & ~current_umask())  # mkstemp makes it 0600; the file is an ordinary one
         os.replace(tmp, path)
     except BaseException as e:
         try:

@@ -55,6 +55,13 @@ class Plan:
     no_offer: list[str] = field(default_factory=list)  # a named family or region the filters leave unpriced
     prices: str | None = None  # the price file that applied (Prices.describe), None: list prices
     alternatives: list[Alternative] = field(default_factory=list)  # nothing fits: other options that would
+    catalog: dict[str, str] = field(default_factory=dict)  # where the specs and list prices come from (catalog_record)
+
+
+def catalog_record(catalog: Catalog) -> dict[str, str]:
+    """The catalog a plan was priced from, as the JSON and the page say it: its source, when it was
+    fetched (UTC, ISO 8601) and its provenance in prose."""
+    return {"source": catalog.source, "fetched_at": catalog.fetched_at.isoformat(), "provenance": catalog.provenance}
 
 
 def check_filters(catalog: Catalog, job: JobSpec) -> None:
@@ -192,7 +199,7 @@ def build_plan(catalog: Catalog, job: JobSpec, measurements: list | None = None,
                 regions=regions, bucket=bucket, warnings=no_offer + model.warnings, no_offer=no_offer,
                 prices=prices.describe() if prices else None, alternatives=alternatives,
                 pareto=ordered if job.objective == "pareto" else None, also_regions=also, front_size=front_size,
-                also_counts=counts)
+                also_counts=counts, catalog=catalog_record(catalog))
 
 
 # When nothing fits, the other options tried (each alone, everything else as asked): a lower

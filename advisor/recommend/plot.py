@@ -16,6 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
+from catalog.io import current_umask
+
 from ..errors import AdvisorError
 from . import rank as rk
 from .planner import Plan
@@ -71,7 +73,8 @@ def figures(c: rk.Candidates) -> tuple[np.ndarray, np.ndarray]:
     return c.rank_hours, c.cost_q
 
 
-def plot_points(plan: Plan, rows: Rows) -> PlotPoints:
+def plot_points(plan: Plan, rows: Rows, per_source: int = MAX_POINTS_PER_SOURCE) -> PlotPoints:
+    """What to draw: the frontier, the rows, and at most `per_source` others of each throughput source."""
     c = plan.candidates
     hours, cost = figures(c)
     ok = np.isfinite(cost) & np.isfinite(hours) & (cost > 0) & (hours > 0)  # log axes
@@ -85,8 +88,8 @@ def plot_points(plan: Plan, rows: Rows) -> PlotPoints:
     parts = [front, shown[ok[shown]]]
     for code in STYLES:
         idx = np.flatnonzero(ok & (src == code))
-        if len(idx) > MAX_POINTS_PER_SOURCE:
-            idx = rng.choice(idx, MAX_POINTS_PER_SOURCE, replace=False)
+        if len(idx) > per_source:
+            idx = rng.choice(idx, per_source, replace=False)
         parts.append(idx)
     drawn = np.unique(np.concatenate(parts).astype(np.int64))
     bars = np.unique(np.concatenate([shown[ok[shown]], front]).astype(np.int64))
@@ -147,7 +150,7 @@ def draw(plan: Plan, rows: Rows):
     ax.set_yscale("log")
     xs = np.concatenate([hours[pts.drawn], c.hours[b] * r_lo, c.hours[b] * r_hi, [job.deadline_hours]])
     ys = np.concatenate([cost[pts.drawn], c.cost[b] * r_lo, c.cost[b] * r_hi, [job.budget_usd]])
-    xlim, ylim = _log_limits(xs), _log_limits(ys)
+    xlim, ylim = log_limits(xs), log_limits(ys)
     _frontier(ax, hours[pts.frontier], cost[pts.frontier], xlim, ylim, pts.frontier_within_limits)
     ax.axhline(job.budget_usd, color="tab:red", ls="--", lw=1, label=f"budget ${job.budget_usd:,.0f}")
     ax.axvline(job.deadline_hours, color="tab:purple", ls="--", lw=1, label=f"deadline {job.deadline_hours:,.3g} h")
@@ -175,7 +178,7 @@ def draw(plan: Plan, rows: Rows):
     return fig
 
 
-def _log_limits(v: np.ndarray) -> tuple[float, float]:
+def log_limits(v: np.ndarray) -> tuple[float, float]:
     v = v[np.isfinite(v) & (v > 0)]
     lo, hi = float(v.min()), float(v.max())
     return lo / 2.0, hi * 2.0
@@ -249,9 +252,7 @@ def _save(fig, target: Path, fmt: str) -> None:
     try:
         fig.savefig(tmp, format=fmt)
         # mkstemp makes the file 0600; a plot is an ordinary file, so honour the umask instead.
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
+        os.chmod(tmp, 0o666 & ~current_umask())
         os.replace(tmp, target)
     except OSError as e:
         Path(tmp).unlink(missing_ok=True)

@@ -183,7 +183,7 @@ def _display(r: CandidateRow, job: JobSpec) -> dict[str, Any]:
         "count": r.count,
         "region": r.region,
         "market": r.market,
-        "samples/s (source)": f"{_num(r.samples_per_sec)} ({r.throughput_source})",
+        "samples/s (source)": f"{number(r.samples_per_sec)} ({r.throughput_source})",
         "time": duration(r.hours),
         "cost USD": money(r.cost_usd),
         **({} if not job.confidence else {confidence_column("time", job): duration(r.hours_at_confidence),
@@ -211,12 +211,13 @@ def table_columns(job: JobSpec, feasible: bool = True) -> list[str]:
     return cols + ([] if feasible else ["needs"])
 
 
-def _needs(r: CandidateRow) -> str:
+def needs(budget_needed_usd: float | None, deadline_needed_hours: float | None) -> str:
+    """The options that would make a candidate feasible, as typed: `--budget 42.02 --deadline 55.3h`."""
     need = []
-    if r.budget_needed_usd:
-        need.append(f"--budget {r.budget_needed_usd:.2f}")
-    if r.deadline_needed_hours:
-        need.append(f"--deadline {_fmt_hours(r.deadline_needed_hours)}")
+    if budget_needed_usd:
+        need.append(f"--budget {budget_needed_usd:.2f}")
+    if deadline_needed_hours:
+        need.append(f"--deadline {_fmt_hours(deadline_needed_hours)}")
     return " ".join(need)
 
 
@@ -240,6 +241,7 @@ def json_document(plan: Plan, rows: Rows, probe_commands: list[str]) -> dict[str
         "feasible": rows.feasible,
         "candidates_evaluated": len(plan.candidates),
         "prices": plan.prices,
+        "catalog": plan.catalog,
         "recommendations": records if rows.feasible else [],
         "closest": [] if rows.feasible else records,
         "probe_next": [probe_record(p) for p in rows.probes],
@@ -255,6 +257,34 @@ def json_text(plan: Plan, rows: Rows, probe_commands: list[str]) -> str:
     return json.dumps(json_document(plan, rows, probe_commands), indent=2, default=_json_default)
 
 
+SHORT_RUN_LINE = (f"The rows noted '{SHORT_RUN_NOTE}' run under an hour: booting, installing and staging data are "
+                  "not counted, and at this length they can be much of the time and cost; --setup-minutes M bills "
+                  "them on every instance.")
+NO_CANDIDATES = "No candidates: every instance type the filters leave was excluded or has no price."
+PROBE_HEAD = ("Probe next (each expected to save more than it costs, the most valuable first given those above it; "
+              "a probe re-anchors the estimates of its device's other sizes, and of other devices less):")
+
+
+def head_lines(plan: Plan, rows: Rows) -> list[str]:
+    """What is said between the summary and the table: the frontier shown in part, nothing fits."""
+    out = []
+    if plan.front_size is not None and plan.front_size > len(plan.ranked):
+        out.append(f"The Pareto frontier has {plan.front_size} candidates (regions with equal offers merged); "
+                   f"showing {len(plan.ranked)}, cheapest first: raise --top to see more.")
+    if rows.candidates and not rows.feasible:  # (a filter that leaves a family or region unpriced is a warning)
+        out.append("Nothing meets both the budget and the deadline. Closest candidates, with the budget or "
+                   "deadline that would make each feasible:")
+    return out
+
+
+def alternatives_line(plan: Plan) -> str:
+    """Nothing fits: the other options that would, each alone."""
+    return "Would fit instead, each option alone: " + "; ".join(
+        f"{a.option}: {a.count} x {a.instance_type} {a.market} in {a.region}, {duration(a.hours)} and "
+        f"${money(a.cost_usd)} {f'at {a.confidence:.0%} confidence' if a.confidence else '(point estimate)'}"
+        for a in plan.alternatives) + "."
+
+
 def write(plan: Plan, rows: Rows, fmt: str, *, probe_commands: list[str], show_excluded: bool = False,
           stream=None) -> None:
     """The plan's rows for people (table, markdown) or pipes (json, csv); `probe_commands` are the
@@ -268,37 +298,27 @@ def write(plan: Plan, rows: Rows, fmt: str, *, probe_commands: list[str], show_e
         stream.write(json_text(plan, rows, probe_commands) + "\n")
         return
     say(summary_line(plan), stream)
-    if plan.front_size is not None and plan.front_size > len(plan.ranked):
-        say(f"The Pareto frontier has {plan.front_size} candidates (regions with equal offers merged); "
-            f"showing {len(plan.ranked)}, cheapest first: raise --top to see more.", stream)
-    if rs and not feasible:  # (a filter that leaves a family or region unpriced is a warning: plan.no_offer)
-        say("Nothing meets both the budget and the deadline. Closest candidates, with the budget or "
-            "deadline that would make each feasible:", stream)
+    for line in head_lines(plan, rows):
+        say(line, stream)
     print(file=stream)
     if rs:
-        disp = [_display(r, plan.job) | ({} if feasible else {"needs": _needs(r)}) for r in rs]
+        disp = [_display(r, plan.job) | ({} if feasible else {"needs": needs(r.budget_needed_usd, r.deadline_needed_hours)}) for r in rs]
         emit(disp, fmt, table_columns(plan.job, feasible), stream=stream, notes="note")
         if any(short_run(r) for r in rs):
             print(file=stream)
-            say(f"The rows noted '{SHORT_RUN_NOTE}' run under an hour: booting, installing and staging data "
-                "are not counted, and at this length they can be much of the time and cost; "
-                "--setup-minutes M bills them on every instance.", stream)
+            say(SHORT_RUN_LINE, stream)
     else:
-        say("No candidates: every instance type the filters leave was excluded or has no price.", stream)
+        say(NO_CANDIDATES, stream)
     if not feasible and plan.alternatives:
         print(file=stream)
-        say("Would fit instead, each option alone: " + "; ".join(
-            f"{a.option}: {a.count} x {a.instance_type} {a.market} in {a.region}, {duration(a.hours)} and "
-            f"${money(a.cost_usd)} {f'at {a.confidence:.0%} confidence' if a.confidence else '(point estimate)'}"
-            for a in plan.alternatives) + ".", stream)
+        say(alternatives_line(plan), stream)
     pr = rows.probes
     if rows.candidates:
         print(file=stream)
-        say("Probe next (each expected to save more than it costs, the most valuable first given those above "
-            "it; a probe re-anchors the estimates of its device's other sizes, and of other devices less):", stream)
+        say(PROBE_HEAD, stream)
         if pr:
             emit([{"instance": p.instance_type,
-                   "samples/s now": f"{_num(p.throughput_low)}-{_num(p.throughput_high)} ({p.throughput_source})",
+                   "samples/s now": f"{number(p.throughput_low)}-{number(p.throughput_high)} ({p.throughput_source})",
                    "region": p.region, "market": p.market, "$/h": f"{p.usd_per_hour:.4g}",
                    "probe $": f"{p.probe_cost_usd:.2f}", "changes pick": f"{p.p_change:.0%}",
                    "saves then $": f"{p.saving_if_changed_usd:,.2f}",
@@ -318,7 +338,7 @@ def write(plan: Plan, rows: Rows, fmt: str, *, probe_commands: list[str], show_e
         say(f"{len(plan.exclusions)} instance types excluded (--show-excluded lists them with the reason).", stream)
 
 
-def _num(x: float) -> str:
+def number(x: float) -> str:
     return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.3g}"
 
 

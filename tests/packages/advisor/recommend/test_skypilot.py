@@ -1,11 +1,14 @@
 """`advisor recommend --format skypilot`: a SkyPilot task for the ranked candidates. Checked against
 SkyPilot's documented task schema (https://docs.skypilot.co/en/latest/reference/yaml-spec.html: the
 fields written here, as sky/utils/schemas.py of skypilot 0.14.1 types them), and by SkyPilot's own
-loader where skypilot is installed (it is not a dependency: `recommend` never imports it)."""
+loader (skypilot is a test-only dependency, in the dev extra: `recommend` never imports it)."""
 
 from __future__ import annotations
 
+import csv
+import importlib.util
 import json
+import os
 import re
 import subprocess
 import sys
@@ -98,14 +101,85 @@ def test_nothing_fits_is_a_comment_and_no_task(cli):
     assert task is None and "# No task: nothing meets the budget and the deadline" in out
 
 
-def test_skypilots_own_loader_reads_it(cli, tmp_path):
-    """Where skypilot is installed (a test-only extra: not in this project's venv by default)."""
-    sky = pytest.importorskip("sky", reason="skypilot not installed: pip install skypilot to run SkyPilot's loader")
-    out, _ = task_of(cli, "--market", "any")
+# SkyPilot's AWS catalog columns (sky/catalog/data_fetchers/fetch_aws.py of skypilot 0.14.1): its loader
+# checks each instance type and region against this file, which it otherwise downloads from GitHub.
+SKY_COLUMNS = ("InstanceType", "AcceleratorName", "AcceleratorCount", "vCPUs", "MemoryGiB", "GpuInfo", "Price",
+               "SpotPrice", "Region", "AvailabilityZone", "Arch", "LocalDiskType", "NVMeSupported", "LocalDiskSize",
+               "LocalDiskCount", "MaximumEfaInterfaces")
+# Runs in its own process with HOME in the test's folder: SkyPilot writes ~/.sky.
+# Task.validate() is what `sky launch` runs on a task before anything else (sky/execution.py): it
+# checks each resource's instance type and region against the catalog (from_yaml alone does not).
+LOADER = """
+import json, sys
+import sky
+t = sky.Task.from_yaml(sys.argv[1])
+t.validate()
+print(json.dumps({"num_nodes": t.num_nodes, "run": t.run,
+                  "ordered": [[r.instance_type, r.region, r.use_spot, r.get_cost(3600)] for r in t.resources]}))
+"""
+
+
+def sky_catalog(home, task: dict) -> None:
+    """SkyPilot's offline AWS catalog for the task's (instance type, region) pairs, from our catalog
+    (specs and prices as ours has them), where SkyPilot's loader looks: ~/.sky/catalogs/v8/aws/vms.csv."""
+    from advisor.paths import load_catalog
+
+    cat = load_catalog()
+    folder = home / ".sky" / "catalogs" / "v8" / "aws"
+    folder.mkdir(parents=True)
+    with open(folder / "vms.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(SKY_COLUMNS)
+        for name, region in sorted({(e["instance_type"], e["infra"].split("/")[1]) for e in task["resources"]["ordered"]}):
+            it, ro = cat.instance_types[name], cat.offers[region]
+            price = {m: usd for n, m, usd in zip(ro.instance_type, ro.market, ro.usd_per_hour) if n == name}
+            gpu = it.accelerator_kind == "gpu"
+            mib = round((it.accelerator_memory_gib or 0) * 1024)
+            info = json.dumps({"Gpus": [{"Name": it.accelerator_model, "Manufacturer": "NVIDIA",
+                                         "Count": it.accelerator_count, "MemoryInfo": {"SizeInMiB": mib}}],
+                               "TotalGpuMemoryInMiB": mib * it.accelerator_count}) if gpu else ""
+            w.writerow([name, it.accelerator_model if gpu else "", float(it.accelerator_count) if gpu else "",
+                        float(it.vcpus), it.memory_gib, info, price.get("on-demand", ""), price.get("spot", ""),
+                        region, f"{region}-az1", it.arch, "", False, "", "", 0])
+
+
+def sky_load(tmp_path, text: str) -> subprocess.CompletedProcess:
     path = tmp_path / "task.yaml"
-    path.write_text(out)
-    task = sky.Task.from_yaml(str(path))
-    assert task.num_nodes == 1 and len(task.resources) >= 2
+    path.write_text(text)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SKYPILOT", "AWS_"))} | {"HOME": str(tmp_path)}
+    return subprocess.run([sys.executable, "-c", LOADER, str(path)], check=False, cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=300)
+
+
+@pytest.mark.parametrize("args", [("--market", "any"), ("--objective", "fastest")])
+def test_skypilots_own_loader_reads_it(cli, tmp_path, args):
+    """SkyPilot's Task.from_yaml and Task.validate (the dev extra installs skypilot) take the task as
+    written: every entry of resources.ordered, in order, with its market, and num_nodes; and they
+    refuse a task with a misspelt field or an instance type SkyPilot does not know, so their yes means
+    something."""
+    if importlib.util.find_spec("sky") is None:
+        why = "skypilot not installed: pip install -e '.[dev]' installs it, to run SkyPilot's own loader"
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(f"under CI SkyPilot's loader must run: {why}", pytrace=False)
+        pytest.skip(why)
+    out, task = task_of(cli, *args)
+    sky_catalog(tmp_path, task)
+    got = sky_load(tmp_path, out)
+    assert got.returncode == 0, got.stderr[-2000:]
+    loaded = json.loads(got.stdout.strip().splitlines()[-1])
+    assert loaded["num_nodes"] == task["num_nodes"]
+    entries = task["resources"]["ordered"]
+    assert [o[:3] for o in loaded["ordered"]] == [[e["instance_type"], e["infra"].split("/")[1], e["use_spot"]]
+                                                  for e in entries]
+    # SkyPilot's own price for each entry (an hour of one instance) is within its cost ceiling: none is skipped.
+    assert all(o[3] <= e["max_hourly_cost"] for o, e in zip(loaded["ordered"], entries))
+    assert loaded["run"] == task["run"]
+    first = task["resources"]["ordered"][0]["instance_type"]
+    misspelt = out.replace("\n      use_spot:", "\n      use_spots:", 1)
+    unknown = out.replace(f'instance_type: "{first}"', 'instance_type: "g5.3xlarge"', 1)  # not sold: not in the catalog
+    for bad in (misspelt, unknown):
+        assert bad != out
+        assert sky_load(tmp_path, bad).returncode != 0
 
 
 def test_recommend_never_imports_skypilot():
