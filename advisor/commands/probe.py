@@ -73,6 +73,9 @@ def register(sub) -> None:
     d.add_argument("--devices", type=_positive_int, metavar="N",
                    help="devices to train on (default: all GPUs; on a CPU one rank per NUMA node)")
     d.add_argument("--strategy", metavar="NAME", help="Lightning strategy (default auto; ddp across CPU NUMA nodes)")
+    d.add_argument("--rank-timeout", type=_positive_float, default=defaults.RANK_TIMEOUT, metavar="S",
+                   help="with several ranks: end the probe when one waits this long for another at a "
+                   f"collective, a rank that hung (default {defaults.RANK_TIMEOUT:g})")
     d.add_argument("--precision", choices=PRECISIONS, default=defaults.PRECISION,
                    help=f"the baseline's precision (default {defaults.PRECISION}; the ladder tries bf16/fp16)")
     m = p.add_argument_group("measurement")
@@ -335,8 +338,8 @@ def _probe(args, stop: SignalStop) -> int:
     if args.profile:
         _check_profile_dir(args.profile)
 
-    from lightning_module.contract.ladder import LadderFailed
-    from lightning_module.run import measure, probe
+    from lightning_module.contract.ladder import LadderFailed, RankLost
+    from lightning_module.run import measure, probe, ranks
     from lightning_module.run.devices import is_global_zero
     from lightning_module.run.workloads import WorkloadError
 
@@ -347,7 +350,7 @@ def _probe(args, stop: SignalStop) -> int:
         warmup_steps=args.warmup_steps, max_steps=args.max_steps, compile_timeout=args.compile_timeout,
         instance_type=args.instance_type, profile_dir=args.profile, skip=frozenset(args.skip),
         progress_bar=sys.stderr.isatty(), remeasure_rounds=args.remeasure, confirm_rounds=args.confirm_rounds,
-        own_batch_size=own_batch,
+        own_batch_size=own_batch, rank_timeout=args.rank_timeout,
     )
     if args.instance_type:
         check_label(args)
@@ -357,6 +360,7 @@ def _probe(args, stop: SignalStop) -> int:
         raise AdvisorError(str(e)) from None
     accelerator, pv = checked.accelerator, checked.preview
     rank0 = is_global_zero()
+    ranks.on_lost = _rank_lost_exit
 
     def say(line: str) -> None:
         if rank0:
@@ -372,7 +376,7 @@ def _probe(args, stop: SignalStop) -> int:
                                  on_leg=lambda name, m: say(_leg_line(name, m)), checked=checked)
     except WorkloadError as e:
         raise AdvisorError(str(e)) from None
-    except LadderFailed as e:
+    except (LadderFailed, RankLost) as e:
         print(f"advisor: error: probe failed, nothing stored: {e}", file=sys.stderr)
         return 1
     if result is None:
@@ -392,6 +396,13 @@ def _probe(args, stop: SignalStop) -> int:
         for line in summary_lines(result, saved, out_path):
             say_out(line)
     return 0
+
+
+def _rank_lost_exit(message: str) -> None:
+    """The rank watch's last resort, from its thread, when the main thread is stuck waiting for a rank
+    that died (lightning_module/run/ranks.py): the same line and status as a RankLost."""
+    print(f"advisor: error: probe failed, nothing stored: multi-rank run failed: {message}", file=sys.stderr, flush=True)
+    os._exit(1)
 
 
 def _mb(n: float) -> str:

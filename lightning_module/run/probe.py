@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 
 import torch
 
-from ..contract.ladder import LadderOptions, Measurement, run_ladder, worker_counts
+from ..contract.ladder import LadderOptions, Measurement, RankLost, run_ladder, worker_counts
 from ..contract.options import MeasureSettings, ProbeOptions
 from ..contract.reliability import confirm, measure_until_known
 from ..contract.result import MemoryFit, ProbeConfig, ProbeResult, RungResult
@@ -106,7 +106,7 @@ def fit_memory(lad, final_cfg: ProbeConfig, final_m: Measurement, pv: Preview, s
             cfg = final_cfg.model_copy(update={"batch_size": bs})
             try:
                 m = measure_fn("memory", cfg) if measure_fn is not None else measure_anywhere(short, cfg)
-            except (KeyboardInterrupt, SystemExit):
+            except (KeyboardInterrupt, SystemExit, RankLost):
                 raise
             except Exception as e:  # noqa: BLE001 - an out-of-memory here is an answer: said, not fatal
                 from ..contract.ladder import classify
@@ -197,6 +197,8 @@ def run_probe(opts: ProbeOptions, on_rung: Callable[[RungResult, RungResult | No
         try:
             done = confirm(leg, lad.rungs[0].config, lad.best.config, samples_per_step, opts.target_ci,
                            opts.confirm_rounds)
+        except RankLost:
+            raise
         except Exception as e:  # noqa: BLE001 - a leg that fails leaves the ladder's pick, said to be unconfirmed
             notes.append(f"the A-B confirmation could not run ({type(e).__name__}: {str(e)[:200]})")
         else:
@@ -217,6 +219,8 @@ def run_probe(opts: ProbeOptions, on_rung: Callable[[RungResult, RungResult | No
             profile_dir = os.path.abspath(opts.profile_dir)
             trace = os.path.join(profile_dir, CHROME_TRACE)
             profile_trace = trace if os.path.isfile(trace) else None
+        except RankLost:
+            raise
         except Exception as e:  # noqa: BLE001
             log.warning("profile failed: %s", e)
 
