@@ -30,6 +30,9 @@ from ..contract.options import RANK_TIMEOUT
 from .batches import leading_dim
 from .ranks import WatchedDDP, lost_rank
 
+# Set: two CPU ranks go through MixedAccelerator too (the GPU + CPU path, tested without a GPU).
+FORCE_MIXED_ENV = "ADVISOR_HETERO_MIXED"
+
 
 class MixedAccelerator(Accelerator):
     """Lightning's accelerator is one kind for all ranks; here each rank sets up its own device."""
@@ -47,7 +50,8 @@ class MixedAccelerator(Accelerator):
 
     @staticmethod
     def get_parallel_devices(devices):
-        return [torch.device(d) for d in devices]
+        # Only a placeholder for Lightning's connector: the strategy names each rank's device.
+        return [torch.device(d) for d in devices] if isinstance(devices, list) else [torch.device("cpu")] * devices
 
     @staticmethod
     def auto_device_count() -> int:
@@ -68,9 +72,12 @@ class MixedAccelerator(Accelerator):
 class HeteroDDP(WatchedDDP):
     """DDP's launch and process group, without DistributedDataParallel: the weighted exchange."""
 
-    def __init__(self, devices: list[str], threads: list[int | None], rank_timeout_s: float = RANK_TIMEOUT):
-        super().__init__(parallel_devices=[torch.device(d) for d in devices], process_group_backend="gloo",
-                         timeout=timedelta(seconds=rank_timeout_s))
+    def __init__(self, devices: list[str], threads: list[int | None], rank_timeout_s: float = RANK_TIMEOUT,
+                 mixed: bool = False):
+        # Mixed devices reach the strategy through MixedAccelerator (Lightning refuses a strategy's
+        # devices of one kind beside an accelerator of another); one kind is given here.
+        super().__init__(parallel_devices=None if mixed else [torch.device(d) for d in devices],
+                         process_group_backend="gloo", timeout=timedelta(seconds=rank_timeout_s))
         self.threads = threads
         self.count = 0  # samples in this rank's current batch
         self.free_at: float | None = None  # when this rank left the last exchange
@@ -81,7 +88,7 @@ class HeteroDDP(WatchedDDP):
     def setup_environment(self) -> None:
         super().setup_environment()
         n = self.threads[self.local_rank]
-        if self.root_device.type == "cpu" and n:
+        if n:  # a CPU rank's compute threads; a GPU rank's host threads, left to the CPU rank
             torch.set_num_threads(n)
 
     def configure_ddp(self) -> None:
@@ -155,13 +162,13 @@ def run_round(build: Builder, devices: list[str], shares: list[int], threads: li
     """Train `steps` timed steps (after `warmup`) with rank r on devices[r] at batch shares[r]; every
     rank returns the same Round. `build(rank, batch)` makes the module and DataModule of a rank."""
     rank = this_rank()
-    strategy = HeteroDDP(devices, threads, rank_timeout_s)
-    kinds = {torch.device(d).type for d in devices}
+    mixed = {torch.device(d).type for d in devices} != {"cpu"} or bool(os.environ.get(FORCE_MIXED_ENV))
+    strategy = HeteroDDP(devices, threads, rank_timeout_s, mixed=mixed)
     mine = torch.device(devices[rank]).type
     plugin = MixedPrecision(precision, device=mine) if precision.endswith("-mixed") else Precision()
-    accelerator = "cpu" if kinds == {"cpu"} else MixedAccelerator()
     module, dm = build(rank, shares[rank])
-    trainer = pl.Trainer(accelerator=accelerator, strategy=strategy, devices=len(devices), plugins=[plugin],
+    trainer = pl.Trainer(accelerator=MixedAccelerator() if mixed else "cpu", strategy=strategy,
+                         devices=list(devices) if mixed else len(devices), plugins=[plugin],
                          max_steps=warmup + steps, max_epochs=-1, limit_val_batches=0, num_sanity_val_steps=0,
                          use_distributed_sampler=False, enable_checkpointing=False, logger=False,
                          enable_model_summary=False, enable_progress_bar=False)
@@ -199,3 +206,39 @@ def balance_run(build: Builder, devices: list[str], total: int, rates_alone: lis
             break  # one sample either way is the finest step there is
         shares = nxt
     return out
+
+
+class _Clock(pl.Callback):
+    """Step boundaries of a single-device run (the device synchronised first)."""
+
+    def __init__(self):
+        self.ends: list[float] = []
+        self.samples: list[int] = []
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        if pl_module.device.type == "cuda":
+            torch.cuda.synchronize(pl_module.device)
+        self.ends.append(time.perf_counter())
+        self.samples.append(leading_dim(batch) or 0)
+
+
+def run_alone(build: Builder, rank: int, device: str, batch: int, threads: int | None, steps: int,
+              warmup: int = 2, precision: str = "32-true") -> float:
+    """Samples/s of rank `rank`'s device training alone at `batch` (no process group): the rate its
+    share is first sized from, and the 'alone' half of the combined efficiency."""
+    dev = torch.device(device)
+    if threads:
+        torch.set_num_threads(threads)
+    clock = _Clock()
+    plugin = MixedPrecision(precision, device=dev.type) if precision.endswith("-mixed") else Precision()
+    module, dm = build(rank, batch)
+    trainer = pl.Trainer(accelerator="gpu" if dev.type == "cuda" else "cpu",
+                         devices=[dev.index or 0] if dev.type == "cuda" else 1, plugins=[plugin],
+                         max_steps=warmup + steps, max_epochs=-1, limit_val_batches=0, num_sanity_val_steps=0,
+                         enable_checkpointing=False, logger=False, enable_model_summary=False,
+                         enable_progress_bar=False, callbacks=[clock])
+    trainer.fit(module, datamodule=dm)
+    timed = range(max(warmup, 1), len(clock.ends))  # a step: one batch end to the next
+    if not timed:
+        raise RuntimeError("no steps were timed")
+    return sum(clock.samples[i] for i in timed) / sum(clock.ends[i] - clock.ends[i - 1] for i in timed)

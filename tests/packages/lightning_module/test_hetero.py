@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 from lightning_module.contract import balance
+from lightning_module.run.hetero import FORCE_MIXED_ENV
 from lightning_module.run.readers import usable_cpus
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -102,19 +103,21 @@ if this_rank() == 0:
 '''
 
 
-def run_script(tmp_path, text: str, out: Path) -> None:
+def run_script(tmp_path, text: str, out: Path, env_extra: dict | None = None) -> None:
     script = tmp_path / "ranks.py"
     script.write_text(textwrap.dedent(text))
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), **(env_extra or {})}
     done = subprocess.run([sys.executable, str(script), str(out)], check=False, capture_output=True, text=True,
                           env=env, cwd=tmp_path, timeout=240)
     assert done.returncode == 0, done.stderr[-3000:]
 
 
 @two_ranks
-def test_the_weighted_exchange_is_the_gradient_of_the_concatenated_batch(tmp_path):
+@pytest.mark.parametrize("mixed", [False, True], ids=["cpu-accelerator", "mixed-accelerator"])
+def test_the_weighted_exchange_is_the_gradient_of_the_concatenated_batch(tmp_path, mixed):
+    # mixed: the ranks' devices through MixedAccelerator, the GPU + CPU path, on two CPUs here
     out = tmp_path / "grad"
-    run_script(tmp_path, GRADIENT, out)
+    run_script(tmp_path, GRADIENT, out, {FORCE_MIXED_ENV: "1"} if mixed else None)
     g = torch.Generator().manual_seed(1)
     x, y = torch.randn(8, 5, generator=g), torch.randint(0, 3, (8,), generator=g)
     torch.manual_seed(0)
