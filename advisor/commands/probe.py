@@ -73,6 +73,10 @@ def register(sub) -> None:
     d.add_argument("--devices", type=_positive_int, metavar="N",
                    help="devices to train on (default: all GPUs; on a CPU one rank per NUMA node)")
     d.add_argument("--strategy", metavar="NAME", help="Lightning strategy (default auto; ddp across CPU NUMA nodes)")
+    d.add_argument("--cpu-too", action="store_true",
+                   help="after tuning on the GPU, measure the CPU alone and both training at once (each "
+                   "its own batch, gradients weighted by samples); kept only when it beats the GPU alone "
+                   "beyond the noise")
     d.add_argument("--rank-timeout", type=_positive_float, default=defaults.RANK_TIMEOUT, metavar="S",
                    help="with several ranks: end the probe when one waits this long for another at a "
                    f"collective, a rank that hung (default {defaults.RANK_TIMEOUT:g})")
@@ -339,18 +343,21 @@ def _probe(args, stop: SignalStop) -> int:
         _check_profile_dir(args.profile)
 
     from lightning_module.contract.ladder import LadderFailed, RankLost
-    from lightning_module.run import measure, probe, ranks
+    from lightning_module.run import cpu_too, measure, probe, ranks
     from lightning_module.run.devices import is_global_zero
     from lightning_module.run.workloads import WorkloadError
 
     measure.quiet_lightning(verbose=getattr(args, "verbose", 0) > 0)
+    if cpu_too.is_extra_rank():
+        cpu_too.train_along()  # the CPU rank Lightning started: rank 0 probes and reports
+        return 0
     opts = defaults.ProbeOptions(
         spec=spec, accelerator=args.accelerator, devices=args.devices, strategy=args.strategy,
         precision=args.precision, tune=args.tune, target_ci=args.target_ci, max_seconds=args.max_seconds,
         warmup_steps=args.warmup_steps, max_steps=args.max_steps, compile_timeout=args.compile_timeout,
         instance_type=args.instance_type, profile_dir=args.profile, skip=frozenset(args.skip),
         progress_bar=sys.stderr.isatty(), remeasure_rounds=args.remeasure, confirm_rounds=args.confirm_rounds,
-        own_batch_size=own_batch, rank_timeout=args.rank_timeout,
+        own_batch_size=own_batch, rank_timeout=args.rank_timeout, cpu_too=args.cpu_too,
     )
     if args.instance_type:
         check_label(args)
@@ -376,7 +383,7 @@ def _probe(args, stop: SignalStop) -> int:
                                  on_leg=lambda name, m: say(_leg_line(name, m)), checked=checked)
     except WorkloadError as e:
         raise AdvisorError(str(e)) from None
-    except (LadderFailed, RankLost) as e:
+    except (LadderFailed, RankLost, cpu_too.CpuTooFailed) as e:
         print(f"advisor: error: probe failed, nothing stored: {e}", file=sys.stderr)
         return 1
     if result is None:
@@ -461,6 +468,16 @@ def describe(config) -> str:
     return ", ".join(parts)
 
 
+def gpu_and_cpu_line(g) -> str:
+    """`--cpu-too`'s record: each rank alone, both together, the split and the verdict."""
+    alone = " + ".join(f"{r.device} {r.samples_per_sec_alone:,.1f}" for r in g.ranks)
+    split = ", ".join(f"{r.device} {r.batch_size}" for r in g.ranks)
+    verdict = "kept: beats the GPU alone beyond the noise" if g.kept else "not kept: no gain beyond the noise"
+    return (f"alone {alone}; together {g.samples_per_sec:,.1f} samples/s (95% CI {ci_range(*g.samples_per_sec_ci)}, "
+            f"{g.gain:+.1%}), efficiency {g.efficiency:.0%}, batch {split}, {g.rounds} round(s); {verdict}"
+            + (f"; {g.note}" if g.note else ""))
+
+
 def confirmation_line(c) -> str:
     verdict = "held: the tuned configuration is kept" if c.held else "did not hold: the baseline is kept"
     return (f"{c.speedup:.2f}x baseline (95% CI {ci_range(*c.speedup_ci)}) over {c.rounds} "
@@ -528,6 +545,8 @@ def summary_lines(result, saved, out_path) -> list[str]:
     where = r.instance_type or "unknown instance type"
     lines.append(f"machine: {where}; {r.hardware.cpu_model or 'unknown CPU'}"
                  + (f"; {len(r.hardware.gpus)}x {r.hardware.gpus[0].name}" if r.hardware.gpus else ""))
+    if (g := r.gpu_and_cpu) is not None:
+        lines.append(f"cpu too: {gpu_and_cpu_line(g)}")
     if r.profile_trace:
         lines.append(f"profile: {r.profile_trace} (open in https://ui.perfetto.dev or chrome://tracing)")
     elif r.profile_dir:

@@ -47,6 +47,7 @@ class ProbeOptions:
     confirm_rounds: int = CONFIRM_ROUNDS
     own_batch_size: bool = False  # start from the batch size the user's module or DataModule sets itself
     rank_timeout: float = RANK_TIMEOUT
+    cpu_too: bool = False  # also measure the CPU beside the GPU, and both at once (run/cpu_too.py)
 
 
 @dataclass

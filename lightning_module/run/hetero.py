@@ -26,7 +26,9 @@ from lightning.pytorch.accelerators import Accelerator
 from lightning.pytorch.plugins.precision import MixedPrecision, Precision
 
 from ..contract import balance
+from ..contract.ladder import CI_UNBOUNDED
 from ..contract.options import RANK_TIMEOUT
+from ..contract.timing import step_rate
 from .batches import leading_dim
 from .ranks import WatchedDDP, lost_rank
 
@@ -135,6 +137,7 @@ class Round:
     busy_s: list[float]
     samples_per_sec: float
     steps: int
+    ci: tuple[float, float] = (0.0, 0.0)  # 95%, from the steps' periods (timing.step_rate)
 
     @property
     def imbalance(self) -> float:
@@ -184,9 +187,13 @@ def run_round(build: Builder, devices: list[str], shares: list[int], threads: li
     periods = [b - a for a, b in zip(strategy.exits[warmup:], strategy.exits[warmup + 1:])]
     samples = strategy.totals[warmup + 1:]
     rate = sum(samples) / sum(periods) if periods else 0.0
+    ci = (0.0, 0.0)
+    if len(periods) >= 2:
+        sr = step_rate(periods, statistics.fmean(samples))
+        rate, ci = sr.samples_per_sec, (sr.ci_low, min(sr.ci_high, CI_UNBOUNDED))
     every: list[float | None] = [None] * len(devices)
     dist.all_gather_object(every, busy)
-    return Round(list(shares), [float(b) for b in every], rate, len(periods))
+    return Round(list(shares), [float(b) for b in every], rate, len(periods), ci)
 
 
 def balance_run(build: Builder, devices: list[str], total: int, rates_alone: list[float],

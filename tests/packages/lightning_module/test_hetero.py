@@ -168,3 +168,38 @@ def test_rebalance_meets_at_equal_busy_times():
     assert balance.rebalance([32, 32], [0.032, 0.096]) == [48, 16]
     assert balance.imbalance([0.05, 0.054]) == pytest.approx(0.08)
     assert balance.efficiency(900.0, [600.0, 400.0]) == pytest.approx(0.9)
+
+
+def _both(**kw):
+    from lightning_module.contract.result import GpuAndCpu, RankShare
+
+    d = {"ranks": [RankShare(device="gpu", batch_size=256, threads=1, samples_per_sec_alone=1000.0, busy_seconds=0.25),
+                    RankShare(device="cpu", batch_size=26, threads=14, samples_per_sec_alone=100.0, busy_seconds=0.24)],
+             "samples_per_sec": 1050.0, "samples_per_sec_ci": (1020.0, 1080.0), "efficiency": 1050.0 / 1100.0, "rounds": 2,
+             "kept": True}
+    d.update(kw)
+    return GpuAndCpu(**d)
+
+
+def test_the_gpu_and_cpu_record_is_strict_and_says_what_it_means():
+    from factories import probe_result
+    from pydantic import ValidationError
+
+    from lightning_module.contract.result import ProbeResult, parse_result
+
+    g = _both()
+    assert g.gain == pytest.approx(0.05)
+    for bad in ({"efficiency": 0.5},  # not together / sum alone
+                {"samples_per_sec_ci": (990.0, 1080.0)},  # kept, but its CI reaches below the GPU alone
+                {"samples_per_sec": float("nan")}, {"rounds": 0}, {"ranks": []}, {"kept": 1}):
+        with pytest.raises(ValidationError):
+            _both(**bad)
+    r = probe_result().model_copy(update={"gpu_and_cpu": g})
+    back = parse_result(r.model_dump_json())
+    assert back.gpu_and_cpu == g and back.schema_version == 3
+    # A version 2 result (no such field) reads as it is.
+    old = json.loads(probe_result().model_dump_json())
+    old["schema_version"] = 2
+    del old["gpu_and_cpu"]
+    assert parse_result(json.dumps(old)).gpu_and_cpu is None
+    assert "gpu_and_cpu" in ProbeResult.model_fields

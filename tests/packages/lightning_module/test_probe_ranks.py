@@ -108,3 +108,28 @@ def test_a_rank_that_dies_or_hangs_ends_the_probe_in_one_line(tmp_path, mode, ne
             break
         time.sleep(0.1)
     assert not alive(pid), "the hung rank was left running"
+
+
+def test_cpu_too_through_the_cli_with_a_cpu_standing_in_for_the_gpu(tmp_path, monkeypatch):
+    from lightning_module.run.cpu_too import MAIN_DEVICE_ENV
+
+    monkeypatch.setenv(MAIN_DEVICE_ENV, "cpu")  # the GPU + CPU path whole, on two CPU ranks
+    out = tmp_path / "r.json"
+    done = probe(tmp_path, "--workload", "mlp", "--image-size", "16", "--batch-size", "32", "--accelerator", "cpu",
+                 "--no-tune", "--max-seconds", "1", "--warmup-steps", "1", "--max-steps", "4", "--remeasure", "0",
+                 "--cpu-too", "--no-store", "--output", str(out))
+    assert done.returncode == 0, done.stderr
+    r = parse_result(out.read_text())
+    g = r.gpu_and_cpu
+    assert g is not None and r.schema_version == 3 and len(g.ranks) == 2 and 1 <= g.rounds <= 4
+    assert sum(x.batch_size for x in g.ranks) > 32  # the CPU's share comes on top of the GPU's batch
+    assert all(x.samples_per_sec_alone > 0 and x.busy_seconds > 0 for x in g.ranks)
+    assert g.efficiency == pytest.approx(g.samples_per_sec / sum(x.samples_per_sec_alone for x in g.ranks))
+    assert g.kept == (g.samples_per_sec_ci[0] > g.ranks[0].samples_per_sec_alone)
+    assert "cpu too: alone" in done.stdout + done.stderr
+    assert (done.stdout + done.stderr).count("probe: mlp") == 1  # the CPU rank trained along, silently
+
+
+def test_cpu_too_needs_a_gpu(cli, tmp_path):
+    code, _, err = cli("probe", "--workload", "mlp", "--accelerator", "cpu", "--cpu-too", "--no-store")
+    assert code == 2 and err.strip().count("\n") == 0 and "--cpu-too trains the CPU beside a GPU" in err
