@@ -108,6 +108,8 @@ def main() -> int:
                     help="both ranks' (default: 32-true on two CPU ranks, bf16-mixed with a GPU)")
     ap.add_argument("--alone-steps", type=int, default=6, help="timed steps of each device alone")
     ap.add_argument("--steps", type=int, default=8, help="timed steps of each balancing round")
+    ap.add_argument("--batches", metavar="A,B", help="rank 0's and rank 1's batch alone, for every case "
+                    "(default: CPU mode 256,256; GPU mode 4096,64 for ResNet-18 and 256,8 for ResNet-50)")
     args = ap.parse_args()
 
     from lightning_module.contract import balance
@@ -115,16 +117,22 @@ def main() -> int:
     from lightning_module.run.measure import quiet_lightning
 
     quiet_lightning()
+    from lightning_module.run.cpu_too import MAIN_DEVICE_ENV, main_device
+
     rank = hetero.this_rank()
     if rank == 0:
         import torch
 
-        if args.mode == "gpu" and not torch.cuda.is_available():
+        if args.mode == "gpu" and not torch.cuda.is_available() and not os.environ.get(MAIN_DEVICE_ENV):
             print("cpu_and_gpu: --mode gpu needs a CUDA GPU; this machine has none (not run)", file=sys.stderr)
             return 2
         plan = cases(args.mode, args.precision)
+        for c in plan:
+            c.devices = [main_device() if d == "cuda:0" else d for d in c.devices]  # a stand-in, in a dry run
+            if args.batches:
+                c.batch_alone = [int(x) for x in args.batches.split(",")]
         print(f"machine: {usable_cpus()} usable CPU(s)"
-              + (f", {torch.cuda.get_device_name(0)}" if args.mode == "gpu" else "")
+              + (f", {torch.cuda.get_device_name(0)}" if args.mode == "gpu" and torch.cuda.is_available() else "")
               + f"; torch {torch.__version__}; {args.mode} mode", flush=True)
         for c in plan:  # every rate alone first: the other ranks are started once, with the whole plan
             build = builder(c)
