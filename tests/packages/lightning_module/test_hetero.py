@@ -203,3 +203,17 @@ def test_the_gpu_and_cpu_record_is_strict_and_says_what_it_means():
     del old["gpu_and_cpu"]
     assert parse_result(json.dumps(old)).gpu_and_cpu is None
     assert "gpu_and_cpu" in ProbeResult.model_fields
+
+
+def test_results_show_says_what_the_cpu_added(cli, tmp_path):
+    from factories import probe_result
+
+    r = probe_result().model_copy(update={"gpu_and_cpu": _both()})
+    f, db = tmp_path / "r.json", str(tmp_path / "r.db")
+    f.write_text(r.model_dump_json())
+    assert cli("results", "import", str(f), "--store", db)[0] == 0
+    code, out, err = cli("results", "show", r.result_id, "--store", db)
+    assert code == 0, err
+    line = next(x for x in out.splitlines() if x.startswith("cpu too"))
+    assert "alone gpu 1,000.0 + cpu 100.0" in line and "together 1,050.0 samples/s" in line
+    assert "+5.0%" in line and "efficiency 95%" in line and "batch gpu 256, cpu 26" in line and "kept" in line
