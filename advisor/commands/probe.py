@@ -323,6 +323,11 @@ def handle(args) -> int:
     except ProbeStopped as e:
         print(stop.message(e.signum), file=sys.stderr)
         return 128 + e.signum
+    finally:
+        # The other ranks this process started (DDP, --cpu-too) do not outlive it: a stop or an
+        # error here would leave them waiting at a collective until --rank-timeout.
+        if (ranks := sys.modules.get("lightning_module.run.ranks")) is not None:
+            ranks.stop_children()
 
 
 def _probe(args, stop: SignalStop) -> int:
