@@ -34,6 +34,7 @@ GRACE_S = 20.0
 
 _children: list[subprocess.Popen] = []  # the extra ranks this process launched (rank 0 only)
 _lost: list[str] = []  # what the watch saw: "rank 1 exited with status 3"
+_stopping: list[bool] = []  # set once this process stops its ranks itself: their deaths are its own doing
 
 
 def _default_on_lost(message: str) -> None:
@@ -48,6 +49,7 @@ on_lost: Callable[[str], None] = _default_on_lost
 
 def stop_children() -> None:
     """Kill the extra ranks (SIGKILL: SIGTERM does not reach a rank stuck in a collective)."""
+    _stopping.append(True)
     for p in _children:
         if p.poll() is None:
             p.kill()
@@ -63,7 +65,7 @@ def _watch(first_rank: int) -> None:
     while True:
         time.sleep(POLL_S)
         codes = [p.poll() for p in _children]
-        if all(c == 0 for c in codes):
+        if all(c == 0 for c in codes) or _stopping:
             return
         bad = [(first_rank + i, c) for i, c in enumerate(codes) if c not in (None, 0)]
         if bad and not reported:
@@ -72,8 +74,10 @@ def _watch(first_rank: int) -> None:
             _lost.append(f"rank {rank} {how}")
             reported = True
             deadline = time.monotonic() + GRACE_S
-            while time.monotonic() < deadline:
+            while time.monotonic() < deadline and not _stopping:
                 time.sleep(POLL_S)
+            if _stopping:
+                return  # the main thread noticed and is ending the run itself
             stop_children()
             on_lost(f"{_lost[0]} during the run, and the run did not end within {GRACE_S:g} s")
             return
