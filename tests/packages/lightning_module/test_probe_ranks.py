@@ -59,7 +59,7 @@ class Flaky(pl.LightningModule):
 '''
 
 
-def probe(tmp_path, *argv, timeout=240):
+def probe(tmp_path, *argv, timeout=300):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(tmp_path)])}
     return subprocess.run([sys.executable, "-m", "advisor", "probe", *argv], check=False, capture_output=True, text=True,
                           env=env, cwd=tmp_path, timeout=timeout)
@@ -85,23 +85,25 @@ def test_plain_ddp_on_two_cpu_ranks(tmp_path):
     assert done.stderr.count("probe: mlp") == 1  # rank 1 trained along, silently: only rank 0 reports
 
 
-@pytest.mark.parametrize("mode, needle", [
-    ("die", "rank 1 exited with status 3"),
-    ("hang", "waited past --rank-timeout 8 s"),
+# The timeout covers rank 1's start (torch and Lightning import in it, 10-30 s on a loaded 2-core
+# machine) as well as its steps: under it, a hang is found by the timeout, a death at once.
+@pytest.mark.parametrize("mode, timeout, needle", [
+    ("die", "120", "rank 1 exited with status 3"),
+    ("hang", "45", "waited past --rank-timeout 45 s"),
 ])
-def test_a_rank_that_dies_or_hangs_ends_the_probe_in_one_line(tmp_path, mode, needle):
+def test_a_rank_that_dies_or_hangs_ends_the_probe_in_one_line(tmp_path, mode, timeout, needle):
     (tmp_path / "flaky.py").write_text(textwrap.dedent(FLAKY))
     pid_file, out, db = tmp_path / "rank1.pid", tmp_path / "r.json", tmp_path / "r.db"
     args = f'{{"mode": "{mode}", "pid_file": "{pid_file}"}}'
     started = time.monotonic()
-    done = probe(tmp_path, "--workload", "flaky:Flaky", "--init-args", args, *QUICK, "--rank-timeout", "8",
+    done = probe(tmp_path, "--workload", "flaky:Flaky", "--init-args", args, *QUICK, "--rank-timeout", timeout,
                  "--output", str(out), "--store", str(db))
     assert done.returncode == 1, done.stderr
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith("advisor: error: probe failed, nothing stored: multi-rank run failed:") and needle in last
     assert "Traceback" not in done.stderr
     assert not out.exists() and not db.exists()
-    assert time.monotonic() - started < 200  # bounded by --rank-timeout, not torch's half hour
+    assert time.monotonic() - started < 230  # bounded by --rank-timeout, not torch's half hour
     pid = int(pid_file.read_text())
     for _ in range(50):
         if not alive(pid):
