@@ -73,6 +73,13 @@ def register(sub) -> None:
     d.add_argument("--devices", type=_positive_int, metavar="N",
                    help="devices to train on (default: all GPUs; on a CPU one rank per NUMA node)")
     d.add_argument("--strategy", metavar="NAME", help="Lightning strategy (default auto; ddp across CPU NUMA nodes)")
+    d.add_argument("--cpu-too", action="store_true",
+                   help="after tuning on the GPU, measure the CPU alone and both training at once (each "
+                   "its own batch, gradients weighted by samples); kept only when it beats the GPU alone "
+                   "beyond the noise")
+    d.add_argument("--rank-timeout", type=_positive_float, default=defaults.RANK_TIMEOUT, metavar="S",
+                   help="with several ranks: end the probe when one waits this long for another at a "
+                   f"collective, a rank that hung (default {defaults.RANK_TIMEOUT:g})")
     d.add_argument("--precision", choices=PRECISIONS, default=defaults.PRECISION,
                    help=f"the baseline's precision (default {defaults.PRECISION}; the ladder tries bf16/fp16)")
     m = p.add_argument_group("measurement")
@@ -316,6 +323,11 @@ def handle(args) -> int:
     except ProbeStopped as e:
         print(stop.message(e.signum), file=sys.stderr)
         return 128 + e.signum
+    finally:
+        # The other ranks this process started (DDP, --cpu-too) do not outlive it: a stop or an
+        # error here would leave them waiting at a collective until --rank-timeout.
+        if (ranks := sys.modules.get("lightning_module.run.ranks")) is not None:
+            ranks.stop_children()
 
 
 def _probe(args, stop: SignalStop) -> int:
@@ -335,19 +347,22 @@ def _probe(args, stop: SignalStop) -> int:
     if args.profile:
         _check_profile_dir(args.profile)
 
-    from lightning_module.contract.ladder import LadderFailed
-    from lightning_module.run import measure, probe
+    from lightning_module.contract.ladder import LadderFailed, RankLost
+    from lightning_module.run import cpu_too, measure, probe, ranks
     from lightning_module.run.devices import is_global_zero
     from lightning_module.run.workloads import WorkloadError
 
     measure.quiet_lightning(verbose=getattr(args, "verbose", 0) > 0)
+    if cpu_too.is_extra_rank():
+        cpu_too.train_along()  # the CPU rank Lightning started: rank 0 probes and reports
+        return 0
     opts = defaults.ProbeOptions(
         spec=spec, accelerator=args.accelerator, devices=args.devices, strategy=args.strategy,
         precision=args.precision, tune=args.tune, target_ci=args.target_ci, max_seconds=args.max_seconds,
         warmup_steps=args.warmup_steps, max_steps=args.max_steps, compile_timeout=args.compile_timeout,
         instance_type=args.instance_type, profile_dir=args.profile, skip=frozenset(args.skip),
         progress_bar=sys.stderr.isatty(), remeasure_rounds=args.remeasure, confirm_rounds=args.confirm_rounds,
-        own_batch_size=own_batch,
+        own_batch_size=own_batch, rank_timeout=args.rank_timeout, cpu_too=args.cpu_too,
     )
     if args.instance_type:
         check_label(args)
@@ -357,6 +372,7 @@ def _probe(args, stop: SignalStop) -> int:
         raise AdvisorError(str(e)) from None
     accelerator, pv = checked.accelerator, checked.preview
     rank0 = is_global_zero()
+    ranks.on_lost = _rank_lost_exit
 
     def say(line: str) -> None:
         if rank0:
@@ -372,7 +388,7 @@ def _probe(args, stop: SignalStop) -> int:
                                  on_leg=lambda name, m: say(_leg_line(name, m)), checked=checked)
     except WorkloadError as e:
         raise AdvisorError(str(e)) from None
-    except LadderFailed as e:
+    except (LadderFailed, RankLost, cpu_too.CpuTooFailed) as e:
         print(f"advisor: error: probe failed, nothing stored: {e}", file=sys.stderr)
         return 1
     if result is None:
@@ -392,6 +408,13 @@ def _probe(args, stop: SignalStop) -> int:
         for line in summary_lines(result, saved, out_path):
             say_out(line)
     return 0
+
+
+def _rank_lost_exit(message: str) -> None:
+    """The rank watch's last resort, from its thread, when the main thread is stuck waiting for a rank
+    that died (lightning_module/run/ranks.py): the same line and status as a RankLost."""
+    print(f"advisor: error: probe failed, nothing stored: multi-rank run failed: {message}", file=sys.stderr, flush=True)
+    os._exit(1)
 
 
 def _mb(n: float) -> str:
@@ -448,6 +471,16 @@ def describe(config) -> str:
     if config.xla:
         parts.append("torch_xla")
     return ", ".join(parts)
+
+
+def gpu_and_cpu_line(g) -> str:
+    """`--cpu-too`'s record: each rank alone, both together, the split and the verdict."""
+    alone = " + ".join(f"{r.device} {r.samples_per_sec_alone:,.1f}" for r in g.ranks)
+    split = ", ".join(f"{r.device} {r.batch_size}" for r in g.ranks)
+    verdict = "kept: beats the GPU alone beyond the noise" if g.kept else "not kept: no gain beyond the noise"
+    return (f"alone {alone}; together {g.samples_per_sec:,.1f} samples/s (95% CI {ci_range(*g.samples_per_sec_ci)}, "
+            f"{g.gain:+.1%}), efficiency {g.efficiency:.0%}, batch {split}, {g.rounds} round(s); {verdict}"
+            + (f"; {g.note}" if g.note else ""))
 
 
 def confirmation_line(c) -> str:
@@ -517,6 +550,8 @@ def summary_lines(result, saved, out_path) -> list[str]:
     where = r.instance_type or "unknown instance type"
     lines.append(f"machine: {where}; {r.hardware.cpu_model or 'unknown CPU'}"
                  + (f"; {len(r.hardware.gpus)}x {r.hardware.gpus[0].name}" if r.hardware.gpus else ""))
+    if (g := r.gpu_and_cpu) is not None:
+        lines.append(f"cpu too: {gpu_and_cpu_line(g)}")
     if r.profile_trace:
         lines.append(f"profile: {r.profile_trace} (open in https://ui.perfetto.dev or chrome://tracing)")
     elif r.profile_dir:

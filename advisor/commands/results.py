@@ -18,6 +18,7 @@ from .probe import (
     confirmation_line,
     contention_line,
     describe,
+    gpu_and_cpu_line,
     ladder_rows,
     reliability_line,
 )
@@ -183,6 +184,7 @@ def handle_show(args) -> int:
         ("reliable", reliability_line(r)),
         ("contention", contention_line(r.contention) if r.contention else ""),
         ("confirmed", confirmation_line(r.confirmation) if r.confirmation else ""),
+        ("cpu too", gpu_and_cpu_line(r.gpu_and_cpu) if r.gpu_and_cpu else ""),
         ("profile", r.profile_trace or r.profile_dir or ""),
         ("cpu", f"{r.hardware.cpu_model}, {r.hardware.physical_cores} cores, {', '.join(r.hardware.isa_flags)}"),
         ("gpus", ", ".join(f"{g.name} ({g.memory_gib:g} GiB)" for g in r.hardware.gpus)),

@@ -93,6 +93,11 @@ class ProbeStopped(BaseException):
         self.signum = signum
 
 
+class RankLost(Exception):
+    """A rank of a multi-rank run died or stopped answering: the ranks are out of step, so the
+    probe ends (nothing stored) instead of going on to the next rung."""
+
+
 class LadderFailed(Exception):
     """The baseline could not be measured, so there is nothing to tune."""
 
@@ -226,7 +231,7 @@ def run_ladder(
     def attempt(name: str, config: ProbeConfig, gain: float = 0.0, note: str | None = None) -> RungResult:
         try:
             m = measure(name, config)
-        except (KeyboardInterrupt, SystemExit, ProbeStopped):
+        except (KeyboardInterrupt, SystemExit, ProbeStopped, RankLost):
             raise
         except BaseException as e:  # every failure is a result; torch errors are not all Exceptions
             status, why = classify(e)

@@ -18,6 +18,9 @@ WARMUP_STEPS = 3  # untimed steps at the start of every rung (compilation adds o
 COMPILE_TIMEOUT = 300.0  # seconds torch.compile may take before the rung is given up
 MATMUL_SECONDS = 1.0  # how long the matmul peak is measured
 REMEASURE_ROUNDS = 1  # extra measurements of a rung whose CI is still wider than the target
+# How long a rank of a multi-rank run waits for the others at a collective before the probe ends:
+# above the longest honest step (a first step that compiles, up to COMPILE_TIMEOUT) with a margin.
+RANK_TIMEOUT = 600.0
 CONFIRM_ROUNDS = 3  # A B pairs measured to confirm the winner against the baseline (0: no confirmation)
 
 
@@ -43,6 +46,8 @@ class ProbeOptions:
     remeasure_rounds: int = REMEASURE_ROUNDS
     confirm_rounds: int = CONFIRM_ROUNDS
     own_batch_size: bool = False  # start from the batch size the user's module or DataModule sets itself
+    rank_timeout: float = RANK_TIMEOUT
+    cpu_too: bool = False  # also measure the CPU beside the GPU, and both at once (run/cpu_too.py)
 
 
 @dataclass
@@ -57,8 +62,9 @@ class MeasureSettings:
     compile_timeout: float = COMPILE_TIMEOUT
     progress_bar: bool = False
     seed: int = 0
+    rank_timeout: float = RANK_TIMEOUT
 
     @classmethod
     def from_options(cls, opts: ProbeOptions) -> MeasureSettings:
         return cls(opts.spec, opts.warmup_steps, opts.target_ci, opts.max_seconds, opts.max_steps,
-                   opts.compile_timeout, opts.progress_bar)
+                   opts.compile_timeout, opts.progress_bar, rank_timeout=opts.rank_timeout)

@@ -29,8 +29,10 @@ from catalog.models import MAX_DEVICE_MEMORY_GIB, MAX_MEMORY_GIB, NAME_PATTERN, 
 
 # 2: the workload's constructor arguments (WorkloadSpec.init_args, data_init_args) and its shape
 # (ProbeResult.shape). Version 1 records read as they are: neither field is required.
-RESULT_SCHEMA_VERSION = 2
-READABLE_SCHEMA_VERSIONS = (1, 2)
+# 3: the GPU and the CPU training at once (ProbeResult.gpu_and_cpu, `advisor probe --cpu-too`);
+# versions 1 and 2 read as they are: the field is optional.
+RESULT_SCHEMA_VERSION = 3
+READABLE_SCHEMA_VERSIONS = (1, 2, 3)
 
 BUILTIN_MODELS = ("resnet50", "resnet18", "vit_b_16", "mlp")
 # What a workload can be (the CLI's options share these bounds): past them it is a typo.
@@ -417,6 +419,55 @@ def utilisation(achieved: float | None, peak: float | None, what: str) -> tuple[
                   "100%): a measurement error, not a utilisation")
 
 
+class RankShare(BaseModel):
+    """One rank of a GPU + CPU run: its device, its share of each step and how fast it was."""
+
+    model_config = _STRICT
+
+    device: Literal["gpu", "cpu"]
+    batch_size: int = Field(strict=True, gt=0, le=MAX_BATCH_SIZE)  # its share of each step, balanced
+    threads: int | None = Field(strict=True, default=None, ge=1, le=4096)  # torch intra-op threads
+    samples_per_sec_alone: MeasuredRate  # this device training alone (the rate its share was sized from)
+    busy_seconds: Annotated[float, Field(strict=True, gt=0, le=86_400)]  # per step together, median, outside the exchange
+
+
+class GpuAndCpu(BaseModel):
+    """The GPU and the host's CPU training the same model at once, each with its own batch, the
+    gradients averaged weighted by samples (`advisor probe --cpu-too`): each alone, both together."""
+
+    model_config = _STRICT
+
+    ranks: list[RankShare] = Field(min_length=2, max_length=64)
+    samples_per_sec: MeasuredRate  # together, after re-balancing
+    samples_per_sec_ci: tuple[NonNegative, NonNegative]  # 95%
+    efficiency: Annotated[float, Field(strict=True, gt=0, le=10)]  # together / sum of the ranks alone
+    rounds: int = Field(strict=True, ge=1, le=20)  # balancing rounds run
+    precision: Precision = "32-true"  # both ranks'
+    # Together beats the GPU alone beyond the noise (its CI's low end above the GPU alone): the
+    # advisor's "GPU + CPU" variant reads samples_per_sec only then.
+    kept: StrictBool
+    note: Text | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> GpuAndCpu:
+        lo, hi = self.samples_per_sec_ci
+        if lo > hi:
+            raise ValueError(f"gpu_and_cpu.samples_per_sec_ci [{lo:g}, {hi:g}] is not an interval")
+        _ci_contains(lo, hi, self.samples_per_sec, "gpu_and_cpu.samples_per_sec_ci")
+        alone = sum(r.samples_per_sec_alone for r in self.ranks)
+        if abs(self.efficiency - self.samples_per_sec / alone) > 0.01 * self.efficiency:
+            raise ValueError(f"gpu_and_cpu.efficiency {self.efficiency:.4g} is not samples_per_sec over the sum "
+                             f"of the ranks alone ({self.samples_per_sec / alone:.4g})")
+        if self.kept and not lo > self.ranks[0].samples_per_sec_alone:
+            raise ValueError("gpu_and_cpu.kept, but its CI does not clear the first rank alone")
+        return self
+
+    @property
+    def gain(self) -> float:
+        """Together over the first rank (the GPU) alone, minus one."""
+        return self.samples_per_sec / self.ranks[0].samples_per_sec_alone - 1.0
+
+
 class ProbeResult(BaseModel):
     model_config = _STRICT
 
@@ -454,6 +505,7 @@ class ProbeResult(BaseModel):
     # model (None: not measured). recommend caps GPU estimates at this x the instance's vCPUs.
     pipeline_samples_per_sec_per_worker: MeasuredRate | None = None
     shape: WorkloadShape | None = None  # None: a schema 1 result
+    gpu_and_cpu: GpuAndCpu | None = None  # --cpu-too; None: not measured (and schema 1, 2 results)
     started_at: datetime
     finished_at: datetime = Field(default_factory=lambda: datetime.now(timezone.utc))
 

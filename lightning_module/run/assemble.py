@@ -13,6 +13,7 @@ from ..contract.options import ProbeOptions
 from ..contract.reliability import reasons
 from ..contract.result import (
     Confirmation,
+    GpuAndCpu,
     HardwareFingerprint,
     MemoryFit,
     ProbeConfig,
@@ -31,7 +32,7 @@ def assemble_result(opts: ProbeOptions, accelerator: str, hw: HardwareFingerprin
                     started: datetime, config: ProbeConfig, m: Measurement,
                     confirmation: Confirmation | None, notes: list[str],
                     profile_dir: str | None, profile_trace: str | None, pv: Preview,
-                    memory: MemoryFit | None) -> ProbeResult:
+                    memory: MemoryFit | None, gpu_and_cpu: GpuAndCpu | None = None) -> ProbeResult:
     spec = opts.spec
     timing = m.extra
 
@@ -77,4 +78,5 @@ def assemble_result(opts: ProbeOptions, accelerator: str, hw: HardwareFingerprin
         devices_in_peak=devices_in_peak, profile_dir=profile_dir, profile_trace=profile_trace,
         contention=m.contention, confirmation=confirmation, reliable=not why, unreliable_reasons=why,
         pipeline_samples_per_sec_per_worker=pv.pipeline_samples_per_sec_per_worker, shape=shape,
+        gpu_and_cpu=gpu_and_cpu,
     )

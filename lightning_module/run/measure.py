@@ -22,6 +22,7 @@ from .batches import leading_dim, samples_counter
 from .builders import build_workload, compiled, xla_trainer_kwargs
 from .callbacks import StepTimer, Watch
 from .devices import free_memory, peak_rss_gib, reset_peak_rss
+from .ranks import lost_rank, watched_ddp
 from .readers import gpu_state, own_process_tree, usable_cpus
 
 # A step this many times slower than the best configuration's (per sample) cannot win: cut the rung
@@ -47,6 +48,15 @@ class BatchCheck(Callback):
         if batch_idx == 0 and lead is not None and lead != self.batch_size:
             raise RungError("not-applicable", f"batch_size is set to {self.batch_size}, but the loader yields "
                                               f"batches of {lead}: the batch size is not tunable")
+
+
+def trainer_strategy(config: ProbeConfig, settings: MeasureSettings):
+    """Lightning's strategy by name, but DDP (named, or what auto means for several devices) with
+    the ranks watched and a bounded wait at collectives (ranks.py)."""
+    ranks = config.devices * config.num_nodes
+    if ranks > 1 and config.strategy in ("ddp", "auto") and config.accelerator in ("cpu", "gpu"):
+        return watched_ddp(config.accelerator, settings.rank_timeout)
+    return config.strategy
 
 
 def watch_for(config: ProbeConfig) -> Watch:
@@ -99,7 +109,7 @@ def measure(settings: MeasureSettings, config: ProbeConfig, extra_callbacks=(),
     cap = max_steps if max_steps is not None else (warmup + settings.max_steps if settings.max_steps else -1)
     device = (xla_trainer_kwargs() if config.xla else
               {"accelerator": config.accelerator, "devices": config.devices, "num_nodes": config.num_nodes,
-               "strategy": config.strategy})
+               "strategy": trainer_strategy(config, settings)})
     trainer = pl.Trainer(
         **device, precision=config.precision,
         max_epochs=-1, max_steps=cap, limit_val_batches=0, num_sanity_val_steps=0,
@@ -111,6 +121,11 @@ def measure(settings: MeasureSettings, config: ProbeConfig, extra_callbacks=(),
     try:
         trainer.fit(module, datamodule=dm)
         facts = model_facts(module, trainer)
+    except Exception as e:
+        lost = lost_rank(e, settings.rank_timeout) if not single_rank else None
+        if lost is not None:
+            raise lost from e
+        raise
     finally:
         timer.alarm.disarm()
         del trainer, module, dm

@@ -18,11 +18,11 @@ from datetime import datetime, timezone
 
 import torch
 
-from ..contract.ladder import LadderOptions, Measurement, run_ladder, worker_counts
+from ..contract.ladder import LadderOptions, Measurement, RankLost, run_ladder, worker_counts
 from ..contract.options import MeasureSettings, ProbeOptions
 from ..contract.reliability import confirm, measure_until_known
 from ..contract.result import MemoryFit, ProbeConfig, ProbeResult, RungResult
-from . import extensions, hardware, workloads
+from . import cpu_too, extensions, hardware, workloads
 from .assemble import assemble_result
 from .callbacks import CHROME_TRACE, profiler_callback
 from .child import measure_in_child
@@ -66,6 +66,12 @@ def preflight(opts: ProbeOptions) -> Checked:
                                 "use at most that many CPU ranks")
         if accelerator == "gpu" and opts.devices > torch.cuda.device_count():
             raise WorkloadError(f"--devices {opts.devices}: this machine has {torch.cuda.device_count()} GPU(s)")
+    if opts.cpu_too:
+        if accelerator != "gpu" and not os.environ.get(cpu_too.MAIN_DEVICE_ENV):
+            raise WorkloadError(f"--cpu-too trains the CPU beside a GPU; this probe runs on {accelerator}: "
+                                "use it on a machine with a GPU (--accelerator gpu)")
+        if (opts.devices or 1) > 1 or opts.num_nodes > 1:
+            raise WorkloadError("--cpu-too trains one GPU beside the CPU: leave --devices out or set it to 1")
     if opts.strategy:
         from lightning.pytorch.strategies import StrategyRegistry
 
@@ -106,7 +112,7 @@ def fit_memory(lad, final_cfg: ProbeConfig, final_m: Measurement, pv: Preview, s
             cfg = final_cfg.model_copy(update={"batch_size": bs})
             try:
                 m = measure_fn("memory", cfg) if measure_fn is not None else measure_anywhere(short, cfg)
-            except (KeyboardInterrupt, SystemExit):
+            except (KeyboardInterrupt, SystemExit, RankLost):
                 raise
             except Exception as e:  # noqa: BLE001 - an out-of-memory here is an answer: said, not fatal
                 from ..contract.ladder import classify
@@ -143,6 +149,8 @@ def run_probe(opts: ProbeOptions, on_rung: Callable[[RungResult, RungResult | No
         devices = opts.devices
     if opts.strategy:
         strategy = opts.strategy
+    if opts.cpu_too:  # the ladder tunes the one GPU the CPU trains beside
+        devices, strategy = 1, "auto"
     if devices < 1:
         raise WorkloadError(f"no {accelerator} devices to train on")
 
@@ -197,6 +205,8 @@ def run_probe(opts: ProbeOptions, on_rung: Callable[[RungResult, RungResult | No
         try:
             done = confirm(leg, lad.rungs[0].config, lad.best.config, samples_per_step, opts.target_ci,
                            opts.confirm_rounds)
+        except RankLost:
+            raise
         except Exception as e:  # noqa: BLE001 - a leg that fails leaves the ladder's pick, said to be unconfirmed
             notes.append(f"the A-B confirmation could not run ({type(e).__name__}: {str(e)[:200]})")
         else:
@@ -217,11 +227,14 @@ def run_probe(opts: ProbeOptions, on_rung: Callable[[RungResult, RungResult | No
             profile_dir = os.path.abspath(opts.profile_dir)
             trace = os.path.join(profile_dir, CHROME_TRACE)
             profile_trace = trace if os.path.isfile(trace) else None
+        except RankLost:
+            raise
         except Exception as e:  # noqa: BLE001
             log.warning("profile failed: %s", e)
 
     memory = fit_memory(lad, final_cfg, final_m, pv, settings, measure_fn)
     if not is_global_zero():
         return None  # the other DDP ranks trained along; measuring peaks there would slow rank 0's
+    both = cpu_too.measure_gpu_and_cpu(settings, final_cfg) if opts.cpu_too else None
     return assemble_result(opts, accelerator, hw, lad, started, final_cfg, final_m, confirmation,
-                           notes, profile_dir, profile_trace, pv, memory)
+                           notes, profile_dir, profile_trace, pv, memory, both)

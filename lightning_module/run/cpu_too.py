@@ -1,0 +1,127 @@
+"""`advisor probe --cpu-too`: the probe's winner on the GPU alone, the CPU alone, then both at once
+(run/hetero.py), recorded as ProbeResult.gpu_and_cpu; "both" is kept only when its CI clears the
+GPU alone, the ladder's rule for every rung.
+
+Rank 1 (the CPU) is this command re-run by Lightning's launcher: rank 0 puts the plan in the
+environment first, and the re-run command, seeing it, trains along (`train_along`) instead of
+probing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass
+
+import torch
+
+from ..contract import balance
+from ..contract.ladder import RankLost
+from ..contract.options import MeasureSettings
+from ..contract.result import GpuAndCpu, ProbeConfig, RankShare, WorkloadSpec
+from . import hetero
+from .builders import build_workload
+from .readers import usable_cpus
+
+PLAN_ENV = "ADVISOR_CPU_TOO_PLAN"
+# Tests only: the device that stands in for the GPU (two CPU ranks run the whole GPU + CPU path).
+MAIN_DEVICE_ENV = "ADVISOR_CPU_TOO_MAIN_DEVICE"
+CPU_BATCH = 64  # the CPU's batch when measured alone (at most the GPU's): a rate per sample, not a fit
+STEPS = 10  # timed steps alone and per balancing round, unless --max-steps says fewer
+WARMUP = 2
+
+
+class CpuTooFailed(Exception):
+    """The GPU + CPU measurement could not run: the probe ends (its line says why)."""
+
+
+@dataclass
+class Plan:
+    spec: dict
+    configs: list[dict]
+    devices: list[str]
+    threads: list[int]
+    total: int
+    rates_alone: list[float]
+    steps: int
+    precision: str
+    rank_timeout: float
+
+
+def main_device() -> str:
+    return os.environ.get(MAIN_DEVICE_ENV) or "cuda:0"
+
+
+def _builder(plan: Plan) -> hetero.Builder:
+    spec = WorkloadSpec(**plan.spec)
+    configs = [ProbeConfig(**c) for c in plan.configs]
+
+    def build(rank: int, batch: int):
+        return build_workload(spec, configs[rank].model_copy(update={"batch_size": batch}), seed=rank)
+
+    return build
+
+
+def _together(plan: Plan) -> hetero.Balanced:
+    return hetero.balance_run(_builder(plan), plan.devices, plan.total, plan.rates_alone, plan.threads, plan.steps,
+                              WARMUP, plan.precision, plan.rank_timeout)
+
+
+def is_extra_rank() -> bool:
+    return bool(os.environ.get(PLAN_ENV)) and hetero.this_rank() != 0
+
+
+def train_along() -> None:
+    """Rank 1's whole part: the rounds rank 0 runs, from rank 0's plan."""
+    _together(Plan(**json.loads(os.environ[PLAN_ENV])))
+
+
+def measure_gpu_and_cpu(settings: MeasureSettings, final: ProbeConfig) -> GpuAndCpu:
+    """The GPU alone, the CPU alone (on the cores the GPU's loaders and host thread leave), both."""
+    main = main_device()
+    # One precision for both ranks: bf16 where the pick has it; fp16's loss scaling differs per
+    # rank, so that pick is measured together in fp32.
+    precision = "bf16-mixed" if final.precision == "bf16-mixed" else "32-true"
+    main_cfg = final.model_copy(update={"compile": False, "precision": precision})
+    cpu_cfg = ProbeConfig(accelerator="cpu", precision=precision, channels_last=final.channels_last,
+                          batch_size=min(final.batch_size, CPU_BATCH))
+    threads = [1, max(1, usable_cpus() - 1 - final.num_workers)]
+    steps = min(settings.max_steps or STEPS, STEPS)
+    plan = Plan(spec=settings.spec.model_dump(), configs=[main_cfg.model_dump(), cpu_cfg.model_dump()],
+                devices=[main, "cpu"], threads=threads, total=0, rates_alone=[], steps=steps, precision=precision,
+                rank_timeout=settings.rank_timeout)
+    before = torch.get_num_threads()
+    try:
+        build = _builder(plan)
+        plan.rates_alone = [
+            hetero.run_alone(build, 0, main, main_cfg.batch_size, threads[0], steps, WARMUP, precision),
+            hetero.run_alone(build, 1, "cpu", cpu_cfg.batch_size, threads[1], steps, WARMUP, precision),
+        ]
+        # The GPU keeps about its tuned batch; the CPU's share is in proportion to its rate.
+        plan.total = max(main_cfg.batch_size + 1, round(main_cfg.batch_size * sum(plan.rates_alone) / plan.rates_alone[0]))
+        os.environ[PLAN_ENV] = json.dumps(asdict(plan))
+        out = _together(plan)
+    except RankLost:
+        raise
+    except Exception as e:
+        raise CpuTooFailed(f"--cpu-too: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}") from e
+    finally:
+        torch.set_num_threads(before)
+    last = out.final
+    alone0 = plan.rates_alone[0]
+    lo, hi = last.ci
+    if not lo <= last.samples_per_sec <= hi:  # under two timed steps: no spread to judge by
+        lo = hi = last.samples_per_sec
+    note = None
+    if last.imbalance > balance.BALANCED:
+        note = (f"the ranks' step times stayed {last.imbalance:.0%} apart after {len(out.rounds)} round(s) "
+                f"(balanced: within {balance.BALANCED:.0%})")
+    kinds = ["gpu" if main.startswith("cuda") else "cpu", "cpu"]
+    return GpuAndCpu(
+        ranks=[RankShare(device=kinds[i], batch_size=last.shares[i], threads=threads[i],
+                         samples_per_sec_alone=plan.rates_alone[i], busy_seconds=max(last.busy_s[i], 1e-9))
+               for i in range(2)],
+        samples_per_sec=last.samples_per_sec, samples_per_sec_ci=(lo, hi),
+        efficiency=balance.efficiency(last.samples_per_sec, plan.rates_alone), rounds=len(out.rounds),
+        precision=precision, kept=lo > alone0 and last.samples_per_sec > alone0, note=note,
+    )

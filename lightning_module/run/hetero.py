@@ -1,0 +1,251 @@
+"""Heterogeneous data-parallel training: one rank on the GPU and one on the CPU (or any mix of
+devices, two CPU ranks in the tests), each with its own batch size, in one Lightning Trainer per
+process (the strategy below, launched by Lightning as DDP is: this command re-run per rank).
+
+The gradient exchange is the strategy's own, after backward: each rank sends its mean-loss gradient
+times its batch count, and its count, in one flat float32 buffer through the CPU (gloo, a backend
+both devices can use); every rank divides the sum by the total count. So the update equals one step
+on the concatenated batch, whatever the split (tests/packages/lightning_module/test_hetero.py).
+The shares come from contract/balance.py: sized from each device's samples/s alone, re-balanced
+from the busy times the ranks showed together.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+import lightning.pytorch as pl
+import torch
+import torch.distributed as dist
+from lightning.pytorch.accelerators import Accelerator
+from lightning.pytorch.plugins.precision import MixedPrecision, Precision
+
+from ..contract import balance
+from ..contract.ladder import CI_UNBOUNDED
+from ..contract.options import RANK_TIMEOUT
+from ..contract.timing import step_rate
+from .batches import leading_dim
+from .ranks import WatchedDDP, lost_rank
+
+# Set: two CPU ranks go through MixedAccelerator too (the GPU + CPU path, tested without a GPU).
+FORCE_MIXED_ENV = "ADVISOR_HETERO_MIXED"
+
+
+class MixedAccelerator(Accelerator):
+    """Lightning's accelerator is one kind for all ranks; here each rank sets up its own device."""
+
+    def setup_device(self, device: torch.device) -> None:
+        if device.type == "cuda":
+            torch.cuda.set_device(device)
+
+    def teardown(self) -> None:
+        pass
+
+    @staticmethod
+    def parse_devices(devices):
+        return devices
+
+    @staticmethod
+    def get_parallel_devices(devices):
+        # Only a placeholder for Lightning's connector: the strategy names each rank's device.
+        return [torch.device(d) for d in devices] if isinstance(devices, list) else [torch.device("cpu")] * devices
+
+    @staticmethod
+    def auto_device_count() -> int:
+        return 1 + torch.cuda.device_count()
+
+    @staticmethod
+    def is_available() -> bool:
+        return True
+
+    @classmethod
+    def name(cls) -> str:
+        return "mixed"
+
+    def get_device_stats(self, device):
+        return {}
+
+
+class HeteroDDP(WatchedDDP):
+    """DDP's launch and process group, without DistributedDataParallel: the weighted exchange."""
+
+    def __init__(self, devices: list[str], threads: list[int | None], rank_timeout_s: float = RANK_TIMEOUT,
+                 mixed: bool = False):
+        # Mixed devices reach the strategy through MixedAccelerator (Lightning refuses a strategy's
+        # devices of one kind beside an accelerator of another); one kind is given here.
+        super().__init__(parallel_devices=None if mixed else [torch.device(d) for d in devices],
+                         process_group_backend="gloo", timeout=timedelta(seconds=rank_timeout_s))
+        self.threads = threads
+        self.count = 0  # samples in this rank's current batch
+        self.free_at: float | None = None  # when this rank left the last exchange
+        self.busy_s: list[float] = []  # per step: leaving one exchange to entering the next
+        self.exits: list[float] = []  # when each exchange ended (the steps' clock, equal on all ranks)
+        self.totals: list[int] = []  # samples of each step, all ranks together
+
+    def setup_environment(self) -> None:
+        super().setup_environment()
+        n = self.threads[self.local_rank]
+        if n:  # a CPU rank's compute threads; a GPU rank's host threads, left to the CPU rank
+            torch.set_num_threads(n)
+
+    def configure_ddp(self) -> None:
+        # Every rank starts from rank 0's weights (through the CPU: gloo on any device's tensors).
+        with torch.no_grad():
+            for t in [*self.lightning_module.parameters(), *self.lightning_module.buffers()]:
+                host = t.detach().to("cpu", copy=True)
+                dist.broadcast(host, src=0)
+                t.copy_(host.to(t.device))
+
+    def training_step(self, *args, **kwargs):
+        self.count = leading_dim(args[0]) or 0
+        return super().training_step(*args, **kwargs)
+
+    def post_backward(self, closure_loss) -> None:
+        params = [p for p in self.lightning_module.parameters() if p.requires_grad]
+        if self.root_device.type == "cuda":
+            torch.cuda.synchronize(self.root_device)
+        entered = time.perf_counter()
+        if self.free_at is not None:
+            self.busy_s.append(entered - self.free_at)
+        n = float(self.count)
+        flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).detach().reshape(-1).float()
+                          for p in params]).to("cpu")
+        buf = torch.cat([flat.mul_(n), torch.tensor([n])])
+        dist.all_reduce(buf)  # sum over ranks of count x mean gradient, and of counts
+        total = buf[-1].item()
+        mean = buf[:-1].div_(total)
+        at = 0
+        for p in params:
+            g = mean[at:at + p.numel()].view_as(p).to(p.device, p.dtype)
+            at += p.numel()
+            p.grad = g
+        self.free_at = time.perf_counter()
+        self.exits.append(self.free_at)
+        self.totals.append(int(total))
+
+
+@dataclass
+class Round:
+    """One run of a split: each rank's batch and median busy time, and the samples/s together."""
+
+    shares: list[int]
+    busy_s: list[float]
+    samples_per_sec: float
+    steps: int
+    ci: tuple[float, float] = (0.0, 0.0)  # 95%, from the steps' periods (timing.step_rate)
+
+    @property
+    def imbalance(self) -> float:
+        return balance.imbalance(self.busy_s)
+
+
+@dataclass
+class Balanced:
+    rounds: list[Round] = field(default_factory=list)
+
+    @property
+    def final(self) -> Round:
+        return self.rounds[-1]
+
+
+Builder = Callable[[int, int], tuple[pl.LightningModule, pl.LightningDataModule | None]]
+
+
+def this_rank() -> int:
+    return int(os.environ.get("LOCAL_RANK", "0"))
+
+
+def run_round(build: Builder, devices: list[str], shares: list[int], threads: list[int | None], steps: int,
+              warmup: int = 2, precision: str = "32-true", rank_timeout_s: float = RANK_TIMEOUT) -> Round:
+    """Train `steps` timed steps (after `warmup`) with rank r on devices[r] at batch shares[r]; every
+    rank returns the same Round. `build(rank, batch)` makes the module and DataModule of a rank."""
+    rank = this_rank()
+    mixed = {torch.device(d).type for d in devices} != {"cpu"} or bool(os.environ.get(FORCE_MIXED_ENV))
+    strategy = HeteroDDP(devices, threads, rank_timeout_s, mixed=mixed)
+    mine = torch.device(devices[rank]).type
+    plugin = MixedPrecision(precision, device=mine) if precision.endswith("-mixed") else Precision()
+    module, dm = build(rank, shares[rank])
+    trainer = pl.Trainer(accelerator=MixedAccelerator() if mixed else "cpu", strategy=strategy,
+                         devices=list(devices) if mixed else len(devices), plugins=[plugin],
+                         max_steps=warmup + steps, max_epochs=-1, limit_val_batches=0, num_sanity_val_steps=0,
+                         use_distributed_sampler=False, enable_checkpointing=False, logger=False,
+                         enable_model_summary=False, enable_progress_bar=False)
+    try:
+        trainer.fit(module, datamodule=dm)
+    except Exception as e:
+        lost = lost_rank(e, rank_timeout_s)
+        if lost is not None:
+            raise lost from e
+        raise
+    timed = strategy.busy_s[warmup:] or strategy.busy_s
+    busy = statistics.median(timed) if timed else 0.0
+    periods = [b - a for a, b in zip(strategy.exits[warmup:], strategy.exits[warmup + 1:])]
+    samples = strategy.totals[warmup + 1:]
+    rate = sum(samples) / sum(periods) if periods else 0.0
+    ci = (0.0, 0.0)
+    if len(periods) >= 2:
+        sr = step_rate(periods, statistics.fmean(samples))
+        rate, ci = sr.samples_per_sec, (sr.ci_low, min(sr.ci_high, CI_UNBOUNDED))
+    every: list[float | None] = [None] * len(devices)
+    dist.all_gather_object(every, busy)
+    return Round(list(shares), [float(b) for b in every], rate, len(periods), ci)
+
+
+def balance_run(build: Builder, devices: list[str], total: int, rates_alone: list[float],
+                threads: list[int | None], steps: int, warmup: int = 2, precision: str = "32-true",
+                rank_timeout_s: float = RANK_TIMEOUT, max_rounds: int = balance.MAX_ROUNDS) -> Balanced:
+    """Split `total` by the rates alone, then re-balance from the busy times until the ranks' step
+    times are within balance.BALANCED of each other (or `max_rounds` ran)."""
+    out = Balanced()
+    shares = balance.split(total, rates_alone)
+    for _ in range(max_rounds):
+        r = run_round(build, devices, shares, threads, steps, warmup, precision, rank_timeout_s)
+        out.rounds.append(r)
+        if r.imbalance <= balance.BALANCED:
+            break
+        nxt = balance.rebalance(shares, r.busy_s)
+        if nxt == shares:
+            break  # one sample either way is the finest step there is
+        shares = nxt
+    return out
+
+
+class _Clock(pl.Callback):
+    """Step boundaries of a single-device run (the device synchronised first)."""
+
+    def __init__(self):
+        self.ends: list[float] = []
+        self.samples: list[int] = []
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        if pl_module.device.type == "cuda":
+            torch.cuda.synchronize(pl_module.device)
+        self.ends.append(time.perf_counter())
+        self.samples.append(leading_dim(batch) or 0)
+
+
+def run_alone(build: Builder, rank: int, device: str, batch: int, threads: int | None, steps: int,
+              warmup: int = 2, precision: str = "32-true") -> float:
+    """Samples/s of rank `rank`'s device training alone at `batch` (no process group): the rate its
+    share is first sized from, and the 'alone' half of the combined efficiency."""
+    dev = torch.device(device)
+    if threads:
+        torch.set_num_threads(threads)
+    clock = _Clock()
+    plugin = MixedPrecision(precision, device=dev.type) if precision.endswith("-mixed") else Precision()
+    module, dm = build(rank, batch)
+    trainer = pl.Trainer(accelerator="gpu" if dev.type == "cuda" else "cpu",
+                         devices=[dev.index or 0] if dev.type == "cuda" else 1, plugins=[plugin],
+                         max_steps=warmup + steps, max_epochs=-1, limit_val_batches=0, num_sanity_val_steps=0,
+                         enable_checkpointing=False, logger=False, enable_model_summary=False,
+                         enable_progress_bar=False, callbacks=[clock])
+    trainer.fit(module, datamodule=dm)
+    timed = range(max(warmup, 1), len(clock.ends))  # a step: one batch end to the next
+    if not timed:
+        raise RuntimeError("no steps were timed")
+    return sum(clock.samples[i] for i in timed) / sum(clock.ends[i] - clock.ends[i - 1] for i in timed)

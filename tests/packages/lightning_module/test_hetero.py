@@ -1,0 +1,219 @@
+"""Heterogeneous data-parallel training (run/hetero.py) on two CPU ranks, each with its own batch:
+the weighted exchange gives the gradient of the concatenated batch, the balancer brings ranks of
+unequal speed to within 10% of each other's step time; and the split rules (contract/balance.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from lightning_module.contract import balance
+from lightning_module.run.hetero import FORCE_MIXED_ENV
+from lightning_module.run.readers import usable_cpus
+
+ROOT = Path(__file__).resolve().parents[3]
+two_ranks = pytest.mark.skipif(usable_cpus() < 2, reason="two CPU ranks need two usable cores")
+
+GRADIENT = '''
+import json, sys
+import torch, lightning.pytorch as pl
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+from lightning_module.run.hetero import run_round
+
+g = torch.Generator().manual_seed(1)
+X, Y = torch.randn(8, 5, generator=g), torch.randint(0, 3, (8,), generator=g)
+SHARES = [3, 5]
+
+
+class M(pl.LightningModule):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.net = nn.Sequential(nn.Linear(5, 7), nn.Tanh(), nn.Linear(7, 3))
+
+    def training_step(self, b, i):
+        x, y = b
+        return nn.functional.cross_entropy(self.net(x), y)
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.0)
+
+    def on_before_optimizer_step(self, opt):  # after the exchange, before the update
+        with open(f"{sys.argv[1]}.{self.global_rank}", "w") as f:
+            json.dump([p.grad.reshape(-1).tolist() for p in self.parameters()], f)
+
+
+def build(rank, batch):
+    lo = sum(SHARES[:rank])
+    ds = TensorDataset(X[lo:lo + batch], Y[lo:lo + batch])  # rank 0 rows 0-2, rank 1 rows 3-7
+    m = M()
+    m.train_dataloader = lambda: DataLoader(ds, batch_size=batch)
+    return m, None
+
+
+run_round(build, ["cpu", "cpu"], SHARES, [1, 1], steps=1, warmup=0)
+'''
+
+BALANCE = '''
+import json, sys, time
+import torch, lightning.pytorch as pl
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+from lightning_module.run.hetero import balance_run, this_rank
+
+MS_PER_SAMPLE = [1.0, 3.0]  # rank 1 is three times slower per sample: an artificial, load-proof delay
+
+
+class Slow(pl.LightningModule):
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Linear(4, 2)
+
+    def training_step(self, b, i):
+        x, y = b
+        time.sleep(MS_PER_SAMPLE[self.global_rank] * len(x) / 1000)
+        return nn.functional.cross_entropy(self.net(x), y)
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.01)
+
+
+def build(rank, batch):
+    m = Slow()
+    ds = TensorDataset(torch.randn(100000, 4), torch.randint(0, 2, (100000,)))
+    m.train_dataloader = lambda: DataLoader(ds, batch_size=batch)
+    return m, None
+
+
+# Started from an equal split on purpose: the rates alone say nothing here.
+out = balance_run(build, ["cpu", "cpu"], total=64, rates_alone=[1.0, 1.0], threads=[1, 1], steps=6, warmup=1)
+if this_rank() == 0:
+    with open(sys.argv[1], "w") as f:
+        json.dump([{"shares": r.shares, "busy_s": r.busy_s, "samples_per_sec": r.samples_per_sec}
+                   for r in out.rounds], f)
+'''
+
+
+def run_script(tmp_path, text: str, out: Path, env_extra: dict | None = None) -> None:
+    script = tmp_path / "ranks.py"
+    script.write_text(textwrap.dedent(text))
+    env = {**os.environ, "PYTHONPATH": str(ROOT), **(env_extra or {})}
+    done = subprocess.run([sys.executable, str(script), str(out)], check=False, capture_output=True, text=True,
+                          env=env, cwd=tmp_path, timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+@two_ranks
+@pytest.mark.parametrize("mixed", [False, True], ids=["cpu-accelerator", "mixed-accelerator"])
+def test_the_weighted_exchange_is_the_gradient_of_the_concatenated_batch(tmp_path, mixed):
+    # mixed: the ranks' devices through MixedAccelerator, the GPU + CPU path, on two CPUs here
+    out = tmp_path / "grad"
+    run_script(tmp_path, GRADIENT, out, {FORCE_MIXED_ENV: "1"} if mixed else None)
+    g = torch.Generator().manual_seed(1)
+    x, y = torch.randn(8, 5, generator=g), torch.randint(0, 3, (8,), generator=g)
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(5, 7), nn.Tanh(), nn.Linear(7, 3))
+    nn.functional.cross_entropy(net(x), y).backward()
+    whole = torch.cat([p.grad.reshape(-1) for p in net.parameters()])
+    for rank in (0, 1):
+        got = torch.tensor([v for p in json.loads(Path(f"{out}.{rank}").read_text()) for v in p])
+        assert torch.allclose(got, whole, atol=1e-6, rtol=1e-5), (rank, (got - whole).abs().max())
+
+    # DDP's plain mean of the two ranks' gradients (batches of 3 and 5) is another vector: the test
+    # tells the weighting from its absence.
+    def grad_of(rows):
+        net.zero_grad()
+        nn.functional.cross_entropy(net(x[rows]), y[rows]).backward()
+        return torch.cat([p.grad.reshape(-1) for p in net.parameters()])
+    plain = (grad_of(slice(0, 3)) + grad_of(slice(3, 8))) / 2
+    assert (plain - whole).abs().max() > 1e-3
+
+
+@two_ranks
+def test_the_balancer_brings_unequal_ranks_within_ten_percent(tmp_path):
+    out = tmp_path / "rounds.json"
+    run_script(tmp_path, BALANCE, out)
+    rounds = json.loads(out.read_text())
+    first, last = rounds[0], rounds[-1]
+    assert first["shares"] == [32, 32] and balance.imbalance(first["busy_s"]) > 0.5  # 3x slower: far apart
+    assert balance.imbalance(last["busy_s"]) <= balance.BALANCED, rounds
+    assert last["shares"][0] > 2 * last["shares"][1] and sum(last["shares"]) == 64  # about 48/16
+    assert last["samples_per_sec"] > first["samples_per_sec"], rounds  # balanced is faster
+
+
+def test_split_is_proportional_whole_and_leaves_no_rank_empty():
+    assert balance.split(64, [3.0, 1.0]) == [48, 16]
+    assert balance.split(10, [1.0, 1.0, 1.0]) in ([4, 3, 3], [3, 4, 3], [3, 3, 4])
+    assert balance.split(5, [1000.0, 1.0]) == [4, 1]  # the slow rank keeps one sample
+    for total, rates in ((7, [0.3, 2.0]), (1000, [5.5, 1.25, 3.0]), (2, [1.0, 1e9])):
+        s = balance.split(total, rates)
+        assert sum(s) == total and min(s) >= 1
+    with pytest.raises(ValueError):
+        balance.split(1, [1.0, 1.0])
+    with pytest.raises(ValueError):
+        balance.split(8, [1.0, 0.0])
+
+
+def test_rebalance_meets_at_equal_busy_times():
+    # Rank 1 took 3x as long for the same share: its rate is a third of rank 0's.
+    assert balance.rebalance([32, 32], [0.032, 0.096]) == [48, 16]
+    assert balance.imbalance([0.05, 0.054]) == pytest.approx(0.08)
+    assert balance.efficiency(900.0, [600.0, 400.0]) == pytest.approx(0.9)
+
+
+def _both(**kw):
+    from lightning_module.contract.result import GpuAndCpu, RankShare
+
+    d = {"ranks": [RankShare(device="gpu", batch_size=256, threads=1, samples_per_sec_alone=1000.0, busy_seconds=0.25),
+                    RankShare(device="cpu", batch_size=26, threads=14, samples_per_sec_alone=100.0, busy_seconds=0.24)],
+             "samples_per_sec": 1050.0, "samples_per_sec_ci": (1020.0, 1080.0), "efficiency": 1050.0 / 1100.0, "rounds": 2,
+             "kept": True}
+    d.update(kw)
+    return GpuAndCpu(**d)
+
+
+def test_the_gpu_and_cpu_record_is_strict_and_says_what_it_means():
+    from factories import probe_result
+    from pydantic import ValidationError
+
+    from lightning_module.contract.result import ProbeResult, parse_result
+
+    g = _both()
+    assert g.gain == pytest.approx(0.05)
+    for bad in ({"efficiency": 0.5},  # not together / sum alone
+                {"samples_per_sec_ci": (990.0, 1080.0)},  # kept, but its CI reaches below the GPU alone
+                {"samples_per_sec": float("nan")}, {"rounds": 0}, {"ranks": []}, {"kept": 1}):
+        with pytest.raises(ValidationError):
+            _both(**bad)
+    r = probe_result().model_copy(update={"gpu_and_cpu": g})
+    back = parse_result(r.model_dump_json())
+    assert back.gpu_and_cpu == g and back.schema_version == 3
+    # A version 2 result (no such field) reads as it is.
+    old = json.loads(probe_result().model_dump_json())
+    old["schema_version"] = 2
+    del old["gpu_and_cpu"]
+    assert parse_result(json.dumps(old)).gpu_and_cpu is None
+    assert "gpu_and_cpu" in ProbeResult.model_fields
+
+
+def test_results_show_says_what_the_cpu_added(cli, tmp_path):
+    from factories import probe_result
+
+    r = probe_result().model_copy(update={"gpu_and_cpu": _both()})
+    f, db = tmp_path / "r.json", str(tmp_path / "r.db")
+    f.write_text(r.model_dump_json())
+    assert cli("results", "import", str(f), "--store", db)[0] == 0
+    code, out, err = cli("results", "show", r.result_id, "--store", db)
+    assert code == 0, err
+    line = next(x for x in out.splitlines() if x.startswith("cpu too"))
+    assert "alone gpu 1,000.0 + cpu 100.0" in line and "together 1,050.0 samples/s" in line
+    assert "+5.0%" in line and "efficiency 95%" in line and "batch gpu 256, cpu 26" in line and "kept" in line
