@@ -38,7 +38,7 @@ class ProbeOptions:
     instance_type: str | None = None
     profile_dir: str | None = None
     skip: frozenset[str] = frozenset()
-    progress_bar: bool = False
+    progress: bool = False  # the probe's own progress line on stderr (a terminal)
     matmul_seconds: float = MATMUL_SECONDS
     remeasure_rounds: int = REMEASURE_ROUNDS
     confirm_rounds: int = CONFIRM_ROUNDS
@@ -55,10 +55,10 @@ class MeasureSettings:
     max_seconds: float = MAX_SECONDS
     max_steps: int | None = None
     compile_timeout: float = COMPILE_TIMEOUT
-    progress_bar: bool = False
+    progress: bool = False
     seed: int = 0
 
     @classmethod
     def from_options(cls, opts: ProbeOptions) -> MeasureSettings:
         return cls(opts.spec, opts.warmup_steps, opts.target_ci, opts.max_seconds, opts.max_steps,
-                   opts.compile_timeout, opts.progress_bar)
+                   opts.compile_timeout, opts.progress)
