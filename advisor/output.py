@@ -11,6 +11,7 @@ import re
 import sys
 import textwrap
 from collections.abc import Iterable, Sequence
+from itertools import combinations
 from typing import Any
 
 FORMATS = ("table", "json", "csv", "markdown")
@@ -168,7 +169,9 @@ def fit_table(headers: list[str], table: list[list[str]], room: int | None, note
             # a word broken inside (refe | rence) only when nothing else fits
             tiers = [least, narrowest(WORD_LEAST, WORD_BROKEN), narrowest(WORD_LEAST, WORD_BROKEN, _longest_chunk),
                      *(narrowest(cap, WORD_BROKEN) for cap in range(WORD_LEAST, WORD_BROKEN - 1, -1))]
-            widths = next((w for w in (_narrowed(natural, t, room) for t in tiers) if w), tiers[-1])
+            widths = (_narrowed(natural, tiers[0], room) or _narrowed(natural, tiers[1], room)
+                      or _fewest_names_broken(natural, tiers[1], tiers[2], room)
+                      or next((w for w in (_narrowed(natural, t, room) for t in tiers[3:]) if w), tiers[-1]))
     lines = _block(headers, widths, wrap_header)
     lines.append(GAP.join("-" * w for w in widths))
     wraps = [wrap_text if i == notes_at else wrap_words for i in range(len(headers))]
@@ -180,6 +183,24 @@ def fit_table(headers: list[str], table: list[list[str]], room: int | None, note
 
 def _total(widths: list[int]) -> int:
     return sum(widths) + len(GAP) * (len(widths) - 1)
+
+
+def _fewest_names_broken(natural: list[int], words: list[int], joints: list[int], room: int) -> list[int] | None:
+    """Widths within room that break names (at `joints` widths) in as few columns as can be, the
+    rightmost first, the others at their whole-word width (`words`); then the columns that fit
+    back at their natural width are (the least cut first), and what room is left goes to the cut
+    ones. None when every name broken does not fit either."""
+    options = [i for i in range(len(natural)) if joints[i] < words[i]]
+    for k in range(len(options) + 1):
+        for broken in combinations(reversed(options), k):
+            least = [joints[i] if i in broken else words[i] for i in range(len(natural))]
+            if _total(least) > room:
+                continue
+            for i in sorted(range(len(natural)), key=lambda i: natural[i] - least[i]):
+                if least[i] < natural[i] and _total(least) + natural[i] - least[i] <= room:
+                    least[i] = natural[i]
+            return _narrowed(natural, least, room)
+    return None
 
 
 def _narrowed(natural: list[int], least: list[int], room: int) -> list[int] | None:
