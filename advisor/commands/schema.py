@@ -13,7 +13,7 @@ def register(sub) -> None:
     p = sub.add_parser(
         "schema", help="the JSON Schema of every --format json document",
         description="Every '--format json' output is one versioned document: its first keys are 'schema' "
-                    "(a NAME below) and 'schema_version'. Without NAME, list the documents and the commands "
+                    "(its NAME) and 'schema_version'. Without NAME, list the documents and the commands "
                     "that print them; with NAME, print its JSON Schema (the file shipped in the package, "
                     "advisor/schemas/json/NAME.schema.json).",
         epilog="Example: advisor schema recommend > /tmp/recommend.schema.json")
