@@ -68,6 +68,9 @@ def register(sub) -> None:
         epilog="Example: advisor results import docs/examples/mlp-cpu.json",
     )
     ip.add_argument("files", type=opt.path, nargs="+", metavar="FILE")
+    ip.add_argument("--format", choices=("table", "json"), default="table",
+                    help="json: what was imported as a results-import document on stdout (the summary line "
+                         "stays on stderr either way)")
     add_store_option(ip)
     ip.set_defaults(func=handle_import)
 
@@ -222,7 +225,7 @@ def handle_show(args) -> int:
 
 
 def handle_import(args) -> int:
-    results, bad = [], 0
+    results, bad, invalid = [], 0, []
     for name in args.files:
         errors: list[ResultError] = []
         try:
@@ -232,11 +235,17 @@ def handle_import(args) -> int:
         for e in errors:
             error(str(e))
         bad += len(errors)
-    added, path = 0, store_path(args)
+        invalid += [str(e) for e in errors]
+    path, imported, already = store_path(args), [], []
     if results:  # nothing valid: no store is created for it
         with open_store(args) as store:
             for r in results:
-                added += store.add(r)
+                (imported if store.add(r) else already).append(r.result_id)
+    added = len(imported)
+    if args.format == "json":
+        from .. import schemas
+
+        schemas.write("results-import", store=str(path), imported=imported, already_stored=already, invalid=invalid)
     print(f"imported {added} new result(s), {len(results) - added} already stored, {bad} invalid; store {path}",
           file=sys.stderr)
     return 2 if bad else 0

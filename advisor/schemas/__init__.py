@@ -25,6 +25,7 @@ SCHEMAS: dict[str, tuple[str, str, str]] = {
     "result": ("results", "ResultDocument", "advisor results show ID --format json, advisor probe --format json"),
     "results-list": ("results", "ResultsListDocument", "advisor results list --format json"),
     "results-export": ("results", "ResultsExportDocument", "advisor results export --format json"),
+    "results-import": ("results", "ResultsImportDocument", "advisor results import FILE... --format json"),
     "results-pull": ("results", "ResultsPullDocument", "advisor results pull S3_URL --format json"),
     "catalog-show": ("catalog", "CatalogShowDocument", "advisor catalog show --format json"),
     "catalog-info": ("catalog", "CatalogInfoDocument", "advisor catalog info --format json"),

@@ -56,6 +56,16 @@ class ResultsExportDocument(BaseModel):
     results: list[ProbeResult] = Field(description="newest first")
 
 
+class ResultsImportDocument(BaseModel):
+    model_config = DOC
+    schema_name: Literal["results-import"] = schema_field("results-import")
+    schema_version: Literal[1] = version_field(1)
+    store: str = Field(description="the results store imported into")
+    imported: list[str] = Field(description="result ids added")
+    already_stored: list[str] = Field(description="result ids the store had (skipped)")
+    invalid: list[str] = Field(description="one line per bad file or entry, naming it (the exit status is then 2)")
+
+
 class PullRow(Row):
     run_id: str
     instance_type: str | None = Field(description="null for a run folder that is not an advisor run")

@@ -91,8 +91,16 @@ def test_what_show_and_export_print_imports_back(cli, tmp_path):
     (tmp_path / "one.json").write_text(shown)
     (tmp_path / "all.json").write_text(exported)
     fresh = str(tmp_path / "fresh.db")
-    code, _, err = cli("results", "import", str(tmp_path / "one.json"), str(tmp_path / "all.json"), "--store", fresh)
+    code, out, err = cli("results", "import", str(tmp_path / "one.json"), str(tmp_path / "all.json"), "--store", fresh,
+                         "--format", "json")
     assert code == 0 and "imported 3 new result(s), 1 already stored, 0 invalid" in err
+    doc = checked(out, "results-import")
+    assert doc["imported"][0] == rs[0].result_id and doc["already_stored"] == [rs[0].result_id]
+    assert len(doc["imported"]) == 3 and doc["invalid"] == [] and doc["store"] == fresh
+    (tmp_path / "bad.json").write_text("{")
+    code, out, _ = cli("results", "import", str(tmp_path / "bad.json"), "--store", fresh, "--format", "json")
+    doc = checked(out, "results-import")
+    assert code == 2 and doc["imported"] == [] and len(doc["invalid"]) == 1 and "bad.json" in doc["invalid"][0]
 
 
 def test_catalog_documents(cli):
