@@ -23,7 +23,7 @@ EXIT_SIGINT = 130  # 128 + SIGINT
 EXIT_SIGTERM = 143  # 128 + SIGTERM
 
 # Each module defines register(subparsers); its handlers take the parsed args and return an exit code.
-COMMAND_MODULES = ("catalog", "probe", "results", "recommend", "launch", "references")
+COMMAND_MODULES = ("catalog", "probe", "results", "recommend", "launch", "references", "schema")
 
 
 class Parser(argparse.ArgumentParser):

@@ -1,6 +1,6 @@
-"""Print rows for people (table, markdown) or for pipes (json, csv), and every piece of text from
-outside (S3 keys and logs, result ids, catalog provenance, file contents in error messages) through
-safe_text, so nothing printed can move the cursor, clear the screen or flood the terminal."""
+"""Print rows for people (table, markdown) or for pipes (csv; json is a document of its schema:
+advisor/schemas/), and every piece of text from outside (S3 keys and logs, result ids, catalog
+provenance, file contents in error messages) through safe_text, so nothing printed can move the cursor, clear the screen or flood the terminal."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import re
 import sys
 import textwrap
 from collections.abc import Iterable, Sequence
+from itertools import combinations
 from typing import Any
 
 FORMATS = ("table", "json", "csv", "markdown")
@@ -103,16 +104,14 @@ def emit(
     floatfmt: str = "g",
     notes: str | None = None,
 ) -> None:
-    """Write rows in the chosen format. `columns` picks and orders the table/csv columns;
-    json always carries every key of every row. The plain table fits width(stream): the widest
+    """Write rows for people (table, markdown) or as csv (`--format json` is a document of its own
+    schema: advisor/schemas/). `columns` picks and orders the columns. The plain table fits width(stream): the widest
     columns wrap first (a `; `-separated note between its parts, other text between words); the
     column named `notes`, when it would be narrower than NOTES_LEAST, becomes a marker ([1], [2],
     ...) and its text is printed under the table. json, csv and markdown keep every cell whole."""
     stream = stream or sys.stdout
     if fmt == "json":
-        json.dump(list(rows), stream, indent=2, default=str)
-        stream.write("\n")
-        return
+        raise ValueError("--format json prints a document of its schema (advisor.schemas.write), not rows")
     cols = list(columns) if columns is not None else _all_keys(rows)
     if fmt == "csv":
         header = [safe_text(c) for c in cols]
@@ -139,9 +138,10 @@ def fit_table(headers: list[str], table: list[list[str]], room: int | None, note
     under: list[str] = []
     widths = natural
     if room is not None and _total(natural) > room:
-        def narrowest(cell_cap: int, header_cap: int) -> list[int]:  # words up to the caps stay whole
+        def narrowest(cell_cap: int, header_cap: int, longest=_longest_word) -> list[int]:
+            # each column at its longest word (`longest`: or part of one) up to the caps, kept whole
             return [min(natural[i], max(min(_header_least(headers[i]), header_cap),
-                                        *(min(_longest_word(row[i]), cell_cap) for row in table)))
+                                        *(min(longest(row[i]), cell_cap) for row in table)))
                     for i in range(len(headers))]
 
         least = narrowest(WORD_LEAST, room)
@@ -164,9 +164,14 @@ def fit_table(headers: list[str], table: list[list[str]], room: int | None, note
                         under.append(_hanging(f"[{marks}] ", row[notes_at], room))
                         row[notes_at] = f"[{marks}]"
                 natural[notes_at] = least[notes_at] = max(len(headers[notes_at]), len(f"[{marks}]"))
-        if _total(widths) > room:  # narrowed; breaking a header's word, then long words, only when nothing else fits
-            tiers = [least] + [narrowest(cap, WORD_BROKEN) for cap in range(WORD_LEAST, WORD_BROKEN - 1, -1)]
-            widths = next((w for w in (_narrowed(natural, t, room) for t in tiers) if w), tiers[-1])
+        if _total(widths) > room:  # narrowed: words whole; then a header's word broken; then names and
+            # numbers broken after their punctuation (g5. | 2xlarge, spot+od- | fallback, 8,092, | 303);
+            # a word broken inside (refe | rence) only when nothing else fits
+            tiers = [least, narrowest(WORD_LEAST, WORD_BROKEN), narrowest(WORD_LEAST, WORD_BROKEN, _longest_chunk),
+                     *(narrowest(cap, WORD_BROKEN) for cap in range(WORD_LEAST, WORD_BROKEN - 1, -1))]
+            widths = (_narrowed(natural, tiers[0], room) or _narrowed(natural, tiers[1], room)
+                      or _fewest_names_broken(natural, tiers[1], tiers[2], room)
+                      or next((w for w in (_narrowed(natural, t, room) for t in tiers[3:]) if w), tiers[-1]))
     lines = _block(headers, widths, wrap_header)
     lines.append(GAP.join("-" * w for w in widths))
     wraps = [wrap_text if i == notes_at else wrap_words for i in range(len(headers))]
@@ -178,6 +183,24 @@ def fit_table(headers: list[str], table: list[list[str]], room: int | None, note
 
 def _total(widths: list[int]) -> int:
     return sum(widths) + len(GAP) * (len(widths) - 1)
+
+
+def _fewest_names_broken(natural: list[int], words: list[int], joints: list[int], room: int) -> list[int] | None:
+    """Widths within room that break names (at `joints` widths) in as few columns as can be, the
+    rightmost first, the others at their whole-word width (`words`); then the columns that fit
+    back at their natural width are (the least cut first), and what room is left goes to the cut
+    ones. None when every name broken does not fit either."""
+    options = [i for i in range(len(natural)) if joints[i] < words[i]]
+    for k in range(len(options) + 1):
+        for broken in combinations(reversed(options), k):
+            least = [joints[i] if i in broken else words[i] for i in range(len(natural))]
+            if _total(least) > room:
+                continue
+            for i in sorted(range(len(natural)), key=lambda i: natural[i] - least[i]):
+                if least[i] < natural[i] and _total(least) + natural[i] - least[i] <= room:
+                    least[i] = natural[i]
+            return _narrowed(natural, least, room)
+    return None
 
 
 def _narrowed(natural: list[int], least: list[int], room: int) -> list[int] | None:
@@ -223,6 +246,23 @@ def _longest_word(text: str) -> int:
     return max((len(w) for w in text.split()), default=0)
 
 
+# Where a name or a number may break when its column is too narrow: after these characters.
+_JOINT = re.compile(r"[^.,+/_-]*[.,+/_-]+|[^.,+/_-]+")
+
+
+_NUMBER = re.compile(r"[-+±~$]?[\d.,]+[%x]?")
+
+
+def _chunks(word: str) -> list[str]:
+    """A word and the places it may break: after its punctuation, never inside a run of letters,
+    and a number (8,092,303) not at all."""
+    return [word] if _NUMBER.fullmatch(word) else _JOINT.findall(word) or [""]
+
+
+def _longest_chunk(text: str) -> int:
+    return max((len(c) for w in text.split() for c in _chunks(w)), default=0)
+
+
 def _header_chunks(word: str) -> list[str]:
     """A header word and the places it may break: after each '_' (instance_ | type)."""
     return re.findall(r"[^_]*_|[^_]+", word) or [""]
@@ -248,9 +288,22 @@ def wrap_header(text: str, width: int) -> str:
 
 
 def wrap_words(text: str, width: int) -> str:
-    """Lines of at most `width`, broken between words (a word longer than that is broken)."""
-    return "\n".join(out for line in text.split("\n")
-                     for out in (textwrap.wrap(line, width) or [""]))
+    """Lines of at most `width`, broken between words; a word longer than that after its
+    punctuation (g5. | 2xlarge), and only a part still longer inside itself."""
+    out: list[str] = []
+    for line in text.split("\n"):
+        lines = [""]
+        for word in line.split():
+            parts = [word] if len(word) <= width else [
+                c[k:k + width] for c in _chunks(word) for k in range(0, len(c), width)]
+            for k, part in enumerate(parts):
+                sep = " " if lines[-1] and not k else ""
+                if len(lines[-1]) + len(sep) + len(part) <= width:
+                    lines[-1] += sep + part
+                else:
+                    lines.append(part)
+        out += lines
+    return "\n".join(out)
 
 
 def wrap_text(text: str, width: int, sep: str = "; ") -> str:

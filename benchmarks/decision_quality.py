@@ -146,7 +146,7 @@ class Scenario:
     region: str
     market: str
     objective: str
-    samples: float
+    samples: int
     budget_usd: float
     deadline_hours: float
     probe_budget_usd: float
@@ -262,7 +262,7 @@ class World:
             m = mine[int(rng.integers(len(mine)))]
             truth[n], truth_row[n] = m.samples_per_sec, m.id
         noise = {n: float(np.exp(PROBE_NOISE_SD * rng.standard_normal())) for n in types}
-        samples = float(np.exp(rng.uniform(*np.log(SAMPLES))))
+        samples = math.ceil(np.exp(rng.uniform(*np.log(SAMPLES))))  # whole samples, as a job counts them
         scn = Scenario(i, self.seed, str(region), market, objective, samples, 1.0, 1.0, 0.0, types, truth, truth_row,
                        keep, preferred, noise)
         cat = sub_catalog(self.catalog, types, scn.region)

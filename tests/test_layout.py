@@ -17,7 +17,7 @@ PACKAGES = ("advisor", "catalog", "lightning_module")
 LAYERS = (
     {"advisor.errors", "advisor.output", "advisor.paths", "advisor.options", "advisor.store"},  # plumbing
     {"advisor.estimate", "advisor.ec2"},
-    {"advisor.recommend"},
+    {"advisor.recommend", "advisor.schemas"},  # schemas: the JSON documents (recommend's reads the JobSpec)
     {"advisor.commands", "advisor.cli", "advisor.__main__"},
 )
 API = "advisor"  # advisor/__init__.py re-exports the declared API from every layer

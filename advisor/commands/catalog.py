@@ -99,7 +99,7 @@ def cmd_show(args) -> int:
                 "memory_gib": it.memory_gib,
                 "arch": it.arch,
                 "cpu": it.cpu_model,
-                "accelerator": acc,
+                "accelerator": acc or None,
                 "accelerator_kind": it.accelerator_kind,
                 "accelerator_model": it.accelerator_model,
                 "accelerator_count": it.accelerator_count,
@@ -110,11 +110,15 @@ def cmd_show(args) -> int:
             })
     # Within a family, by size (vCPUs), so g6e.2xlarge comes before g6e.12xlarge.
     rows.sort(key=lambda r: (r["region"], r["family"], r["vcpus"], r["instance_type"], r["market"]))
+    if args.format == "json":
+        from .. import schemas
+
+        schemas.write("catalog-show", offers=rows)
+        return 0
     if not rows and args.format in ("table", "markdown"):
         warn("no offer in this catalog matches these filters")
         return 0
-    emit(rows, args.format, columns=None if args.format == "json" else SHOW_COLUMNS if args.format == "csv"
-         else TABLE_COLUMNS)
+    emit(rows, args.format, columns=SHOW_COLUMNS if args.format == "csv" else TABLE_COLUMNS)
     return 0
 
 
@@ -133,19 +137,22 @@ def cmd_info(args) -> int:
     info = {
         "path": str(catalog_path(args)),
         "source": cat.source,
-        "fetched_at": cat.fetched_at.isoformat(),
+        "fetched_at": cat.fetched_at,
         "age_days": round((now - cat.fetched_at).total_seconds() / 86400, 1),
         "instance_types": len(cat.instance_types),
-        "regions": len(cat.regions),
-        "region_names": cat.regions,
+        "regions": cat.regions,
         "offers": sum(markets.values()),
         "on_demand_offers": markets["on-demand"],
         "spot_offers": markets["spot"],
         "provenance": cat.provenance,
     }
     if args.format == "json":
-        emit([info], "json")
+        from .. import schemas
+
+        schemas.write("catalog-info", **info)
         return 0
+    info["fetched_at"] = cat.fetched_at.isoformat()
+    info["regions"] = f"{len(cat.regions)}: {', '.join(cat.regions)}"
     # Bounded before the table wraps it: textwrap is quadratic in the text's length (58 s at 16 MB).
     info["provenance"] = safe_text(cat.provenance, PROVENANCE_SHOWN)
     emit([{"field": k, "value": v} for k, v in info.items()], args.format, columns=("field", "value"))
@@ -172,12 +179,18 @@ def cmd_refresh(args) -> int:
     cat = refresher("aws")(regions=regions, families=families, spot_advisor_file=args.spot_advisor,
                            previous=previous, on_warning=warn)
     save_atomic(cat, path)
-    emit([{
+    done = {
         "path": str(path),
         "source": cat.source,
-        "fetched_at": cat.fetched_at.isoformat(),
-        "regions": ", ".join(cat.regions),
+        "fetched_at": cat.fetched_at,
+        "regions": cat.regions,
         "instance_types": len(cat.instance_types),
         "offers": sum(len(ro) for ro in cat.offers.values()),
-    }], args.format)
+    }
+    if args.format == "json":
+        from .. import schemas
+
+        schemas.write("catalog-refresh", **done)
+        return 0
+    emit([done | {"fetched_at": cat.fetched_at.isoformat(), "regions": ", ".join(cat.regions)}], args.format)
     return 0

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shlex
 import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -28,10 +27,11 @@ AGE_STAMP_NAME = "age-warnings.json"
 
 
 def command_name() -> str:
-    """How to type `advisor` again, for command lines a command prints for copying: as it was run
-    (`.venv/bin/advisor` from a venv that is not activated), else plain `advisor`."""
+    """How to run `advisor` again, for the commands a command prints (as an argument list, quoted
+    where it is printed as a shell line): as it was run (`.venv/bin/advisor` from a venv that is
+    not activated), else plain `advisor`."""
     me = sys.argv[0] if sys.argv else ""
-    return shlex.quote(me) if os.path.basename(me) == "advisor" else "advisor"
+    return me if os.path.basename(me) == "advisor" else "advisor"
 
 
 # ---------------------------------------------------------------------------------------------

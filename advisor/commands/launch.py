@@ -180,8 +180,15 @@ def handle_launch(args) -> int:
         _warn_unsupported_accelerators(catalog, req.instance_types)
     # A real launch prints the plan as part of the confirmation, on stderr, so stdout carries
     # one document: what was launched.
-    emit([p.row() for p in plan], args.format, PLAN_COLUMNS, stream=None if args.dry_run else sys.stderr,
-         notes="check")
+    plan_out = None if args.dry_run else sys.stderr
+    if args.format == "json":
+        from .. import schemas
+
+        schemas.write("launch-plan", stream=plan_out, region=req.region, max_minutes=req.max_minutes,
+                      planned=[{k: getattr(p, k) for k in ("instance_type", "arch", "ami", "market", "usd_per_hour",
+                                                           "max_cost_usd", "check_error")} for p in plan])
+    else:
+        emit([p.row() for p in plan], args.format, PLAN_COLUMNS, stream=plan_out, notes="check")
     ok = [p for p in plan if p.check_error is None]
     for p in plan:
         if p.check_error:
@@ -208,11 +215,14 @@ def handle_launch(args) -> int:
             print(f"advisor: {entry.instance_type}: launch failed: {entry.error}", file=sys.stderr)
 
     m = execute(req, plan, on_launch=progress)
-    emit(
-        [{"run_id": m.run_id, **e.model_dump(include=set(LAUNCH_COLUMNS))} for e in m.entries],
-        args.format,
-        ("run_id", *LAUNCH_COLUMNS),
-    )
+    if args.format == "json":
+        from .. import schemas
+
+        schemas.write("launch", run_id=m.run_id, region=req.region,
+                      instances=[e.model_dump(include=set(LAUNCH_COLUMNS)) for e in m.entries])
+    else:
+        emit([{"run_id": m.run_id, **e.model_dump(include=set(LAUNCH_COLUMNS))} for e in m.entries],
+             args.format, ("run_id", *LAUNCH_COLUMNS))
     launched = sum(e.state == "launched" for e in m.entries)
     print(
         f"advisor: run {m.run_id}: {launched} of {len(m.entries)} launched; manifest {manifest_path(m.run_id)}\n"
@@ -226,7 +236,13 @@ def handle_launch(args) -> int:
 def handle_status(args) -> int:
     from ..ec2.launch import run_status
 
-    emit(run_status(args.run_id, args.region), args.format, STATUS_COLUMNS)
+    rows = run_status(args.run_id, args.region)
+    if args.format == "json":
+        from .. import schemas
+
+        schemas.write("launch-status", run_id=args.run_id, instances=rows)
+    else:
+        emit(rows, args.format, STATUS_COLUMNS)
     return 0
 
 
@@ -234,8 +250,12 @@ def handle_cancel(args) -> int:
     from ..ec2.launch import cancel_run
 
     rows = cancel_run(args.run_id, args.region)
+    if args.format == "json":
+        from .. import schemas
+
+        schemas.write("launch-cancel", run_id=args.run_id, instances=rows)
     if not rows:
         print(f"advisor: no running instances in run {args.run_id}", file=sys.stderr)
-    else:
+    elif args.format != "json":
         emit(rows, args.format, CANCEL_COLUMNS)
     return 0

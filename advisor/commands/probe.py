@@ -12,6 +12,7 @@ from pathlib import Path
 from catalog.io import first_error, save_atomic
 from lightning_module.contract import options as defaults
 from lightning_module.contract.ladder import EXTENSION_RUNGS, TUNING_RUNGS
+from lightning_module.contract.reliability import baseline_moved, moved_line, speedup_over_baseline
 from lightning_module.contract.result import BUILTIN_MODELS, WorkloadSpec
 
 from .. import options as opt
@@ -161,16 +162,21 @@ def rung_doubts(r) -> list[str]:
     return out
 
 
-def ladder_rows(rungs) -> list[dict]:
-    base = rungs[0].samples_per_sec if rungs and rungs[0].samples_per_sec else None
+def ladder_rows(rungs, confirmation=None) -> list[dict]:
+    """The ladder table; with a baseline that moved before the confirmation, no ratio to it (they
+    would be the machine's change, not the rungs')."""
+    moved = confirmation is not None and baseline_moved(confirmation.baseline_shift)
+    base = rungs[0].samples_per_sec if rungs and rungs[0].samples_per_sec and not moved else None
     rows = []
-    for r in rungs:
+    for k, r in enumerate(rungs):
         doubts = rung_doubts(r) if r.status == "ok" else []
         note = [x for x in (r.error, r.note) if x]
         if r.compile_seconds:
             note.append(f"compile {r.compile_seconds:.0f} s")
         if r.remeasured and r.ci_target_met:
             note.append(f"re-measured {r.remeasured}x")
+        if moved and k == 0:
+            note.append(f"moved {confirmation.baseline_shift:.2f}x by the confirmation: no ratio to it is a speed-up")
         rows.append({
             "rung": r.rung,
             "status": r.status,
@@ -361,7 +367,7 @@ def _probe(args, stop: SignalStop) -> int:
         precision=args.precision, tune=args.tune, target_ci=args.target_ci, max_seconds=args.max_seconds,
         warmup_steps=args.warmup_steps, max_steps=args.max_steps, compile_timeout=args.compile_timeout,
         instance_type=args.instance_type, profile_dir=args.profile, skip=frozenset(args.skip),
-        progress_bar=sys.stderr.isatty(), remeasure_rounds=args.remeasure, confirm_rounds=args.confirm_rounds,
+        progress=sys.stderr.isatty(), remeasure_rounds=args.remeasure, confirm_rounds=args.confirm_rounds,
         own_batch_size=own_batch, rank_timeout=args.rank_timeout, cpu_too=args.cpu_too,
     )
     if args.instance_type:
@@ -402,7 +408,12 @@ def _probe(args, stop: SignalStop) -> int:
             saved = store.path
         stop.stored = out_path is not None or saved is not None
 
-    emit(ladder_rows(result.ladder), args.format, LADDER_COLUMNS, notes="note")
+    if args.format == "json":  # the whole result, as 'results show' prints it
+        from .. import schemas
+
+        schemas.write("result", result=result)
+        return 0
+    emit(ladder_rows(result.ladder, result.confirmation), args.format, LADDER_COLUMNS, notes="note")
     if args.format in ("table", "markdown"):
         print()
         for line in summary_lines(result, saved, out_path):
@@ -486,7 +497,8 @@ def gpu_and_cpu_line(g) -> str:
 def confirmation_line(c) -> str:
     verdict = "held: the tuned configuration is kept" if c.held else "did not hold: the baseline is kept"
     return (f"{c.speedup:.2f}x baseline (95% CI {ci_range(*c.speedup_ci)}) over {c.rounds} "
-            f"A-B rounds; {verdict}" + ("; contended" if c.contended else ""))
+            f"A-B rounds; {verdict}" + (f"; {moved_line(c)}" if baseline_moved(c.baseline_shift)
+                                         else "; contended" if c.contended else ""))
 
 
 def contention_line(c) -> str:
@@ -525,10 +537,15 @@ def ci_range(low: float, high: float) -> str:
 
 def summary_lines(result, saved, out_path) -> list[str]:
     r = result
-    base = r.ladder[0].samples_per_sec if r.ladder and r.ladder[0].samples_per_sec else None
+    x = speedup_over_baseline(r)  # the confirmed figure, as 'results list' stores it
+    c = r.confirmation
+    said = ("" if x is None and (c is None or not baseline_moved(c.baseline_shift))
+            else ", no speed-up stated: the baseline moved (contended)" if x is None
+            else f", {x:.2f}x baseline" + (" (confirmed)" if c is not None and c.held else
+                                             " (the baseline is kept)" if c is not None else ""))
     lines = [
-        f"best: {r.samples_per_sec:.2f} samples/s (95% CI {ci_range(*r.samples_per_sec_ci)}, "
-        f"{r.step_time.n_steps} steps, {r.stop_reason})" + (f", {r.samples_per_sec / base:.2f}x baseline" if base else ""),
+        (f"{'best' if c is None or c.held else 'kept'}: {r.samples_per_sec:.2f} samples/s "
+         f"(95% CI {ci_range(*r.samples_per_sec_ci)}, {r.step_time.n_steps} steps, {r.stop_reason}){said}"),
         f"config: {describe(r.config)}",
     ]
     if r.confirmation is not None:

@@ -38,7 +38,11 @@ def handle_pull(args) -> int:
     loc = parse_s3_url(args.s3)
     with open_store(args) as store:
         rows = pull(loc, store, run_id=args.run, region=args.region)
-    # table/csv/markdown show PULL_COLUMNS only; json carries log_tail too
-    emit([asdict(r) for r in rows], args.format, PULL_COLUMNS, notes="detail")
+    if args.format == "json":  # with log_tail, which the table leaves out
+        from .. import schemas
+
+        schemas.write("results-pull", runs=[asdict(r) | {"instance_type": r.instance_type or None} for r in rows])
+    else:
+        emit([asdict(r) for r in rows], args.format, PULL_COLUMNS, notes="detail")
     print(f"advisor: {summary(rows)}", file=sys.stderr)
     return 1 if any(r.status in ("failed", "corrupt") for r in rows) else 0

@@ -62,7 +62,9 @@ def handle_list(args) -> int:
     _check_known("model", models, {m.model for m in refs.measurements})
     rows = refs.select(devices, models)
     if args.format == "json":
-        emit([{**m.model_dump(mode="json"), "workload_id": m.workload_id} for m in rows], "json")
+        from .. import schemas
+
+        schemas.write("references-list", references=[{**m.model_dump(), "workload_id": m.workload_id} for m in rows])
     elif args.format == "csv":
         emit([_flat(m) for m in rows], "csv")
     else:
@@ -117,11 +119,13 @@ def handle_check(args) -> int:
     rows = result.probe_rows if args.probe else result.rows
     summary = result.summary(probe=args.probe)
     if args.format == "json":
-        emit([{"model": model.describe(), "summary": summary,
-               "probe_summary" if not args.probe else "model_summary": result.summary(probe=not args.probe),
-               "devices": result.per_device(args.probe), "rows": [vars(r) for r in rows],
-               "not_counted": [vars(r) for r in result.not_estimable],
-               "not_fitted": [{"id": i, "why": w} for i, w in result.skipped]}], "json")
+        from .. import schemas
+
+        schemas.write("references-check", model=model.describe(), held_out="probe" if args.probe else "device",
+                      summary=summary, other_summary=result.summary(probe=not args.probe),
+                      devices=result.per_device(args.probe), rows=[vars(r) for r in rows],
+                      not_counted=[vars(r) for r in result.not_estimable],
+                      not_fitted=[{"id": i, "why": w} for i, w in result.skipped])
         return 0
     if args.format == "csv":
         emit([vars(r) for r in rows], "csv")

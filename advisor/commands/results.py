@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 from catalog.io import FileError, read_bytes
+from lightning_module.contract.reliability import speedup_over_baseline
 from lightning_module.contract.result import ResultError, parse_results
 
 from .. import options as opt
@@ -24,8 +25,8 @@ from .probe import (
 )
 
 IMPORT_MAX_BYTES = 256 * 2**20  # an export of ~50,000 results; a probe result is a few KiB
-LIST_COLUMNS = ("id", "workload", "instance_type", "accelerator", "precision", "batch", "samples/s",
-                "ci", "x baseline", "finished")
+LIST_COLUMNS = ("result_id", "workload_id", "instance_type", "accelerator", "devices", "precision", "batch_size",
+                "samples_per_sec", "ci_low", "ci_high", "speedup_over_baseline", "finished_at")
 # The people's table: accelerator, precision and batch in one column that wraps, so it fits 100 columns.
 TABLE_COLUMNS = ("id", "workload", "instance_type", "config", "samples/s", "ci", "x baseline", "finished")
 EXPORT_COLUMNS = (
@@ -68,6 +69,9 @@ def register(sub) -> None:
         epilog="Example: advisor results import docs/examples/mlp-cpu.json",
     )
     ip.add_argument("files", type=opt.path, nargs="+", metavar="FILE")
+    ip.add_argument("--format", choices=("table", "json"), default="table",
+                    help="json: what was imported as a results-import document on stdout (the summary line "
+                         "stays on stderr either way)")
     add_store_option(ip)
     ip.set_defaults(func=handle_import)
 
@@ -110,23 +114,35 @@ def _selected(store, args) -> list:
             and (not args.instance_type or r.instance_type in args.instance_type)]
 
 
-def _ratio(r) -> float | None:
-    base = r.ladder[0].samples_per_sec if r.ladder else None
-    return round(r.samples_per_sec / base, 2) if base else None
-
-
 def list_row(r) -> dict:
+    """A result's `results list` record (schema results-list: advisor/schemas/results.py)."""
     return {
-        "id": r.result_id[:12],
-        "workload": r.workload_id,
-        "instance_type": r.instance_type or "",
-        "accelerator": r.config.accelerator + (f" x{r.config.devices}" if r.config.devices > 1 else ""),
+        "result_id": r.result_id,
+        "workload_id": r.workload_id,
+        "instance_type": r.instance_type,
+        "accelerator": r.config.accelerator,
+        "devices": r.config.devices,
         "precision": r.config.precision,
-        "batch": r.config.batch_size,
-        "samples/s": round(r.samples_per_sec, 2),
-        "ci": ci_text(r.samples_per_sec, *r.samples_per_sec_ci),
-        "x baseline": _ratio(r),
-        "finished": r.finished_at.strftime("%Y-%m-%d %H:%M"),
+        "batch_size": r.config.batch_size,
+        "samples_per_sec": r.samples_per_sec,
+        "ci_low": r.samples_per_sec_ci[0],
+        "ci_high": r.samples_per_sec_ci[1],
+        "speedup_over_baseline": speedup_over_baseline(r),
+        "finished_at": r.finished_at,
+    }
+
+
+def table_row(row: dict) -> dict:
+    """A list record for people: short id, one config cell, the CI as a share, minutes."""
+    x = row["speedup_over_baseline"]
+    acc = row["accelerator"] + (f" x{row['devices']}" if row["devices"] > 1 else "")
+    return {
+        "id": row["result_id"][:12], "workload": row["workload_id"], "instance_type": row["instance_type"] or "",
+        "config": f"{acc}, {row['precision']}, batch {row['batch_size']}",
+        "samples/s": round(row["samples_per_sec"], 2),
+        "ci": ci_text(row["samples_per_sec"], row["ci_low"], row["ci_high"]),
+        "x baseline": round(x, 2) if x is not None else None,
+        "finished": row["finished_at"].strftime("%Y-%m-%d %H:%M"),
     }
 
 
@@ -146,13 +162,19 @@ def _stored(args) -> tuple[list, int]:
 def handle_list(args) -> int:
     results, invalid = _stored(args)
     rows = [list_row(r) for r in results]
+    if args.format == "json":
+        from .. import schemas
+
+        schemas.write("results-list", results=rows)
+        return 0
     if not rows and args.format in ("table", "markdown"):
         print(f"no valid results ({invalid} invalid skipped)" if invalid else
               "no results stored yet: run 'advisor probe' or 'advisor results import FILE'", file=sys.stderr)
         return 0
-    if args.format in ("table", "markdown"):
-        rows = [r | {"config": f"{r['accelerator']}, {r['precision']}, batch {r['batch']}"} for r in rows]
-    emit(rows, args.format, TABLE_COLUMNS if args.format in ("table", "markdown") else LIST_COLUMNS)
+    if args.format == "csv":
+        emit([r | {"finished_at": r["finished_at"].isoformat()} for r in rows], "csv", LIST_COLUMNS)
+    else:
+        emit([table_row(r) for r in rows], args.format, TABLE_COLUMNS)
     return 0
 
 
@@ -163,7 +185,9 @@ def handle_show(args) -> int:
     with store:
         r = store.get(args.result_id)
     if args.format == "json":
-        print(r.model_dump_json(indent=2))
+        from .. import schemas
+
+        schemas.write("result", result=r)
         return 0
     fields = [
         ("result_id", r.result_id),
@@ -198,12 +222,12 @@ def handle_show(args) -> int:
     emit([{"field": k, "value": v} for k, v in fields if v], args.format, ("field", "value"))
     if args.format in ("table", "markdown"):
         print()
-    emit(ladder_rows(r.ladder), args.format, LADDER_COLUMNS, notes="note")
+    emit(ladder_rows(r.ladder, r.confirmation), args.format, LADDER_COLUMNS, notes="note")
     return 0
 
 
 def handle_import(args) -> int:
-    results, bad = [], 0
+    results, bad, invalid = [], 0, []
     for name in args.files:
         errors: list[ResultError] = []
         try:
@@ -213,11 +237,17 @@ def handle_import(args) -> int:
         for e in errors:
             error(str(e))
         bad += len(errors)
-    added, path = 0, store_path(args)
+        invalid += [str(e) for e in errors]
+    path, imported, already = store_path(args), [], []
     if results:  # nothing valid: no store is created for it
         with open_store(args) as store:
             for r in results:
-                added += store.add(r)
+                (imported if store.add(r) else already).append(r.result_id)
+    added = len(imported)
+    if args.format == "json":
+        from .. import schemas
+
+        schemas.write("results-import", store=str(path), imported=imported, already_stored=already, invalid=invalid)
     print(f"imported {added} new result(s), {len(results) - added} already stored, {bad} invalid; store {path}",
           file=sys.stderr)
     return 2 if bad else 0
@@ -242,7 +272,9 @@ def export_row(r) -> dict:
 def handle_export(args) -> int:
     results, _ = _stored(args)
     if args.format == "json":
-        emit([r.model_dump(mode="json") for r in results], "json")
+        from .. import schemas
+
+        schemas.write("results-export", results=results)
     else:
         emit([export_row(r) for r in results], args.format, EXPORT_COLUMNS)
     return 0

@@ -15,7 +15,7 @@ from .jobspec import JobSpec
 from .obtainable import with_account_facts
 from .planner import Plan, build_plan, workload_spec
 from .prices import Prices, load_prices
-from .probeplan.commands import probe_commands
+from .probeplan.commands import ProbeCommand, probe_commands
 from .report import json_text
 from .rows import CandidateRow, Rows, build
 
@@ -30,7 +30,7 @@ OBTAINABLE_POOL = 5
 class Advice:
     plan: Plan  # the arrays behind the rows (every candidate evaluated), for plots and analysis
     rows: Rows  # what is shown: the ranked (or closest) candidates and the probe plan
-    probe_commands: list[str]  # the command lines that measure the probe plan's rows
+    probe_commands: list[ProbeCommand]  # what measures the probe plan's rows
     warnings: list[str]  # what was said on the way, in order: skipped store rows, stale probes, the account
 
     @property

@@ -104,7 +104,7 @@ class JobSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    samples: float = Field(gt=0)
+    samples: int = Field(gt=0)  # whole samples (a float with no fraction, as 1e8, is taken)
     budget_usd: float = Field(gt=0)
     deadline_hours: float = Field(gt=0)
     workload: str = "resnet50"

@@ -24,6 +24,7 @@ from catalog.io import check_writable, write_atomic
 from ..errors import AdvisorError
 from . import report
 from .planner import Plan
+from .probeplan.commands import ProbeCommand
 from .rows import Rows
 from .svgplot import drawable, svg
 
@@ -220,7 +221,7 @@ def probe_table(doc: dict[str, Any]) -> str:
 
 def assumptions(doc: dict[str, Any], now: datetime) -> str:
     job, cat = doc["job"], doc["catalog"]
-    fetched = datetime.fromisoformat(cat["fetched_at"])
+    fetched = datetime.fromisoformat(cat["fetched_at"].replace("Z", "+00:00"))  # 3.10 reads no Z
     age = (now - fetched).total_seconds() / 86400
     conf = job["confidence"]
     items = [
@@ -246,7 +247,7 @@ def assumptions(doc: dict[str, Any], now: datetime) -> str:
     return "".join(out)
 
 
-def page(plan: Plan, rows: Rows, probe_commands: list[str], *, command_line: str, now: datetime,
+def page(plan: Plan, rows: Rows, probe_commands: list[ProbeCommand], *, command_line: str, now: datetime,
          version: str) -> str:
     """The page's text."""
     doc = report.json_document(plan, rows, probe_commands)
@@ -287,7 +288,7 @@ def page(plan: Plan, rows: Rows, probe_commands: list[str], *, command_line: str
             parts.append(probe_table(doc))
         parts += [f"<p>{escape(line)}</p>" for line in report.probe_lines(rows.probe_summary, rows.probes)]
         if probe_commands:
-            parts.append(f'<pre id="probe-commands">{escape(chr(10).join(probe_commands))}</pre>')
+            parts.append(f'<pre id="probe-commands">{escape(chr(10).join(c.line() for c in probe_commands))}</pre>')
     parts += ["<h2>Assumptions</h2>", assumptions(doc, now)]
     if plan.exclusions:
         parts.append(f"<h2>Excluded ({len(plan.exclusions)})</h2><details><summary>instance types left out, and "

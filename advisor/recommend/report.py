@@ -9,13 +9,12 @@ import math
 import sys
 from typing import Any
 
-import numpy as np
-
 from catalog.models import RESERVATION_NOTE
 
 from ..output import emit, say
 from .jobspec import JobSpec
 from .planner import Plan
+from .probeplan.commands import ProbeCommand
 from .rows import CandidateRow, Outlook, ProbeRow, ProbeSummary, Rows
 from .spot import bucket_label
 
@@ -232,29 +231,32 @@ def summary_line(plan: Plan) -> str:
             f"{int(plan.candidates.feasible.sum()):,} feasible; {plan.prices or 'list prices'}")
 
 
-def json_document(plan: Plan, rows: Rows, probe_commands: list[str]) -> dict[str, Any]:
-    """The `--format json` document."""
+def json_document(plan: Plan, rows: Rows, probe_commands: list[ProbeCommand]) -> dict[str, Any]:
+    """The `--format json` document (schema `recommend`: advisor/schemas/recommend.py), validated."""
+    from .. import schemas  # pydantic's document models: built only when JSON is asked for
+
     records = [recommendation(r, plan.job) for r in rows.candidates]
-    return {
-        "workload_id": plan.workload_id,
-        "job": plan.job.model_dump(),
-        "feasible": rows.feasible,
-        "candidates_evaluated": len(plan.candidates),
-        "prices": plan.prices,
-        "catalog": plan.catalog,
-        "recommendations": records if rows.feasible else [],
-        "closest": [] if rows.feasible else records,
-        "probe_next": [probe_record(p) for p in rows.probes],
-        "probe_plan": probe_plan_record(rows.probe_summary),
-        "probe_commands": probe_commands,
-        "would_fit_with": [dict(vars(a)) for a in plan.alternatives],
-        "excluded": exclusion_rows(plan),
-        "warnings": plan.warnings,
-    }
+    return schemas.document(
+        "recommend",
+        workload_id=plan.workload_id,
+        job=plan.job,
+        feasible=rows.feasible,
+        candidates_evaluated=len(plan.candidates),
+        prices=plan.prices,
+        catalog=plan.catalog,
+        recommendations=records if rows.feasible else [],
+        closest=[] if rows.feasible else records,
+        probe_next=[probe_record(p) for p in rows.probes],
+        probe_plan=probe_plan_record(rows.probe_summary),
+        probe_commands=[{"argv": c.argv, "purpose": c.purpose} for c in probe_commands],
+        would_fit_with=[dict(vars(a)) for a in plan.alternatives],
+        excluded=exclusion_rows(plan),
+        warnings=plan.warnings,
+    )
 
 
-def json_text(plan: Plan, rows: Rows, probe_commands: list[str]) -> str:
-    return json.dumps(json_document(plan, rows, probe_commands), indent=2, default=_json_default)
+def json_text(plan: Plan, rows: Rows, probe_commands: list[ProbeCommand]) -> str:
+    return json.dumps(json_document(plan, rows, probe_commands), indent=2)
 
 
 SHORT_RUN_LINE = (f"The rows noted '{SHORT_RUN_NOTE}' run under an hour: booting, installing and staging data are "
@@ -285,7 +287,7 @@ def alternatives_line(plan: Plan) -> str:
         for a in plan.alternatives) + "."
 
 
-def write(plan: Plan, rows: Rows, fmt: str, *, probe_commands: list[str], show_excluded: bool = False,
+def write(plan: Plan, rows: Rows, fmt: str, *, probe_commands: list[ProbeCommand], show_excluded: bool = False,
           stream=None) -> None:
     """The plan's rows for people (table, markdown) or pipes (json, csv); `probe_commands` are the
     command lines that measure the probe rows."""
@@ -329,7 +331,7 @@ def write(plan: Plan, rows: Rows, fmt: str, *, probe_commands: list[str], show_e
         for line in probe_lines(rows.probe_summary, pr):
             say(line, stream)
         for cmd in probe_commands:
-            print(f"  {cmd}", file=stream)
+            print(f"  {cmd.line()}", file=stream)
     if show_excluded:
         print(f"\nExcluded ({len(plan.exclusions)}):", file=stream)
         emit(exclusion_rows(plan), fmt, ["instance_type", "reason"], stream=stream, notes="reason")
@@ -365,11 +367,3 @@ def _fmt_hours(h: float) -> str:
     if h < 1:
         return f"{math.ceil(round(h * 60, 6)):g}m"
     return f"{math.ceil(round(h * 10, 6)) / 10:g}h"
-
-
-def _json_default(o):
-    if isinstance(o, (np.integer,)):
-        return int(o)
-    if isinstance(o, (np.floating,)):
-        return float(o)
-    return str(o)

@@ -41,7 +41,7 @@ class ProbeOptions:
     instance_type: str | None = None
     profile_dir: str | None = None
     skip: frozenset[str] = frozenset()
-    progress_bar: bool = False
+    progress: bool = False  # the probe's own progress line on stderr (a terminal)
     matmul_seconds: float = MATMUL_SECONDS
     remeasure_rounds: int = REMEASURE_ROUNDS
     confirm_rounds: int = CONFIRM_ROUNDS
@@ -60,11 +60,11 @@ class MeasureSettings:
     max_seconds: float = MAX_SECONDS
     max_steps: int | None = None
     compile_timeout: float = COMPILE_TIMEOUT
-    progress_bar: bool = False
+    progress: bool = False
     seed: int = 0
     rank_timeout: float = RANK_TIMEOUT
 
     @classmethod
     def from_options(cls, opts: ProbeOptions) -> MeasureSettings:
         return cls(opts.spec, opts.warmup_steps, opts.target_ci, opts.max_seconds, opts.max_steps,
-                   opts.compile_timeout, opts.progress_bar, rank_timeout=opts.rank_timeout)
+                   opts.compile_timeout, opts.progress, rank_timeout=opts.rank_timeout)

@@ -151,10 +151,22 @@ class Confirmed:
     legs: list[tuple[str, Measurement]] = field(default_factory=list)
 
 
+# Two timings of one configuration minutes apart, each within its +-TARGET_CI (3%), agree to a few
+# per cent on an unchanged machine; a baseline that reads more than this factor apart between the
+# ladder and the confirmation means the machine changed under the ladder: its ratios are not
+# speed-ups (seen: 922/s in the ladder, ~14,000/s confirming, "15.37x").
+BASELINE_MOVED = 1.25
+
+
+def baseline_moved(shift: float | None) -> bool:
+    return shift is not None and not 1 / BASELINE_MOVED <= shift <= BASELINE_MOVED
+
+
 def confirm(measure: Callable[[str, ProbeConfig], Measurement], base_cfg: ProbeConfig, tuned_cfg: ProbeConfig,
             samples_per_step: Callable[[ProbeConfig], int], target_ci: float,
-            rounds: int = CONFIRM_ROUNDS) -> Confirmed:
-    """A B A B ...: `rounds` pairs, baseline first in each; `measure(leg name, config)`."""
+            rounds: int = CONFIRM_ROUNDS, ladder_baseline: float | None = None) -> Confirmed:
+    """A B A B ...: `rounds` pairs, baseline first in each; `measure(leg name, config)`.
+    `ladder_baseline`: the ladder's baseline samples/s, to tell whether the baseline moved."""
     base, tuned = [], []
     legs: list[tuple[str, Measurement]] = []
     for _ in range(rounds):
@@ -170,11 +182,14 @@ def confirm(measure: Callable[[str, ProbeConfig], Measurement], base_cfg: ProbeC
             acc = pooled(acc, m, samples_per_step(cfg), target_ci)
         return replace(acc, remeasured=0)
 
+    shift = (statistics.median(m.samples_per_sec for m in base) / ladder_baseline
+             if ladder_baseline else None)
     record = Confirmation(
         rounds=rounds, baseline_samples_per_sec=[m.samples_per_sec for m in base],
         tuned_samples_per_sec=[m.samples_per_sec for m in tuned], speedup=s.ratio,
         speedup_ci=(s.ci_low, s.ci_high), held=s.held,
-        contended=any(m.contention is not None and m.contention.contended for _, m in legs),
+        contended=any(m.contention is not None and m.contention.contended for _, m in legs) or baseline_moved(shift),
+        baseline_shift=shift,
     )
     return Confirmed(record, pool(base, base_cfg), pool(tuned, tuned_cfg), legs)
 
@@ -192,6 +207,27 @@ def reasons(m: Measurement, target_ci: float, confirmation: Confirmation | None 
         out.append(f"95% CI {width} is wider than the ±{target_ci:.0%} target{again}")
     if m.contention is not None and m.contention.contended:
         out.extend(f"contended: {r}" for r in m.contention.reasons)
-    if confirmation is not None and confirmation.contended:
+    if confirmation is not None and baseline_moved(confirmation.baseline_shift):
+        out.append(moved_line(confirmation))
+    elif confirmation is not None and confirmation.contended:
         out.append("contended during the A-B confirmation")
     return out
+
+
+def moved_line(c: Confirmation) -> str:
+    base = statistics.median(c.baseline_samples_per_sec)
+    return (f"contended: the baseline moved {c.baseline_shift:.2f}x between the ladder ({base / c.baseline_shift:,.1f} "
+            f"samples/s) and the confirmation ({base:,.1f}): the ladder's ratios are not speed-ups; probe again on a "
+            "quiet machine")
+
+
+def speedup_over_baseline(r) -> float | None:
+    """The speed-up a ProbeResult states over its baseline, one figure wherever it is printed or
+    stored: the A-B confirmation's when there was one (1 when it did not hold: the baseline was
+    kept), None when the baseline moved between the ladder and the confirmation (no speed-up can
+    be stated) or there is no baseline; else the stored figure over the ladder's baseline rung."""
+    c = r.confirmation
+    if c is not None:
+        return None if baseline_moved(c.baseline_shift) else c.speedup if c.held else 1.0
+    base = r.ladder[0].samples_per_sec if r.ladder else None
+    return r.samples_per_sec / base if base else None

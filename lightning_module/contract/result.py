@@ -228,7 +228,10 @@ class Confirmation(BaseModel):
     speedup: Positive  # tuned / baseline
     speedup_ci: tuple[NonNegative, NonNegative]  # 95%
     held: StrictBool  # the speed-up's CI lies above 1: the ladder's pick is kept
-    contended: StrictBool = False
+    contended: StrictBool = False  # a leg was contended, or the baseline moved (baseline_shift)
+    # The confirmation's baseline (median of its legs) over the ladder's baseline rung: 1 when the
+    # machine stayed the same; None in results written before it was recorded.
+    baseline_shift: Positive | None = None
 
 
 class RungResult(BaseModel):
@@ -615,14 +618,27 @@ def _loads(text: str | bytes, where: str):
 
 
 def parse_result(text: str | bytes, where: str = "result") -> ProbeResult:
-    """Validate one ProbeResult from JSON text; any problem becomes a one-line ResultError."""
-    return _validate(_loads(text, where), where)
+    """Validate one ProbeResult from JSON text (or from the advisor's `result` document that carries
+    one); any problem becomes a one-line ResultError."""
+    return _validate(_unwrapped(_loads(text, where)), where)
+
+
+def _unwrapped(data):
+    """The result(s) inside the advisor's documents (`results show` / `probe --format json`:
+    {"schema": "result", "result": ...}; `results export`: {"schema": "results-export", "results":
+    [...]}); anything else as it is."""
+    if isinstance(data, dict) and data.get("schema") == "result" and "result" in data:
+        return data["result"]
+    if isinstance(data, dict) and data.get("schema") == "results-export" and "results" in data:
+        return data["results"]
+    return data
 
 
 def parse_results(text: str | bytes, where: str = "results", errors: list[ResultError] | None = None) -> list[ProbeResult]:
-    """One ProbeResult, or a JSON list of them as `advisor results export` writes. With `errors`,
-    a bad entry of a list is appended there and the others are still returned."""
-    data = _loads(text, where)
+    """One ProbeResult, or a JSON list of them, or the advisor's documents that carry them
+    (_unwrapped). With `errors`, a bad entry of a list is appended there and the others are still
+    returned."""
+    data = _unwrapped(_loads(text, where))
     if not isinstance(data, list):
         return [_validate(data, where)]
     out = []

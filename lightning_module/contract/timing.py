@@ -89,6 +89,19 @@ def stop_reason(
     return None
 
 
+def progress_line(label: str, steps: int, warmup_steps: int, step_times: Sequence[float], samples_per_step: int,
+                  max_seconds: float, timed_s: float | None) -> str:
+    """What the probe shows while a rung runs: `rung NAME: warm-up 2/3` or `rung NAME: step 40,
+    412 samples/s ±4.1% so far, 3.2 s left` (left: until the rung's --max-seconds of timed steps)."""
+    head = f"rung {label}: " if label else ""
+    if not step_times:
+        return f"{head}warm-up step {min(steps, warmup_steps)}/{warmup_steps}"
+    rate = step_rate(step_times, samples_per_step)
+    ci = f"±{rate.rel_half_width:.1%}" if math.isfinite(rate.rel_half_width) else "±?"
+    left = "" if timed_s is None or not math.isfinite(max_seconds) else f", {max(max_seconds - timed_s, 0):.1f} s left"
+    return f"{head}step {steps - warmup_steps}, {rate.samples_per_sec:,.1f} samples/s {ci} so far{left}"
+
+
 def step_stats(step_times: Sequence[float], warmup_steps: int, warmup_seconds: float) -> StepTimeStats:
     s = sorted(step_times)
     q = statistics.quantiles(s, n=10, method="inclusive") if len(s) >= 2 else [s[0]] * 9
@@ -170,6 +183,10 @@ class Stopwatch:
                 self._timed_start = self._last
         self._last = now
         self.reading = reading
+
+    def timed_seconds(self, now: float) -> float | None:
+        """Seconds of timed steps so far (None in warm-up): what --max-seconds bounds."""
+        return None if self._timed_start is None else now - self._timed_start
 
     def stop_reason(self, now: float) -> str | None:
         """Why timing should stop at `now` (see stop_reason), or None: judged on the clean steps."""

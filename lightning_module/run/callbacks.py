@@ -21,7 +21,7 @@ from lightning.pytorch.callbacks import Callback
 from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
 
 from ..contract.contention import ContentionMeter, GpuState, Reading, step_load
-from ..contract.timing import CONTENDED_EXTENSION, Stopwatch, Timing
+from ..contract.timing import CONTENDED_EXTENSION, Stopwatch, Timing, progress_line, usable_steps
 from .readers import load_average, read_now
 
 
@@ -187,6 +187,51 @@ class StepTimer(Callback):
 
     def on_exception(self, trainer, pl_module, exception):
         self.alarm.disarm()
+
+
+class Progress(Callback):
+    """The probe's own progress on a terminal, in place of Lightning's bar (whose ETA is a whole
+    epoch's, not the rung's): one line, rewritten in place, with the rung, its step, samples/s and
+    the 95% CI so far and the time left in the rung; erased when the rung ends or is interrupted,
+    so nothing of it is left after the probe's own lines."""
+
+    EVERY_S = 0.25  # between rewrites: a terminal keeps up, and the line stays readable
+
+    def __init__(self, label: str, timer: StepTimer, samples_per_step: int, stream):
+        self.label, self.timer, self.samples_per_step, self.stream = label, timer, samples_per_step, stream
+        self._shown = 0.0
+        self._started: float | None = None
+
+    def on_train_start(self, trainer, pl_module):
+        self._started = time.perf_counter()
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        now = time.perf_counter()
+        if not trainer.is_global_zero or now - self._shown < self.EVERY_S:
+            return
+        self._shown = now
+        clock = self.timer.clock
+        line = progress_line(self.label, clock.steps, clock.warmup_steps, usable_steps(clock.timing),
+                             self.samples_per_step, clock.max_seconds, clock.timed_seconds(now))
+        self._write("\r" + line[: shutil.get_terminal_size().columns - 1] + "\x1b[K")
+
+    def on_train_end(self, trainer, pl_module):
+        self._erase()
+
+    def on_exception(self, trainer, pl_module, exception):
+        self._erase()
+
+    def _erase(self) -> None:
+        if self._shown:
+            self._write("\r\x1b[K")
+            self._shown = 0.0
+
+    def _write(self, text: str) -> None:
+        try:
+            self.stream.write(text)
+            self.stream.flush()
+        except (OSError, ValueError):  # a closed or broken terminal: the probe goes on without it
+            pass
 
 
 CHROME_TRACE = "trace.json"  # the profile as one Chrome/Perfetto trace file in the --profile directory

@@ -8,6 +8,7 @@ measure through here, so neither imports the other.
 from __future__ import annotations
 
 import logging
+import sys
 import warnings
 
 import lightning.pytorch as pl
@@ -20,7 +21,7 @@ from ..contract.reliability import summarise
 from ..contract.result import ProbeConfig
 from .batches import leading_dim, samples_counter
 from .builders import build_workload, compiled, xla_trainer_kwargs
-from .callbacks import StepTimer, Watch
+from .callbacks import Progress, StepTimer, Watch
 from .devices import free_memory, peak_rss_gib, reset_peak_rss
 from .ranks import lost_rank, watched_ddp
 from .readers import gpu_state, own_process_tree, usable_cpus
@@ -71,8 +72,9 @@ def watch_for(config: ProbeConfig) -> Watch:
 
 
 def measure(settings: MeasureSettings, config: ProbeConfig, extra_callbacks=(),
-            max_steps: int | None = None, slow_step_s: float | None = None) -> Measurement:
-    """Train `config` until the stopping rule says the throughput is known; raise on failure."""
+            max_steps: int | None = None, slow_step_s: float | None = None, label: str = "") -> Measurement:
+    """Train `config` until the stopping rule says the throughput is known; raise on failure.
+    `label`: the rung's name on the progress line (settings.progress)."""
     spec = settings.spec
     free_memory(config.accelerator)
     if config.accelerator == "gpu":
@@ -114,7 +116,9 @@ def measure(settings: MeasureSettings, config: ProbeConfig, extra_callbacks=(),
         **device, precision=config.precision,
         max_epochs=-1, max_steps=cap, limit_val_batches=0, num_sanity_val_steps=0,
         enable_checkpointing=False, logger=False, enable_model_summary=False,
-        enable_progress_bar=settings.progress_bar, callbacks=[timer, BatchCheck(config.batch_size), *extra_callbacks],
+        enable_progress_bar=False,  # the probe's own line instead (Progress): Lightning's ETA is a whole epoch's
+        callbacks=[timer, BatchCheck(config.batch_size), *extra_callbacks,
+                   *([Progress(label, timer, samples_per_step(config), sys.stderr)] if settings.progress else [])],
     )
     if config.compile:
         module = compiled(module, config.compile_backend)

@@ -42,7 +42,7 @@ def measure_anywhere(settings: MeasureSettings, config: ProbeConfig, **kw) -> Me
                                 profile_dir=kw.get("profile_dir"), max_steps=kw.get("max_steps"))
     extra = [profiler_callback(kw["profile_dir"], config.accelerator)] if kw.get("profile_dir") else []
     return measure(settings, config, extra_callbacks=extra, max_steps=kw.get("max_steps"),
-                   slow_step_s=kw.get("slow_step_s"))
+                   slow_step_s=kw.get("slow_step_s"), label=kw.get("label", ""))
 
 
 @dataclass
@@ -169,7 +169,7 @@ def run_probe(opts: ProbeOptions, on_rung: Callable[[RungResult, RungResult | No
         if measure_fn is not None:
             once = lambda: measure_fn(rung, cfg)
         else:
-            once = lambda: measure_anywhere(settings, cfg, slow_step_s=slow_limit(cfg))
+            once = lambda: measure_anywhere(settings, cfg, slow_step_s=slow_limit(cfg), label=rung)
         # Re-measured only while the rung could still change the decision: its CI reaches the best.
         return measure_until_known(once, samples_per_step(cfg), opts.target_ci, opts.remeasure_rounds,
                                    matters=lambda m: not best_sps or m.ci_high >= best_sps[-1])
@@ -197,14 +197,15 @@ def run_probe(opts: ProbeOptions, on_rung: Callable[[RungResult, RungResult | No
         legs = replace(settings, max_seconds=settings.max_seconds / opts.confirm_rounds)
 
         def leg(name: str, cfg: ProbeConfig) -> Measurement:
-            m = measure_fn(f"confirm {name}", cfg) if measure_fn is not None else measure_anywhere(legs, cfg)
+            m = (measure_fn(f"confirm {name}", cfg) if measure_fn is not None
+                 else measure_anywhere(legs, cfg, label=f"confirm {name}"))
             if on_leg is not None:
                 on_leg(name, m)
             return m
 
         try:
             done = confirm(leg, lad.rungs[0].config, lad.best.config, samples_per_step, opts.target_ci,
-                           opts.confirm_rounds)
+                           opts.confirm_rounds, ladder_baseline=lad.rungs[0].samples_per_sec)
         except RankLost:
             raise
         except Exception as e:  # noqa: BLE001 - a leg that fails leaves the ladder's pick, said to be unconfirmed

@@ -1,38 +1,54 @@
-"""The command lines that measure a probe plan's rows."""
+"""The commands that measure a probe plan's rows: argument lists, each with what it is for."""
 
 from __future__ import annotations
 
 import json
 import shlex
+from dataclasses import dataclass
 
 from ..jobspec import JobSpec
 from ..rows import ProbeRow
 
+BUCKET = "s3://BUCKET/prefix"  # the user's own bucket: a placeholder the text says to replace
 
-def probe_commands(job: JobSpec, probes: list[ProbeRow], program: str = "advisor") -> list[str]:
+
+@dataclass(frozen=True)
+class ProbeCommand:
+    argv: list[str]  # run as is (no shell); the first is how the advisor is called
+    purpose: str
+
+    def line(self) -> str:
+        """For people: the shell line, then what it is for."""
+        return f"{shlex.join(self.argv)}   # {self.purpose}"
+
+
+def probe_commands(job: JobSpec, probes: list[ProbeRow], program: str = "advisor") -> list[ProbeCommand]:
     """One `advisor launch` per region and market (the market the user asked for: a --market spot
-    plan probes on spot), then the pull that imports the results (or `advisor probe` on such a
-    machine). `program` is how the advisor is called (the CLI passes the name it was run by)."""
+    plan probes on spot), then the pull that imports the results, then the alternative of
+    `advisor probe` on such a machine. `program` is how the advisor is called (the CLI passes the
+    name it was run by)."""
     if not probes:
         return []
     groups: dict[tuple[str, str], list[str]] = {}
     for p in probes:
         groups.setdefault((p.region, p.market), []).append(p.instance_type)
-    shape = []
+    shape: list[str] = []
     if job.datamodule:
-        shape.append(f"--datamodule {job.datamodule}")
+        shape += ["--datamodule", job.datamodule]
     for flag, args in (("--init-args", job.init_args), ("--data-init-args", job.data_init_args)):
         if args:
-            shape.append(f"{flag} {shlex.quote(json.dumps(args, sort_keys=True))}")
+            shape += [flag, json.dumps(args, sort_keys=True)]
     if job.image_size != 224:
-        shape.append(f"--image-size {job.image_size}")
+        shape += ["--image-size", str(job.image_size)]
     if job.num_classes != 1000:
-        shape.append(f"--num-classes {job.num_classes}")
-    extra = f" --probe-args '{' '.join(shape)}'" if shape else ""
-    cmds = [f"{program} launch --instance-type {','.join(names)} --region {region} --market {market} "
-            f"--workload {job.workload}{extra} --s3 s3://BUCKET/prefix" for (region, market), names in groups.items()]
-    cmds.append(f"{program} results pull s3://BUCKET/prefix   # then run this recommend again: it re-plans from "
-                "what the probes measured")
-    cmds.append(f"(or on a machine of that type: {program} probe --workload {job.workload}"
-                f"{' ' + ' '.join(shape) if shape else ''})")
+        shape += ["--num-classes", str(job.num_classes)]
+    extra = ["--probe-args", shlex.join(shape)] if shape else []
+    cmds = [ProbeCommand([program, "launch", "--instance-type", ",".join(names), "--region", region, "--market", market,
+                          "--workload", job.workload, *extra, "--s3", BUCKET],
+                         f"probe {', '.join(names)} on EC2 ({BUCKET}: a bucket of yours)")
+            for (region, market), names in groups.items()]
+    cmds.append(ProbeCommand([program, "results", "pull", BUCKET],
+                             "then import the results and run this recommend again: it re-plans from what they measured"))
+    cmds.append(ProbeCommand([program, "probe", "--workload", job.workload, *shape],
+                             "or, on a machine of that type, probe there instead of the two above"))
     return cmds

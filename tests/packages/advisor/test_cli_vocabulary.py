@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import stat
 from datetime import datetime, timedelta, timezone
 
@@ -23,7 +24,7 @@ QUIET = ("--max-age", "100000")
 def _show(cli, *args):
     code, out, err = cli("catalog", "show", "--format", "json", *QUIET, *args)
     assert code == 0, err
-    return json.loads(out)
+    return json.loads(out)["offers"]
 
 
 # --- list options ---------------------------------------------------------------------------
@@ -50,7 +51,7 @@ def test_list_option_empty_is_refused(cli):
 ])
 def test_region_and_family_lists_in_catalog_show(cli, argv):
     code, out, _err = cli(*argv[:2], *argv[2:], "--format", "json", *QUIET)
-    rows = json.loads(out)
+    rows = json.loads(out)["offers"]
     assert code == 0 and {r["region"] for r in rows} == {"us-east-1", "us-west-2"}
     assert {r["family"] for r in rows} == {"g5", "g6e"}
 
@@ -367,8 +368,11 @@ def test_printed_command_lines_start_as_the_user_ran_advisor(cli, monkeypatch, a
     code, out, _err = cli("recommend", "--budget", "500", "--deadline", "2d", "--samples", "1e8", "--format", "json",
                           *QUIET)
     cmds = json.loads(out)["probe_commands"]
-    assert code == 0 and cmds[0].startswith(f"{want} launch --instance-type ")
-    assert cmds[-2].startswith(f"{want} results pull ") and f"{want} probe --workload" in cmds[-1]
+    program = shlex.split(want)[0]  # the argument, unquoted
+    assert code == 0 and cmds[0]["argv"][:3] == [program, "launch", "--instance-type"]
+    assert cmds[-2]["argv"][:3] == [program, "results", "pull"] and cmds[-1]["argv"][:3] == [program, "probe", "--workload"]
+    code, out, _err = cli("recommend", "--budget", "500", "--deadline", "2d", "--samples", "1e8", *QUIET)
+    assert f"  {want} launch --instance-type " in out and f"  {want} results pull " in out  # the shell lines
 
 
 def test_probe_without_its_extra_says_what_to_install(cli, monkeypatch):

@@ -62,7 +62,7 @@ def _all_read_commands_work(cli, store: str) -> None:
     assert code == 0 and "Traceback" not in err, err
     code, out, err = cli("results", "export", "--store", store)
     assert code == 0 and "Traceback" not in err, err
-    for r in json.loads(out):
+    for r in json.loads(out)["results"]:
         for fmt in ("table", "json", "csv"):
             code, out2, err = cli("results", "show", r["result_id"], "--store", store, "--format", fmt)
             assert code == 0 and "inf%" not in out2 and "nan" not in out2.lower().replace("nanos", ""), err

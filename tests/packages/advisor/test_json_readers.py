@@ -14,6 +14,7 @@ from checkout import ROOT
 from factories import probe_result
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from schema_check import checked
 
 from catalog.io import CatalogError, FileError, parse_json, read_json_file
 from lightning_module.contract.result import ResultError, parse_result, parse_results
@@ -206,13 +207,13 @@ def test_pull_reports_poison_objects_and_odd_keys_and_imports_the_rest(cli, tmp_
         store = tmp_path / "r.db"
         code, out, err = cli("results", "pull", f"s3://{bucket}/probes", "--store", str(store), "--format", "json")
     assert code == 1 and "Traceback" not in err, err
-    rows = json.loads(out)
+    rows = checked(out, "results-pull")["runs"]
     status = {(r["run_id"], r["instance_type"]): r["status"] for r in rows}
     assert status[(run, "g5.xlarge")] == "imported"
     assert status[("20261121-080000-000000", "g6e.xlarge")] == "imported"  # beside a poisoned run.json
     assert [status[(run, f"c7i.{i}xlarge")] for i in range(len(poison))] == ["corrupt"] * len(poison)
     assert status[(run, "g6.xlarge")] == "corrupt"
-    assert status[("..", "")] == "ignored" and status[(".hidden", "")] == "ignored"
+    assert status[("..", None)] == "ignored" and status[(".hidden", None)] == "ignored"  # no type: null
     assert status[(run, "..%2F")] == "ignored"
     assert all("\n" not in (r["detail"] or "") and len(r["detail"] or "") < 1200 for r in rows)
     with ResultStore(store, readonly=True) as s:

@@ -7,6 +7,7 @@ import textwrap
 
 import pytest
 from factories import fake_measurement, probe_result
+from schema_check import checked
 
 from advisor.store import ResultStore
 from lightning_module.contract.ladder import EXTENSION_RUNGS
@@ -60,7 +61,8 @@ def test_resnet18_at_32px_end_to_end(cli, tmp_path, monkeypatch):
                             "--skip", "compile,workers,precision,run_cpu", "--store", db, "--format", "json",
                             "--instance-type", "c7i.2xlarge")
     assert code == 0, err
-    rows = json.loads(stdout)
+    doc = checked(stdout, "result")  # the whole result, as 'results show --format json'
+    rows = doc["result"]["ladder"]
     assert [r["rung"] for r in rows] == ["baseline", "bf16", "channels_last", "compile", "workers", *EXTENSIONS]
     assert rows[2]["status"] == "ok"  # a convolutional model: channels_last is tried
     with ResultStore(db) as s:

@@ -33,7 +33,7 @@ def test_list_shows_results_newest_first(cli, tmp_path):
 def test_list_json_and_empty_store(cli, tmp_path):
     db, rs = _store(tmp_path)
     code, out, _ = cli("results", "list", "--store", db, "--format", "json")
-    assert [row["id"] for row in json.loads(out)] == [rs[1].result_id[:12], rs[0].result_id[:12]]
+    assert [row["result_id"] for row in json.loads(out)["results"]] == [rs[1].result_id, rs[0].result_id]
     # Nothing stored yet in the default place: an empty list, and nothing created.
     code, out, err = cli("results", "list")
     assert code == 0 and out == "" and "no results" in err
@@ -49,7 +49,7 @@ def test_show_by_prefix_prints_ladder_and_json(cli, tmp_path):
     assert code == 0
     assert "channels_last" in out and "baseline" in out and "bf16" in out
     code, out, _ = cli("results", "show", rs[0].result_id[:6], "--store", db, "--format", "json")
-    assert json.loads(out)["result_id"] == rs[0].result_id
+    assert json.loads(out)["result"]["result_id"] == rs[0].result_id
     code, _, err = cli("results", "show", "nope", "--store", db)
     assert code == 2 and err.count("\n") == 1 and "no result" in err
 
@@ -77,7 +77,7 @@ def test_export_json_round_trips_and_csv_has_a_row_each(cli, tmp_path):
     assert code == 0
     from lightning_module.contract.result import ProbeResult
 
-    assert {ProbeResult.model_validate(d).result_id for d in json.loads(out)} == {r.result_id for r in rs}
+    assert {ProbeResult.model_validate(d).result_id for d in json.loads(out)["results"]} == {r.result_id for r in rs}
     code, out, _ = cli("results", "export", "--store", db, "--format", "csv")
     rows = list(csv.DictReader(io.StringIO(out)))
     assert len(rows) == 3 and rows[0]["precision"] == "bf16-mixed" and rows[0]["instance_type"] == "c7i.2xlarge"

@@ -50,9 +50,10 @@ def test_emit_strips_hostile_cells_for_people_and_pipes(fmt):
 
 
 def test_json_escapes_rather_than_strips():
-    buf = io.StringIO()
-    emit([{"id": "\x1b[2J\x9b"}], "json", stream=buf)
-    assert "\x1b" not in buf.getvalue() and json.loads(buf.getvalue())[0]["id"] == "\x1b[2J\x9b"
+    from advisor import schemas
+
+    text = schemas.dumps("launch-cancel", run_id="\x1b[2J\x9b", instances=[])
+    assert "\x1b" not in text and json.loads(text)["run_id"] == "\x1b[2J\x9b"
 
 
 # --- through the commands ----------------------------------------------------------------------
@@ -92,7 +93,7 @@ def test_catalog_provenance_is_bounded_and_stripped(cli, tmp_path):
         assert "\x1b" not in out and "\x07" not in out
         assert len(out) < 30_000  # 12 rows padded to the bounded provenance cell (markdown), from 1 MiB
     code, out, _ = cli("catalog", "info", "--catalog", str(f), "--format", "json", "--max-age", "100000")
-    assert json.loads(out)[0]["provenance"] == doc["provenance"]  # json: the whole text, escaped
+    assert json.loads(out)["provenance"] == doc["provenance"]  # json: the whole text, escaped
     doc["provenance"] += "x"  # past the bound: not a catalog this advisor wrote
     f.write_text(json.dumps(doc))
     code, _, err = cli("catalog", "info", "--catalog", str(f))

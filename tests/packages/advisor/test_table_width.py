@@ -80,6 +80,19 @@ def test_words_stay_whole_while_the_table_can_fit_otherwise():
     assert output.wrap_header("samples/s (source)", 11) == "samples/s\n(source)"
 
 
+def test_names_and_numbers_break_at_their_punctuation_before_a_word_breaks():
+    headers = ["instance", "market", "source", "samples/$"]
+    rows = [["g5.2xlarge", "spot+od-fallback", "926 (reference)", "8,092,303"]]
+    out = fit_table(headers, rows, 42)  # too narrow for every word whole
+    assert max(map(len, lines_of(out))) <= 42 and "8,092,303" in out  # a number stays whole
+    assert "(reference)" in out  # the word stays whole ...
+    assert "g5." in out and "2xlarge" in out and "spot+" in out  # ... names break after their punctuation
+    assert output.wrap_words("spot+od-fallback", 9) == "spot+od-\nfallback"
+    assert output.wrap_words("926 (reference)", 11) == "926\n(reference)"
+    assert output.wrap_words("8,092,303", 6) == "8,092,\n303"  # a number breaks only when nothing else fits
+    assert output.wrap_words("supercalifragilistic", 8) == "supercal\nifragili\nstic"  # only when nothing else fits
+
+
 JOBS = [
     ["--budget", "500", "--deadline", "2d", "--samples", "1e8"],
     ["--budget", "20", "--deadline", "12h", "--samples", "1e8", "--market", "any"],
@@ -111,6 +124,20 @@ def test_recommend_fits_100_columns_and_json_csv_do_not_change(cli, monkeypatch,
         assert cli("recommend", *job, "--format", fmt, "--wide")[1] == narrow
         monkeypatch.delenv("COLUMNS")
         assert cli("recommend", *job, "--format", fmt)[1] == narrow
+
+
+@pytest.mark.parametrize("job", [JOBS[0], JOBS[1], [*JOBS[0], "--market", "any", "--top", "8"]])
+def test_recommend_at_100_columns_splits_no_word_of_a_cell(cli, monkeypatch, job):
+    """With the confidence columns shown the table is the widest: a source like '(reference)' used
+    to be split 'refe | rence'; names and numbers now break after their punctuation instead."""
+    monkeypatch.setenv("COLUMNS", "100")
+    out = cli("recommend", *job)[1]
+    fits(out)
+    doc = json.loads(cli("recommend", *job, "--format", "json")[1])
+    rows = doc["recommendations"] or doc["closest"]
+    assert rows and "@90%" in out
+    for source in {r["throughput_source"] for r in rows}:
+        assert f"({source})" in out
 
 
 @pytest.mark.parametrize("argv", [

@@ -10,6 +10,7 @@ import json
 import pytest
 from checkout import ROOT
 from factories import probe_result
+from schema_check import checked
 
 from advisor.estimate.references import REFERENCE_PATH
 from catalog.io import CatalogError, FileError, decode_text, parse_json, read_json_file, read_text
@@ -131,5 +132,5 @@ def test_pulled_result_object(cli, tmp_path, kind):
         code, out, err = cli("results", "pull", f"s3://{bucket}/probes", "--store", str(tmp_path / "s.db"),
                              "--format", "json")
     assert code == 1 and "Traceback" not in err, err
-    (row,) = json.loads(out)
+    (row,) = checked(out, "results-pull")["runs"]
     assert row["status"] == "corrupt" and "not UTF-8 text" in row["detail"]

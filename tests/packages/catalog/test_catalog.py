@@ -205,7 +205,7 @@ def test_bad_catalog_file_from_cli(cli, tmp_path, mutate, needle):
 def test_show_from_cli_uses_snapshot(cli):
     code, out, err = cli("catalog", "show", "--family", "g6e", "--region", "us-east-1", "--format", "json")
     assert code == 0
-    rows = json.loads(out)
+    rows = json.loads(out)["offers"]
     assert {r["instance_type"] for r in rows} == {f"g6e.{s}" for s in
                                                   ("xlarge", "2xlarge", "4xlarge", "8xlarge", "12xlarge", "16xlarge", "24xlarge", "48xlarge")}
     r = next(r for r in rows if r["instance_type"] == "g6e.xlarge" and r["market"] == "on-demand")
@@ -222,7 +222,7 @@ def test_show_formats(cli, fmt):
 
 def test_show_accelerator_filter_does_not_confuse_l4_and_l40s(cli):
     code, out, _ = cli("catalog", "show", "--accelerator", "NVIDIA L4", "--format", "json", "--max-age", "100000")
-    models = {r["accelerator_model"] for r in json.loads(out)}
+    models = {r["accelerator_model"] for r in json.loads(out)["offers"]}
     assert code == 0 and models == {"L4"}
 
 
@@ -238,9 +238,9 @@ def test_show_bad_filters(cli, args, needle):
 
 def test_info(cli):
     code, out, err = cli("catalog", "info", "--format", "json", "--max-age", "100000")
-    info = json.loads(out)[0]
+    info = json.loads(out)
     assert code == 0 and err == ""
     assert info["source"] == "snapshot" and info["path"] == str(SNAPSHOT_PATH)
-    assert (info["instance_types"], info["regions"], info["offers"]) == (157, 3, 865)
+    assert (info["instance_types"], len(info["regions"]), info["offers"]) == (157, 3, 865)
     assert info["on_demand_offers"] == 433 and info["spot_offers"] == 432
     assert "snapshot 2025-12" in info["provenance"]

@@ -13,6 +13,7 @@ import pytest
 from botocore.stub import ANY, Stubber
 from checkout import SHARED
 from moto import mock_aws
+from schema_check import checked
 
 from advisor.paths import catalog_cache_path
 from catalog.aws import refresh, spot_advisor
@@ -221,6 +222,8 @@ def test_refresh_end_to_end_from_cli(cli, monkeypatch, tmp_path):
                          "--spot-advisor", str(advisor_file), "--format", "json")
     assert code == 0, err
     stub.assert_no_pending_responses()
+    done = checked(out, "catalog-refresh")
+    assert done["regions"] == ["us-east-1"] and done["path"] == str(catalog_cache_path())
     cat = load(catalog_cache_path())
     assert cat.source == "aws-api" and cat.regions == ["us-east-1"]
     assert {it.family for it in cat.instance_types.values()} == {"g6e", "p4d", "trn1", "c7i"}
@@ -232,7 +235,7 @@ def test_refresh_end_to_end_from_cli(cli, monkeypatch, tmp_path):
 
     code, out, err = cli("catalog", "info", "--format", "json")
     assert code == 0
-    info = json.loads(out)[0]
+    info = checked(out, "catalog-info")
     assert info["source"] == "aws-api" and info["path"] == str(catalog_cache_path())
     assert info["instance_types"] == len(cat.instance_types)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import random
 import time
@@ -310,3 +311,96 @@ def test_no_real_speed_up_rarely_holds_and_a_real_one_is_covered(k):
 def test_utilisation_against_a_denormal_peak_says_so_without_inf():
     u, why = utilisation(1.0, 5e-324, "measured matmul")
     assert u is None and "inf" not in why and "more than 1000x" in why
+
+
+def test_a_baseline_that_moved_is_contended_and_states_no_speed_up(cli, tmp_path):
+    """The probe's one story: on a busy machine the ladder timed its baseline at 922/s and the same
+    configuration then ran at ~14,000/s confirming; what is printed and stored is the confirmation's,
+    flagged as contended, and no '15x baseline' appears anywhere."""
+    from advisor.commands.probe import summary_lines
+    from advisor.store import ResultStore
+    from lightning_module.contract.reliability import BASELINE_MOVED, speedup_over_baseline
+    from lightning_module.contract.result import WorkloadSpec
+    from lightning_module.run import probe
+
+    def measure(rung, cfg):
+        if rung == "baseline":
+            return fake_measurement(922.0, cfg.batch_size)  # the machine was busy while the ladder timed it
+        return fake_measurement(14000.0 if rung == "confirm baseline" else 14175.0, cfg.batch_size)
+
+    spec = WorkloadSpec(model="mlp", image_size=8, num_classes=10, batch_size=32)
+    opts = probe.ProbeOptions(spec=spec, accelerator="cpu", matmul_seconds=0.05, confirm_rounds=2,
+                              skip=frozenset({"precision", "channels_last", "compile", "batch", "run_cpu"}))
+    result = probe.run_probe(opts, measure_fn=measure)
+    c = result.confirmation
+    assert c.baseline_shift == pytest.approx(14000 / 922) and c.baseline_shift > BASELINE_MOVED
+    assert c.contended and not result.reliable
+    assert any("the baseline moved 15.18x" in w for w in result.unreliable_reasons)
+    assert speedup_over_baseline(result) is None  # the ladder's 15x is not a speed-up
+    text = "\n".join(summary_lines(result, None, None))
+    assert "15.37x" not in text and "15.18x baseline" not in text
+    assert "no speed-up stated: the baseline moved (contended)" in text
+    assert result.samples_per_sec == pytest.approx(14000.0 if not c.held else 14175.0)  # the confirmed figure
+    db = tmp_path / "r.db"
+    with ResultStore(db) as s:
+        s.add(result)
+    _, out, _ = cli("results", "list", "--store", str(db), "--format", "json")
+    (row,) = json.loads(out)["results"]
+    assert row["speedup_over_baseline"] is None and row["samples_per_sec"] == pytest.approx(result.samples_per_sec)
+    _, out, _ = cli("results", "show", result.result_id[:12], "--store", str(db), "--wide")
+    ladder = out[out.index("rung "):]
+    assert "15.37" not in ladder and "moved 15.18x by the confirmation" in ladder  # no ladder ratio either
+    assert "the baseline moved 15.18x" in out
+
+
+def test_a_confirmed_speed_up_is_the_one_printed_and_stored(cli, tmp_path):
+    from advisor.commands.probe import summary_lines
+    from advisor.store import ResultStore
+    from lightning_module.contract.reliability import speedup_over_baseline
+    from lightning_module.contract.result import WorkloadSpec
+    from lightning_module.run import probe
+
+    def measure(rung, cfg):  # workers=2 is twice as fast, in the ladder (a lucky 2.5x) and confirming (2x)
+        if rung.startswith("confirm"):
+            return fake_measurement(200.0 if cfg.num_workers else 100.0, cfg.batch_size)
+        return fake_measurement(250.0 if cfg.num_workers else 100.0, cfg.batch_size)
+
+    spec = WorkloadSpec(model="mlp", image_size=8, num_classes=10, batch_size=32)
+    opts = probe.ProbeOptions(spec=spec, accelerator="cpu", matmul_seconds=0.05, confirm_rounds=2,
+                              skip=frozenset({"precision", "channels_last", "compile", "batch", "run_cpu"}))
+    result = probe.run_probe(opts, measure_fn=measure)
+    assert result.confirmation.held and result.confirmation.baseline_shift == pytest.approx(1.0)
+    assert speedup_over_baseline(result) == pytest.approx(2.0) and result.samples_per_sec == pytest.approx(200.0)
+    assert "2.00x baseline (confirmed)" in summary_lines(result, None, None)[0]
+    db = tmp_path / "r.db"
+    with ResultStore(db) as s:
+        s.add(result)
+    _, out, _ = cli("results", "list", "--store", str(db), "--format", "json")
+    assert json.loads(out)["results"][0]["speedup_over_baseline"] == pytest.approx(2.0)
+
+
+def test_the_progress_line_says_rung_step_ci_and_time_left():
+    from lightning_module.contract.timing import progress_line
+
+    assert progress_line("bf16", 2, 3, [], 32, 5.0, None) == "rung bf16: warm-up step 2/3"
+    line = progress_line("bf16", 13, 3, [0.1, 0.11, 0.09, 0.1] * 3, 32, 5.0, 1.2)
+    assert line.startswith("rung bf16: step 10, 320.0 samples/s ±") and line.endswith("so far, 3.8 s left")
+
+
+def test_a_rung_shows_the_probes_own_progress_line_and_erases_it(capsys, monkeypatch):
+    """settings.progress (a terminal): the rung's line, rewritten in place, then erased; never
+    Lightning's bar (its whole-epoch ETA)."""
+    from lightning_module.contract.options import MeasureSettings
+    from lightning_module.contract.result import WorkloadSpec
+    from lightning_module.run import callbacks, measure
+
+    monkeypatch.setattr(callbacks.Progress, "EVERY_S", 0.0)  # every step, so a short rung shows it
+    measure.quiet_lightning()
+    settings = MeasureSettings(WorkloadSpec(model="mlp", image_size=8, num_classes=10), warmup_steps=1,
+                               max_seconds=1.0, max_steps=6, progress=True)
+    m = measure.measure(settings, ProbeConfig(accelerator="cpu", batch_size=8), label="bf16")
+    err = capsys.readouterr().err
+    assert m.samples_per_sec > 0
+    assert "\rrung bf16: warm-up step 1/1" in err and "\rrung bf16: step 2, " in err and " so far, " in err
+    assert err.endswith("\r\x1b[K")  # erased: nothing of it is left after the rung
+    assert "it/s" not in err and "Epoch" not in err  # no Lightning bar

@@ -121,7 +121,7 @@ def _all_read_commands_work(cli, store: str) -> list[dict]:
     assert code == 0 and "Traceback" not in err, err
     code, out, err = cli("results", "export", "--store", store)
     assert code == 0 and "Traceback" not in err, err
-    exported = json.loads(out)
+    exported = json.loads(out)["results"]
     for r in exported:
         code, _, err = cli("results", "show", r["result_id"], "--store", store)
         assert code == 0, err
@@ -185,11 +185,11 @@ def test_a_bad_row_is_skipped_named_and_deleted(cli, tmp_path, bad_json):
         s.add(probe_result(n=2))
     _poison_row(db, "badrow0001", bad_json)
     code, out, err = cli("results", "list", "--store", str(db), "--format", "json")
-    assert code == 0 and len(json.loads(out)) == 2
+    assert code == 0 and len(json.loads(out)["results"]) == 2
     assert "skipped invalid row badrow0001" in err and "advisor results delete badrow0001" in err
     assert len(err.strip().splitlines()) == 1
     code, out, err = cli("results", "export", "--store", str(db))
-    assert code == 0 and len(json.loads(out)) == 2
+    assert code == 0 and len(json.loads(out)["results"]) == 2
     code, _, err = cli("results", "show", "badrow", "--store", str(db))
     assert code == 2 and "advisor results delete badrow0001" in err and len(err.strip().splitlines()) == 1
     code, out, err = cli("recommend", "--budget", "500", "--deadline", "2d", "--samples", "1e8", "--catalog", CATALOG,
@@ -198,7 +198,7 @@ def test_a_bad_row_is_skipped_named_and_deleted(cli, tmp_path, bad_json):
     code, _, err = cli("results", "delete", "badrow0001", "--store", str(db))
     assert code == 0 and "deleted 1 result(s)" in err
     code, out, err = cli("results", "list", "--store", str(db), "--format", "json")
-    assert code == 0 and len(json.loads(out)) == 2 and err == ""
+    assert code == 0 and len(json.loads(out)["results"]) == 2 and err == ""
 
 
 def test_many_bad_rows_are_counted_not_listed(cli, tmp_path):

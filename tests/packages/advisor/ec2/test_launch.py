@@ -6,13 +6,13 @@ from __future__ import annotations
 import base64
 import copy
 import io
-import json
 import re
 from datetime import datetime, timezone
 
 import pytest
 from aws_fakes import serve_account
 from botocore.exceptions import ClientError
+from schema_check import checked
 
 from advisor.ec2 import aws as ec2_aws
 from advisor.ec2 import manifest as manifests
@@ -174,7 +174,7 @@ def test_ami_of_the_wrong_architecture_skips_that_type(aws, run_calls, cli, monk
     assert code == 1, err  # one of two launched
     assert [c["InstanceType"] for c in launched(run_calls.calls)] == ["g5.xlarge"]
     assert f"g5g.xlarge: skipped: AMI {aws.amis['x86_64']} is x86_64; g5g.xlarge needs arm64" in err
-    assert [r["instance_type"] for r in json.loads(out)] == ["g5.xlarge"]
+    assert [r["instance_type"] for r in checked(out, "launch")["instances"]] == ["g5.xlarge"]
 
 
 def test_on_demand_has_no_market_options(aws, run_calls, cli):
@@ -199,10 +199,11 @@ def test_second_of_three_failing_does_not_stop_the_others(aws, run_calls, cli):
     assert failed_lines == [
         "advisor: g5g.xlarge: launch failed: InsufficientInstanceCapacity: We currently do not have sufficient g5g.xlarge capacity."
     ]
-    rows = json.loads(out)  # stdout: only what was launched; the plan went to stderr
+    doc = checked(out, "launch")  # stdout: only what was launched; the plan went to stderr
+    rows = doc["instances"]
     assert [r["state"] for r in rows] == ["launched", "failed", "launched"]
-    assert rows[0]["run_id"] == run_id and rows[1]["instance_id"] is None
-    assert '"max_cost_usd"' in err
+    assert doc["run_id"] == run_id and rows[1]["instance_id"] is None
+    assert '"max_cost_usd"' in err and '"schema": "launch-plan"' in err
 
 
 def test_status_and_cancel_find_instances_by_tag(aws, run_calls, cli):
@@ -214,8 +215,9 @@ def test_status_and_cancel_find_instances_by_tag(aws, run_calls, cli):
 
     code, out, err = cli("launch", "status", run_id, "--format", "json")
     assert code == 0, err
-    rows = {r["instance_type"]: r for r in json.loads(out)}
+    rows = {r["instance_type"]: r for r in checked(out, "launch-status")["instances"]}
     assert rows["g5.xlarge"]["state"] == "running" and rows["t3.micro"]["state"] == "running"
+    assert rows["g5.xlarge"]["launched_at"].endswith("Z")  # ISO 8601
     assert rows["g5g.xlarge"]["state"] == "launch failed"
     assert rows["g5g.xlarge"]["error"].startswith("VcpuLimitExceeded: ")
     assert rows["g5.xlarge"]["result"] == "not yet"
@@ -224,11 +226,11 @@ def test_status_and_cancel_find_instances_by_tag(aws, run_calls, cli):
     m = manifests.load(run_id)
     aws.s3.put_object(Bucket=BUCKET, Key=m.entry("t3.micro").result_key, Body=b"{}")
     code, out, _ = cli("launch", "status", run_id, "--format", "json")
-    assert {r["instance_type"]: r["result"] for r in json.loads(out)}["t3.micro"] == "uploaded"
+    assert {r["instance_type"]: r["result"] for r in checked(out, "launch-status")["instances"]}["t3.micro"] == "uploaded"
 
     code, out, err = cli("launch", "cancel", run_id, "--format", "json")
     assert code == 0, err
-    cancelled = json.loads(out)
+    cancelled = checked(out, "launch-cancel")["instances"]
     assert sorted(r["instance_type"] for r in cancelled) == ["g5.xlarge", "t3.micro"]
     assert other not in {r["instance_id"] for r in cancelled}
     state = aws.ec2.describe_instances(InstanceIds=[other])["Reservations"][0]["Instances"][0]["State"]["Name"]
@@ -238,7 +240,7 @@ def test_status_and_cancel_find_instances_by_tag(aws, run_calls, cli):
     manifests.manifest_path(run_id).unlink()
     code, out, err = cli("launch", "status", run_id, "--region", REGION, "--format", "json")
     assert code == 0, err
-    assert sorted((r["instance_type"], r["state"]) for r in json.loads(out)) == [
+    assert sorted((r["instance_type"], r["state"]) for r in checked(out, "launch-status")["instances"]) == [
         ("g5.xlarge", "terminated"), ("t3.micro", "terminated")]
     code, out, err = cli("launch", "cancel", run_id, "--region", REGION)
     assert code == 0 and "no running instances" in err
@@ -365,9 +367,9 @@ def test_plan_table_prices_from_catalog(aws, run_calls, cli, tmp_path):
     code, out, err = cli(*base_args(aws, "g5.xlarge,t3.micro,trn1.2xlarge", "--dry-run", "--market", "spot",
                                     "--max-minutes", "30", "--catalog", str(path), "--format", "json"))
     assert code == 0, err
-    rows = {r["instance_type"]: r for r in json.loads(out)}
+    rows = {r["instance_type"]: r for r in checked(out, "launch-plan")["planned"]}
     assert rows["g5.xlarge"]["usd_per_hour"] == 0.4 and rows["g5.xlarge"]["max_cost_usd"] == 0.2
-    assert rows["t3.micro"]["usd_per_hour"] == "unknown" and rows["t3.micro"]["max_cost_usd"] == "unknown"
+    assert rows["t3.micro"]["usd_per_hour"] is None and rows["t3.micro"]["max_cost_usd"] is None  # unknown: null
     assert "at most unknown" in err
     # the default AMI cannot drive Trainium: say so rather than measure its CPUs silently
     assert "trn1.2xlarge: the default Deep Learning AMI has no neuron software stack" in err
@@ -500,7 +502,7 @@ def test_cancel_with_a_wildcard_run_id_terminates_nothing(aws, run_calls, cli, p
     code, out, err = cli("launch", "status", run_id[:-1] + "?", "--region", REGION)
     assert code == 2 and "invalid run id" in err
     code, out, err = cli("launch", "cancel", run_id, "--format", "json")
-    assert code == 0 and [r["instance_id"] for r in json.loads(out)] == [inst["InstanceId"]]
+    assert code == 0 and [r["instance_id"] for r in checked(out, "launch-cancel")["instances"]] == [inst["InstanceId"]]
 
 
 @pytest.mark.parametrize(
@@ -641,7 +643,7 @@ def test_plan_status_and_cancel_tables_fit_100_columns(aws, run_calls, cli, monk
     assert max(len(line) for line in out.splitlines()) <= 100
     assert "g5g.xlarge" in out and "[1]" not in out  # its refusal wraps in its column
     code, js, _ = cli(*base_args(aws, *wrong_arch, "--format", "json"))
-    check = {r["instance_type"]: r for r in json.loads(js)}["g5g.xlarge"]["check"]
+    check = {r["instance_type"]: r for r in checked(js, "launch-plan")["planned"]}["g5g.xlarge"]["check_error"]
     assert " ".join(check.split()) in " ".join(line[line.index("  AMI ") + 2:] if "  AMI " in line else line.strip()
                                                for line in out.splitlines() if "ok" not in line)
     code, _, err = cli(*base_args(aws, "g5.xlarge,g5g.xlarge,t3.micro", "--yes"))

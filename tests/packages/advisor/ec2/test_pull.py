@@ -7,6 +7,7 @@ import json
 
 import pytest
 from factories import probe_result
+from schema_check import checked
 
 from advisor.ec2 import manifest as manifests
 from advisor.store import ResultStore
@@ -71,8 +72,8 @@ def test_valid_truncated_wrong_schema_and_duplicate(bucket, run_pull, tmp_path):
 
     code, out, err = run_pull(f"s3://{BUCKET}/probes", "--store", str(store_path), "--format", "json")
     assert code == 1  # something failed or is corrupt
-    rows = {r["instance_type"]: r for r in json.loads(out)}
-    assert [r["instance_type"] for r in json.loads(out)] == types  # launch order
+    rows = {r["instance_type"]: r for r in checked(out, "results-pull")["runs"]}
+    assert [r["instance_type"] for r in checked(out, "results-pull")["runs"]] == types  # launch order
     assert rows["g5.xlarge"]["status"] == "imported" and rows["g5.xlarge"]["result_id"] == good.result_id
     assert rows["g6.xlarge"]["status"] == "corrupt"
     assert "not valid JSON" in rows["g6.xlarge"]["detail"]
@@ -93,7 +94,7 @@ def test_valid_truncated_wrong_schema_and_duplicate(bucket, run_pull, tmp_path):
 
     # pulling again adds nothing
     code, out, err = run_pull(f"s3://{BUCKET}/probes", "--run", RUN, "--store", str(store_path), "--format", "json")
-    statuses = {r["instance_type"]: r["status"] for r in json.loads(out)}
+    statuses = {r["instance_type"]: r["status"] for r in checked(out, "results-pull")["runs"]}
     assert statuses["g5.xlarge"] == "duplicate" and "imported" not in statuses.values()
     with ResultStore(store_path) as store:
         assert store.count() == 1
@@ -150,7 +151,7 @@ def test_run_prefix_url_pulls_that_run(bucket, run_pull, tmp_path):
     put(bucket, "g5.xlarge/result.json", probe_result("g5.xlarge", 123.4, **A10G).model_dump_json())
     code, out, err = run_pull(f"s3://{BUCKET}/probes/{RUN}", "--store", str(tmp_path / "r.sqlite"), "--format", "json")
     assert code == 0, err
-    assert [(r["run_id"], r["status"]) for r in json.loads(out)] == [(RUN, "imported")]
+    assert [(r["run_id"], r["status"]) for r in checked(out, "results-pull")["runs"]] == [(RUN, "imported")]
 
 
 def test_keys_that_are_not_runs_is_one_line(bucket, run_pull, tmp_path):
@@ -166,7 +167,7 @@ def test_each_bad_name_in_the_manifest_gets_its_own_line(bucket, run_pull, tmp_p
     put(bucket, "g5.xlarge/result.json", probe_result("g5.xlarge", 123.4, **A10G).model_dump_json())
     code, out, err = run_pull(f"s3://{BUCKET}/probes", "--store", str(tmp_path / "r.sqlite"), "--format", "json")
     assert code == 0, err
-    rows = json.loads(out)
+    rows = checked(out, "results-pull")["runs"]
     ignored = [r for r in rows if r["status"] == "ignored"]
     assert len(ignored) == 2 and all("named in the run manifest" in r["detail"] for r in ignored)
     assert {r["instance_type"] for r in ignored} == {"../etc", "bad\x1b[2Jname"}

@@ -7,7 +7,6 @@ pull` must import the one good result and report the failed probe with its log t
 from __future__ import annotations
 
 import base64
-import json
 import re
 import shutil
 import stat
@@ -15,6 +14,7 @@ import subprocess
 from datetime import datetime, timezone
 
 import pytest
+from schema_check import checked
 
 from advisor.ec2 import manifest as manifests
 from advisor.store import ResultStore
@@ -153,7 +153,7 @@ sed "s/__TYPE__/$itype/" {fixture} > "$out"
     store = tmp_path / "store.sqlite"
     code, out, err = cli("results", "pull", f"s3://{BUCKET}/probes", "--run", run_id, "--store", str(store), "--format", "json")
     assert code == 1, err  # one probe failed
-    rows = {r["instance_type"]: r for r in json.loads(out)}
+    rows = {r["instance_type"]: r for r in checked(out, "results-pull")["runs"]}
     assert rows["t3.micro"]["status"] == "imported"
     assert rows["t3.small"]["status"] == "failed"
     tail = rows["t3.small"]["log_tail"]

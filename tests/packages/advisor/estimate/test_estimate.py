@@ -114,7 +114,7 @@ def test_references_check_prints_devices_and_the_summary(cli):
     assert "median |error|" in out and "coverage" in out and "worst device" in out
     assert "A100" in out and "H100" in out
     code, out, _ = cli("references", "check", "--format", "json")
-    doc = json.loads(out)[0]
+    doc = json.loads(out)
     assert {"summary", "devices", "rows", "model", "not_fitted"} <= set(doc)
     row = doc["rows"][0]
     assert {"device", "row", "published", "predicted", "low", "high", "error", "covered"} <= set(row)

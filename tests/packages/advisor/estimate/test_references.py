@@ -162,12 +162,12 @@ def run(capsys, *argv):
 
 def test_list_filters_case_insensitive(capsys):
     code, out, _ = run(capsys, "references", "list", "--device", "a10g,CPU", "--format", "json")
-    rows = json.loads(out)
+    rows = json.loads(out)["references"]
     assert code == 0 and rows
     assert {r["device"] for r in rows} == {"A10G", "cpu"}
     assert all(r["workload_id"] == "resnet50-224px-1000c" for r in rows)
     code, out, _ = run(capsys, "references", "list", "--model", "BERT-large", "--device", "h100", "--format", "json")
-    assert {(r["device"], r["model"]) for r in json.loads(out)} == {("H100", "bert-large")}
+    assert {(r["device"], r["model"]) for r in json.loads(out)["references"]} == {("H100", "bert-large")}
 
 
 def test_list_formats(capsys, refs):
@@ -193,7 +193,7 @@ def test_list_own_file_and_bad_file(capsys, tmp_path):
     own = tmp_path / "team.json"
     own.write_text(json.dumps(data))
     code, out, _ = run(capsys, "references", "list", "--references", str(own), "--format", "json")
-    assert code == 0 and len(json.loads(out)) == 2
+    assert code == 0 and len(json.loads(out)["references"]) == 2
     bad = tmp_path / "bad.json"
     bad.write_text(_with_row(samples_per_sec=-1))
     code, out, err = run(capsys, "references", "list", "--references", str(bad))

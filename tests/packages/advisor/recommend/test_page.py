@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import re
+import shlex
 from pathlib import Path
 
 import pytest
@@ -108,7 +109,8 @@ def test_the_summary_probe_plan_assumptions_and_command_line(cli, tmp_path, monk
     for tr, p in zip(trs, doc["probe_next"]):
         for k, v in row_figures(tr).items():
             assert same(v, p[k]), k
-    assert dom.by_id("probe-commands").text.splitlines() == doc["probe_commands"]
+    assert dom.by_id("probe-commands").text.splitlines() == [
+        f"{shlex.join(c['argv'])}   # {c['purpose']}" for c in doc["probe_commands"]]
     assert re.search(r"After (this probe|these \d+ probes)", text)
     # The assumptions: confidence, prices, the catalog and its age.
     assert "list prices from the catalog (snapshot)" in text

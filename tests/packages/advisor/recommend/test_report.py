@@ -13,7 +13,7 @@ from recommend_catalogs import make_catalog
 from advisor.recommend import report
 from advisor.recommend.jobspec import JobSpec
 from advisor.recommend.planner import Plan, build_plan
-from advisor.recommend.probeplan.commands import probe_commands
+from advisor.recommend.probeplan.commands import ProbeCommand, probe_commands
 from advisor.recommend.rows import CandidateRow, ProbeRow, build
 
 
@@ -101,11 +101,17 @@ def test_probe_commands_group_the_probes_by_region_and_market():
     probes = [probe("g5.xlarge", "us-east-1"), probe("g6.xlarge", "us-west-2"), probe("g4dn.xlarge", "us-east-1"),
               probe("g5g.xlarge", "us-east-1", "spot")]
     cmds = probe_commands(job(image_size=160, num_classes=10), probes)
-    assert cmds[0] == ("advisor launch --instance-type g5.xlarge,g4dn.xlarge --region us-east-1 --market on-demand "
-                       "--workload resnet50 --probe-args '--image-size 160 --num-classes 10' --s3 s3://BUCKET/prefix")
-    assert cmds[1].startswith("advisor launch --instance-type g6.xlarge --region us-west-2 --market on-demand ")
-    assert cmds[2].startswith("advisor launch --instance-type g5g.xlarge --region us-east-1 --market spot ")
-    assert cmds[-1] == "(or on a machine of that type: advisor probe --workload resnet50 --image-size 160 --num-classes 10)"
+    assert cmds[0].argv == ["advisor", "launch", "--instance-type", "g5.xlarge,g4dn.xlarge", "--region", "us-east-1",
+                            "--market", "on-demand", "--workload", "resnet50",
+                            "--probe-args", "--image-size 160 --num-classes 10", "--s3", "s3://BUCKET/prefix"]
+    assert cmds[0].line().startswith("advisor launch --instance-type g5.xlarge,g4dn.xlarge --region us-east-1 "
+                                     "--market on-demand --workload resnet50 --probe-args '--image-size 160 "
+                                     "--num-classes 10' --s3 s3://BUCKET/prefix   # probe g5.xlarge, g4dn.xlarge")
+    assert cmds[1].argv[:6] == ["advisor", "launch", "--instance-type", "g6.xlarge", "--region", "us-west-2"]
+    assert cmds[2].argv[3:8] == ["g5g.xlarge", "--region", "us-east-1", "--market", "spot"]
+    assert cmds[-2].argv == ["advisor", "results", "pull", "s3://BUCKET/prefix"]
+    assert cmds[-1].argv == ["advisor", "probe", "--workload", "resnet50", "--image-size", "160", "--num-classes", "10"]
+    assert all(c.purpose and not any(a.startswith(("#", "(")) for a in c.argv) for c in cmds)
     assert probe_commands(job(), []) == []
 
 
@@ -115,11 +121,12 @@ def test_the_report_prints_the_command_lines_it_is_given():
     assert rows.probes
     for fmt in ("table", "json"):
         out = io.StringIO()
-        report.write(plan, rows, fmt, probe_commands=["advisor launch X"], stream=out)
+        report.write(plan, rows, fmt, probe_commands=[ProbeCommand(["advisor", "launch", "X Y"], "why")], stream=out)
         text = out.getvalue()
-        assert text.count("advisor launch") == 1
         if fmt == "json":
-            assert json.loads(text)["probe_commands"] == ["advisor launch X"]
+            assert json.loads(text)["probe_commands"] == [{"argv": ["advisor", "launch", "X Y"], "purpose": "why"}]
+        else:
+            assert text.count("advisor launch") == 1 and "  advisor launch 'X Y'   # why" in text
 
 
 def test_the_json_record_is_the_rows_own_fields_plus_two_in_words():

@@ -1,0 +1,83 @@
+"""The results commands' documents: list, show (and probe), export, pull."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from lightning_module.contract.result import ProbeResult
+
+from .base import DOC, Row, schema_field, version_field
+
+
+class ResultRow(Row):
+    """One stored result, summarised (`results list`)."""
+
+    result_id: str
+    workload_id: str
+    instance_type: str | None = Field(description="null when the probe ran off EC2 and none was given")
+    accelerator: str = Field(description="cpu, gpu, ... as the probe ran it")
+    devices: int
+    precision: str
+    batch_size: int
+    samples_per_sec: float = Field(description="the stored (confirmed) figure")
+    ci_low: float = Field(description="95% confidence interval of samples_per_sec")
+    ci_high: float
+    speedup_over_baseline: float | None = Field(
+        description="samples_per_sec / the ladder's baseline rung (null: no ladder, or a baseline "
+                    "that moved between the ladder and the confirmation)")
+    finished_at: datetime
+
+
+class ResultsListDocument(BaseModel):
+    model_config = DOC
+    schema_name: Literal["results-list"] = schema_field("results-list")
+    schema_version: Literal[1] = version_field(1)
+    results: list[ResultRow] = Field(description="newest first")
+
+
+class ResultDocument(BaseModel):
+    """One whole probe result (`results show`, `probe`): 'results import' reads it back."""
+
+    model_config = DOC
+    schema_name: Literal["result"] = schema_field("result")
+    schema_version: Literal[1] = version_field(1)
+    result: ProbeResult
+
+
+class ResultsExportDocument(BaseModel):
+    """Every stored result the filters keep, whole: 'results import' reads it back."""
+
+    model_config = DOC
+    schema_name: Literal["results-export"] = schema_field("results-export")
+    schema_version: Literal[1] = version_field(1)
+    results: list[ProbeResult] = Field(description="newest first")
+
+
+class ResultsImportDocument(BaseModel):
+    model_config = DOC
+    schema_name: Literal["results-import"] = schema_field("results-import")
+    schema_version: Literal[1] = version_field(1)
+    store: str = Field(description="the results store imported into")
+    imported: list[str] = Field(description="result ids added")
+    already_stored: list[str] = Field(description="result ids the store had (skipped)")
+    invalid: list[str] = Field(description="one line per bad file or entry, naming it (the exit status is then 2)")
+
+
+class PullRow(Row):
+    run_id: str
+    instance_type: str | None = Field(description="null for a run folder that is not an advisor run")
+    status: Literal["imported", "duplicate", "failed", "corrupt", "missing", "not launched", "ignored"]
+    result_id: str | None
+    samples_per_sec: float | None
+    detail: str | None
+    log_tail: list[str] = Field(description="the last lines of a failed instance's log")
+
+
+class ResultsPullDocument(BaseModel):
+    model_config = DOC
+    schema_name: Literal["results-pull"] = schema_field("results-pull")
+    schema_version: Literal[1] = version_field(1)
+    runs: list[PullRow] = Field(description="one row per launched instance")
