@@ -12,7 +12,7 @@ from typing import Any
 
 from ..errors import AdvisorError
 from ..output import warn
-from . import MAX_INSTANCES, MAX_MINUTES, aws
+from . import MAX_INSTANCES, MAX_MINUTES, MAX_WATCHDOG_MINUTES, MIN_MINUTES, aws
 from .aws import S3Location, error_code, error_line
 from .package import check_package
 
@@ -107,8 +107,8 @@ def validate_request(req: LaunchRequest) -> None:
         )
     if req.package is not None:
         check_package(req.package)
-    if req.max_minutes < 5 or req.max_minutes > 24 * 60:
-        raise AdvisorError(f"--max-minutes {req.max_minutes} is out of range (5 to 1440)")
+    if not MIN_MINUTES <= req.max_minutes <= MAX_WATCHDOG_MINUTES:
+        raise AdvisorError(f"--max-minutes {req.max_minutes} is out of range ({MIN_MINUTES} to {MAX_WATCHDOG_MINUTES})")
     for a in req.probe_args:
         if a.split("=", 1)[0] in _RESERVED_PROBE_ARGS:
             raise AdvisorError(f"--probe-args must not contain {a.split('=', 1)[0]}: launch sets it")
