@@ -24,14 +24,14 @@ from .probe import (
 
 IMPORT_MAX_BYTES = 256 * 2**20  # an export of ~50,000 results; a probe result is a few KiB
 LIST_COLUMNS = ("id", "workload", "instance_type", "accelerator", "precision", "batch", "samples/s",
-                "ci", "x baseline", "finished")
+                "ci", "x baseline", "source", "finished")
 # The people's table: accelerator, precision and batch in one column that wraps, so it fits 100 columns.
 TABLE_COLUMNS = ("id", "workload", "instance_type", "config", "samples/s", "ci", "x baseline", "finished")
 EXPORT_COLUMNS = (
     "result_id", "workload_id", "instance_type", "instance_type_source", "accelerator", "devices",
     "precision", "channels_last", "compile", "batch_size", "num_workers", "samples_per_sec", "ci_low",
     "ci_high", "flops_per_sample", "achieved_tflops", "utilisation_matmul", "utilisation_datasheet",
-    "peak_memory_gib", "cpu_model", "gpu", "gpu_count", "torch", "finished_at",
+    "peak_memory_gib", "cpu_model", "gpu", "gpu_count", "torch", "source", "finished_at",
 )
 
 
@@ -125,6 +125,7 @@ def list_row(r) -> dict:
         "samples/s": round(r.samples_per_sec, 2),
         "ci": ci_text(r.samples_per_sec, *r.samples_per_sec_ci),
         "x baseline": _ratio(r),
+        "source": r.source,
         "finished": r.finished_at.strftime("%Y-%m-%d %H:%M"),
     }
 
@@ -150,7 +151,9 @@ def handle_list(args) -> int:
               "no results stored yet: run 'advisor probe' or 'advisor results import FILE'", file=sys.stderr)
         return 0
     if args.format in ("table", "markdown"):
-        rows = [r | {"config": f"{r['accelerator']}, {r['precision']}, batch {r['batch']}"} for r in rows]
+        # A training run's source in its config cell: the table keeps to 100 columns.
+        rows = [r | {"config": f"{r['accelerator']}, {r['precision']}, batch {r['batch']}"
+                     + (f" ({r['source']})" if r["source"] != "probe" else "")} for r in rows]
     emit(rows, args.format, TABLE_COLUMNS if args.format in ("table", "markdown") else LIST_COLUMNS)
     return 0
 
@@ -166,6 +169,7 @@ def handle_show(args) -> int:
         return 0
     fields = [
         ("result_id", r.result_id),
+        ("source", r.source),
         ("workload", f"{r.workload_id} ({r.workload.model}, {r.workload.image_size}px, {r.workload.num_classes} classes)"),
         ("instance_type", f"{r.instance_type} ({r.instance_type_source})" if r.instance_type else ""),
         ("config", describe(r.config)),
@@ -233,7 +237,7 @@ def export_row(r) -> dict:
         "utilisation_matmul": r.utilisation_matmul, "utilisation_datasheet": r.utilisation_datasheet,
         "peak_memory_gib": r.peak_memory_gib, "cpu_model": r.hardware.cpu_model,
         "gpu": r.hardware.gpus[0].name if r.hardware.gpus else None, "gpu_count": len(r.hardware.gpus),
-        "torch": r.software.torch, "finished_at": r.finished_at.isoformat(),
+        "torch": r.software.torch, "source": r.source, "finished_at": r.finished_at.isoformat(),
     }
 
 

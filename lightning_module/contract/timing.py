@@ -165,10 +165,11 @@ class Stopwatch:
             t.warmup_steps = self.steps
             t.warmup_seconds = now - self._start
         else:
-            t.step_times.append(now - self._last)
+            last = self._last if self._last is not None else self._start  # no warm-up: timed from the start
+            t.step_times.append(now - last)
             self._pending += 1
             if self._timed_start is None:
-                self._timed_start = self._last
+                self._timed_start = last
         self._last = now
         self._judge(reading)
 
@@ -176,7 +177,7 @@ class Stopwatch:
         if self.meter is None or reading is None:
             return
         if self._pending and self.reading is not None:
-            self.timing.contended.extend([self.meter.add(self.reading, reading).contended] * self._pending)
+            self.timing.contended.extend([self.meter.add(self.reading, reading, self._pending).contended] * self._pending)
         self._pending = 0
         self.reading = reading
 
@@ -187,7 +188,7 @@ class Stopwatch:
 
     def resume(self, now: float, reading: Reading | None = None) -> None:
         """Training steps go on from `now`: the pause is no step's time and no step's load."""
-        if self._last is not None:
+        if self._last is not None or self._start is not None:
             self._last = now
         if self._pending:  # not judged at the pause: they cannot be now (the window holds the pause)
             del self.timing.contended[:]  # misaligned from here on: clean_steps takes every step
