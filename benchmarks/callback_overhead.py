@@ -75,14 +75,14 @@ def step_seconds(with_callback: bool, steps: int, accelerator: str, warm: int = 
     from lightning_module.run.training_run import ThroughputCallback
 
     class Clock(Callback):
-        times: list[float] = []
+        def __init__(self):
+            self.times: list[float] = []
 
         def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
             synchronize(accelerator)
             self.times.append(time.perf_counter())
 
     clock = Clock()
-    clock.times = []
     callbacks = [ThroughputCallback(store=_Sink()), clock] if with_callback else [clock]
     trainer = pl.Trainer(max_steps=steps, accelerator=accelerator, devices=1, callbacks=callbacks, logger=False,
                          enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)

@@ -177,7 +177,7 @@ class ThroughputCallback(Callback):
         self._count, self._counted_by = None, "batch"
         self._samples = 0  # samples of the timed steps, this rank
         self._flops = self._flop_mode = None
-        self._every, self._since_read, self._read_cost = 1, 0, 0.0
+        self._every, self._since_read, self._read_cost, self._reads = 1, 0, 0.0, 0
         self._gpu: list[GpuState] = []
         self._started = datetime.now(timezone.utc)
         self._done = False
@@ -262,7 +262,9 @@ class ThroughputCallback(Callback):
     def _read(self):
         t0 = time.perf_counter()
         r = read_now()
-        self._read_cost = time.perf_counter() - t0
+        # The looks' mean cost so far: one look slowed down by a busy moment does not swing k.
+        self._reads += 1
+        self._read_cost += (time.perf_counter() - t0 - self._read_cost) / self._reads
         return r
 
     def _look_at_gpu(self) -> None:

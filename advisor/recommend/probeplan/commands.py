@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shlex
 
+from ...ec2.code import code_path_hint, is_custom
 from ..jobspec import JobSpec
 from ..rows import ProbeRow
 
@@ -28,7 +29,9 @@ def probe_commands(job: JobSpec, probes: list[ProbeRow], program: str = "advisor
         shape.append(f"--image-size {job.image_size}")
     if job.num_classes != 1000:
         shape.append(f"--num-classes {job.num_classes}")
-    extra = f" --probe-args '{' '.join(shape)}'" if shape else ""
+    extra = f" --probe-args {shlex.quote(' '.join(shape))}" if shape else ""
+    if is_custom(job.workload):  # the instances need the user's code (advisor/ec2/code.py)
+        extra += f" --code {shlex.quote(code_path_hint(job.workload))}"
     cmds = [f"{program} launch --instance-type {','.join(names)} --region {region} --market {market} "
             f"--workload {job.workload}{extra} --s3 s3://BUCKET/prefix" for (region, market), names in groups.items()]
     cmds.append(f"{program} results pull s3://BUCKET/prefix   # then run this recommend again: it re-plans from "
