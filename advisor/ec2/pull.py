@@ -21,7 +21,7 @@ from catalog.models import NAME_PATTERN
 from lightning_module.contract.result import ResultError, parse_result
 
 from ..errors import AdvisorError
-from ..output import safe_text
+from ..output import safe_text, warn
 from . import aws
 from . import manifest as manifests
 from .aws import S3Location, error_line
@@ -119,7 +119,7 @@ def _expected_types(s3, loc: S3Location, run_id: str, keys: set[str]) -> tuple[l
                     bad[name] = str(err).split(": ", 1)[1] if ": " in str(err) else str(err)
             return expected, {}, bad
         except (ValueError, RecursionError) as e:  # AdvisorError, ResultError
-            log.warning("%s", safe_text(error_line(e)))
+            warn(f"{safe_text(error_line(e))}; its instance types are taken from the keys")
     return [], {}, {}
 
 
