@@ -211,3 +211,18 @@ def test_the_machine_is_looked_at_less_often_when_looking_costs(tmp_path, monkey
     fit(TabularMLP(features=4, hidden=8), cb, steps=40, datamodule=TableData(rows=2048, features=4, batch_size=4))
     r = parse_result(out.read_bytes())
     assert cb._every > 1 and r.contention.steps == r.step_time.n_steps
+
+
+def test_a_class_without_an_importable_name_says_so(tmp_path):
+    class Local(TinyLM):  # defined in a function: "<locals>" in its name, which no probe can import
+        pass
+
+    out = tmp_path / "run.json"
+    cb = ThroughputCallback(output=out, warmup_steps=1)
+    with pytest.warns(UserWarning, match="cannot name the workload"):
+        fit(Local(**SMALL_LM), cb, steps=4)
+    assert "pass workload=" in cb.error and not out.exists()
+    # named by hand, the same run is recorded
+    named = ThroughputCallback(output=out, warmup_steps=1, workload="examples.tinylm:TinyLM", init_args={"d_model": 16})
+    fit(Local(**SMALL_LM), named, steps=4)
+    assert parse_result(out.read_bytes()).workload.init_args == {"d_model": 16}
