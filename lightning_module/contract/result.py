@@ -346,7 +346,8 @@ class HardwareFingerprint(BaseModel):
     ram_gib: MachineGiB | None = None
     gpus: list[GpuInfo] = []
     cpu_manufacturer: Text | None = None  # "intel" | "amd" | "arm" | ... (vendor id from /proc/cpuinfo)
-    cpu_clock_ghz: NonNegative | None = None  # nominal or current clock, for the CPU's ISA peak
+    # nominal or current clock, for the CPU's ISA peak: past 100 GHz (no CPU runs at 10) it is MHz read as GHz
+    cpu_clock_ghz: Annotated[float, Field(strict=True, ge=0, le=100)] | None = None
 
 
 class SoftwareVersions(BaseModel):
