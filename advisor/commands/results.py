@@ -198,6 +198,9 @@ def handle_show(args) -> int:
         ("finished", r.finished_at.isoformat(timespec="seconds")),
     ]
     emit([{"field": k, "value": v} for k, v in fields if v], args.format, ("field", "value"))
+    if not r.ladder and args.format in ("table", "markdown"):  # a training run tried nothing
+        print(f"\nno ladder: {'the configuration the run trained with' if r.source == 'training run' else 'none recorded'}")
+        return 0
     if args.format in ("table", "markdown"):
         print()
     emit(ladder_rows(r.ladder), args.format, LADDER_COLUMNS, notes="note")

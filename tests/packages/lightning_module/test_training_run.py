@@ -78,6 +78,8 @@ def test_import_list_and_recommend_use_it(cli, tmp_path, monkeypatch):
     assert row["source"] == "training run" and row["instance_type"] == "c7i.2xlarge"
     code, table, _ = cli("results", "list", "--store", store)
     assert "(training" in table
+    code, shown, _ = cli("results", "show", row["id"], "--store", store)
+    assert code == 0 and "training run" in shown and "no ladder: the configuration the run trained with" in shown
     catalog = write_catalog(tmp_path / "cat.json")
     code, doc, err = cli("recommend", "--workload", "examples.tinylm:TinyLM", "--init-args", json.dumps(SMALL_LM),
                          "--samples", "1e5", "--budget", "1000", "--deadline", "30d", "--catalog", catalog,
