@@ -19,18 +19,13 @@ from __future__ import annotations
 
 import importlib.util
 import re
-import shutil
-import subprocess
-import sys
-import tarfile
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from catalog.io import FileError, decode_text, read_bytes
-
 from ..errors import AdvisorError
-from .package import _WHEEL_NAME_RE
+
+# recommend's probe plan imports this module for code_path_hint: what only a launch needs (tar, zip,
+# pip, the catalog's readers) is imported where it is used.
 
 BUNDLE_NAME = "code.tar.gz"
 CODE_DIR = "code"  # where the instance unpacks it, under the probe's working directory
@@ -77,6 +72,8 @@ def check_code(code: str | None, workload: str, requirements: str | None = None,
         raise AdvisorError(f"--code {code}: no such file or folder")
     top = top_package(workload) if is_custom(workload) else None
     if path.is_file():
+        from .package import _WHEEL_NAME_RE
+
         if path.suffix != ".whl" or not _WHEEL_NAME_RE.fullmatch(path.name):
             raise AdvisorError(f"--code {code}: a file must be a wheel (name-version-python-abi-platform.whl)")
         got = Code("wheel", path)
@@ -103,6 +100,8 @@ def check_code(code: str | None, workload: str, requirements: str | None = None,
 
 
 def _wheel_has(wheel: Path, top: str) -> bool:
+    import zipfile
+
     try:
         with zipfile.ZipFile(wheel) as z:
             return any(n == f"{top}.py" or n.startswith(f"{top}/") for n in z.namelist())
@@ -111,6 +110,8 @@ def _wheel_has(wheel: Path, top: str) -> bool:
 
 
 def check_requirements(requirements: str) -> None:
+    from catalog.io import FileError, decode_text, read_bytes
+
     try:
         text = decode_text(read_bytes(requirements, "--requirements", MAX_REQUIREMENTS_BYTES, AdvisorError),
                            f"--requirements {requirements}", AdvisorError)
@@ -124,6 +125,10 @@ def check_requirements(requirements: str) -> None:
 
 def _build_wheel(project: Path, dest: Path) -> Path:
     """pip wheel --no-deps on a copy of the project (its checkout stays as it was)."""
+    import shutil
+    import subprocess
+    import sys
+
     src = dest / "src"
     size = sum(f.stat().st_size for f in project.rglob("*") if f.is_file() and not _ignored(f, project))
     if size > MAX_TREE_BYTES:
@@ -163,6 +168,8 @@ def build_bundle(code: Code, dest: Path, requirements: str | None = None, config
     """code.tar.gz: wheels/NAME.whl (a project built, or the wheel given) or src/PACKAGE/ (a package
     folder), requirements.txt, config/NAME. `top`: the package the workload imports, which a built
     wheel must hold."""
+    import tarfile
+
     bundle = dest / BUNDLE_NAME
     with tarfile.open(bundle, "w:gz") as tar:
         if code.kind == "package":
