@@ -76,3 +76,32 @@ def test_a_run_json_that_is_not_a_manifest_is_one_warning(bucket, run_pull, tmp_
     assert code == 0, err
     assert [ln for ln in err.splitlines() if "run.json" in ln and "max_minutes" in ln], err
     assert [r["status"] for r in json.loads(out)] == ["imported"]  # the keys' own types are still pulled
+
+
+# --- property: every field of a manifest given hostile values -----------------------------------
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+from json_paths import leaves, set_path  # noqa: E402
+
+HOSTILE = st.one_of(
+    st.sampled_from([5e-324, 1e-300, 0.0, -1.0, 1e300, 1.7976931348623157e308, True, False, "40", "", None, [], {},
+                     10**30, 2**63, 1.5, 3, "\x1b[2J", "a\nb", "../../etc", "x" * 5000, "2999-01-01T00:00:00Z"]),
+    st.floats(allow_nan=False, allow_infinity=False), st.integers(-(10**20), 10**20), st.text(max_size=20),
+)
+FIELDS = list(leaves(base()))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(path=st.sampled_from(FIELDS), value=HOSTILE)
+def test_hostile_values_in_any_field_are_one_line_or_a_usable_manifest(path, value):
+    f = manifests.manifest_path(RUN)
+    f.parent.mkdir(parents=True, exist_ok=True)
+    f.write_text(json.dumps(set_path(base(), path, value)))
+    try:
+        m = manifests.load(RUN)
+    except AdvisorError as e:
+        assert "\n" not in str(e) and str(e).startswith("run manifest ")
+        return
+    # loaded: it writes back as it reads (what launch saves after each request)
+    assert manifests.validated(manifests.RunManifest, json.loads(m.model_dump_json()), "again") == m
