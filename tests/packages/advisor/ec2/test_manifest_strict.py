@@ -80,9 +80,9 @@ def test_a_run_json_that_is_not_a_manifest_is_one_warning(bucket, run_pull, tmp_
 
 # --- property: every field of a manifest given hostile values -----------------------------------
 
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-from json_paths import leaves, set_path  # noqa: E402
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from json_paths import leaves, set_path
 
 HOSTILE = st.one_of(
     st.sampled_from([5e-324, 1e-300, 0.0, -1.0, 1e300, 1.7976931348623157e308, True, False, "40", "", None, [], {},
