@@ -29,11 +29,11 @@ def register(sub) -> None:
         description=(
             "Start one EC2 instance per instance type; each runs 'advisor probe' and uploads its "
             "result to S3, then powers off (and terminates). 'advisor results pull' imports the "
-            "results. Subcommands: 'status RUN_ID', 'cancel RUN_ID'."
+            "results. Your own model goes with it: --workload mypkg.lm:TinyLM --code mypkg [--requirements FILE]. "
+            "Subcommands: 'status RUN_ID', 'cancel RUN_ID'."
         ),
         epilog="Example: advisor launch --instance-type g5.xlarge,g6.xlarge --s3 s3://my-bucket/probes "
-               "--region us-east-1 --market spot --dry-run; your own model: --workload mypkg.lm:TinyLM --code mypkg "
-               "--requirements requirements.txt",
+               "--region us-east-1 --market spot --dry-run",
     )
     add_list_option(p, "--instance-type", metavar="TYPE", aliases=("--instance-types",),
                     unique=False, help="instance types to probe, one instance each")

@@ -365,8 +365,8 @@ def test_schema_1_results_still_read_and_the_shape_is_bounded():
     d.pop("shape", None)
     old = ProbeResult.model_validate(d)
     assert old.schema_version == 1 and old.shape is None
-    d["schema_version"] = 3
-    with pytest.raises(ValueError, match="schema_version 3 is not supported"):
+    d["schema_version"] = 4
+    with pytest.raises(ValueError, match="schema_version 4 is not supported"):
         ProbeResult.model_validate(d)
     d["schema_version"] = 2
     for bad in ({"parameters": -1}, {"parameters": 10, "trainable_parameters": 11}, {"parameter_bytes": float("inf")},
