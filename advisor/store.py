@@ -48,7 +48,12 @@ INVALID_ROWS_NAMED = 5  # a store with thousands of bad rows names the first few
 
 
 class ResultStore:
-    def __init__(self, path: str | Path, readonly: bool = False, create: bool = True):
+    def __init__(self, path: str | Path | None = None, readonly: bool = False, create: bool = True):
+        """path: default the advisor's own store (INSTANCE_ADVISOR_STORE, else the XDG data dir)."""
+        if path is None:
+            from .paths import default_store_path
+
+            path = default_store_path()
         self.path = Path(path)
         self.invalid: list[tuple[str, str]] = []  # (row id, why) of rows skipped by the last read
         try:

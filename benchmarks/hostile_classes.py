@@ -1,7 +1,9 @@
 """Issue 21's classes of hostile input, counted by outcome (run from hostile_inputs.py).
 
 Each class puts values that parse but cannot be true (or text that is not UTF-8) into the records
-the advisor reads: a probe result (`results import`), a team's reference file (`references list`),
+the advisor reads: a probe result (`results import`), a training run's result (the same, with
+`source: training run` and no ladder), a run manifest (read back as `launch status` and `results
+pull` read it), a team's reference file (`references list`),
 a catalog file (`catalog info`) and a Spot Instance Advisor file (`catalog refresh --spot-advisor`,
 refused before any AWS call). A stored result must then be usable by `results list/show/export` and
 `recommend`. Outcomes: "refused" (exit 2, one error line), "usable" (stored, every read command and
@@ -132,6 +134,49 @@ class Bench:
         return self._refused(code, err) or "failure"  # exit 0 would mean it reached AWS: not here
 
 
+class Manifests:
+    """A run manifest read back from the data dir (`launch status`, `results pull` read it so)."""
+
+    def __init__(self, d: Path):
+        import os
+
+        os.environ["INSTANCE_ADVISOR_DATA_DIR"] = str(d / "data")
+        from advisor.ec2 import manifest
+
+        self.m = manifest
+        self.dir = manifest.runs_dir()
+        self.dir.mkdir(parents=True, exist_ok=True)
+
+    def base(self) -> dict:
+        e = self.m.LaunchEntry(instance_type="g5.xlarge", arch="x86_64", ami="ami-0abc", market="spot",
+                               usd_per_hour=0.5, root_device="/dev/sda1", root_volume_gib=100,
+                               kept_volumes={"/dev/sdb": 50}, result_key="p/r/g5.xlarge/result.json",
+                               log_key="p/r/g5.xlarge/probe.log", state="launched", instance_id="i-0abc")
+        run = self.m.RunManifest(run_id="20261126-120000-abcdef", region="us-east-1", bucket="my-bucket",
+                                 prefix="p/20261126-120000-abcdef", workload="resnet50", max_minutes=45,
+                                 package="p/x.whl", entries=[e])
+        return json.loads(run.model_dump_json())
+
+    def read(self, data: str | bytes) -> str:
+        from advisor.errors import AdvisorError
+
+        (self.dir / "20261126-120000-abcdef.json").write_bytes(data.encode() if isinstance(data, str) else data)
+        try:
+            self.m.load("20261126-120000-abcdef").model_dump_json()
+        except AdvisorError as e:
+            return "refused" if "\n" not in str(e) else "failure"
+        except Exception:  # noqa: BLE001 - a traceback's worth: what this counts
+            return "failure"
+        return "usable"
+
+
+MANIFEST_NUMBERS = [("max_minutes",), ("manifest_version",), ("entries", 0, "usd_per_hour"),
+                    ("entries", 0, "root_volume_gib"), ("entries", 0, "kept_volumes", "/dev/sdb")]
+MANIFEST_TEXT = [("run_id",), ("region",), ("bucket",), ("prefix",), ("workload",), ("package",),
+                 ("entries", 0, "instance_type"), ("entries", 0, "ami"), ("entries", 0, "instance_id"),
+                 ("entries", 0, "result_key"), ("entries", 0, "launched_at"), ("created_at",)]
+
+
 def _raw(doc: dict, path: tuple, value) -> str:
     """JSON text with `value` at `path`; a str value in NUMBER_CLASSES' non-finite class is a bare token."""
     if isinstance(value, str) and value in ("NaN", "Infinity", "-Infinity", "1e400"):
@@ -183,6 +228,22 @@ def count_by_class(cases: int, seed: int = 21) -> int:
                           for r in (9, -1, 5, True, "1", None, 1.5))]
         classes["spot advisor file: wrong shape or bucket"] = [
             (b.spot_advisor_file, json.dumps(v).encode()) for v in bad_advisors]
+        # issue 21's later inputs: a training run's record and the run manifests (after the others, so
+        # the earlier classes draw the same inputs as before)
+        run_numeric = [q for q in numeric if q[0] != "ladder"]
+        run = {**base, "source": "training run", "ladder": [], "stop_reason": "training ended"}
+        classes["training-run record: any hostile number"] = [
+            (b.result, _raw(run, rnd.choice(run_numeric), rnd.choice([v for vs in NUMBER_CLASSES.values() for v in vs])))
+            for _ in range(cases)]
+        classes["training-run record: hostile source"] = [
+            (b.result, _raw(run, ("source",), v)) for v in ("training", "Probe", "", 1, True, None, "training run\n")]
+        mf = Manifests(Path(d))
+        mbase = mf.base()
+        every_number = [v for vs in NUMBER_CLASSES.values() for v in vs]
+        classes["run manifest: hostile numbers"] = [
+            (mf.read, _raw(mbase, rnd.choice(MANIFEST_NUMBERS), rnd.choice(every_number))) for _ in range(cases)]
+        classes["run manifest: hostile text"] = [
+            (mf.read, _raw(mbase, rnd.choice(MANIFEST_TEXT), rnd.choice(TEXT_VALUES))) for _ in range(cases)]
         print(f"\n{'class (issue 21)':58} {'inputs':>6} {'refused':>8} {'usable':>7} {'failure':>8}")
         total: Counter = Counter()
         for name, fns in classes.items():

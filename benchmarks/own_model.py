@@ -10,7 +10,8 @@ prediction there against the peak measured (target: within 10%). Then `recommend
 result filed under --instance-type (default: a catalog type this machine's hardware can be), and the
 notes of its first rows. On a CPU
 the peaks are the process's RSS, mostly the Python/torch runtime: the per-sample part is small and
-the error mostly says how steady the fixed part is. Timings need a quiet machine.
+the error mostly says how steady the fixed part is. Last, the training-run callback's cost per step
+(ThroughputCallback, as benchmarks/callback_overhead.py measures it). Timings need a quiet machine.
 """
 
 from __future__ import annotations
@@ -107,6 +108,13 @@ def main() -> int:
             for row in json.loads(rec.stdout)["recommendations"][:3]:
                 print(f"  recommend: {row['instance_type']} x{row['count']} {row['throughput_source']} "
                       f"{row['samples_per_sec']:,.0f}/s; notes: {'; '.join(row['notes']) or '-'}")
+    # The training-run callback's cost per step (benchmarks/callback_overhead.py has the whole picture).
+    from callback_overhead import hook_cost
+
+    for step_s in (0.001, 0.01):
+        median, mean, every = hook_cost(step_s, steps=int(2.0 / step_s))
+        print(f"ThroughputCallback per step of {step_s * 1000:g} ms: median {median * 1e6:.1f} us, mean "
+              f"{mean * 1e6:.1f} us ({mean / step_s:.2%}); the machine looked at every {every} steps")
     return 0
 
 

@@ -29,7 +29,8 @@ def register(sub) -> None:
         description=(
             "Start one EC2 instance per instance type; each runs 'advisor probe' and uploads its "
             "result to S3, then powers off (and terminates). 'advisor results pull' imports the "
-            "results. Subcommands: 'status RUN_ID', 'cancel RUN_ID'."
+            "results. Your own model goes with it: --workload mypkg.lm:TinyLM --code mypkg [--requirements FILE]. "
+            "Subcommands: 'status RUN_ID', 'cancel RUN_ID'."
         ),
         epilog="Example: advisor launch --instance-type g5.xlarge,g6.xlarge --s3 s3://my-bucket/probes "
                "--region us-east-1 --market spot --dry-run",
@@ -52,6 +53,10 @@ def register(sub) -> None:
     p.add_argument("--security-group", help="security group id (no inbound rules are needed)")
     p.add_argument("--iam-instance-profile", metavar="NAME", help="instance profile to attach (not needed for the uploads)")
     p.add_argument("--package", metavar="PATH_OR_SPEC", help="a wheel file or a pip requirement (default: a wheel built from this installation's source)")
+    p.add_argument("--code", metavar="PATH", help="your own code, for --workload package.module:Class: your project folder "
+                   "(built into a wheel), a wheel of it, or its package folder (shipped as is)")
+    p.add_argument("--requirements", metavar="FILE", help="a pip requirements file for your code (installed on each "
+                   "instance; torch stays the image's)")
     p.add_argument("--dry-run", action="store_true", help="check permissions and show the plan; start nothing")
     p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     add_catalog_options(p)
@@ -81,6 +86,7 @@ def register(sub) -> None:
 
 def _request(args):
     from ..ec2.aws import parse_s3_url
+    from ..ec2.code import shipped_config
     from ..ec2.plan import LaunchRequest
 
     if not args.instance_type:
@@ -92,6 +98,7 @@ def _request(args):
     except ValueError as e:
         raise AdvisorError(f"--probe-args: {e}") from None
     check_probe_args(args.workload, probe_args)
+    probe_args, config = shipped_config(probe_args)  # a --config file goes in the code bundle
     return LaunchRequest(
         instance_types=args.instance_type,
         s3=parse_s3_url(args.s3),
@@ -106,6 +113,9 @@ def _request(args):
         security_group=args.security_group,
         iam_instance_profile=args.iam_instance_profile,
         package=args.package,
+        code=args.code,
+        requirements=args.requirements,
+        config=config,
     )
 
 

@@ -26,14 +26,14 @@ from .probe import (
 
 IMPORT_MAX_BYTES = 256 * 2**20  # an export of ~50,000 results; a probe result is a few KiB
 LIST_COLUMNS = ("result_id", "workload_id", "instance_type", "accelerator", "devices", "precision", "batch_size",
-                "samples_per_sec", "ci_low", "ci_high", "speedup_over_baseline", "finished_at")
+                "samples_per_sec", "ci_low", "ci_high", "speedup_over_baseline", "source", "finished_at")
 # The people's table: accelerator, precision and batch in one column that wraps, so it fits 100 columns.
 TABLE_COLUMNS = ("id", "workload", "instance_type", "config", "samples/s", "ci", "x baseline", "finished")
 EXPORT_COLUMNS = (
     "result_id", "workload_id", "instance_type", "instance_type_source", "accelerator", "devices",
     "precision", "channels_last", "compile", "batch_size", "num_workers", "samples_per_sec", "ci_low",
     "ci_high", "flops_per_sample", "achieved_tflops", "utilisation_matmul", "utilisation_datasheet",
-    "peak_memory_gib", "cpu_model", "gpu", "gpu_count", "torch", "finished_at",
+    "peak_memory_gib", "cpu_model", "gpu", "gpu_count", "torch", "source", "finished_at",
 )
 
 
@@ -128,6 +128,7 @@ def list_row(r) -> dict:
         "ci_low": r.samples_per_sec_ci[0],
         "ci_high": r.samples_per_sec_ci[1],
         "speedup_over_baseline": speedup_over_baseline(r),
+        "source": r.source,
         "finished_at": r.finished_at,
     }
 
@@ -138,7 +139,9 @@ def table_row(row: dict) -> dict:
     acc = row["accelerator"] + (f" x{row['devices']}" if row["devices"] > 1 else "")
     return {
         "id": row["result_id"][:12], "workload": row["workload_id"], "instance_type": row["instance_type"] or "",
-        "config": f"{acc}, {row['precision']}, batch {row['batch_size']}",
+        # A training run's source in its config cell: the table keeps to 100 columns.
+        "config": f"{acc}, {row['precision']}, batch {row['batch_size']}"
+                  + (f" ({row['source']})" if row["source"] != "probe" else ""),
         "samples/s": round(row["samples_per_sec"], 2),
         "ci": ci_text(row["samples_per_sec"], row["ci_low"], row["ci_high"]),
         "x baseline": round(x, 2) if x is not None else None,
@@ -191,6 +194,7 @@ def handle_show(args) -> int:
         return 0
     fields = [
         ("result_id", r.result_id),
+        ("source", r.source),
         ("workload", f"{r.workload_id} ({r.workload.model}, {r.workload.image_size}px, {r.workload.num_classes} classes)"),
         ("instance_type", f"{r.instance_type} ({r.instance_type_source})" if r.instance_type else ""),
         ("config", describe(r.config)),
@@ -220,6 +224,9 @@ def handle_show(args) -> int:
         ("finished", r.finished_at.isoformat(timespec="seconds")),
     ]
     emit([{"field": k, "value": v} for k, v in fields if v], args.format, ("field", "value"))
+    if not r.ladder and args.format in ("table", "markdown"):  # a training run tried nothing
+        print(f"\nno ladder: {'the configuration the run trained with' if r.source == 'training run' else 'none recorded'}")
+        return 0
     if args.format in ("table", "markdown"):
         print()
     emit(ladder_rows(r.ladder, r.confirmation), args.format, LADDER_COLUMNS, notes="note")
@@ -265,7 +272,7 @@ def export_row(r) -> dict:
         "utilisation_matmul": r.utilisation_matmul, "utilisation_datasheet": r.utilisation_datasheet,
         "peak_memory_gib": r.peak_memory_gib, "cpu_model": r.hardware.cpu_model,
         "gpu": r.hardware.gpus[0].name if r.hardware.gpus else None, "gpu_count": len(r.hardware.gpus),
-        "torch": r.software.torch, "finished_at": r.finished_at.isoformat(),
+        "torch": r.software.torch, "source": r.source, "finished_at": r.finished_at.isoformat(),
     }
 
 

@@ -6,4 +6,5 @@ modules that import these, and the offline path must not pay for (or need) boto3
 
 # `advisor launch` defaults, here so that the probe plan can price them without importing EC2 code.
 MAX_MINUTES = 45  # the watchdog: each probe instance powers off after this many minutes
+MIN_MINUTES, MAX_WATCHDOG_MINUTES = 5, 24 * 60  # the range --max-minutes may take
 MAX_INSTANCES = 8  # more instances than this in one launch are refused

@@ -22,6 +22,7 @@ from ..errors import AdvisorError
 from . import aws
 from . import manifest as manifests
 from .aws import error_code, error_line
+from .code import BUNDLE_NAME, build_bundle, check_code, is_custom, top_package
 from .manifest import LaunchEntry, RunManifest, run_keys
 from .package import resolve_package
 from .plan import (
@@ -74,12 +75,13 @@ def execute(
     run_id = run_id or manifests.new_run_id()
     s3 = aws.s3_client_for(req.s3.bucket, req.region)
     package_key, spec = upload_package(s3, req, run_id)
-    m = new_manifest(req, run_id, to_launch, package_key or spec or "")
+    code_key = upload_code(s3, req, run_id)
+    m = new_manifest(req, run_id, to_launch, package_key or spec or "", code_key)
     manifests.save(m)  # before the first instance is requested: no instance id can be lost
     publish_manifest(s3, req, m)
     ec2 = aws.client("ec2", req.region)
     for entry in m.entries:
-        user_data = render(probe_script(s3, req, run_id, entry, package_key, spec))
+        user_data = render(probe_script(s3, req, run_id, entry, package_key, spec, code_key))
         start_instance(ec2, req, run_id, entry, user_data)
         manifests.save(m)
         if on_launch is not None:
@@ -108,7 +110,34 @@ def upload_package(s3, req: LaunchRequest, run_id: str) -> tuple[str | None, str
     return package_key, None
 
 
-def new_manifest(req: LaunchRequest, run_id: str, to_launch: list[PlannedLaunch], package: str) -> RunManifest:
+def upload_code(s3, req: LaunchRequest, run_id: str) -> str | None:
+    """The user's code bundle (advisor/ec2/code.py) uploaded beside the package; its S3 key, or None
+    when the launch ships no code."""
+    code = check_code(req.code, req.workload, req.requirements, req.config)
+    if code is None:
+        return None
+    key = req.s3.key(run_id, "code", BUNDLE_NAME)
+    with tempfile.TemporaryDirectory(prefix="advisor-code-") as tmp:
+        bundle = build_bundle(code, Path(tmp), req.requirements, req.config,
+                              top=top_package(req.workload) if is_custom(req.workload) else None)
+        _upload(s3, bundle, req.s3.bucket, key, f"your code to {req.s3}")
+    return key
+
+
+def _upload(s3, path: Path, bucket: str, key: str, what: str) -> None:
+    from boto3.exceptions import S3UploadFailedError
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        s3.upload_file(str(path), bucket, key)
+    except (ClientError, BotoCoreError) as e:
+        raise aws.user_error(e, f"uploading {what}") from None
+    except S3UploadFailedError as e:  # the transfer manager's wrapper of client errors
+        raise AdvisorError(f"uploading {what}: {error_line(e)}") from None
+
+
+def new_manifest(req: LaunchRequest, run_id: str, to_launch: list[PlannedLaunch], package: str,
+                 code: str | None = None) -> RunManifest:
     m = RunManifest(
         run_id=run_id,
         region=req.region,
@@ -118,6 +147,7 @@ def new_manifest(req: LaunchRequest, run_id: str, to_launch: list[PlannedLaunch]
         probe_args=req.probe_args,
         max_minutes=req.max_minutes,
         package=package,
+        code=code,
     )
     for p in to_launch:
         result_key, log_key = run_keys(req.s3, run_id, p.instance_type)
@@ -142,7 +172,7 @@ def publish_manifest(s3, req: LaunchRequest, m: RunManifest) -> None:
 
 
 def probe_script(s3, req: LaunchRequest, run_id: str, entry: LaunchEntry,
-                 package_key: str | None, spec: str | None) -> ProbeScript:
+                 package_key: str | None, spec: str | None, code_key: str | None = None) -> ProbeScript:
     """The instance's script, with presigned URLs for its uploads and the package download."""
     expires = (req.max_minutes + URL_GRACE_MINUTES) * 60
 
@@ -160,6 +190,7 @@ def probe_script(s3, req: LaunchRequest, run_id: str, entry: LaunchEntry,
         package_filename=None if package_key is None else package_key.rsplit("/", 1)[1],
         package_spec=spec,
         probe_args=req.probe_args,
+        code_url=None if code_key is None else presign("get_object", code_key),
     )
 
 

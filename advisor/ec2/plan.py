@@ -12,8 +12,9 @@ from typing import Any
 
 from ..errors import AdvisorError
 from ..output import warn
-from . import MAX_INSTANCES, MAX_MINUTES, aws
+from . import MAX_INSTANCES, MAX_MINUTES, MAX_WATCHDOG_MINUTES, MIN_MINUTES, aws
 from .aws import S3Location, error_code, error_line
+from .code import check_code
 from .package import check_package
 
 log = logging.getLogger(__name__)
@@ -79,6 +80,9 @@ class LaunchRequest:
     security_group: str | None = None
     iam_instance_profile: str | None = None
     package: str | None = None
+    code: str | None = None  # the user's own code (advisor/ec2/code.py): a project, a wheel or a package folder
+    requirements: str | None = None  # a pip requirements file for it
+    config: str | None = None  # the local --config file the probe args name (shipped in the code bundle)
 
 
 # name-version(-build)?-python-abi-platform.whl (the binary distribution format): pip refuses
@@ -107,8 +111,9 @@ def validate_request(req: LaunchRequest) -> None:
         )
     if req.package is not None:
         check_package(req.package)
-    if req.max_minutes < 5 or req.max_minutes > 24 * 60:
-        raise AdvisorError(f"--max-minutes {req.max_minutes} is out of range (5 to 1440)")
+    check_code(req.code, req.workload, req.requirements, req.config)
+    if not MIN_MINUTES <= req.max_minutes <= MAX_WATCHDOG_MINUTES:
+        raise AdvisorError(f"--max-minutes {req.max_minutes} is out of range ({MIN_MINUTES} to {MAX_WATCHDOG_MINUTES})")
     for a in req.probe_args:
         if a.split("=", 1)[0] in _RESERVED_PROBE_ARGS:
             raise AdvisorError(f"--probe-args must not contain {a.split('=', 1)[0]}: launch sets it")

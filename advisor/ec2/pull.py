@@ -21,7 +21,7 @@ from catalog.models import NAME_PATTERN
 from lightning_module.contract.result import ResultError, parse_result
 
 from ..errors import AdvisorError
-from ..output import safe_text
+from ..output import safe_text, warn
 from . import aws
 from . import manifest as manifests
 from .aws import S3Location, error_line
@@ -89,24 +89,38 @@ def _our_name(part: str) -> bool:
     return re.fullmatch(NAME_PATTERN, part) is not None and part.strip(".") != ""
 
 
-def _expected_types(s3, loc: S3Location, run_id: str, keys: set[str]) -> tuple[list[str], dict[str, str]]:
-    """Instance types the run launched (in launch order) and the launch errors of those that
-    never started. The local manifest knows the errors; run.json on S3 knows the types."""
+def _expected_types(s3, loc: S3Location, run_id: str, keys: set[str]) -> tuple[list[str], dict[str, str], dict[str, str]]:
+    """Instance types the run launched (in launch order), the launch errors of those that never
+    started, and the manifest's entries that are not valid (name -> why). The local manifest knows
+    the errors; run.json on S3 knows the types."""
     local = manifests.load(run_id)
     if local is not None:
         return [e.instance_type for e in local.entries], {
             e.instance_type: e.error or "launch failed" for e in local.entries if e.state == "failed"
-        }
+        }, {}
     run_key = loc.key(run_id, "run.json")
     if run_key in keys:
         where = f"s3://{loc.bucket}/{run_key}"
         try:
             doc = parse_json(_get(s3, loc.bucket, run_key, limit=MAX_RESULT_BYTES), where, AdvisorError)
-            m = manifests.RunManifest.model_validate(doc)
-            return [e.instance_type for e in m.entries], {}  # a bad name gets its own "ignored" row
-        except (ValueError, RecursionError) as e:  # AdvisorError, ResultError, ValidationError
-            log.warning("%s is not a run manifest: %s", safe_text(where), safe_text(error_line(e)))
-    return [], {}
+            if not isinstance(doc, dict):
+                raise AdvisorError(f"{where} is not a valid run manifest: not a JSON object")
+            entries = doc.get("entries")
+            # The run and each entry apart: a bad entry (written by hand or another tool) gets its
+            # own "ignored" row, and the good ones are still expected.
+            manifests.validated(manifests.RunManifest, {**doc, "entries": []}, where)
+            expected, bad = [], {}
+            for i, e in enumerate(entries if isinstance(entries, list) else []):
+                name = e.get("instance_type") if isinstance(e, dict) else None
+                name = name if isinstance(name, str) and name else f"entries[{i}]"
+                try:
+                    expected.append(manifests.validated(manifests.LaunchEntry, e, where).instance_type)
+                except AdvisorError as err:
+                    bad[name] = str(err).split(": ", 1)[1] if ": " in str(err) else str(err)
+            return expected, {}, bad
+        except (ValueError, RecursionError) as e:  # AdvisorError, ResultError
+            warn(f"{safe_text(error_line(e))}; its instance types are taken from the keys")
+    return [], {}, {}
 
 
 def pull(loc: S3Location, store, run_id: str | None = None, region: str | None = None) -> list[PullRow]:
@@ -142,8 +156,11 @@ def pull(loc: S3Location, store, run_id: str | None = None, region: str | None =
             rows.append(PullRow(run_id=rid, instance_type="", status="ignored",
                                 detail="not a run id written by 'advisor launch'"))
             continue
-        expected, launch_errors = _expected_types(s3, loc, rid, keys)
-        types = expected + [t for t in seen[rid] if t not in expected]
+        expected, launch_errors, bad = _expected_types(s3, loc, rid, keys)
+        for t, why in bad.items():
+            rows.append(PullRow(run_id=rid, instance_type=t, status="ignored",
+                                detail=f"an invalid entry named in the run manifest ({why})"))
+        types = expected + [t for t in seen[rid] if t not in expected and t not in bad]
         for t in types:
             if not _our_name(t):
                 where = " (named in the run manifest)" if t in expected else ""

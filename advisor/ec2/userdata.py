@@ -30,6 +30,8 @@ import re
 import shlex
 from dataclasses import dataclass, field
 
+from .code import BUNDLE_NAME, CODE_DIR
+
 # EC2's limit on user-data: "limited to 16 KB, in raw form, before it is base64-encoded",
 # https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/instancedata-add-user-data.html
 USER_DATA_LIMIT = 16 * 1024
@@ -58,6 +60,7 @@ class ProbeScript:
     package_filename: str | None = None  # the wheel's file name (pip needs the real name)
     package_spec: str | None = None  # a pip requirement, installed from the index instead
     probe_args: list[str] = field(default_factory=list)
+    code_url: str | None = None  # presigned GET of the user's code bundle (launch --code; advisor/ec2/code.py)
     # Seconds of the watchdog's time kept back from the probe for the final uploads: the hung
     # probe's kill grace (timeout --kill-after=20) plus one whole attempt of the log upload
     # (curl --max-time 120), with 40 s to spare; a retried upload may still meet the watchdog.
@@ -105,6 +108,28 @@ def render(s: ProbeScript) -> str:
     else:
         fetch = ""
         target = q(with_extra(s.package_spec, PROBE_EXTRA))
+    code_fetch = code_install = ""
+    if s.code_url is not None:
+        # The user's code (advisor/ec2/code.py's bundle): unpacked beside the probe's working folder,
+        # its wheel and requirements installed under the same torch constraints, a package folder on
+        # PYTHONPATH.
+        code_fetch = (
+            f'{CURL} -o "$WORK/{BUNDLE_NAME}" {q(s.code_url)} '
+            '|| { echo "advisor-probe: downloading your code failed"; exit 10; }\n'
+            f'mkdir -p "$WORK/{CODE_DIR}" && tar -xzf "$WORK/{BUNDLE_NAME}" -C "$WORK/{CODE_DIR}" '
+            '|| { echo "advisor-probe: unpacking your code failed"; exit 10; }\n'
+        )
+        code_install = f"""for w in "$WORK/{CODE_DIR}"/wheels/*.whl; do
+    [ -e "$w" ] || continue
+    "$PY" -m pip install --constraint "$WORK/constraints.txt" "$w" \\
+        || {{ echo "advisor-probe: installing your code failed"; exit 12; }}
+done
+if [ -f "$WORK/{CODE_DIR}/requirements.txt" ]; then
+    "$PY" -m pip install --constraint "$WORK/constraints.txt" -r "$WORK/{CODE_DIR}/requirements.txt" \\
+        || {{ echo "advisor-probe: installing your requirements failed"; exit 12; }}
+fi
+if [ -d "$WORK/{CODE_DIR}/src" ]; then export PYTHONPATH="$WORK/{CODE_DIR}/src${{PYTHONPATH:+:$PYTHONPATH}}"; fi
+"""
     return f"""#!/bin/bash
 # instance-advisor probe: run {s.run_id}, instance type {s.instance_type}, workload {s.workload}
 # Watchdog first: whatever happens below, the instance powers off (and so terminates) after
@@ -137,7 +162,7 @@ trap finish EXIT
 
 cd "$WORK" || exit 1
 echo "advisor-probe: run {s.run_id} on {s.instance_type} started at $(date -u +%FT%TZ)"
-{fetch}
+{fetch}{code_fetch}
 if [ -x {DLAMI_PYTHON} ]; then PY={DLAMI_PYTHON}; else PY="$(command -v python3)"; fi
 if [ -z "$PY" ]; then echo "advisor-probe: no python3 on this image"; exit 11; fi
 # An environment made by uv has no pip; the standard library can bootstrap one.
@@ -148,7 +173,7 @@ if [ -z "$PY" ]; then echo "advisor-probe: no python3 on this image"; exit 11; f
 echo "advisor-probe: pinned $(wc -l < "$WORK/constraints.txt") torch-family packages"
 "$PY" -m pip install --constraint "$WORK/constraints.txt" {target} \\
     || {{ echo "advisor-probe: installing the package failed"; exit 12; }}
-export PATH="$(dirname "$PY"):$PATH"
+{code_install}export PATH="$(dirname "$PY"):$PATH"
 
 LEFT=$(( DEADLINE - $(date +%s) ))
 if [ "$LEFT" -le 0 ]; then echo "advisor-probe: no time left for the probe within --max-minutes"; exit 13; fi

@@ -24,8 +24,7 @@ from lightning_module.contract.result import (
     MAX_BATCH_SIZE,
     MAX_IMAGE_SIZE,
     MAX_NUM_CLASSES,
-    MAX_SAMPLES_PER_SEC,
-    MIN_SAMPLES_PER_SEC,
+    MeasuredRate,
 )
 
 from ..errors import AdvisorError
@@ -122,7 +121,7 @@ class Measurement(_Strict):
     stack: Literal["tuned", "default"]
     # the figure
     # total over gpus x nodes; the probe result's bounds and reasons (MIN/MAX_SAMPLES_PER_SEC)
-    samples_per_sec: float = Field(ge=MIN_SAMPLES_PER_SEC, le=MAX_SAMPLES_PER_SEC, allow_inf_nan=False)
+    samples_per_sec: MeasuredRate
     relative_uncertainty: float | None = Field(default=None, gt=0, lt=1, allow_inf_nan=False)
     tuned: bool
     rung: str | None = None

@@ -312,8 +312,10 @@ class ThroughputModel:
         notes = self._measured_notes(r)
         if notes:
             self.warnings.append(f"{it.name}: " + "; ".join(notes) + " (probe it again to refresh)")
-        basis = {"result_id": r.result_id, "finished_at": r.finished_at.isoformat(),
+        basis = {"result_id": r.result_id, "measured_by": r.source, "finished_at": r.finished_at.isoformat(),
                  "config": r.config.model_dump(), "torch": r.software.torch, "lightning": r.software.lightning}
+        if r.source == "training run":  # a measurement like a probe's, of the configuration as trained
+            notes.append(f"measured in your training run ({r.config.precision}, batch {r.config.batch_size}; no ladder tried)")
         low_f, high_f = lo / r.samples_per_sec, hi / r.samples_per_sec
         if not getattr(r, "reliable", True):
             reasons = list(getattr(r, "unreliable_reasons", []) or []) or ["the probe did not say why"]

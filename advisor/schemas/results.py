@@ -28,6 +28,8 @@ class ResultRow(Row):
     speedup_over_baseline: float | None = Field(
         description="samples_per_sec / the ladder's baseline rung (null: no ladder, or a baseline "
                     "that moved between the ladder and the confirmation)")
+    source: Literal["probe", "training run"] = Field(
+        description="what measured it: advisor probe, or ThroughputCallback in a training run")
     finished_at: datetime
 
 

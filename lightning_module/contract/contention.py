@@ -103,9 +103,10 @@ class ContentionMeter:
     cpu_bound: bool = True  # a CPU rung: the CPU share fallback applies
     steps: list[StepLoad] = field(default_factory=list)
 
-    def add(self, a: Reading, b: Reading) -> StepLoad:
+    def add(self, a: Reading, b: Reading, steps: int = 1) -> StepLoad:
+        """The interval between two readings, holding `steps` steps (each judged as the interval)."""
         s = step_load(a, b, self.cores_in_use, self.cpu_bound, self.cpus)
-        self.steps.append(s)
+        self.steps.extend([s] * steps)
         return s
 
     def record(self, load_average: float | None = None, own_load: float | None = None,

@@ -28,11 +28,12 @@ from catalog.io import first_error, parse_json
 from catalog.models import MAX_DEVICE_MEMORY_GIB, MAX_MEMORY_GIB, NAME_PATTERN, one_line
 
 # 2: the workload's constructor arguments (WorkloadSpec.init_args, data_init_args) and its shape
-# (ProbeResult.shape). Version 1 records read as they are: neither field is required.
-# 3: the GPU and the CPU training at once (ProbeResult.gpu_and_cpu, `advisor probe --cpu-too`);
-# versions 1 and 2 read as they are: the field is optional.
+# (ProbeResult.shape). 3: the GPU and the CPU training at once (ProbeResult.gpu_and_cpu, `advisor
+# probe --cpu-too`) and what measured it (ProbeResult.source: the probe or a training run's
+# callback). Older records read as they are: none of these fields is required.
 RESULT_SCHEMA_VERSION = 3
 READABLE_SCHEMA_VERSIONS = (1, 2, 3)
+SOURCES = ("probe", "training run")
 
 BUILTIN_MODELS = ("resnet50", "resnet18", "vit_b_16", "mlp")
 # What a workload can be (the CLI's options share these bounds): past them it is a typo.
@@ -63,7 +64,31 @@ MAX_SAMPLES_PER_SEC = 1e12
 # a rate (log, exp of a shift, samples / rate) finite: 5e-324 once underflowed to a division by 0.
 MIN_SAMPLES_PER_SEC = 1e-6
 SamplesPerSec = Annotated[float, Field(strict=True, ge=0, le=MAX_SAMPLES_PER_SEC)]
-MeasuredRate = Annotated[float, Field(strict=True, ge=MIN_SAMPLES_PER_SEC, le=MAX_SAMPLES_PER_SEC)]  # a rate that was measured
+
+
+def _measured_rate(v: float) -> float:
+    if v < MIN_SAMPLES_PER_SEC:
+        raise ValueError(f"{v:.3g} samples/s is below the floor of {MIN_SAMPLES_PER_SEC:g} (one sample in "
+                         f"{1 / MIN_SAMPLES_PER_SEC / 86400:.1f} days, slower than any step a probe or a training run "
+                         "times): a unit error or a broken measurement")
+    if v > MAX_SAMPLES_PER_SEC:
+        raise ValueError(f"{v:.3g} samples/s is above {MAX_SAMPLES_PER_SEC:g}, past any training job on any "
+                         "machine: a unit error")
+    return v
+
+
+MeasuredRate = Annotated[float, Field(strict=True, allow_inf_nan=False), AfterValidator(_measured_rate)]  # a rate that was measured
+# A step longer than a day: nothing times enough of them for a CI (the launch watchdog's longest
+# run is a day, --max-minutes 1440); a longer one is a unit error (ms read as s, or a stopped clock).
+MAX_STEP_SECONDS = 86400.0
+StepSeconds = Annotated[float, Field(strict=True, ge=0, le=MAX_STEP_SECONDS)]
+# A share of a time (CPU, run-queue wait, steal, other processes' use of the CPUs): at most the whole
+# of it, with this slack for two clocks read a moment apart.
+SHARE_SLACK = 0.05
+Share = Annotated[float, Field(strict=True, ge=0, le=1 + SHARE_SLACK)]
+# Linux's largest pid_max (2^22): no kernel has more runnable threads for a load average to count.
+MAX_LOAD_AVERAGE = float(2**22)
+MAX_CPUS = 8192  # Linux's largest NR_CPUS: a cpu_share with no CPU count is bounded by it
 # A machine's and a device's memory, bounded as the catalog bounds them (catalog/models.py).
 MachineGiB = Annotated[float, Field(strict=True, ge=0, le=MAX_MEMORY_GIB)]
 DeviceGiB = Annotated[float, Field(strict=True, ge=0, le=MAX_DEVICE_MEMORY_GIB)]
@@ -204,17 +229,31 @@ class Contention(BaseModel):
     contended: StrictBool = False
     steps: Count = 0  # timed steps observed
     contended_steps: Count = 0  # steps that waited for a CPU (run queue) or lost time to steal
-    cpu_share: NonNegative | None = None  # process CPU time / (wall time x cores in use), mean over steps
-    wait_share: NonNegative | None = None  # the training thread's run-queue wait / wall time
-    steal_share: NonNegative | None = None  # hypervisor steal / all CPU time
-    others_share: NonNegative | None = None  # the probe's CPUs' time other processes kept busy
-    load_average: NonNegative | None = None  # 1-minute load average at the rung's end
+    # process CPU time (loader workers included) / (wall time x cores in use), mean over steps: at
+    # most every CPU's time, cpus / cores_in_use (checked below)
+    cpu_share: NonNegative | None = None
+    wait_share: Share | None = None  # the training thread's run-queue wait / wall time
+    steal_share: Share | None = None  # hypervisor steal / all CPU time
+    others_share: Share | None = None  # the probe's CPUs' time other processes kept busy
+    load_average: Annotated[float, Field(strict=True, ge=0, le=MAX_LOAD_AVERAGE)] | None = None  # 1-minute, at the rung's end
     cpus: Count | None = None  # CPUs this process may run on
     cores_in_use: Count | None = None  # threads the training runs (torch intra-op threads)
     own_load: NonNegative | None = None  # runnable threads the probe itself adds to the load average
     gpu_other_processes: Count | None = None  # compute processes on the GPU that are not this probe
-    gpu_clock_ratio: NonNegative | None = None  # SM clock / its maximum, lowest seen
+    gpu_clock_ratio: Share | None = None  # SM clock / its maximum, lowest seen
     reasons: list[Text] = Field(default=[], max_length=100)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Contention:
+        if self.contended_steps > self.steps:
+            raise ValueError(f"contended_steps {self.contended_steps} is more than the {self.steps} steps observed")
+        if self.cpu_share is not None:
+            # CPU time is at most wall time x the CPUs there are; cores_in_use is what the share is of.
+            most = (self.cpus or MAX_CPUS) / max(self.cores_in_use or 1, 1) * (1 + SHARE_SLACK)
+            if self.cpu_share > most:
+                raise ValueError(f"cpu_share {self.cpu_share:.3g} is more CPU time than {self.cpus or MAX_CPUS} CPUs "
+                                 f"give {self.cores_in_use or 1} training thread(s) (at most {most:.3g})")
+        return self
 
 
 class Confirmation(BaseModel):
@@ -244,7 +283,7 @@ class RungResult(BaseModel):
     ci_low: NonNegative | None = None
     ci_high: NonNegative | None = None
     steps_timed: Count = 0
-    compile_seconds: NonNegative | None = None
+    compile_seconds: StepSeconds | None = None  # part of the first step: a day at most, as any step
     kept: StrictBool = False
     error: Text | None = None  # why it failed or was skipped
     note: Text | None = None  # what to know about a rung that ran (e.g. an extension that had nothing to do here)
@@ -267,14 +306,28 @@ class RungResult(BaseModel):
 class StepTimeStats(BaseModel):
     model_config = _STRICT
 
-    n_steps: Count
-    mean_s: Positive
-    median_s: NonNegative
-    stdev_s: NonNegative
-    p10_s: NonNegative
-    p90_s: NonNegative
+    n_steps: Annotated[int, Field(strict=True, ge=1, le=10**9)]  # the mean is of at least one step
+    mean_s: Annotated[float, Field(strict=True, gt=0, le=MAX_STEP_SECONDS)]
+    median_s: StepSeconds
+    stdev_s: StepSeconds
+    p10_s: StepSeconds
+    p90_s: StepSeconds
     warmup_steps: Count
-    warmup_seconds: NonNegative  # warm-up and compilation, reported apart from the timed steps
+    # Warm-up and compilation, reported apart from the timed steps: each warm-up step (the first
+    # one holds the compilation) is a step, a day at most (checked below).
+    warmup_seconds: NonNegative
+
+    @model_validator(mode="after")
+    def _consistent(self) -> StepTimeStats:
+        tol = 1e-9 * self.p90_s
+        if not self.p10_s <= self.median_s + tol or not self.median_s <= self.p90_s + tol:
+            raise ValueError(f"step times out of order: p10 {self.p10_s:g} s, median {self.median_s:g} s, "
+                             f"p90 {self.p90_s:g} s (p10 <= median <= p90)")
+        most = max(self.warmup_steps, 1) * MAX_STEP_SECONDS
+        if self.warmup_seconds > most:
+            raise ValueError(f"warmup_seconds {self.warmup_seconds:.3g} is more than {max(self.warmup_steps, 1)} "
+                             f"warm-up step(s) of a day each (the longest step a measurement times)")
+        return self
 
 
 class GpuInfo(BaseModel):
@@ -297,7 +350,8 @@ class HardwareFingerprint(BaseModel):
     ram_gib: MachineGiB | None = None
     gpus: list[GpuInfo] = []
     cpu_manufacturer: Text | None = None  # "intel" | "amd" | "arm" | ... (vendor id from /proc/cpuinfo)
-    cpu_clock_ghz: NonNegative | None = None  # nominal or current clock, for the CPU's ISA peak
+    # nominal or current clock, for the CPU's ISA peak: past 100 GHz (no CPU runs at 10) it is MHz read as GHz
+    cpu_clock_ghz: Annotated[float, Field(strict=True, ge=0, le=100)] | None = None
 
 
 class SoftwareVersions(BaseModel):
@@ -493,7 +547,10 @@ class ProbeResult(BaseModel):
     peak_tflops_matmul: Positive | None = None  # a short measured matmul on the device, same dtype
     utilisation_matmul: NonNegative | None = None
     peak_memory_gib: MachineGiB | None = None
-    ladder: list[RungResult] = Field(default=[], max_length=1000)
+    ladder: list[RungResult] = Field(default=[], max_length=1000)  # empty for a training run: nothing was tried
+    # What measured it: the probe's ladder, or a training run's callback (ThroughputCallback) timing
+    # the user's own Trainer. Both are measurements; older records were all probes.
+    source: Literal["probe", "training run"] = "probe"
     stop_reason: Text | None = None  # why the winning rung stopped timing: "converged" | "time-limit" | "max-steps"
     devices_in_peak: int = Field(strict=True, default=1, ge=1, le=10**6)  # how many devices the peak figures cover (all ranks together)
     profile_dir: Text | None = None  # where --profile wrote the TensorBoard trace
@@ -541,11 +598,23 @@ class ProbeResult(BaseModel):
         _ci_contains(lo, hi, self.samples_per_sec, "samples_per_sec_ci")
         if self.started_at > self.finished_at:
             raise ValueError("started_at is after finished_at")
+        self._samples_per_step()
         self._physical()
         self._derived_agree()
         for what in ("matmul", "datasheet"):
             self._utilisation_at_most_one(what)
         return self
+
+    def _samples_per_step(self) -> None:
+        """samples/s x the mean step time is the samples one step trained, all ranks together: at
+        least one (half, for rounding a short last batch), at most the largest batch on every rank."""
+        per_step = self.samples_per_sec * self.step_time.mean_s
+        ranks = self.config.devices * self.config.num_nodes
+        most = MAX_BATCH_SIZE * ranks
+        if not 0.5 <= per_step <= most:
+            raise ValueError(f"samples_per_sec x step_time.mean_s is {per_step:.3g} samples per step; a step trains "
+                             f"at least one sample and at most {most:g} ({ranks} rank(s) of the largest batch): "
+                             "the rate or the step time is in the wrong unit")
 
     def _physical(self) -> None:
         """No device computes faster than MAX_DEVICE_TFLOPS: the FLOP figures, per device, stay below."""

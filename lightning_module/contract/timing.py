@@ -162,12 +162,14 @@ class Stopwatch:
         self._start: float | None = None
         self._last: float | None = None
         self._timed_start: float | None = None
+        self._pending = 0  # timed steps not yet judged for contention (no reading since)
 
     def start(self, now: float, reading: Reading | None = None) -> None:
         self._start, self.reading = now, reading
 
     def step(self, now: float, reading: Reading | None = None) -> None:
-        """A step ended at `now`."""
+        """A step ended at `now`. With a meter, a step given no reading is judged with the steps
+        up to the next reading, as one window (a training run reads the machine every few steps)."""
         self.steps += 1
         t = self.timing
         if self.steps == 1:
@@ -176,17 +178,40 @@ class Stopwatch:
             t.warmup_steps = self.steps
             t.warmup_seconds = now - self._start
         else:
-            t.step_times.append(now - self._last)
-            if self.meter is not None and self.reading is not None:
-                t.contended.append(self.meter.add(self.reading, reading).contended)
+            last = self._last if self._last is not None else self._start  # no warm-up: timed from the start
+            t.step_times.append(now - last)
+            self._pending += 1
             if self._timed_start is None:
-                self._timed_start = self._last
+                self._timed_start = last
         self._last = now
+        self._judge(reading)
+
+    def _judge(self, reading: Reading | None) -> None:
+        if self.meter is None or reading is None:
+            return
+        if self._pending and self.reading is not None:
+            self.timing.contended.extend([self.meter.add(self.reading, reading, self._pending).contended] * self._pending)
+        self._pending = 0
         self.reading = reading
 
     def timed_seconds(self, now: float) -> float | None:
         """Seconds of timed steps so far (None in warm-up): what --max-seconds bounds."""
         return None if self._timed_start is None else now - self._timed_start
+
+    def pause(self, reading: Reading | None = None) -> None:
+        """Something that is not a training step starts (a validation pass): the steps so far are
+        judged up to here."""
+        self._judge(reading)
+
+    def resume(self, now: float, reading: Reading | None = None) -> None:
+        """Training steps go on from `now`: the pause is no step's time and no step's load."""
+        if self._last is not None or self._start is not None:
+            self._last = now
+        if self._pending:  # not judged at the pause: they cannot be now (the window holds the pause)
+            del self.timing.contended[:]  # misaligned from here on: clean_steps takes every step
+            self.meter = None
+        if self.meter is not None and reading is not None:
+            self.reading = reading
 
     def stop_reason(self, now: float) -> str | None:
         """Why timing should stop at `now` (see stop_reason), or None: judged on the clean steps."""

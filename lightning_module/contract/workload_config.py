@@ -110,6 +110,16 @@ def read_config(path: str) -> UserWorkload:
     if not isinstance(data, dict) or not ({"model", "data"} & set(data)):
         raise WorkloadConfigError(f"--config {path}: not a LightningCLI config (no model: or data: section)")
     unknown = set(data) - set(CONFIG_KEYS)
+    injected = sorted(unknown & {"optimizer", "lr_scheduler"})
+    if injected:
+        # LightningCLI builds these into configure_optimizers() itself; the workload's id (what
+        # results are filed under) records the constructor arguments only, so a run with another
+        # optimizer would be filed as this workload: refused rather than measured under a wrong name.
+        raise WorkloadConfigError(
+            f"--config {path}: {' and '.join(injected)} cannot be applied by the probe (LightningCLI injects "
+            "them into configure_optimizers(), which the probe does not, and the workload's id would not "
+            "record them): put the optimizer in your module's configure_optimizers(), or drop the section to "
+            "probe with the one it defines")
     if unknown:
         raise WorkloadConfigError(
             f"--config {path}: section(s) {', '.join(sorted(map(str, unknown)))} cannot be applied by the probe "

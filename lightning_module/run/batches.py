@@ -31,10 +31,10 @@ def first_tensor(batch: Any, depth: int = 0) -> torch.Tensor | None:
         return batch
     if depth >= MAX_DEPTH or isinstance(batch, (str, bytes)):
         return None
-    if isinstance(batch, Mapping):
-        items = batch.values()
-    elif isinstance(batch, (tuple, list)):
+    if isinstance(batch, (tuple, list)):  # before Mapping: an ABC check costs microseconds a step
         items = batch
+    elif isinstance(batch, Mapping):
+        items = batch.values()
     elif dataclasses.is_dataclass(batch) and not isinstance(batch, type):
         items = (getattr(batch, f.name) for f in dataclasses.fields(batch))
     else:

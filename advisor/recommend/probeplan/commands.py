@@ -6,6 +6,7 @@ import json
 import shlex
 from dataclasses import dataclass
 
+from ...ec2.code import code_path_hint, is_custom
 from ..jobspec import JobSpec
 from ..rows import ProbeRow
 
@@ -43,6 +44,8 @@ def probe_commands(job: JobSpec, probes: list[ProbeRow], program: str = "advisor
     if job.num_classes != 1000:
         shape += ["--num-classes", str(job.num_classes)]
     extra = ["--probe-args", shlex.join(shape)] if shape else []
+    if is_custom(job.workload):  # the instances need the user's code (advisor/ec2/code.py)
+        extra += ["--code", code_path_hint(job.workload)]
     cmds = [ProbeCommand([program, "launch", "--instance-type", ",".join(names), "--region", region, "--market", market,
                           "--workload", job.workload, *extra, "--s3", BUCKET],
                          f"probe {', '.join(names)} on EC2 ({BUCKET}: a bucket of yours)")

@@ -22,6 +22,7 @@ from recommend_catalogs import write_catalog
 from advisor.estimate.references import REFERENCE_PATH
 from lightning_module.contract.result import (
     MAX_DEVICE_TFLOPS,
+    MAX_STEP_SECONDS,
     MIN_SAMPLES_PER_SEC,
     ProbeResult,
     ResultError,
@@ -126,9 +127,15 @@ def test_a_denormal_rate_no_longer_breaks_recommend(cli):
     # The first example: stored with exit 0, then every recommend of the workload exit 70.
     doc = set_path(set_path(BASE, ("samples_per_sec",), 5e-324), ("samples_per_sec_ci",), [0.0, 1.0])
     assert _import_then_read(cli, doc) == 2
-    ok = set_path(set_path(BASE, ("samples_per_sec",), MIN_SAMPLES_PER_SEC), ("samples_per_sec_ci",), [0.0, 1.0])
+    # The slowest rate a record can hold: one sample per step of a day (the longest step timed);
+    # the floor below it is the bound for a rate alone.
+    slowest = 1 / MAX_STEP_SECONDS
+    assert slowest >= MIN_SAMPLES_PER_SEC
+    ok = set_path(set_path(BASE, ("samples_per_sec",), slowest), ("samples_per_sec_ci",), [0.0, 1.0])
+    ok["step_time"] = {**ok["step_time"], "mean_s": MAX_STEP_SECONDS, "median_s": MAX_STEP_SECONDS,
+                       "p10_s": MAX_STEP_SECONDS, "p90_s": MAX_STEP_SECONDS}
     ok.update(ladder=[], achieved_tflops=None, utilisation_matmul=None)  # derived from the old rate
-    assert _import_then_read(cli, ok) == 0  # the floor itself is stored and usable
+    assert _import_then_read(cli, ok) == 0  # stored and usable
 
 
 @pytest.mark.parametrize("what", ["matmul", "datasheet"])

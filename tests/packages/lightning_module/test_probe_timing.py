@@ -111,3 +111,46 @@ def test_the_stopwatch_leaves_contended_steps_out_of_the_rule():
     assert w.stop_reason(10.0) == "converged"  # the five clean steps, all 1 s
     w.finish(load_average=1.0, own_load=1)
     assert w.timing.contention.contended_steps == 5 and w.timing.contention.contended
+
+
+def _idle(t: float) -> Reading:
+    return Reading(t, t, run=t, wait=0.0)  # one core busy with this process: not contended
+
+
+def _busy(t0: float, t: float) -> Reading:
+    return Reading(t, t0 + (t - t0) * 0.1, run=t0, wait=t - t0)  # waited for a CPU all along
+
+
+def test_steps_read_in_windows_are_judged_one_verdict_per_step():
+    # A training run looks at the machine every few steps: each window's verdict covers its steps.
+    clock = Stopwatch(warmup_steps=1, target_ci=0.03, max_seconds=1e9, meter=ContentionMeter(1, 1))
+    clock.start(0.0, _idle(0.0))
+    clock.step(1.0, _idle(1.0))  # warm-up
+    for t in (2.0, 3.0):
+        clock.step(t)  # no reading
+    clock.step(4.0, _idle(4.0))
+    for t in (5.0, 6.0):
+        clock.step(t)
+    clock.step(7.0, _busy(4.0, 7.0))
+    assert clock.timing.step_times == [1.0] * 6
+    assert clock.timing.contended == [False] * 3 + [True] * 3
+    assert clock.meter.record().steps == 6 and clock.meter.record().contended_steps == 3
+
+
+def test_a_pause_is_no_step_s_time_and_no_step_s_load():
+    clock = Stopwatch(warmup_steps=0, target_ci=0.03, max_seconds=1e9, meter=ContentionMeter(1, 1))
+    clock.start(0.0, _idle(0.0))
+    clock.step(1.0)
+    clock.pause(_idle(1.0))  # validation starts: the step so far judged
+    clock.resume(31.0, _idle(31.0))  # 30 s of validation later
+    clock.step(32.0, _idle(32.0))
+    assert clock.timing.step_times == [1.0, 1.0] and clock.timing.contended == [False, False]
+
+
+def test_a_pause_without_a_reading_gives_up_the_verdicts_not_the_times():
+    clock = Stopwatch(warmup_steps=0, target_ci=0.03, max_seconds=1e9, meter=ContentionMeter(1, 1))
+    clock.start(0.0, _idle(0.0))
+    clock.step(1.0)
+    clock.resume(5.0)
+    clock.step(6.0, _idle(6.0))
+    assert clock.timing.step_times == [1.0, 1.0] and clock.timing.contended == [] and clock.meter is None

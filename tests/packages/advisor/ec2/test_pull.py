@@ -49,9 +49,10 @@ def put_run(s3, types: list[str]) -> None:
     m = manifests.RunManifest(
         run_id=RUN, region=REGION, bucket=BUCKET, prefix=f"probes/{RUN}", workload="resnet50",
         max_minutes=45, package="probes/x.whl",
-        entries=[manifests.LaunchEntry(instance_type=t, arch="x86_64", ami="ami-1", market="on-demand",
-                                       result_key=f"probes/{RUN}/{t}/result.json",
-                                       log_key=f"probes/{RUN}/{t}/probe.log") for t in types],
+        # model_construct: a hand-written run.json may name what launch would refuse (checked on reading)
+        entries=[manifests.LaunchEntry.model_construct(
+            instance_type=t, arch="x86_64", ami="ami-1", market="on-demand", state="pending",
+            result_key=f"probes/{RUN}/{t}/result.json", log_key=f"probes/{RUN}/{t}/probe.log") for t in types],
     )
     put(s3, "run.json", m.model_dump_json())
 

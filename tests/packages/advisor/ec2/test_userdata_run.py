@@ -161,3 +161,67 @@ sed "s/__TYPE__/$itype/" {fixture} > "$out"
     assert tail[-1].startswith("advisor-probe: finished with exit status 3 at ")
     with ResultStore(store) as st:
         assert st.count() == 1
+
+
+def test_user_data_with_your_code_runs_it_from_the_bundle(moto_server, cli, tmp_path):
+    """--code (a package folder), --requirements and a --config in --probe-args: the instance's
+    script unpacks them, installs the requirements under the torch constraints, puts the package on
+    PYTHONPATH and runs the probe with the config's shipped copy."""
+    import boto3
+
+    s3 = boto3.client("s3", region_name=REGION)
+    ec2 = boto3.client("ec2", region_name=REGION)
+    s3.create_bucket(Bucket=BUCKET)
+    ami = ec2.register_image(Name="test-dlami", Architecture="x86_64", RootDeviceName="/dev/sda1")["ImageId"]
+    wheel = tmp_path / "instance_advisor-0.1.0-py3-none-any.whl"
+    wheel.write_bytes(b"PK\x05\x06" + b"\0" * 18)
+    pkg = tmp_path / "src" / "mypkg"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "lm.py").write_text("class TinyLM: ...\n")
+    req = tmp_path / "requirements.txt"
+    req.write_text("sentencepiece\n")
+    cfg = tmp_path / "lm.yaml"
+    cfg.write_text("model:\n  init_args: {d_model: 64}\n")
+    code, _out, err = cli("launch", "--instance-types", "t3.micro", "--s3", f"s3://{BUCKET}/probes", "--region", REGION,
+                          "--ami", ami, "--package", str(wheel), "--workload", "mypkg.lm:TinyLM", "--code", str(pkg),
+                          "--requirements", str(req), "--probe-args", f"--config {cfg}", "--yes")
+    assert code == 0, err
+    (run_id,) = manifests.list_run_ids()
+    (entry,) = manifests.load(run_id).entries
+
+    bin_dir, calls = tmp_path / "bin", tmp_path / "calls"
+    bin_dir.mkdir()
+    calls.mkdir()
+    shim(bin_dir / "shutdown", "true\n")
+    shim(bin_dir / "python3", f'''echo "$*" >> {calls}/python
+case "$1 $2 $3" in
+  "-m pip --version") echo "pip 25.0 (shim)" ;;
+  "-m pip list") printf 'torch==2.9.0+cu128\\n' ;;
+  "-m pip install") if [ "$6" = -r ]; then cp "$7" {calls}/requirements.txt; fi ;;
+  *) exit 64 ;;
+esac
+''')
+    fixture = tmp_path / "fixture-result.json"
+    fixture.write_text(result_json("t3.micro"))
+    # the probe: mypkg importable from PYTHONPATH, the config at the path it was given (relative to its folder)
+    shim(bin_dir / "advisor", f'''while [ $# -gt 0 ]; do
+  case "$1" in --output) out="$2"; shift ;; --config) config="$2"; shift ;; esac; shift
+done
+ls "${{PYTHONPATH%%:*}}/mypkg/lm.py" > {calls}/found || exit 5
+cp "$config" {calls}/config.yaml || exit 6
+cp {fixture} "$out"
+''')
+    ud = ec2.describe_instance_attribute(InstanceId=entry.instance_id, Attribute="userData")["UserData"]["Value"]
+    path = tmp_path / "user-data.sh"
+    path.write_text(base64.b64decode(ud).decode())
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(tmp_path), "TMPDIR": str(tmp_path)}
+    proc = subprocess.run(["bash", str(path)], env=env, capture_output=True, text=True, timeout=120, check=False)
+    log = s3.get_object(Bucket=BUCKET, Key=entry.log_key)["Body"].read().decode()
+    assert proc.returncode == 0, log
+    assert (calls / "requirements.txt").read_text() == "sentencepiece\n"
+    assert (calls / "config.yaml").read_text() == cfg.read_text()
+    assert (calls / "found").read_text().strip().endswith("/code/src/mypkg/lm.py")
+    install = [c for c in (calls / "python").read_text().splitlines() if c.startswith("-m pip install")]
+    assert len(install) == 2 and all("--constraint" in c for c in install)  # the advisor, then the requirements
+    assert entry.result_key in {o["Key"] for o in s3.list_objects_v2(Bucket=BUCKET)["Contents"]}

@@ -105,7 +105,7 @@ def test_bad_files_are_one_line():
 
 @pytest.mark.parametrize("change, words", [
     ({"samples_per_sec": -3.0}, "samples_per_sec"),
-    ({"samples_per_sec": 0}, "greater than or equal to 0.000001"),
+    ({"samples_per_sec": 0}, "below the floor of 1e-06 (one sample in 11.6 days"),
     ({"samples_per_sec": "fast"}, "samples_per_sec"),
     ({"gpus": 0}, "gpus"),
     ({"precision": "fp64"}, "precision"),

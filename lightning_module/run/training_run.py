@@ -1,0 +1,405 @@
+"""ThroughputCallback: the probe's timing rule in your own training run, written as a measurement.
+
+Add it to the Trainer of a real training run (your data, your model, hours of steps) and it records
+one result with `source: training run` when training ends or is interrupted: samples/s with its 95%
+CI over the steady-state steps (warm-up skipped, the device synchronised before the clock is read,
+validation passes left out), which steps other work on the machine slowed down, the machine (instance
+type from EC2's metadata, IMDSv2, or as given; CPU and GPU fingerprint) and the shape of the
+workload it can know without stopping the run (parameters, optimizer state, FLOPs per sample
+counted on the first step, peak memory at the batch used). The record is validated by the same
+strict model as a probe's (contract/result.py) before it is written to a file or to a results
+store; `advisor results import FILE` reads the file, `advisor recommend` ranks with it.
+
+A thin adapter, as Lightning's ThroughputMonitor is over its Throughput: contract/timing.py's
+Stopwatch does the maths; this reads the clocks. Cheap by construction: a step costs one clock read
+(and a synchronisation on a GPU, the probe's rule), and the machine is looked at (/proc) only every
+few steps, so that the looking costs under READ_BUDGET of the step time
+(benchmarks/callback_overhead.py measures it). It never stops or fails the training: a problem is
+one warning line and no record.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import math
+import re
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import torch
+from lightning.pytorch.callbacks import Callback
+from lightning.pytorch.utilities.rank_zero import rank_zero_info, rank_zero_warn
+from pydantic import ValidationError
+
+from catalog.io import check_writable, first_error, save_atomic
+from catalog.models import NAME_PATTERN
+
+from ..contract.contention import ContentionMeter, GpuState
+from ..contract.options import TARGET_CI, WARMUP_STEPS
+from ..contract.reliability import reasons, summarise
+from ..contract.result import (
+    BUILTIN_MODELS,
+    MAX_BATCH_SIZE,
+    TUNED_ARGS,
+    HardwareFingerprint,
+    MemoryFit,
+    ProbeConfig,
+    ProbeResult,
+    ResultError,
+    WorkloadShape,
+    WorkloadSpec,
+    parse_result,
+    utilisation,
+)
+from ..contract.timing import Stopwatch, step_stats, usable_steps
+from . import hardware
+from .batches import read_batch_size, samples_counter
+from .callbacks import synchronize
+from .devices import peak_rss_gib
+from .measure import model_facts
+from .peaks import datasheet_peak_tflops
+from .readers import gpu_state, load_average, own_process_tree, read_now, usable_cpus
+
+# The machine is looked at every k steps, k chosen so that the looks cost at most this share of
+# the steps' time (a look reads /proc: ~70 us on a 2-CPU VM, more with many CPUs).
+READ_BUDGET = 0.002
+MAX_READ_EVERY = 1000
+# Timed steps kept (8 bytes each, and their verdicts): a long run is measured over its first this
+# many steps after warm-up, then the callback stops looking (and costs nothing).
+MAX_TIMED_STEPS = 100_000
+_PRECISIONS = {"32": "32-true", "32-true": "32-true", "bf16": "bf16-mixed", "bf16-mixed": "bf16-mixed",
+               "16": "16-mixed", "16-mixed": "16-mixed"}
+_ACCELERATORS = {"CPUAccelerator": "cpu", "CUDAAccelerator": "gpu", "MPSAccelerator": "mps", "XLAAccelerator": "tpu"}
+
+
+def _check_label(instance_type: str) -> None:
+    """A given instance type must be one this machine can be (the probe's --instance-type rule,
+    contract/instance_label.py), against the shipped catalog's facts; a type it does not list is
+    taken as given."""
+    from catalog.io import SNAPSHOT_PATH, load
+
+    from ..contract.instance_label import contradictions
+
+    it = load(SNAPSHOT_PATH).instance_types.get(instance_type)
+    wrong = contradictions(it, hardware.fingerprint()) if it is not None else []
+    if wrong:
+        raise TrainingRunError(f"instance_type={instance_type} is not this machine: {'; '.join(wrong)} "
+                               "(off EC2, leave instance_type out)")
+
+
+def _strategy(strategy) -> str:
+    """Lightning's strategy as the probe's config names it ("auto" for one device, "ddp", ...)."""
+    name = type(strategy).__name__.removesuffix("Strategy").lower()
+    return "auto" if name in ("singledevice", "") else name[:100]
+
+
+class TrainingRunError(ValueError):
+    """The callback cannot measure this run, or was set up wrong; the message is one line."""
+
+
+def class_path(cls: type) -> str:
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def chosen_args(obj) -> dict:
+    """The constructor arguments Lightning saved (save_hyperparameters), without those left at their
+    defaults nor the loader's knobs the probe tunes: what one types after --init-args."""
+    hp = getattr(obj, "hparams", None)
+    if not hp:
+        return {}
+    try:
+        params = inspect.signature(type(obj).__init__).parameters
+    except (TypeError, ValueError):
+        params = {}
+    out = {}
+    for k, v in dict(hp).items():
+        p = params.get(k)
+        if k in TUNED_ARGS or (p is not None and p.default is not inspect.Parameter.empty and p.default == v):
+            continue
+        try:
+            out[k] = json.loads(json.dumps(v))
+        except (TypeError, ValueError):
+            raise TrainingRunError(f"hyper-parameter {k!r} of {type(obj).__name__} is a {type(v).__name__}, not JSON: "
+                                   "pass init_args= (or data_init_args=) to name the workload") from None
+    return out
+
+
+class ThroughputCallback(Callback):
+    """Times your training run's steps as the probe does and writes one `training run` result.
+
+    output: the JSON file to write (default: advisor-training-run-<id>.json in the Trainer's
+    default_root_dir); store: a results store to add it to (`advisor.ResultStore()`), instead of or
+    beside the file. workload: what was trained, as `advisor recommend --workload` names it (default:
+    the LightningModule's class, "package.module:Class"); init_args / data_init_args: its constructor
+    arguments (default: the saved hyper-parameters that differ from the constructor's defaults).
+    instance_type: default from EC2's instance metadata, else none (the fingerprint then makes it a
+    measured device of the model). warmup_steps, target_ci: the probe's defaults.
+    """
+
+    def __init__(self, output: str | Path | None = None, store=None, workload: str | WorkloadSpec | None = None,
+                 init_args: dict | None = None, data_init_args: dict | None = None,
+                 instance_type: str | None = None, warmup_steps: int = WARMUP_STEPS, target_ci: float = TARGET_CI,
+                 max_timed_steps: int = MAX_TIMED_STEPS, count_flops: bool = True):
+        if store is not None and not callable(getattr(store, "add", None)):
+            raise TrainingRunError(f"store={store!r} has no add(result): give advisor.ResultStore(PATH)")
+        if workload is not None and not isinstance(workload, (str, WorkloadSpec)):
+            raise TrainingRunError("workload= is a name ('package.module:Class', or a builtin) or a WorkloadSpec")
+        if instance_type is not None and not (isinstance(instance_type, str) and
+                                              re.fullmatch(NAME_PATTERN, instance_type)):
+            raise TrainingRunError(f"instance_type={instance_type!r} is not an instance type name (like g5.xlarge)")
+        for name, v in (("warmup_steps", warmup_steps), ("max_timed_steps", max_timed_steps)):
+            if not isinstance(v, int) or isinstance(v, bool) or v < (0 if name == "warmup_steps" else 2):
+                raise TrainingRunError(f"{name}={v!r} must be a whole number ({'0' if name == 'warmup_steps' else '2'} or more)")
+        if not isinstance(target_ci, (int, float)) or isinstance(target_ci, bool) or not 0 < target_ci < 1:
+            raise TrainingRunError(f"target_ci={target_ci!r} must be a fraction between 0 and 1 (0.03 is ±3%)")
+        if instance_type is not None:
+            _check_label(instance_type)
+        self.output = Path(output) if output is not None else None
+        if self.output is not None:
+            try:
+                check_writable(self.output, "cannot write")
+            except Exception as e:  # noqa: BLE001 - the catalog's FileError: said here, before training
+                raise TrainingRunError(f"output={output}: {e}") from None
+        self.store, self.workload, self.instance_type = store, workload, instance_type
+        self.init_args, self.data_init_args = init_args, data_init_args
+        self.warmup_steps, self.target_ci, self.max_timed_steps = warmup_steps, target_ci, max_timed_steps
+        self.count_flops = count_flops
+        self.result: ProbeResult | None = None  # what was written
+        self.written: Path | None = None
+        self.error: str | None = None  # why nothing was written
+        self._reset()
+
+    def _reset(self) -> None:
+        self.clock: Stopwatch | None = None
+        self._spec = self._config = None
+        self._count, self._counted_by = None, "batch"
+        self._samples = 0  # samples of the timed steps, this rank
+        self._flops = self._flop_mode = None
+        self._every, self._since_read, self._read_cost, self._reads = 1, 0, 0.0, 0
+        self._gpu: list[GpuState] = []
+        self._started = datetime.now(timezone.utc)
+        self._done = False
+
+    # ------------------------------------------------------------------ hooks
+
+    def on_train_start(self, trainer, pl_module):
+        self._reset()
+        self.error = None
+        try:
+            self._spec, self._config = self._workload(trainer, pl_module), self._configuration(trainer, pl_module)
+        except TrainingRunError as e:
+            self._give_up(str(e))
+            return
+        self._count, self._counted_by = samples_counter(pl_module, trainer.datamodule)
+        cpu = self._config.accelerator == "cpu"
+        threads = torch.get_num_threads() if cpu else 1
+        self._meter = ContentionMeter(threads, usable_cpus(), cpu)
+        self._own_load = threads + self._config.num_workers
+        warmup = self.warmup_steps + (1 if self._config.compile else 0)  # the compile step comes on top
+        self.clock = Stopwatch(warmup, self.target_ci, math.inf, meter=self._meter)
+        self._look_at_gpu()
+        synchronize(self._config.accelerator)
+        self.clock.start(time.perf_counter(), self._read())
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        if self.clock is None or self.clock.steps or not self.count_flops or self._config.compile:
+            return
+        if self._config.accelerator == "tpu":
+            return
+        from torch.utils.flop_counter import FlopCounterMode
+
+        # The first step is warm-up: counting its FLOPs costs nothing that is timed.
+        self._flop_mode = FlopCounterMode(display=False)
+        self._flop_mode.__enter__()
+        self._flop_batch = self._count(batch)
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        if self.clock is None or self._done:
+            return
+        if self._flop_mode is not None:
+            self._end_flop_count()
+        synchronize(self._config.accelerator)
+        now = time.perf_counter()
+        self._since_read += 1
+        reading = None
+        if self._since_read >= self._every:
+            reading = self._read()
+            self._since_read = 0
+        timed = len(self.clock.timing.step_times)
+        self.clock.step(now, reading)
+        if len(self.clock.timing.step_times) > timed:
+            self._samples += int(self._count(batch) or 0)
+            if reading is not None:
+                step = self.clock.timing.step_times[-1]
+                self._every = max(1, min(MAX_READ_EVERY, math.ceil(self._read_cost / (READ_BUDGET * step)) if step > 0 else MAX_READ_EVERY))
+            if len(self.clock.timing.step_times) >= self.max_timed_steps:
+                self.clock.pause(self._read())
+                self._done = True
+
+    def on_validation_start(self, trainer, pl_module):
+        if self.clock is not None and not self._done and not trainer.sanity_checking:
+            self.clock.pause(self._read())
+
+    def on_validation_end(self, trainer, pl_module):
+        if self.clock is not None and not self._done and not trainer.sanity_checking:
+            synchronize(self._config.accelerator)
+            self._since_read = 0
+            self.clock.resume(time.perf_counter(), self._read())
+
+    def on_train_end(self, trainer, pl_module):
+        self._finish(trainer, pl_module, "training ended")
+
+    def on_exception(self, trainer, pl_module, exception):
+        if self._flop_mode is not None:
+            self._flop_mode.__exit__(None, None, None)
+            self._flop_mode = None
+        self._finish(trainer, pl_module, f"interrupted ({type(exception).__name__})")
+
+    # ------------------------------------------------------------------ reading
+
+    def _read(self):
+        t0 = time.perf_counter()
+        r = read_now()
+        # The looks' mean cost so far: one look slowed down by a busy moment does not swing k.
+        self._reads += 1
+        self._read_cost += (time.perf_counter() - t0 - self._read_cost) / self._reads
+        return r
+
+    def _look_at_gpu(self) -> None:
+        on_gpu = self._config is not None and self._config.accelerator == "gpu" and torch.cuda.is_available()
+        if on_gpu and (g := gpu_state(torch.cuda.current_device(), own_process_tree())) is not None:
+            self._gpu.append(g)
+
+    def _end_flop_count(self) -> None:
+        mode, self._flop_mode = self._flop_mode, None
+        mode.__exit__(None, None, None)
+        n = self._flop_batch
+        total = mode.get_total_flops()
+        self._flops = total / n if n and total else None
+
+    def _give_up(self, why: str) -> None:
+        self.error, self.clock = why, None
+        rank_zero_warn(f"advisor: training-run throughput not recorded: {why}")
+
+    # ------------------------------------------------------------------ what was trained, how
+
+    def _workload(self, trainer, pl_module) -> WorkloadSpec:
+        if isinstance(self.workload, WorkloadSpec):
+            return self.workload
+        dm = trainer.datamodule
+        model = self.workload or class_path(type(pl_module))
+        own = model not in BUILTIN_MODELS
+        spec = {"model": model, "datamodule": class_path(type(dm)) if dm is not None and own else None,
+                "init_args": self.init_args if self.init_args is not None else chosen_args(pl_module) if own else {},
+                "data_init_args": (self.data_init_args if self.data_init_args is not None
+                                   else chosen_args(dm) if dm is not None and own else {})}
+        if model.startswith("__main__:"):
+            rank_zero_warn(f"advisor: the workload is named {model}: a class in a script has no importable name; "
+                           "pass workload='package.module:Class' for a probe and recommend to find it")
+        batch = read_batch_size(pl_module, dm) or getattr(trainer.train_dataloader, "batch_size", None)
+        if isinstance(batch, int) and 0 < batch <= MAX_BATCH_SIZE:
+            spec["batch_size"] = batch  # where the author's runs start, as the probe records it
+        try:
+            return WorkloadSpec.model_validate(spec)
+        except ValidationError as e:
+            raise TrainingRunError(f"cannot name the workload ({model}): {first_error(e).msg}; pass workload=") from None
+
+    def _configuration(self, trainer, pl_module) -> ProbeConfig:
+        accelerator = _ACCELERATORS.get(type(trainer.accelerator).__name__)
+        if accelerator is None:
+            raise TrainingRunError(f"accelerator {type(trainer.accelerator).__name__} is not one the advisor ranks (cpu, cuda, mps, xla)")
+        precision = _PRECISIONS.get(str(trainer.precision))
+        if precision is None:
+            raise TrainingRunError(f"precision {trainer.precision} is not one the advisor ranks by "
+                                   "(32-true, bf16-mixed, 16-mixed)")
+        loader = trainer.train_dataloader
+        batch = read_batch_size(pl_module, trainer.datamodule) or getattr(loader, "batch_size", None) or 1
+        return ProbeConfig(
+            accelerator=accelerator, devices=trainer.num_devices, num_nodes=trainer.num_nodes,
+            strategy=_strategy(trainer.strategy),
+            precision=precision, compile=getattr(pl_module, "_compiler_ctx", None) is not None,
+            batch_size=min(int(batch), MAX_BATCH_SIZE),
+            num_workers=int(getattr(loader, "num_workers", 0) or 0), pin_memory=bool(getattr(loader, "pin_memory", False)))
+
+    # ------------------------------------------------------------------ the record
+
+    def _finish(self, trainer, pl_module, how: str) -> None:
+        clock, self.clock = self.clock, None  # once: on_exception after on_train_end writes nothing more
+        if clock is None or not trainer.is_global_zero:
+            return
+        try:
+            result = self._record(clock, trainer, pl_module, how)
+            result = parse_result(result.model_dump_json(), where="training-run result")  # as `results import` reads it
+            self._write(result, trainer)
+        except (TrainingRunError, ResultError) as e:
+            self._give_up(str(e))
+        except ValidationError as e:  # a part of the record (its shape, memory point) out of its bounds
+            first = first_error(e)
+            self._give_up(f"training-run result: invalid {e.title} at {first.at}: {first.msg}")
+        except Exception as e:  # noqa: BLE001 - the record must never fail the user's training
+            self._give_up(" ".join(f"{type(e).__name__}: {e}".split())[:500])
+
+    def _record(self, clock: Stopwatch, trainer, pl_module, how: str) -> ProbeResult:
+        t = clock.timing
+        if len(t.step_times) < 2:
+            raise TrainingRunError(f"{len(t.step_times)} step(s) timed after {t.warmup_steps} warm-up step(s): "
+                                   "too short a run to measure")
+        if not self._done:
+            clock.pause(self._read())  # the steps since the last look are judged up to here
+        self._look_at_gpu()
+        clock.finish(load_average(), self._own_load, self._gpu)
+        cfg = self._config
+        world = cfg.devices * cfg.num_nodes
+        per_rank = self._samples / len(t.step_times)
+        batch = min(max(1, round(per_rank)), MAX_BATCH_SIZE)  # past it, the record's own check says why
+        cfg = cfg.model_copy(update={"batch_size": batch})
+        gpu = cfg.accelerator == "gpu"
+        peak = torch.cuda.max_memory_allocated() / 2**30 if gpu and torch.cuda.is_available() else peak_rss_gib()
+        facts = model_facts(pl_module, trainer)
+        m = summarise(t, per_rank * world, self.target_ci, peak_memory_gib=peak, model_facts=facts)
+        hw: HardwareFingerprint = hardware.fingerprint()
+        achieved = m.samples_per_sec * self._flops / 1e12 if self._flops else None
+        devices_in_peak = world if cfg.accelerator != "cpu" else 1
+        per_device = datasheet_peak_tflops(hw, cfg.accelerator, cfg.precision)
+        peak_ds = per_device * devices_in_peak if per_device else None
+        util_ds, why_ds = utilisation(achieved, peak_ds, "datasheet")
+        why = reasons(m, self.target_ci) + ([why_ds] if why_ds else [])
+        instance_type, source = self.instance_type, "given" if self.instance_type else None
+        if instance_type is None and (found := hardware.ec2_instance_type()):
+            instance_type, source = found, "imds"
+        shape = WorkloadShape(
+            **facts, data_source="datamodule" if trainer.datamodule is not None else "module",
+            samples_counted_by=self._counted_by,
+            batch_tunable=read_batch_size(pl_module, trainer.datamodule) is not None,
+            memory=MemoryFit.fitted("accelerator" if gpu else "host", [(batch, peak)]) if peak else None)
+        return ProbeResult(
+            workload=self._spec, workload_id=self._spec.workload_id, instance_type=instance_type,
+            instance_type_source=source, hardware=hw, software=hardware.software_versions(), config=cfg,
+            samples_per_sec=m.samples_per_sec, samples_per_sec_ci=(m.ci_low, m.ci_high),
+            step_time=step_stats(usable_steps(t), t.warmup_steps, t.warmup_seconds),
+            flops_per_sample=self._flops, achieved_tflops=achieved, peak_tflops_datasheet=peak_ds,
+            utilisation_datasheet=util_ds, peak_memory_gib=peak, stop_reason=how, devices_in_peak=devices_in_peak,
+            contention=m.contention, reliable=not why, unreliable_reasons=why, shape=shape,
+            source="training run", started_at=self._started,
+        )
+
+    def _write(self, result: ProbeResult, trainer) -> None:
+        path = self.output
+        if path is None and self.store is None:
+            path = Path(trainer.default_root_dir) / f"advisor-training-run-{result.result_id[:12]}.json"
+        if path is not None:
+            try:
+                save_atomic(result, path, indent=2)
+            except Exception as e:  # noqa: BLE001 - the catalog's FileError (disk full, read-only)
+                raise TrainingRunError(f"cannot write {path}: {e}") from None
+            self.written = path
+        if self.store is not None:
+            self.store.add(result)
+        self.result = result
+        where = " and ".join(w for w in (str(path) if path else "", "the results store" if self.store is not None else "") if w)
+        ci = f"{result.samples_per_sec_ci[0]:.4g}-{result.samples_per_sec_ci[1]:.4g}"
+        rank_zero_info(f"advisor: training run measured {result.samples_per_sec:.4g} samples/s (95% CI {ci}) of "
+                       f"{result.workload_id}; written to {where}"
+                       + (f"; 'advisor results import {path}' adds it to the store" if path and self.store is None else ""))

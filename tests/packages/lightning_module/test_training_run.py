@@ -1,0 +1,230 @@
+"""The training-run callback (lightning_module.ThroughputCallback): a user's own Trainer, timed as
+the probe times, written as a `training run` result that import, list and recommend use."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import lightning.pytorch as pl
+import pytest
+import torch
+from recommend_catalogs import write_catalog
+
+from examples.tabular import TableData, TabularMLP
+from examples.tinylm import TinyLM
+from lightning_module import ThroughputCallback, TrainingRunError
+from lightning_module.contract.result import MAX_BATCH_SIZE, WorkloadSpec, parse_result
+from lightning_module.run import hardware, training_run
+
+SMALL_LM = {"d_model": 16, "heads": 2, "layers": 1, "seq_len": 16, "vocab_size": 50}
+
+
+def fit(module, callback, steps: int = 14, datamodule=None, **trainer_kw):
+    trainer = pl.Trainer(max_steps=steps, accelerator="cpu", devices=1, callbacks=[callback], logger=False,
+                         enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+                         **trainer_kw)
+    trainer.fit(module, datamodule=datamodule)
+    return trainer
+
+
+@pytest.fixture(autouse=True)
+def off_ec2(monkeypatch):
+    monkeypatch.setattr(hardware, "ec2_instance_type", lambda timeout=0.5: None)
+
+
+def test_a_training_run_is_written_as_a_strict_record(tmp_path):
+    out = tmp_path / "run.json"
+    cb = ThroughputCallback(output=out, warmup_steps=2)
+    fit(TinyLM(**SMALL_LM), cb)
+    assert cb.error is None and cb.written == out
+    r = parse_result(out.read_bytes())  # what `advisor results import` reads
+    assert r.source == "training run" and r.ladder == [] and r.stop_reason == "training ended"
+    # named as `advisor recommend --workload examples.tinylm:TinyLM --init-args ...` names it
+    assert r.workload.model == "examples.tinylm:TinyLM" and r.workload.init_args == SMALL_LM
+    assert r.workload_id == WorkloadSpec(model="examples.tinylm:TinyLM", init_args=SMALL_LM).workload_id
+    assert r.step_time.n_steps == 12 and r.step_time.warmup_steps == 2
+    lo, hi = r.samples_per_sec_ci
+    assert lo <= r.samples_per_sec <= hi
+    assert r.samples_per_sec == pytest.approx(16 / r.step_time.mean_s, rel=0.05)  # batch 16 (its hparams)
+    assert r.config.batch_size == 16 and r.config.precision == "32-true" and r.config.accelerator == "cpu"
+    n_params = sum(p.numel() for p in TinyLM(**SMALL_LM).parameters())
+    assert r.shape.parameters == n_params  # AdamW: 2 moments per parameter, and a step count per tensor
+    assert 2 * 4 * n_params <= r.shape.optimizer_state_bytes < 2 * 4 * n_params + 1024
+    assert r.shape.data_source == "module" and r.shape.memory.points[0].batch_size == 16
+    assert r.flops_per_sample and r.flops_per_sample > 2 * n_params  # counted on the first step
+    assert r.contention is not None and r.contention.steps == 12  # every timed step judged, in windows
+
+
+def test_the_datamodule_names_the_workload_with_its_arguments(tmp_path):
+    out = tmp_path / "run.json"
+    fit(TabularMLP(hidden=16), ThroughputCallback(output=out, warmup_steps=1), steps=6,
+        datamodule=TableData(rows=256, batch_size=32))
+    r = parse_result(out.read_bytes())
+    assert r.workload.datamodule == "examples.tabular:TableData"
+    assert r.workload.init_args == {"hidden": 16} and r.workload.data_init_args == {"rows": 256}  # batch_size: tuned, not named
+    assert r.shape.data_source == "datamodule" and r.config.batch_size == 32
+
+
+def test_import_list_and_recommend_use_it(cli, tmp_path, monkeypatch):
+    # On EC2, the instance type comes from the metadata (here: faked); recommend ranks it as measured.
+    monkeypatch.setattr(hardware, "ec2_instance_type", lambda timeout=0.5: "c7i.2xlarge")
+    out, store = tmp_path / "run.json", str(tmp_path / "r.sqlite")
+    fit(TinyLM(**SMALL_LM), ThroughputCallback(output=out, warmup_steps=2))
+    code, _, err = cli("results", "import", str(out), "--store", store)
+    assert code == 0, err
+    code, listed, _ = cli("results", "list", "--store", store, "--format", "json")
+    row = json.loads(listed)[0]
+    assert row["source"] == "training run" and row["instance_type"] == "c7i.2xlarge"
+    code, table, _ = cli("results", "list", "--store", store)
+    assert "(training" in table
+    code, shown, _ = cli("results", "show", row["id"], "--store", store)
+    assert code == 0 and "training run" in shown and "no ladder: the configuration the run trained with" in shown
+    catalog = write_catalog(tmp_path / "cat.json")
+    code, doc, err = cli("recommend", "--workload", "examples.tinylm:TinyLM", "--init-args", json.dumps(SMALL_LM),
+                         "--samples", "1e5", "--budget", "1000", "--deadline", "30d", "--catalog", catalog,
+                         "--store", store, "--format", "json", "--top", "50")
+    assert code == 0, err
+    rows = [r for r in json.loads(doc)["recommendations"] if r["instance_type"] == "c7i.2xlarge" and r["count"] == 1]
+    assert rows and rows[0]["throughput_source"] == "measured" and rows[0]["basis"]["measured_by"] == "training run"
+    assert any("training run" in n for n in rows[0]["notes"])
+
+
+def test_the_store_is_written_directly(tmp_path):
+    from advisor.store import ResultStore
+
+    with ResultStore(tmp_path / "r.sqlite") as store:
+        cb = ThroughputCallback(store=store, warmup_steps=2)
+        fit(TinyLM(**SMALL_LM), cb, steps=6)
+        assert cb.written is None and [r.result_id for r in store.results()] == [cb.result.result_id]
+
+
+def test_without_a_destination_the_file_lands_in_the_root_dir(tmp_path):
+    cb = ThroughputCallback(warmup_steps=1)
+    fit(TinyLM(**SMALL_LM), cb, steps=5, default_root_dir=str(tmp_path))
+    assert cb.written.parent == tmp_path and cb.written.name.startswith("advisor-training-run-")
+
+
+class Stops(TinyLM):
+    def training_step(self, batch, batch_idx):
+        if batch_idx == 8:
+            raise RuntimeError("stopped by hand")
+        return super().training_step(batch, batch_idx)
+
+
+def test_an_interrupted_run_still_records_what_it_timed(tmp_path):
+    out = tmp_path / "run.json"
+    with pytest.raises(RuntimeError, match="stopped by hand"):
+        fit(Stops(**SMALL_LM), ThroughputCallback(output=out, warmup_steps=2), steps=50)
+    r = parse_result(out.read_bytes())
+    assert r.stop_reason == "interrupted (RuntimeError)" and r.step_time.n_steps == 6
+
+
+VALIDATION_S = 1.5  # longer than any step of the tiny model, even on a busy machine
+
+
+class SlowValidation(TinyLM):
+    def validation_step(self, batch, batch_idx):
+        time.sleep(VALIDATION_S)
+
+    def val_dataloader(self):
+        return self.train_dataloader()
+
+
+def test_validation_passes_are_no_step_s_time(tmp_path):
+    out = tmp_path / "run.json"
+    # a validation after every second step: counted, they would be half the timed steps
+    fit(SlowValidation(**SMALL_LM), ThroughputCallback(output=out, warmup_steps=1), steps=9,
+        val_check_interval=2, limit_val_batches=1, num_sanity_val_steps=0)
+    r = parse_result(out.read_bytes())
+    assert r.step_time.n_steps == 8 and r.step_time.p90_s < VALIDATION_S
+
+
+@pytest.mark.parametrize("kwargs, words", [
+    ({"store": object()}, r"has no add\(result\)"),
+    ({"instance_type": "../etc"}, "not an instance type name"),
+    ({"warmup_steps": -1}, "warmup_steps=-1"),
+    ({"target_ci": 2}, "target_ci=2"),
+    ({"workload": 3}, "workload= is a name"),
+    ({"output": "{tmp}/a-file/run.json"}, "is not a folder"),
+])
+def test_a_wrong_setting_is_one_line_before_training(tmp_path, kwargs, words):
+    (tmp_path / "a-file").write_text("")
+    if "output" in kwargs:
+        kwargs = {"output": kwargs["output"].replace("{tmp}", str(tmp_path))}
+    with pytest.raises(TrainingRunError, match=words) as e:
+        ThroughputCallback(**kwargs)
+    assert "\n" not in str(e.value)
+
+
+def test_a_label_that_is_not_this_machine_is_refused(monkeypatch):
+    from lightning_module.contract.result import HardwareFingerprint
+
+    monkeypatch.setattr(hardware, "fingerprint", lambda: HardwareFingerprint(
+        cpu_model="AMD EPYC", cpu_manufacturer="amd", logical_cpus=2, physical_cores=1))
+    with pytest.raises(TrainingRunError, match="c7i.2xlarge has Intel CPUs"):
+        ThroughputCallback(instance_type="c7i.2xlarge")
+
+
+class Huge(TinyLM):
+    def samples_in_batch(self, batch) -> int:
+        return MAX_BATCH_SIZE * 4  # past any batch: the record cannot be true
+
+
+class Opaque(TabularMLP):
+    def __init__(self, hidden: int = 128, act=None):
+        super().__init__(hidden=hidden)
+        self.save_hyperparameters()
+
+
+@pytest.mark.parametrize("module, trainer_kw, words", [
+    (lambda: Huge(**SMALL_LM), {}, "training-run result: invalid"),  # refused by the strict models, one line
+    (lambda: TinyLM(**SMALL_LM), {"precision": "bf16-true"}, "precision bf16-true"),
+    (lambda: Opaque(act=torch.nn.ReLU()), {}, "hyper-parameter 'act'"),
+])
+def test_a_run_that_cannot_be_recorded_says_why_and_writes_nothing(tmp_path, module, trainer_kw, words):
+    out = tmp_path / "run.json"
+    cb = ThroughputCallback(output=out, warmup_steps=1)
+    dm = TableData(rows=128, batch_size=16) if isinstance(module(), TabularMLP) else None
+    with pytest.warns(UserWarning, match="training-run throughput not recorded"):
+        fit(module(), cb, steps=5, datamodule=dm, **trainer_kw)
+    assert words in cb.error and "\n" not in cb.error and not out.exists()
+
+
+def test_too_short_a_run_writes_nothing(tmp_path):
+    out = tmp_path / "run.json"
+    cb = ThroughputCallback(output=out, warmup_steps=3)
+    with pytest.warns(UserWarning, match="too short"):
+        fit(TinyLM(**SMALL_LM), cb, steps=4)
+    assert not out.exists()
+
+
+def test_the_machine_is_looked_at_less_often_when_looking_costs(tmp_path, monkeypatch):
+    # A look that costs as much as a step: read every ~1/READ_BUDGET steps, the verdicts still one per step.
+    real = training_run.read_now
+
+    def slow_read():
+        time.sleep(0.002)
+        return real()
+
+    monkeypatch.setattr(training_run, "read_now", slow_read)
+    out = tmp_path / "run.json"
+    cb = ThroughputCallback(output=out, warmup_steps=1)
+    fit(TabularMLP(features=4, hidden=8), cb, steps=40, datamodule=TableData(rows=2048, features=4, batch_size=4))
+    r = parse_result(out.read_bytes())
+    assert cb._every > 1 and r.contention.steps == r.step_time.n_steps
+
+
+def test_a_class_without_an_importable_name_says_so(tmp_path):
+    class Local(TinyLM):  # defined in a function: "<locals>" in its name, which no probe can import
+        pass
+
+    out = tmp_path / "run.json"
+    cb = ThroughputCallback(output=out, warmup_steps=1)
+    with pytest.warns(UserWarning, match="cannot name the workload"):
+        fit(Local(**SMALL_LM), cb, steps=4)
+    assert "pass workload=" in cb.error and not out.exists()
+    # named by hand, the same run is recorded
+    named = ThroughputCallback(output=out, warmup_steps=1, workload="examples.tinylm:TinyLM", init_args={"d_model": 16})
+    fit(Local(**SMALL_LM), named, steps=4)
+    assert parse_result(out.read_bytes()).workload.init_args == {"d_model": 16}
