@@ -177,6 +177,9 @@ def workload_transfer(rows, catalog, origin: str, shaped) -> bool:
               f"{b.coverage_transfer:.0%} of held-out pairs over {b.transfer_workloads} workloads; "
               f"leave-one-device-out {check(m).summary()['median_abs_error']:.1%} / "
               f"{check(m).summary()['coverage']:.0%}")
+    pooled = {c.workload: c.coverage for c in by_workload(shaped, pooled=True)}
+    print("  band coverage with the transfer scale pooled over the other workloads' pairs (the rule before each "
+          "workload's own was required): " + ", ".join(f"{w} {v:.0%}" for w, v in pooled.items()))
     kinds = shaped.bands.transfer_from_kinds
     print("  a workload known only from a CPU: " + ("calibrated (a held-out workload had CPU and GPU rows)" if "cpu" in kinds
           else "uncalibrated (no workload but the one whose rows fit the CPU offset has CPU and GPU rows)"))

@@ -164,10 +164,12 @@ class WorkloadCheck:
     median_ratio: float
 
 
-def by_workload(model: CrossDeviceModel) -> list[WorkloadCheck]:
+def by_workload(model: CrossDeviceModel, pooled: bool = False) -> list[WorkloadCheck]:
     """Leave-one-workload-out: each workload fitted out, given its shape and one measured device,
-    its other devices predicted; per workload the ratio error and the nested band's coverage."""
-    from .calibrate import coverage, leave_one_workload_out, transfer_weights
+    its other devices predicted; per workload the ratio error and the nested band's coverage.
+    `pooled`: the band's scale set on all other workloads' pairs together (the rule before
+    calibrate.transfer_scale), for the benchmark's before/after."""
+    from .calibrate import coverage, leave_one_workload_out, transfer_scale, transfer_weights
     from .shapes import intensities
 
     held = leave_one_workload_out(model.points, intensities() if model.shaped else None)
@@ -175,7 +177,9 @@ def by_workload(model: CrossDeviceModel) -> list[WorkloadCheck]:
     for w in sorted({h.why[0] for h in held}):
         mine = [h for h in held if h.why[0] == w]
         rest = [h for h in held if h.why[0] != w]
-        scale = band_scale(rest, weights=transfer_weights(rest)) if rest else float("nan")
+        # calibrated without this workload, by the rule the product uses (or the pooled one before it)
+        scale = (band_scale(rest, weights=transfer_weights(rest)) if pooled else transfer_scale(rest)) if rest \
+            else float("nan")
         wts = transfer_weights(mine)
         err = np.array([abs(math.expm1(-h.resid)) for h in mine])
         ratio = np.array([math.exp(-h.resid) for h in mine])

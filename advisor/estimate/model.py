@@ -22,6 +22,7 @@ from .calibrate import (
     efficiency_from_pairs,
     leave_one_device_out,
     leave_one_workload_out,
+    transfer_scale,
     transfer_weights,
 )
 from .fit import Fit, fit
@@ -104,7 +105,7 @@ def compute_bands(points: list[Point], intensity: dict[str, float] | None = None
     if math.isnan(s1):
         s1 = s0  # no two devices in one suite: a probe's band is taken as the model's
     moved = leave_one_workload_out(points, intensity)
-    s2 = band_scale(moved, weights=transfer_weights(moved)) if moved else float("nan")
+    s2 = transfer_scale(moved)
     c2 = coverage(moved, s2, transfer_weights(moved)) if moved else float("nan")
     kind_of = {p.label: p.device.kind for p in points}
     from_kinds = sorted({kind_of[h.anchor] for h in moved if kind_of[h.anchor] != h.point.device.kind})

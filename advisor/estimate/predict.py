@@ -218,7 +218,7 @@ class Estimator:
             scale, words = bands.transfer_scale, (
                 f"leave-one-workload-out: a workload fitted out, given its shape and one device, its other devices "
                 f"predicted: covers {bands.coverage_transfer:.0%} of held-out pairs over {bands.transfer_workloads} "
-                f"workloads (target {bands.share:.0%})")
+                f"workloads, at least {bands.share:.0%} of each one's (its scale the widest workload's)")
         if all(p[0].kind != dev.kind and p[0].kind not in bands.transfer_from_kinds for p in probes):
             return max(scale, bands.model_scale, bands.transfer_scale if not math.isnan(bands.transfer_scale) else 0.0), \
                 UNCALIBRATED

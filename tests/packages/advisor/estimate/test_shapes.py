@@ -10,7 +10,13 @@ import pytest
 from factories import probe_result
 from recommend_catalogs import NOW
 
-from advisor.estimate.calibrate import PROBED_KINDS, leave_one_workload_out
+from advisor.estimate.calibrate import (
+    PROBED_KINDS,
+    coverage,
+    leave_one_workload_out,
+    transfer_scale,
+    transfer_weights,
+)
 from advisor.estimate.evaluate import by_workload
 from advisor.estimate.model import build
 from advisor.estimate.predict import UNCALIBRATED
@@ -98,6 +104,19 @@ def test_leave_one_workload_out_predicts_inside_one_table_of_devices_the_probe_d
     assert math.isfinite(b.transfer_scale) and b.transfer_workloads == len(checks)
     # The only CPU rows are ResNet-50's: with it held out no CPU is left, so no transfer from a CPU is calibrated.
     assert "cpu" not in b.transfer_from_kinds
+
+
+def test_the_transfer_band_holds_for_every_workload_it_was_calibrated_on(refs, snapshot):
+    model = build(refs.measurements, snapshot)
+    held = leave_one_workload_out(model.points, intensities())
+    assert model.bands.transfer_scale == transfer_scale(held)
+    for w in {h.why[0] for h in held}:
+        mine = [h for h in held if h.why[0] == w]
+        assert coverage(mine, model.bands.transfer_scale, transfer_weights(mine)) >= model.bands.share, w
+    # One small workload's pairs far off the others widen the band for all (not pooled away).
+    for h in held:
+        h.log_pred += 1.0 if h.why[0] == "efficientnet-b0" else 0.0
+    assert transfer_scale(held) > model.bands.transfer_scale
 
 
 def test_a_derived_figure_is_a_weak_anchor_not_a_reference(snapshot):
