@@ -74,11 +74,11 @@ def test_import_list_and_recommend_use_it(cli, tmp_path, monkeypatch):
     code, _, err = cli("results", "import", str(out), "--store", store)
     assert code == 0, err
     code, listed, _ = cli("results", "list", "--store", store, "--format", "json")
-    row = json.loads(listed)[0]
+    row = json.loads(listed)["results"][0]
     assert row["source"] == "training run" and row["instance_type"] == "c7i.2xlarge"
     code, table, _ = cli("results", "list", "--store", store)
     assert "(training" in table
-    code, shown, _ = cli("results", "show", row["id"], "--store", store)
+    code, shown, _ = cli("results", "show", row["result_id"], "--store", store)
     assert code == 0 and "training run" in shown and "no ladder: the configuration the run trained with" in shown
     catalog = write_catalog(tmp_path / "cat.json")
     code, doc, err = cli("recommend", "--workload", "examples.tinylm:TinyLM", "--init-args", json.dumps(SMALL_LM),
