@@ -23,13 +23,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from catalog.accelerators import AcceleratorSpec
 from catalog.hardware import best_dtype
 from catalog.models import Catalog, InstanceType
 
 from .calibrate import distance, level_for, pair_distance
 from .fit import CPU_SCALING
 from .model import FLOPS, CrossDeviceModel
-from .points import PRECISION_OF_DTYPE, PROBE_STACK, Device, instance_device
+from .points import PRECISION_OF_DTYPE, PROBE_STACK, Device, gpu_device, instance_device
 from .shapes import intensity_of, unshaped_reason
 
 UNCALIBRATED = "uncalibrated"  # a band no held-out case of its kind stands behind
@@ -40,11 +41,13 @@ UNRELIABLE_WIDEN = 2.0  # an unreliable probe's half-width against a reliable on
 class Measured:
     """A user's probe as the estimator uses it: per device, as if on one device."""
 
-    instance_type: str
+    instance_type: str | None  # None: a machine off EC2 (or a type the catalog does not list)
     result_id: str
     precision: str
     per_device_sps: float
     reliable: bool = True
+    gpu: AcceleratorSpec | None = None  # off EC2: the GPU its fingerprint names, the device it measured
+    machine: str | None = None  # off EC2: that GPU as the machine named it
 
 
 @dataclass
@@ -94,8 +97,11 @@ class Estimator:
     # -- probes --------------------------------------------------------------------------------
 
     def _probe_point(self, m: Measured):
-        it = self.catalog.instance_types.get(m.instance_type)
-        dev = instance_device(it, m.precision) if it is not None else None
+        if m.gpu is not None:  # a GPU off EC2: the device is what it measured, whatever the host
+            dev = gpu_device(m.gpu, m.precision)
+        else:
+            it = self.catalog.instance_types.get(m.instance_type)
+            dev = instance_device(it, m.precision) if it is not None else None
         if dev is None:
             return None
         pred = self.model.fit.log_predict(dev, self.workload, PROBE_STACK, level=self.level or 0.0,
@@ -165,7 +171,7 @@ class Estimator:
             d = pair_distance(pdev, dev)
             half = scale * (1.0 + d) * (1.0 if m.reliable else UNRELIABLE_WIDEN)
             sources.append((base + shift, half))
-            used.append({"instance_type": m.instance_type, "result_id": m.result_id,
+            used.append({"instance_type": m.instance_type, "machine": m.machine, "result_id": m.result_id,
                          "measured_per_device": round(m.per_device_sps, 2),
                          # exp(log(measured) - shift): no division by exp(shift), which underflows to 0
                          "predicted_per_device": round(math.exp(math.log(m.per_device_sps) - shift), 2),

@@ -20,7 +20,7 @@ model over the instance's interconnect (advisor.estimate.scaling, catalog.hardwa
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -129,6 +129,7 @@ class ThroughputModel:
         self.warnings: list[str] = []
         self._measured: dict[str, Any] = {}
         self._multi: dict[str, dict[int, float]] = {}
+        self._off_catalog: dict[str, tuple[Any, Any]] = {}  # GPU spec key -> (spec, newest probe on it off EC2)
         self._index_measurements()
         self.use_references = isinstance(references, ReferenceSet) or str(references) != NONE
         self._on_type: dict[str, list] = {}  # instance type -> its published rows, in the set's order
@@ -136,7 +137,9 @@ class ThroughputModel:
             self.model, rows = cross_device_model(references, catalog)
             for m in rows:
                 self._on_type.setdefault(m.instance_type, []).append(m)
-            measured = [self._as_measured(r) for r in self._measured.values()]
+            measured = [self._as_measured(r) for r in self._measured.values()] + [
+                replace(self._as_measured(r), instance_type=None, gpu=gpu, machine=r.hardware.gpus[0].name)
+                for gpu, r in self._off_catalog.values()]
         else:
             # None: the model's shape and the workload's level fitted on your probes alone; they
             # are its points, so they are not re-anchored on a second time.
@@ -151,17 +154,28 @@ class ThroughputModel:
         if not self.measurements:
             return
         newest = self.measurements[0]
-        unused = [r for r in self.measurements if not r.instance_type or r.instance_type not in self.catalog.instance_types]
-        if unused:
-            self.warnings.append(f"{len(unused)} probe result(s) of this workload not used: no instance type of "
-                                 "this catalog (probed off EC2 without --instance-type, or a type it does not list)")
+        unused = 0
         for r in self.measurements:
             if not r.instance_type or r.instance_type not in self.catalog.instance_types:
+                gpu = _off_catalog_gpu(r)
+                if gpu is None:
+                    unused += 1
+                elif gpu.key not in self._off_catalog:  # newest first: the newest per GPU model
+                    self._off_catalog[gpu.key] = (gpu, r)
                 continue
             if r.config.num_nodes > 1:
                 self._multi.setdefault(r.instance_type, {}).setdefault(r.config.num_nodes, r.samples_per_sec)
             elif r.instance_type not in self._measured:
                 self._measured[r.instance_type] = r
+        if unused:
+            self.warnings.append(f"{unused} probe result(s) of this workload not used: no instance type of this "
+                                 "catalog (probed off EC2 without --instance-type, or a type it does not list), "
+                                 "and no single GPU whose model the advisor knows")
+        if self._off_catalog:
+            names = ", ".join(sorted({r.hardware.gpus[0].name for _, r in self._off_catalog.values()}))
+            self.warnings.append(f"{len(self._off_catalog)} probe result(s) off EC2 used as measurements of their GPU "
+                                 f"({names}): they re-anchor the estimates of every instance type; the host's CPUs, "
+                                 "network and price are not known from them")
         self._newest_versions = (newest.software.torch, newest.software.lightning)
 
     def _probes_model(self, facts: WorkloadFacts) -> CrossDeviceModel:
@@ -376,5 +390,16 @@ class ThroughputModel:
         probes = est.basis.get("probes")
         if probes:
             best = max(probes, key=lambda p: p["weight"])
-            return f"your {best['instance_type']} probe"
+            where = best["instance_type"] or f"{best['machine']} (off EC2)"
+            return f"your {where} probe"
         return f"{self.model.fit.rows} published figures"
+
+
+def _off_catalog_gpu(r) -> acc.AcceleratorSpec | None:
+    """The GPU a probe off EC2 measured, when that is one device the advisor has peaks for: a
+    single-node probe on GPUs of one known model (a multi-GPU one is divided as on EC2)."""
+    gpus = r.hardware.gpus if r.hardware is not None else []
+    if r.config.accelerator != "gpu" or r.config.num_nodes > 1 or not gpus or len({g.name for g in gpus}) > 1:
+        return None
+    spec = acc.lookup(gpus[0].name, gpus[0].memory_gib)
+    return spec if spec is not None and spec.kind == "gpu" else None

@@ -395,3 +395,36 @@ def test_probe_results_without_an_instance_type_are_said_to_be_unused(cli, catal
                        "--catalog", catalog_file, "--store", str(db))
     assert code == 0, err
     assert "1 probe result(s) of this workload not used: no instance type of this catalog" in err
+
+
+def test_a_gpu_probe_off_ec2_anchors_the_estimates_through_its_gpu(cli, tmp_path):
+    # Your own workstation's (or a lent machine's) GPU is a measured device of the cross-device
+    # model: its figure re-anchors the estimates of every type, the A10G's own sizes nearest.
+    db = tmp_path / "r.db"
+    with ResultStore(db) as s:
+        s.add(probe_result(None, 2000.0, accelerator="gpu", gpus=("NVIDIA A10G",)))
+    args = ("recommend", "--budget", "1000", "--deadline", "7d", "--samples", "1e8", "--family", "g5",
+            "--region", "us-east-1", "--format", "json")
+    code, base, _ = cli(*args)
+    code, out, err = cli(*args, "--store", str(db))
+    assert code == 0, err
+    assert "1 probe result(s) off EC2 used as measurements of their GPU (NVIDIA A10G)" in err
+    before = {(r["instance_type"], r["count"]): r for r in json.loads(base)["recommendations"]}
+    rows = [r for r in json.loads(out)["recommendations"] if r["instance_type"] == "g5.xlarge" and r["count"] == 1]
+    assert rows and rows[0]["throughput_source"] == "estimated"
+    (probe,) = rows[0]["basis"]["probes"]
+    assert probe["instance_type"] is None and probe["machine"] == "NVIDIA A10G" and probe["distance"] == 0.0
+    assert any("your NVIDIA A10G (off EC2) probe" in n for n in rows[0]["notes"])
+    # Pulled towards the 2,000/s measured on that GPU, from the published figures' estimate below it.
+    assert rows[0]["samples_per_sec"] > before[("g5.xlarge", 1)]["samples_per_sec"] * 1.3
+
+
+def test_a_cpu_probe_off_ec2_or_an_unknown_gpu_stays_unused(cli, catalog_file, tmp_path):
+    db = tmp_path / "r.db"
+    with ResultStore(db) as s:
+        s.add(probe_result(None, 2000.0, accelerator="gpu", gpus=("Imaginary GPU 9000",)))
+        s.add(probe_result(None, 50.0, n=1))
+    code, _, err = cli("recommend", "--budget", "100", "--deadline", "2d", "--samples", "1e6",
+                       "--catalog", catalog_file, "--store", str(db))
+    assert code == 0, err
+    assert "2 probe result(s) of this workload not used" in err and "off EC2 used" not in err
