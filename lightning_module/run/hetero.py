@@ -147,6 +147,7 @@ class Round:
 @dataclass
 class Balanced:
     rounds: list[Round] = field(default_factory=list)
+    dropped: list[int] = field(default_factory=list)  # ranks whose share stayed under balance.MIN_SHARE
 
     @property
     def final(self) -> Round:
@@ -200,7 +201,8 @@ def balance_run(build: Builder, devices: list[str], total: int, rates_alone: lis
                 threads: list[int | None], steps: int, warmup: int = 2, precision: str = "32-true",
                 rank_timeout_s: float = RANK_TIMEOUT, max_rounds: int = balance.MAX_ROUNDS) -> Balanced:
     """Split `total` by the rates alone, then re-balance from the busy times until the ranks' step
-    times are within balance.BALANCED of each other (or `max_rounds` ran)."""
+    times are within balance.BALANCED of each other (or `max_rounds` ran); a rank whose share is
+    under balance.MIN_SHARE before and after re-balancing is dropped (`dropped`) after one round."""
     out = Balanced()
     shares = balance.split(total, rates_alone)
     for _ in range(max_rounds):
@@ -209,6 +211,10 @@ def balance_run(build: Builder, devices: list[str], total: int, rates_alone: lis
         if r.imbalance <= balance.BALANCED:
             break
         nxt = balance.rebalance(shares, r.busy_s)
+        small = sorted(set(balance.too_small(shares)) & set(balance.too_small(nxt)))
+        if small:  # re-balancing a share this small cannot win: its fixed cost dominates
+            out.dropped = small
+            break
         if nxt == shares:
             break  # one sample either way is the finest step there is
         shares = nxt
