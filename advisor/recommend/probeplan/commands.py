@@ -15,9 +15,9 @@ def probe_commands(job: JobSpec, probes: list[ProbeRow], program: str = "advisor
     machine). `program` is how the advisor is called (the CLI passes the name it was run by)."""
     if not probes:
         return []
-    groups: dict[tuple[str, str], list[str]] = {}
-    for p in probes:
-        groups.setdefault((p.region, p.market), []).append(p.instance_type)
+    groups: dict[tuple[str, str, bool], list[str]] = {}
+    for p in probes:  # a type where the host's CPU might add (ProbeRow.cpu_too) is probed with --cpu-too
+        groups.setdefault((p.region, p.market, p.cpu_too), []).append(p.instance_type)
     shape = []
     if job.datamodule:
         shape.append(f"--datamodule {job.datamodule}")
@@ -28,11 +28,16 @@ def probe_commands(job: JobSpec, probes: list[ProbeRow], program: str = "advisor
         shape.append(f"--image-size {job.image_size}")
     if job.num_classes != 1000:
         shape.append(f"--num-classes {job.num_classes}")
-    extra = f" --probe-args '{' '.join(shape)}'" if shape else ""
+
+    def extra(cpu_too: bool) -> str:
+        args = shape + (["--cpu-too"] if cpu_too else [])
+        return f" --probe-args '{' '.join(args)}'" if args else ""
     cmds = [f"{program} launch --instance-type {','.join(names)} --region {region} --market {market} "
-            f"--workload {job.workload}{extra} --s3 s3://BUCKET/prefix" for (region, market), names in groups.items()]
+            f"--workload {job.workload}{extra(cpu_too)} --s3 s3://BUCKET/prefix"
+            for (region, market, cpu_too), names in groups.items()]
     cmds.append(f"{program} results pull s3://BUCKET/prefix   # then run this recommend again: it re-plans from "
                 "what the probes measured")
     cmds.append(f"(or on a machine of that type: {program} probe --workload {job.workload}"
-                f"{' ' + ' '.join(shape) if shape else ''})")
+                f"{' ' + ' '.join(shape) if shape else ''}"
+                + "".join(f"; add --cpu-too on {p.instance_type}" for p in probes if p.cpu_too) + ")")
     return cmds

@@ -70,6 +70,9 @@ def test_notes_come_from_typed_fields_not_basis_keys():
     assert report.notes(row(estimate_anchor=None, setup_hours=0.25, hours=0.4)) == ["setup is 62% of the time"]
     assert report.notes(row(estimate_anchor=None, setup_hours=0.25, hours=0.6)) == []
     assert report.notes(row(estimate_anchor=None)) == []
+    g = {"gain": 0.12, "low": 0.04, "high": 0.2, "source": "measured", "basis": {"from": "your --cpu-too probe 0123abcd"}}
+    assert report.notes(row(estimate_anchor=None, gpu_and_cpu=g)) == [
+        "GPU + CPU variant: +12% (+4% to +20%, measured: your --cpu-too probe 0123abcd; advisor probe --cpu-too)"]
 
 
 def test_reason_from_the_typed_shortfall():
@@ -107,6 +110,15 @@ def test_probe_commands_group_the_probes_by_region_and_market():
     assert cmds[2].startswith("advisor launch --instance-type g5g.xlarge --region us-east-1 --market spot ")
     assert cmds[-1] == "(or on a machine of that type: advisor probe --workload resnet50 --image-size 160 --num-classes 10)"
     assert probe_commands(job(), []) == []
+
+
+def test_a_type_where_the_cpu_might_add_is_probed_with_cpu_too():
+    gain = dataclasses.replace(probe("g6.48xlarge", "us-east-1"), cpu_too=True)
+    cmds = probe_commands(job(), [probe("g5.xlarge", "us-east-1"), gain])
+    assert cmds[0].startswith("advisor launch --instance-type g5.xlarge --region us-east-1 ") and "--probe-args" not in cmds[0]
+    assert cmds[1].startswith("advisor launch --instance-type g6.48xlarge --region us-east-1 ")
+    assert "--probe-args '--cpu-too'" in cmds[1]
+    assert cmds[-1] == "(or on a machine of that type: advisor probe --workload resnet50; add --cpu-too on g6.48xlarge)"
 
 
 def test_the_report_prints_the_command_lines_it_is_given():
