@@ -27,8 +27,10 @@ import json, sys
 import torch, lightning.pytorch as pl
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
+from lightning_module.run import hetero
 from lightning_module.run.hetero import run_round
 
+hetero.BUCKET_BYTES = 40  # the exchange in 2 buckets (12 + 84 B, then 28 + 140 B: backward order)
 g = torch.Generator().manual_seed(1)
 X, Y = torch.randn(8, 5, generator=g), torch.randint(0, 3, (8,), generator=g)
 SHARES = [3, 5]
@@ -60,7 +62,7 @@ def build(rank, batch):
     return m, None
 
 
-run_round(build, ["cpu", "cpu"], SHARES, [1, 1], steps=1, warmup=0)
+run_round(build, ["cpu", "cpu"], SHARES, [1, 1], steps=1, warmup=1)  # 2 steps: the buckets start afresh
 '''
 
 BALANCE = '''
