@@ -11,7 +11,9 @@ Efficiency = together / (alone 0 + alone 1). Target for the CPU case: >= 85%.
 
 CPU mode: on 3 or more usable cores the ranks get unequal thread counts (2/3 and 1/3 of the
 cores); on 2 cores each gets one and rank 1 is slowed by an artificial delay (it sleeps as long
-again as each step took, so it runs at half speed). GPU mode: the GPU rank keeps 2 host threads and
+again as each step took, so it runs at half speed). Each rank is pinned (os.sched_setaffinity) to
+its own CPUs, whole physical cores first, both alone and together, so that 'alone' does not borrow
+the cores the other rank takes when together. GPU mode: the GPU rank keeps 2 host threads and
 2 loader workers, the CPU rank trains on the other cores. It times things: run it on a quiet machine.
 """
 
@@ -43,10 +45,35 @@ class Case:
     precision: str
     rates_alone: list[float] | None = None
     total: int | None = None
+    cores: list[list[int]] | None = None  # each rank's own CPUs, alone and together
 
 
 def usable_cpus() -> int:
     return len(os.sched_getaffinity(0))
+
+
+def disjoint_cores(threads: list[int]) -> list[list[int]]:
+    """Each rank's CPUs, none shared, whole physical cores first (hyper-thread siblings kept
+    together), so a rank alone runs on the very CPUs it has together: a fair 'alone'."""
+    def core(c: int) -> tuple[int, int]:
+        base = f"/sys/devices/system/cpu/cpu{c}/topology/"
+        try:
+            return (int(open(base + "physical_package_id").read()), int(open(base + "core_id").read()))
+        except OSError:
+            return (0, c)
+    cpus = sorted(os.sched_getaffinity(0), key=lambda c: (core(c), c))
+    out, at = [], 0
+    for n in threads:
+        out.append(cpus[at:at + n] or cpus[-1:])  # a GPU rank's host threads past the end share the last CPU
+        at += n
+    return out
+
+
+def pin(cores: list[int], threads: int) -> None:
+    import torch
+
+    os.sched_setaffinity(0, cores)
+    torch.set_num_threads(threads)
 
 
 def cases(mode: str, precision: str | None) -> list[Case]:
@@ -134,17 +161,23 @@ def main() -> int:
         print(f"machine: {usable_cpus()} usable CPU(s)"
               + (f", {torch.cuda.get_device_name(0)}" if args.mode == "gpu" and torch.cuda.is_available() else "")
               + f"; torch {torch.__version__}; {args.mode} mode", flush=True)
+        everything = sorted(os.sched_getaffinity(0))
         for c in plan:  # every rate alone first: the other ranks are started once, with the whole plan
             build = builder(c)
             c.rates_alone = []
+            c.cores = disjoint_cores(c.threads) if args.mode == "cpu" else None
             for r, dev in enumerate(c.devices):
                 t0 = time.perf_counter()
+                if c.cores:
+                    pin(c.cores[r], c.threads[r])
                 rate = hetero.run_alone(build, r, dev, c.batch_alone[r], c.threads[r], args.alone_steps,
                                         warmup=2, precision=c.precision)
                 c.rates_alone.append(rate)
                 print(f"{c.name}: rank {r} ({dev}, {c.threads[r]} thread(s), batch {c.batch_alone[r]}"
                       + (f", slowed x{c.slow[r]:g}" if c.slow[r] > 1 else "")
+                      + (f", CPUs {','.join(map(str, c.cores[r]))}" if c.cores else "")
                       + f") alone: {rate:,.1f} samples/s ({time.perf_counter() - t0:.0f} s)", flush=True)
+            os.sched_setaffinity(0, everything)  # rank 1 is launched from here: it pins itself below
             # Rank 0 keeps about its batch; the others get shares in proportion to their rates.
             c.total = round(c.batch_alone[0] * sum(c.rates_alone) / c.rates_alone[0])
         os.environ[PLAN_ENV] = json.dumps([asdict(c) for c in plan])
@@ -154,6 +187,8 @@ def main() -> int:
     failed = False
     for c in plan:
         t0 = time.perf_counter()
+        if c.cores:
+            pin(c.cores[rank], c.threads[rank])
         out = hetero.balance_run(builder(c), c.devices, c.total, c.rates_alone, c.threads, args.steps,
                                  warmup=2, precision=c.precision)
         if rank != 0:
@@ -162,6 +197,9 @@ def main() -> int:
             busy = ", ".join(f"{b * 1000:.0f}" for b in r.busy_s)
             print(f"{c.name}: round {i + 1}: shares {r.shares}, busy ms/step [{busy}] "
                   f"(imbalance {r.imbalance:.0%}), together {r.samples_per_sec:,.1f} samples/s", flush=True)
+        for i in out.dropped:
+            print(f"{c.name}: rank {i} dropped: its share {out.final.shares[i]} is under "
+                  f"{balance.MIN_SHARE:.0%} of the batch, where its fixed per-step cost dominates", flush=True)
         best = max(out.rounds, key=lambda r: r.samples_per_sec)
         eff = balance.efficiency(best.samples_per_sec, c.rates_alone)
         gain = best.samples_per_sec / max(c.rates_alone) - 1

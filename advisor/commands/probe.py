@@ -488,7 +488,13 @@ def gpu_and_cpu_line(g) -> str:
     """`--cpu-too`'s record: each rank alone, both together, the split and the verdict."""
     alone = " + ".join(f"{r.device} {r.samples_per_sec_alone:,.1f}" for r in g.ranks)
     split = ", ".join(f"{r.device} {r.batch_size}" for r in g.ranks)
-    verdict = "kept: beats the GPU alone beyond the noise" if g.kept else "not kept: no gain beyond the noise"
+    first = g.ranks[0]
+    if g.kept:
+        verdict = f"kept: beats the {first.device} alone beyond the noise"
+    elif g.samples_per_sec_ci[1] < first.samples_per_sec_alone:  # even its CI's top end loses
+        verdict = f"not kept: {-g.gain:.1%} slower than the {first.device} alone"
+    else:
+        verdict = "not kept: no gain beyond the noise"
     return (f"alone {alone}; together {g.samples_per_sec:,.1f} samples/s (95% CI {ci_range(*g.samples_per_sec_ci)}, "
             f"{g.gain:+.1%}), efficiency {g.efficiency:.0%}, batch {split}, {g.rounds} round(s); {verdict}"
             + (f"; {g.note}" if g.note else ""))

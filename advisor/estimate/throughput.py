@@ -38,9 +38,10 @@ from catalog.models import Catalog, InstanceType
 from lightning_module.contract.result import BUILTIN_MODELS
 from lightning_module.contract.workload_facts import REFERENCE_IMAGE_SIZE, WorkloadFacts
 
+from . import gpu_and_cpu
 from .cache import model_for as cached_model
 from .calibrate import Efficiency
-from .host import apply_cap, host_cap
+from .host import apply_cap, default_rate_per_vcpu, host_cap
 from .model import CrossDeviceModel, build, from_probes
 from .points import MIXED, PRECISION_OF_DTYPE, PROBE_STACK, Point, at_probe_stack, instance_device
 from .predict import UNRELIABLE_WIDEN, Estimator, Measured, measured_from
@@ -73,6 +74,8 @@ class Throughput:
     anchor: str | None = None  # estimated: the measured or published instance type it scales from
     intra_efficiency: float = 1.0  # its own devices' all-reduce efficiency inside samples_per_sec (1: measured whole)
     network_note: str | None = None  # the assumption made about its network, when one was
+    # What the host's CPU would add training beside the GPUs (None: not a GPU type, or no way to say)
+    gpu_and_cpu: gpu_and_cpu.GpuAndCpuGain | None = None
 
 
 @dataclass
@@ -130,6 +133,7 @@ class ThroughputModel:
         self._measured: dict[str, Any] = {}
         self._multi: dict[str, dict[int, float]] = {}
         self._off_catalog: dict[str, tuple[Any, Any]] = {}  # GPU spec key -> (spec, newest probe on it off EC2)
+        self._cpu_too: dict[str, Any] = {}  # instance type -> its newest probe with a --cpu-too record
         self._index_measurements()
         self.use_references = isinstance(references, ReferenceSet) or str(references) != NONE
         self._on_type: dict[str, list] = {}  # instance type -> its published rows, in the set's order
@@ -163,6 +167,8 @@ class ThroughputModel:
                 elif gpu.key not in self._off_catalog:  # newest first: the newest per GPU model
                     self._off_catalog[gpu.key] = (gpu, r)
                 continue
+            if r.gpu_and_cpu is not None and r.config.num_nodes == 1:
+                self._cpu_too.setdefault(r.instance_type, r)
             if r.config.num_nodes > 1:
                 self._multi.setdefault(r.instance_type, {}).setdefault(r.config.num_nodes, r.samples_per_sec)
             elif r.instance_type not in self._measured:
@@ -255,7 +261,26 @@ class ThroughputModel:
             th = self._estimate(it)
         if fits and not isinstance(th, Exclusion):
             th.notes.append(fits)
+        if not isinstance(th, Exclusion) and it.accelerator_kind == "gpu":
+            th.gpu_and_cpu = self._gpu_and_cpu(it, th)
         return th
+
+    def _gpu_and_cpu(self, it: InstanceType, th: Throughput) -> gpu_and_cpu.GpuAndCpuGain | None:
+        """The "GPU + CPU" gain on this type: its own --cpu-too probe's, else the model's (estimate/gpu_and_cpu.py)."""
+        if it.name in self._cpu_too:
+            return gpu_and_cpu.from_probe(self._cpu_too[it.name])
+        grads = self.facts.gradient_bytes()
+        measured, batch = None, self.facts.best_batch or DEFAULT_BATCH
+        for name, r in self._cpu_too.items():  # the newest probe's e and exchange rate, on another type
+            got = gpu_and_cpu.measured_inputs(r.gpu_and_cpu, grads)
+            if got is not None:
+                measured, batch = (*got, name), r.gpu_and_cpu.ranks[0].batch_size // max(1, self._devices_used(r))
+                break
+        images = self.facts.model in BUILTIN_MODELS
+        per_vcpu = self.pipeline_rate or (default_rate_per_vcpu(self.image_size) if images else None)
+        got = gpu_and_cpu.estimate(it, (th.samples_per_sec, th.low, th.high), batch, self.estimator.estimate,
+                                   per_vcpu, grads, measured)
+        return None if isinstance(got, str) else got
 
     def _memory_fit(self, it: InstanceType, kind: str, have: float | None) -> Exclusion | str | None:
         """What the probe's memory fit says of this device: excluded when it cannot hold the

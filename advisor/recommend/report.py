@@ -40,7 +40,8 @@ RECORD_FIELDS = ("rank", "instance_type", "count", "region", "also_regions", "al
                  "hours_pessimistic", "cost_usd", "hours_at_confidence", "cost_usd_at_confidence",
                  "samples_per_dollar", "feasible", "reason", "budget_needed_usd",
                  "deadline_needed_hours", "usd_per_hour", "precision", "scale_out_efficiency",
-                 "expected_interruptions", "interruption_bucket", "obtainable", "obtainable_reason", "notes", "basis")
+                 "expected_interruptions", "interruption_bucket", "obtainable", "obtainable_reason", "gpu_and_cpu", "notes",
+                 "basis")
 DERIVED_FIELDS = ("reason", "notes")
 
 
@@ -50,6 +51,10 @@ def notes(r: CandidateRow) -> list[str]:
     if r.sold_by_reservation and RESERVATION_NOTE not in (r.obtainable_reason or ""):
         out.append(RESERVATION_NOTE)
     out += r.throughput_notes
+    if r.gpu_and_cpu is not None:
+        g = r.gpu_and_cpu
+        out.append(f"GPU + CPU variant: {g['gain']:+.0%} ({g['low']:+.0%} to {g['high']:+.0%}, {g['source']}: "
+                   f"{g['basis']['from']}; advisor probe --cpu-too)")
     if r.estimate_anchor is not None:
         out.append(f"est. {r.throughput_low:,.0f}-{r.throughput_high:,.0f}/s from {r.estimate_anchor}")
     if r.overall_efficiency is not None:

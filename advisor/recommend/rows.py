@@ -57,6 +57,9 @@ class CandidateRow:
     estimate_anchor: str | None  # estimated: the instance type it scales from
     network_note: str | None  # several instances: the assumption made about the network
     throughput_notes: list[str]  # what the throughput model said (measurement age, devices used, caps)
+    # The "GPU + CPU" variant (advisor/estimate/gpu_and_cpu.py): the host's CPU training beside the
+    # GPUs (`advisor probe --cpu-too`), only where its gain's band is above zero; None: not offered.
+    gpu_and_cpu: dict[str, Any] | None = None
     basis: dict[str, Any]  # where the throughput comes from, for JSON
     # Facts about getting the instances, filled by the command layer (advisor/commands/recommend.py):
     sold_by_reservation: bool = False  # catalog: AWS sells the type mostly by Capacity Block / reservation
@@ -83,6 +86,8 @@ class ProbeRow:
     saving_if_changed_usd: float
     covers: list[str]  # siblings (the same device in other sizes) whose estimates it re-anchors
     reason: str
+    # Run with --cpu-too: a "GPU + CPU" gain is possible on this type but not shown (gpu_and_cpu.py)
+    cpu_too: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -174,8 +179,16 @@ def candidate_row(plan: Plan, i: int, rank_no: int | None) -> CandidateRow:
         estimate_anchor=th.anchor,
         network_note=th.network_note if k > 1 else None,
         throughput_notes=list(th.notes),
+        gpu_and_cpu=_variant(th.gpu_and_cpu),
         basis=th.basis,
     )
+
+
+def _variant(g) -> dict[str, Any] | None:
+    """The "GPU + CPU" variant's record, where one is offered."""
+    if g is None or not g.variant:
+        return None
+    return {"gain": g.gain, "low": g.low, "high": g.high, "source": g.source, "basis": g.basis}
 
 
 def _ceil(x: float, digits: int) -> float:
@@ -200,7 +213,7 @@ def probe_rows(plan: Plan) -> list[ProbeRow]:
             market=rk.MARKET_NAMES[int(plan.offers.market[where.offer])], usd_per_hour=where.usd_per_hour,
             probe_hours=where.hours, probe_cost_usd=p.usd, gain_usd=p.gain_usd, p_change=p.p_change,
             saving_if_changed_usd=p.saving_if_changed, covers=sorted(plan.types.names[u] for u in p.covers),
-            reason=p.reason,
+            reason=p.reason, cpu_too=th.gpu_and_cpu is not None and th.gpu_and_cpu.worth_probing,
         ))
     return out
 

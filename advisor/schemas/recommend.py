@@ -22,6 +22,14 @@ class SameCost(Row):
     hours: float
 
 
+class GpuAndCpuVariant(Row):
+    gain: float = Field(description="expected: together / the GPUs alone - 1")
+    low: float
+    high: float
+    source: Literal["measured", "estimated"]
+    basis: dict[str, Any] = Field(description="how the gain was worked out (advisor/estimate/gpu_and_cpu.py)")
+
+
 class Candidate(Row):
     rank: int | None = Field(description="order under the objective; null for the closest candidates")
     instance_type: str
@@ -51,6 +59,8 @@ class Candidate(Row):
     interruption_bucket: str | None = Field(description="spot: the bucket's label; null on demand")
     obtainable: Literal["yes", "no", "unknown"] | None = Field(description="--check-account; null: not checked")
     obtainable_reason: str | None
+    gpu_and_cpu: GpuAndCpuVariant | None = Field(
+        description="the host's CPU training beside the GPUs: offered only when its gain's band is above zero")
     notes: list[str] = Field(description="the table's note column, part by part")
     basis: dict[str, Any] = Field(description="what the throughput rests on (docs/recommend.md#json-output)")
 
@@ -71,6 +81,7 @@ class ProbeNext(Row):
     saving_if_changed_usd: float
     covers: list[str] = Field(description="sizes of the same device whose estimates it re-anchors")
     reason: str
+    cpu_too: bool = Field(description="probe it with --cpu-too: the host's CPU beside the GPU might add")
 
 
 class Outlook(Row):

@@ -11,6 +11,12 @@ from __future__ import annotations
 
 BALANCED = 0.10  # step times within 10% of each other
 MAX_ROUNDS = 4  # re-balancing rounds at most: with rates that hold, one round lands within the band
+# A rank whose share is under this fraction of the batch adds at most that much to a step, less
+# than its fixed per-step cost (launch, the gradient exchange): on the H100 (docs/benchmarks.md) the
+# CPU's shares of 5-21 samples (0.5-1% of the batch) stayed 63-112% apart from the GPU's step time
+# through every round and together lost 59-79% against the GPU alone. Such a rank is dropped after
+# the first round instead of re-balanced.
+MIN_SHARE = 0.05
 
 
 def split(total: int, rates: list[float]) -> list[int]:
@@ -27,6 +33,12 @@ def split(total: int, rates: list[float]) -> list[int]:
     for i in by_remainder[: total - sum(shares)]:
         shares[i] += 1
     return shares
+
+
+def too_small(shares: list[int]) -> list[int]:
+    """The ranks whose share is under MIN_SHARE of the batch (their fixed cost dominates)."""
+    total = sum(shares)
+    return [i for i, b in enumerate(shares) if b < MIN_SHARE * total]
 
 
 def rates_seen(shares: list[int], busy_s: list[float]) -> list[float]:

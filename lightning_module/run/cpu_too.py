@@ -112,16 +112,20 @@ def measure_gpu_and_cpu(settings: MeasureSettings, final: ProbeConfig) -> GpuAnd
     lo, hi = last.ci
     if not lo <= last.samples_per_sec <= hi:  # under two timed steps: no spread to judge by
         lo = hi = last.samples_per_sec
+    kinds = ["gpu" if main.startswith("cuda") else "cpu", "cpu"]
     note = None
-    if last.imbalance > balance.BALANCED:
+    if out.dropped:
+        note = "; ".join(f"the {kinds[i]} rank was dropped after {len(out.rounds)} round(s): its share of "
+                         f"{last.shares[i]} of {sum(last.shares)} samples is under {balance.MIN_SHARE:.0%} of the "
+                         f"batch, where its fixed per-step cost dominates" for i in out.dropped)
+    elif last.imbalance > balance.BALANCED:
         note = (f"the ranks' step times stayed {last.imbalance:.0%} apart after {len(out.rounds)} round(s) "
                 f"(balanced: within {balance.BALANCED:.0%})")
-    kinds = ["gpu" if main.startswith("cuda") else "cpu", "cpu"]
     return GpuAndCpu(
         ranks=[RankShare(device=kinds[i], batch_size=last.shares[i], threads=threads[i],
                          samples_per_sec_alone=plan.rates_alone[i], busy_seconds=max(last.busy_s[i], 1e-9))
                for i in range(2)],
         samples_per_sec=last.samples_per_sec, samples_per_sec_ci=(lo, hi),
         efficiency=balance.efficiency(last.samples_per_sec, plan.rates_alone), rounds=len(out.rounds),
-        precision=precision, kept=lo > alone0 and last.samples_per_sec > alone0, note=note,
+        precision=precision, kept=not out.dropped and lo > alone0 and last.samples_per_sec > alone0, note=note,
     )

@@ -2,9 +2,10 @@
 devices, two CPU ranks in the tests), each with its own batch size, in one Lightning Trainer per
 process (the strategy below, launched by Lightning as DDP is: this command re-run per rank).
 
-The gradient exchange is the strategy's own, after backward: each rank sends its mean-loss gradient
-times its batch count, and its count, in one flat float32 buffer through the CPU (gloo, a backend
-both devices can use); every rank divides the sum by the total count. So the update equals one step
+The gradient exchange is the strategy's own, overlapped with backward as DDP's is: each rank sends
+its mean-loss gradient times its batch count in float32 buckets through the CPU (gloo, a backend
+both devices can use) as backward makes them, then its count; every rank divides the sums by the
+total count. So the update equals one step
 on the concatenated batch, whatever the split (tests/packages/lightning_module/test_hetero.py).
 The shares come from contract/balance.py: sized from each device's samples/s alone, re-balanced
 from the busy times the ranks showed together.
@@ -32,6 +33,7 @@ from ..contract.timing import step_rate
 from .batches import leading_dim
 from .ranks import WatchedDDP, lost_rank
 
+BUCKET_BYTES = 25 * 2**20  # fp32 gradients per exchange bucket (DDP's default bucket_cap_mb)
 # Set: two CPU ranks go through MixedAccelerator too (the GPU + CPU path, tested without a GPU).
 FORCE_MIXED_ENV = "ADVISOR_HETERO_MIXED"
 
@@ -100,30 +102,62 @@ class HeteroDDP(WatchedDDP):
                 host = t.detach().to("cpu", copy=True)
                 dist.broadcast(host, src=0)
                 t.copy_(host.to(t.device))
+        # DDP's overlap: the gradients in buckets, each sent as soon as backward has made all of
+        # its gradients, while backward goes on with the layers before it (reverse order: the
+        # order backward makes them; the same on every rank, which runs the same model).
+        params = [p for p in self.lightning_module.parameters() if p.requires_grad]
+        self.buckets: list[list[torch.nn.Parameter]] = [[]]
+        size = 0
+        for p in reversed(params):
+            if size >= BUCKET_BYTES:
+                self.buckets.append([])
+                size = 0
+            self.buckets[-1].append(p)
+            size += p.numel() * 4
+        self.bucket_of = {id(p): i for i, b in enumerate(self.buckets) for p in b}
+        self.ready = [0] * len(self.buckets)
+        self.sent: dict[int, tuple[torch.Tensor, object]] = {}
+        for p in params:
+            p.register_post_accumulate_grad_hook(self._grad_ready)
+
+    def _grad_ready(self, p: torch.Tensor) -> None:
+        i = self.bucket_of[id(p)]
+        self.ready[i] += 1
+        if self.ready[i] == len(self.buckets[i]):
+            self._send(i)
+
+    def _send(self, i: int) -> None:
+        """Bucket i's count x mean gradient, summed over ranks in the background (gloo's thread)."""
+        flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).detach().reshape(-1).float()
+                          for p in self.buckets[i]]).to("cpu").mul_(float(self.count))
+        self.sent[i] = (flat, dist.all_reduce(flat, async_op=True))
 
     def training_step(self, *args, **kwargs):
         self.count = leading_dim(args[0]) or 0
         return super().training_step(*args, **kwargs)
 
     def post_backward(self, closure_loss) -> None:
-        params = [p for p in self.lightning_module.parameters() if p.requires_grad]
         if self.root_device.type == "cuda":
             torch.cuda.synchronize(self.root_device)
         entered = time.perf_counter()
         if self.free_at is not None:
             self.busy_s.append(entered - self.free_at)
-        n = float(self.count)
-        flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).detach().reshape(-1).float()
-                          for p in params]).to("cpu")
-        buf = torch.cat([flat.mul_(n), torch.tensor([n])])
-        dist.all_reduce(buf)  # sum over ranks of count x mean gradient, and of counts
-        total = buf[-1].item()
-        mean = buf[:-1].div_(total)
-        at = 0
-        for p in params:
-            g = mean[at:at + p.numel()].view_as(p).to(p.device, p.dtype)
-            at += p.numel()
-            p.grad = g
+        for i in range(len(self.buckets)):  # a bucket with a parameter backward did not reach
+            if i not in self.sent:
+                self._send(i)
+        counts = torch.tensor([float(self.count)])
+        dist.all_reduce(counts)  # after every bucket, in the same order on every rank
+        total = counts.item()
+        for i, bucket in enumerate(self.buckets):
+            flat, work = self.sent[i]
+            work.wait()
+            mean = flat.div_(total)
+            at = 0
+            for p in bucket:
+                p.grad = mean[at:at + p.numel()].view_as(p).to(p.device, p.dtype)
+                at += p.numel()
+        self.sent.clear()
+        self.ready = [0] * len(self.buckets)
         self.free_at = time.perf_counter()
         self.exits.append(self.free_at)
         self.totals.append(int(total))
@@ -147,6 +181,7 @@ class Round:
 @dataclass
 class Balanced:
     rounds: list[Round] = field(default_factory=list)
+    dropped: list[int] = field(default_factory=list)  # ranks whose share stayed under balance.MIN_SHARE
 
     @property
     def final(self) -> Round:
@@ -200,7 +235,8 @@ def balance_run(build: Builder, devices: list[str], total: int, rates_alone: lis
                 threads: list[int | None], steps: int, warmup: int = 2, precision: str = "32-true",
                 rank_timeout_s: float = RANK_TIMEOUT, max_rounds: int = balance.MAX_ROUNDS) -> Balanced:
     """Split `total` by the rates alone, then re-balance from the busy times until the ranks' step
-    times are within balance.BALANCED of each other (or `max_rounds` ran)."""
+    times are within balance.BALANCED of each other (or `max_rounds` ran); a rank whose share is
+    under balance.MIN_SHARE before and after re-balancing is dropped (`dropped`) after one round."""
     out = Balanced()
     shares = balance.split(total, rates_alone)
     for _ in range(max_rounds):
@@ -209,6 +245,10 @@ def balance_run(build: Builder, devices: list[str], total: int, rates_alone: lis
         if r.imbalance <= balance.BALANCED:
             break
         nxt = balance.rebalance(shares, r.busy_s)
+        small = sorted(set(balance.too_small(shares)) & set(balance.too_small(nxt)))
+        if small:  # re-balancing a share this small cannot win: its fixed cost dominates
+            out.dropped = small
+            break
         if nxt == shares:
             break  # one sample either way is the finest step there is
         shares = nxt

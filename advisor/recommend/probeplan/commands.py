@@ -30,9 +30,9 @@ def probe_commands(job: JobSpec, probes: list[ProbeRow], program: str = "advisor
     name it was run by)."""
     if not probes:
         return []
-    groups: dict[tuple[str, str], list[str]] = {}
-    for p in probes:
-        groups.setdefault((p.region, p.market), []).append(p.instance_type)
+    groups: dict[tuple[str, str, bool], list[str]] = {}
+    for p in probes:  # a type where the host's CPU might add (ProbeRow.cpu_too) is probed with --cpu-too
+        groups.setdefault((p.region, p.market, p.cpu_too), []).append(p.instance_type)
     shape: list[str] = []
     if job.datamodule:
         shape += ["--datamodule", job.datamodule]
@@ -43,15 +43,22 @@ def probe_commands(job: JobSpec, probes: list[ProbeRow], program: str = "advisor
         shape += ["--image-size", str(job.image_size)]
     if job.num_classes != 1000:
         shape += ["--num-classes", str(job.num_classes)]
-    extra = ["--probe-args", shlex.join(shape)] if shape else []
-    if is_custom(job.workload):  # the instances need the user's code (advisor/ec2/code.py)
-        extra += ["--code", code_path_hint(job.workload)]
+
+    def extra(cpu_too: bool) -> list[str]:
+        args = shape + (["--cpu-too"] if cpu_too else [])
+        out = ["--probe-args", shlex.join(args)] if args else []
+        if is_custom(job.workload):  # the instances need the user's code (advisor/ec2/code.py)
+            out += ["--code", code_path_hint(job.workload)]
+        return out
     cmds = [ProbeCommand([program, "launch", "--instance-type", ",".join(names), "--region", region, "--market", market,
-                          "--workload", job.workload, *extra, "--s3", BUCKET],
-                         f"probe {', '.join(names)} on EC2 ({BUCKET}: a bucket of yours)")
-            for (region, market), names in groups.items()]
+                          "--workload", job.workload, *extra(cpu_too), "--s3", BUCKET],
+                         f"probe {', '.join(names)} on EC2 ({BUCKET}: a bucket of yours)"
+                         + (" with --cpu-too: the host's CPU training beside the GPU might add" if cpu_too else ""))
+            for (region, market, cpu_too), names in groups.items()]
     cmds.append(ProbeCommand([program, "results", "pull", BUCKET],
                              "then import the results and run this recommend again: it re-plans from what they measured"))
+    too = [p.instance_type for p in probes if p.cpu_too]
     cmds.append(ProbeCommand([program, "probe", "--workload", job.workload, *shape],
-                             "or, on a machine of that type, probe there instead of the two above"))
+                             "or, on a machine of that type, probe there instead of the two above"
+                             + (f" (add --cpu-too on {', '.join(too)})" if too else "")))
     return cmds

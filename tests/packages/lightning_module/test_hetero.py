@@ -27,8 +27,10 @@ import json, sys
 import torch, lightning.pytorch as pl
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
+from lightning_module.run import hetero
 from lightning_module.run.hetero import run_round
 
+hetero.BUCKET_BYTES = 40  # the exchange in 2 buckets (12 + 84 B, then 28 + 140 B: backward order)
 g = torch.Generator().manual_seed(1)
 X, Y = torch.randn(8, 5, generator=g), torch.randint(0, 3, (8,), generator=g)
 SHARES = [3, 5]
@@ -60,7 +62,7 @@ def build(rank, batch):
     return m, None
 
 
-run_round(build, ["cpu", "cpu"], SHARES, [1, 1], steps=1, warmup=0)
+run_round(build, ["cpu", "cpu"], SHARES, [1, 1], steps=1, warmup=1)  # 2 steps: the buckets start afresh
 '''
 
 BALANCE = '''
@@ -70,7 +72,8 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 from lightning_module.run.hetero import balance_run, this_rank
 
-MS_PER_SAMPLE = [1.0, 3.0]  # rank 1 is three times slower per sample: an artificial, load-proof delay
+# rank 1 is three times slower per sample (or as argv[2] says): an artificial, load-proof delay
+MS_PER_SAMPLE = [1.0, float(sys.argv[2]) if len(sys.argv) > 2 else 3.0]
 
 
 class Slow(pl.LightningModule):
@@ -95,19 +98,21 @@ def build(rank, batch):
 
 
 # Started from an equal split on purpose: the rates alone say nothing here.
-out = balance_run(build, ["cpu", "cpu"], total=64, rates_alone=[1.0, 1.0], threads=[1, 1], steps=6, warmup=1)
+out = balance_run(build, ["cpu", "cpu"], total=64, rates_alone=[MS_PER_SAMPLE[1], 1.0] if len(sys.argv) > 2
+                  else [1.0, 1.0], threads=[1, 1], steps=6, warmup=1)
 if this_rank() == 0:
     with open(sys.argv[1], "w") as f:
-        json.dump([{"shares": r.shares, "busy_s": r.busy_s, "samples_per_sec": r.samples_per_sec}
-                   for r in out.rounds], f)
+        json.dump({"dropped": out.dropped,
+                   "rounds": [{"shares": r.shares, "busy_s": r.busy_s, "samples_per_sec": r.samples_per_sec}
+                              for r in out.rounds]}, f)
 '''
 
 
-def run_script(tmp_path, text: str, out: Path, env_extra: dict | None = None) -> None:
+def run_script(tmp_path, text: str, out: Path, env_extra: dict | None = None, args: tuple = ()) -> None:
     script = tmp_path / "ranks.py"
     script.write_text(textwrap.dedent(text))
     env = {**os.environ, "PYTHONPATH": str(ROOT), **(env_extra or {})}
-    done = subprocess.run([sys.executable, str(script), str(out)], check=False, capture_output=True, text=True,
+    done = subprocess.run([sys.executable, str(script), str(out), *args], check=False, capture_output=True, text=True,
                           env=env, cwd=tmp_path, timeout=240)
     assert done.returncode == 0, done.stderr[-3000:]
 
@@ -142,12 +147,32 @@ def test_the_weighted_exchange_is_the_gradient_of_the_concatenated_batch(tmp_pat
 def test_the_balancer_brings_unequal_ranks_within_ten_percent(tmp_path):
     out = tmp_path / "rounds.json"
     run_script(tmp_path, BALANCE, out)
-    rounds = json.loads(out.read_text())
+    got = json.loads(out.read_text())
+    rounds = got["rounds"]
+    assert got["dropped"] == []
     first, last = rounds[0], rounds[-1]
     assert first["shares"] == [32, 32] and balance.imbalance(first["busy_s"]) > 0.5  # 3x slower: far apart
     assert balance.imbalance(last["busy_s"]) <= balance.BALANCED, rounds
     assert last["shares"][0] > 2 * last["shares"][1] and sum(last["shares"]) == 64  # about 48/16
     assert last["samples_per_sec"] > first["samples_per_sec"], rounds  # balanced is faster
+
+
+@two_ranks
+def test_a_rank_whose_share_stays_tiny_is_dropped_after_one_round(tmp_path):
+    # 30x slower per sample: its share of 64 is 3 (under 5%) at the start and 2 after re-balancing,
+    # where the balancer would go on for MAX_ROUNDS rounds without converging.
+    out = tmp_path / "rounds.json"
+    run_script(tmp_path, BALANCE, out, args=("30",))
+    got = json.loads(out.read_text())
+    assert got["dropped"] == [1] and len(got["rounds"]) == 1, got
+    assert got["rounds"][0]["shares"] == [61, 3]
+
+
+def test_too_small_names_the_ranks_under_the_minimum_share():
+    assert balance.too_small([61, 3]) == [1]  # 3 of 64 is 4.7%
+    assert balance.too_small([60, 4]) == []  # 6.25%
+    assert balance.too_small([4105, 11]) == [1]  # the H100's ResNet-18 split (docs/benchmarks.md)
+    assert balance.too_small([256, 136]) == []
 
 
 def test_split_is_proportional_whole_and_leaves_no_rank_empty():
@@ -217,3 +242,20 @@ def test_results_show_says_what_the_cpu_added(cli, tmp_path):
     line = next(x for x in out.splitlines() if x.startswith("cpu too"))
     assert "alone gpu 1,000.0 + cpu 100.0" in line and "together 1,050.0 samples/s" in line
     assert "+5.0%" in line and "efficiency 95%" in line and "batch gpu 256, cpu 26" in line and "kept" in line
+
+
+@pytest.mark.parametrize(("together", "ci", "verdict"), [
+    (414.3, (313.3, 611.3), "not kept: 58.6% slower than the gpu alone"),  # the H100 ResNet-18 run, per 1,000 of GPU alone
+    (1010.0, (900.0, 1120.0), "not kept: no gain beyond the noise"),
+])
+def test_a_lost_cpu_too_says_it_was_slower_not_merely_no_gain(cli, tmp_path, together, ci, verdict):
+    from factories import probe_result
+
+    g = _both(samples_per_sec=together, samples_per_sec_ci=ci, efficiency=together / 1100.0, kept=False)
+    r = probe_result().model_copy(update={"gpu_and_cpu": g})
+    f, db = tmp_path / "r.json", str(tmp_path / "r.db")
+    f.write_text(r.model_dump_json())
+    assert cli("results", "import", str(f), "--store", db)[0] == 0
+    out = cli("results", "show", r.result_id, "--store", db)[1]
+    line = next(x for x in out.splitlines() if x.startswith("cpu too"))
+    assert verdict in line, line

@@ -70,6 +70,9 @@ def test_notes_come_from_typed_fields_not_basis_keys():
     assert report.notes(row(estimate_anchor=None, setup_hours=0.25, hours=0.4)) == ["setup is 62% of the time"]
     assert report.notes(row(estimate_anchor=None, setup_hours=0.25, hours=0.6)) == []
     assert report.notes(row(estimate_anchor=None)) == []
+    g = {"gain": 0.12, "low": 0.04, "high": 0.2, "source": "measured", "basis": {"from": "your --cpu-too probe 0123abcd"}}
+    assert report.notes(row(estimate_anchor=None, gpu_and_cpu=g)) == [
+        "GPU + CPU variant: +12% (+4% to +20%, measured: your --cpu-too probe 0123abcd; advisor probe --cpu-too)"]
 
 
 def test_reason_from_the_typed_shortfall():
@@ -113,6 +116,16 @@ def test_probe_commands_group_the_probes_by_region_and_market():
     assert cmds[-1].argv == ["advisor", "probe", "--workload", "resnet50", "--image-size", "160", "--num-classes", "10"]
     assert all(c.purpose and not any(a.startswith(("#", "(")) for a in c.argv) for c in cmds)
     assert probe_commands(job(), []) == []
+
+
+def test_a_type_where_the_cpu_might_add_is_probed_with_cpu_too():
+    gain = dataclasses.replace(probe("g6.48xlarge", "us-east-1"), cpu_too=True)
+    cmds = probe_commands(job(), [probe("g5.xlarge", "us-east-1"), gain])
+    assert cmds[0].argv[:4] == ["advisor", "launch", "--instance-type", "g5.xlarge"] and "--probe-args" not in cmds[0].argv
+    assert cmds[1].argv[:4] == ["advisor", "launch", "--instance-type", "g6.48xlarge"]
+    assert cmds[1].argv[cmds[1].argv.index("--probe-args") + 1] == "--cpu-too" and "--cpu-too" in cmds[1].purpose
+    assert cmds[-1].argv == ["advisor", "probe", "--workload", "resnet50"]
+    assert cmds[-1].purpose.endswith("(add --cpu-too on g6.48xlarge)")
 
 
 def test_the_report_prints_the_command_lines_it_is_given():

@@ -1,0 +1,103 @@
+"""The "GPU + CPU" variant (advisor/estimate/gpu_and_cpu.py): offered where a --cpu-too probe won,
+never where it lost, and from the stated model elsewhere, end to end through `advisor recommend`."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from factories import probe_result
+
+from advisor.estimate import gpu_and_cpu as gc
+from lightning_module.contract.result import GpuAndCpu, RankShare
+
+GPU = "g5.2xlarge"
+
+
+def cpu_too(together: float, ci: tuple[float, float], kept: bool, gpu: float = 1000.0, cpu: float = 100.0,
+            busy: tuple[float, float] = (0.25, 0.24)) -> GpuAndCpu:
+    return GpuAndCpu(ranks=[RankShare(device="gpu", batch_size=256, threads=1, samples_per_sec_alone=gpu, busy_seconds=busy[0]),
+                            RankShare(device="cpu", batch_size=26, threads=6, samples_per_sec_alone=cpu, busy_seconds=busy[1])],
+                     samples_per_sec=together, samples_per_sec_ci=ci, efficiency=together / (gpu + cpu), rounds=2, kept=kept)
+
+
+def recommend(cli, tmp_path, g: GpuAndCpu | None) -> dict:
+    r = probe_result(GPU, 1000.0, accelerator="gpu", gpus=("NVIDIA A10G",))
+    r = r.model_copy(update={"gpu_and_cpu": g})
+    f, db = tmp_path / "r.json", str(tmp_path / "r.db")
+    f.write_text(r.model_dump_json())
+    assert cli("results", "import", str(f), "--store", db)[0] == 0
+    code, out, err = cli("recommend", "--workload", "resnet50", "--samples", "1e7", "--budget", "1000",
+                         "--deadline", "30d", "--family", "g5,g6", "--top", "40", "--store", db, "--format", "json")
+    assert code == 0, err
+    return json.loads(out)
+
+
+def rows_of(doc: dict) -> list[dict]:
+    return doc["recommendations"]
+
+
+def test_a_cpu_too_probe_that_won_gives_its_type_the_variant(cli, tmp_path):
+    doc = recommend(cli, tmp_path, cpu_too(1080.0, (1040.0, 1120.0), kept=True))
+    mine = [r for r in rows_of(doc) if r["instance_type"] == GPU]
+    assert mine, [r["instance_type"] for r in rows_of(doc)]
+    for r in mine:
+        v = r["gpu_and_cpu"]
+        assert v["source"] == "measured" and v["gain"] == pytest.approx(0.08)
+        assert v["low"] == pytest.approx(0.04) and v["high"] == pytest.approx(0.12)
+        assert any(n.startswith("GPU + CPU variant: +8% (+4% to +12%, measured: your --cpu-too probe") for n in r["notes"])
+
+
+def test_a_cpu_too_probe_that_lost_gives_no_variant_and_no_note_of_a_gain(cli, tmp_path):
+    # The H100's ResNet-18 run, per 1,000 of GPU alone: 58.6% slower (docs/benchmarks.md).
+    doc = recommend(cli, tmp_path, cpu_too(414.3, (313.3, 611.3), kept=False, busy=(0.087, 0.095)))
+    assert rows_of(doc)
+    for r in rows_of(doc):
+        assert r["gpu_and_cpu"] is None
+        assert not any("GPU + CPU" in n for n in r["notes"])
+
+
+def test_without_a_cpu_too_probe_the_stated_model_offers_nothing_on_the_figures(cli, tmp_path):
+    doc = recommend(cli, tmp_path, None)
+    assert all(r["gpu_and_cpu"] is None for r in rows_of(doc))
+
+
+def _cpu(per_device: float, low: float, high: float):
+    from advisor.estimate.predict import Estimate
+
+    return lambda it: Estimate(per_device, low, high, "32-true")
+
+
+def test_the_model_is_the_stated_formula_and_its_band_brackets_it():
+    from advisor import load_catalog
+
+    it = load_catalog().instance_types["g5.16xlarge"]  # 64 vCPUs, one GPU
+    # G = 100/s at batch 128: T = 1.28 s; 1 GB of gradients at exchange rate r GB/s.
+    got = gc.estimate(it, (100.0, 80.0, 120.0), 128, _cpu(50.0, 40.0, 60.0), 10.0, 1e9, (0.8, 2.0, "g5.xlarge"))
+    t, x = 1.28, 1e9 / 2.0e9
+    assert got.gain == pytest.approx((100 * t + 0.8 * 50 * t) / (t + x) / 100 - 1)
+    assert got.basis["loader_vcpus"] == 10 and got.basis["cpu_vcpus"] == 64 - 1 - 10
+    assert got.low < got.gain < got.high and got.source == "estimated"
+    assert got.variant == (got.low > 0)
+    # The figures' range: e 0.25-0.92, exchange 0.29-0.96 GB/s, middle their geometric means.
+    fig = gc.estimate(it, (100.0, 80.0, 120.0), 128, _cpu(50.0, 40.0, 60.0), 10.0, 1e9, None)
+    assert fig.basis["combining_efficiency"] == [0.25, pytest.approx(0.48, abs=0.005), 0.92]
+    mid = gc.estimate(it, (100.0, 80.0, 120.0), 128, _cpu(50.0, 40.0, 60.0), 10.0, 1e9,
+                      (fig.basis["combining_efficiency"][1], fig.basis["exchange_gbs"][1], "g5.xlarge"))
+    assert mid.gain == pytest.approx(fig.gain, rel=1e-2)  # measured at the figures' middle: the same middle
+    assert fig.low < mid.low and fig.high > mid.high  # knowing less, a wider band
+    # No vCPU left after the loaders: no variant, and the reason.
+    assert "no vCPU left" in gc.estimate(it, (1e6, 1e6, 1e6), 128, _cpu(1, 1, 1), 10.0, 1e9, None)
+
+
+def test_the_h100_figures_are_what_the_measured_inputs_read_back():
+    # The --cpu-too run of docs/benchmarks.md: its e and exchange rate are the figures' ends.
+    g = GpuAndCpu(ranks=[RankShare(device="gpu", batch_size=8227, threads=1, samples_per_sec_alone=80432.18,
+                                   busy_seconds=0.0871972),
+                         RankShare(device="cpu", batch_size=32, threads=15, samples_per_sec_alone=660.549,
+                                   busy_seconds=0.0949857)],
+                  samples_per_sec=33321.02, samples_per_sec_ci=(25198.29, 49171.6), efficiency=33321.02 / 81092.73,
+                  rounds=3, kept=False)
+    e, gbs = gc.measured_inputs(g, 44.726568e6)
+    assert e == pytest.approx(0.51, abs=0.005)
+    assert gbs == pytest.approx(gc.EXCHANGE_GBS_RANGE[0], abs=0.005)
