@@ -85,9 +85,9 @@ class ProbeNext(Row):
 
 
 class Outlook(Row):
-    p_within: float
+    p_within: float | None = Field(description="null: nothing fits in any outcome")
     p90_regret: float | None = Field(description="null: unbounded (the pick misses in more than 10% of outcomes)")
-    p_miss: float = Field(description="over the outcomes where something fits")
+    p_miss: float | None = Field(description="over the outcomes where something fits; null: there are none")
     p_any: float = Field(description="something fits, over all outcomes")
     p_fit: float = Field(description="the pick fits, over all outcomes")
 

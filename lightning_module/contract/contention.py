@@ -20,6 +20,7 @@ The signals, strongest first:
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -75,6 +76,14 @@ def step_load(a: Reading, b: Reading, cores_in_use: int, cpu_bound: bool = True,
         ticks = b.total - a.total
         if ticks > 0:
             steal_share = (b.steal - a.steal) / ticks
+    # The readings come from clocks of different grain (/proc/stat's 10 ms ticks, schedstat's ns,
+    # the wall clock), read a moment apart: over a short step a share can come out above what is
+    # physically possible. It is held at its bound here, where it is measured, so the record's
+    # strict bounds (result.Contention) hold for every real reading.
+    others, wait_share, steal_share = (None if v is None else min(max(v, 0.0), 1.0)
+                                       for v in (others, wait_share, steal_share))
+    if cpu_share is not None:
+        cpu_share = min(max(cpu_share, 0.0), (cpus or os.cpu_count() or 1) / max(cores_in_use, 1))
     someone_else = others is None or others > OTHERS_LIMIT
     contended = (steal_share is not None and steal_share > STEAL_LIMIT) or (
         someone_else and wait_share is not None and wait_share > WAIT_LIMIT)

@@ -183,3 +183,16 @@ def test_gpu_state_counts_other_processes_and_low_clocks():
     assert any("GPU clock at 61%" in r for r in c.reasons)
     assert not ContentionMeter(1, 8, False).record(gpu=[gpu_state(0, {me}, nvml=FakeNvml([me]))]).contended
     assert gpu_state(0, {me}, nvml=FakeNvml([], fail=True)) is None  # no NVML: nothing to say
+
+
+def test_readings_of_different_grain_never_give_a_share_past_its_bound():
+    # A 20 ms step read against /proc/stat's 10 ms ticks: the other processes' busy time and the
+    # thread's wait can come out above the wall time, the process's CPU time above the CPUs' (seen
+    # under load: the record's strict bounds then failed the baseline).
+    a = Reading(0.0, 0.0, run=0.0, wait=0.0, steal=0, total=0, busy=0.0)
+    b = Reading(0.02, 0.09, run=0.0, wait=0.03, steal=3, total=2, busy=0.2)
+    s = step_load(a, b, cores_in_use=1, cpus=2)
+    assert s.wait_share == 1.0 and s.others_share == 1.0 and s.steal_share == 1.0 and s.cpu_share == 2.0
+    meter = ContentionMeter(1, 2)
+    meter.add(a, b)
+    meter.record()  # the strict model takes it

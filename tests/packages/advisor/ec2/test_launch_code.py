@@ -180,7 +180,7 @@ def test_the_probe_plan_names_the_code(tmp_path, monkeypatch):
     assert code_path_hint(WORKLOAD) == "mypkg"
     assert code_path_hint("nowhere_pkg.m:C") == "YOUR_PACKAGE"
     job = JobSpec(samples=1e6, budget_usd=10, deadline_hours=10, workload=WORKLOAD, init_args={"d_model": 64})
-    row = SimpleNamespace(region="us-east-1", market="on-demand", instance_type="g5.xlarge")
+    row = SimpleNamespace(region="us-east-1", market="on-demand", instance_type="g5.xlarge", cpu_too=False)
     argv = probe_commands(job, [row])[0].argv
     assert argv[argv.index("--code") + 1] == "mypkg" and argv[argv.index("--workload") + 1] == "mypkg.lm:TinyLM"
     # --probe-args is one argument that the instance splits back into the probe's own arguments
