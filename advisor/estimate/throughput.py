@@ -43,7 +43,15 @@ from .cache import model_for as cached_model
 from .calibrate import Efficiency
 from .host import apply_cap, default_rate_per_vcpu, host_cap
 from .model import CrossDeviceModel, build, from_probes
-from .points import MIXED, PRECISION_OF_DTYPE, PROBE_STACK, Point, at_probe_stack, instance_device
+from .points import (
+    MIXED,
+    PRECISION_OF_DTYPE,
+    PROBE_STACK,
+    Point,
+    at_probe_stack,
+    gpu_device,
+    instance_device,
+)
 from .predict import UNRELIABLE_WIDEN, Estimator, Measured, measured_from
 from .references import REFERENCE_PATH, ReferenceError, ReferenceSet
 from .scaling import DEFAULT_BATCH, intra_instance
@@ -187,13 +195,16 @@ class ThroughputModel:
     def _probes_model(self, facts: WorkloadFacts) -> CrossDeviceModel:
         """`--references none`: the cross-device model fitted on this workload's probes alone."""
         points = []
-        for r in self._measured.values():
+        probes = [(r, None) for r in self._measured.values()] + [(r, gpu) for gpu, r in self._off_catalog.values()]
+        for r, gpu in probes:
             m = measured_from(r, self._devices_used(r), Efficiency(0.0, []))
-            it = self.catalog.instance_types[m.instance_type]
-            dev = instance_device(it, m.precision)
+            if gpu is not None:  # off EC2: the GPU it measured
+                dev, where = gpu_device(gpu, m.precision), f"{r.hardware.gpus[0].name} (off EC2)"
+            else:
+                dev, where = instance_device(self.catalog.instance_types[m.instance_type], m.precision), m.instance_type
             if dev is not None:
                 points.append(Point(dev, facts.model, m.precision, PROBE_STACK, m.per_device_sps, 1,
-                                    f"probe {m.instance_type}", "probe", f"probe|{facts.model}", m.reliable,
+                                    f"probe {where}", "probe", f"probe|{facts.model}", m.reliable,
                                     1.0 if m.reliable else UNRELIABLE_WEIGHT))
         intensity = intensity_of(facts.model) or facts.intensity
         try:

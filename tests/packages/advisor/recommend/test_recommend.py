@@ -428,3 +428,12 @@ def test_a_cpu_probe_off_ec2_or_an_unknown_gpu_stays_unused(cli, catalog_file, t
                        "--catalog", catalog_file, "--store", str(db))
     assert code == 0, err
     assert "2 probe result(s) of this workload not used" in err and "off EC2 used" not in err
+
+
+def test_references_none_counts_a_gpu_probe_off_ec2_as_a_device_model(cli, tmp_path):
+    db = tmp_path / "r.db"
+    with ResultStore(db) as s:
+        s.add(probe_result(None, 2000.0, accelerator="gpu", gpus=("NVIDIA A10G",)))
+    code, _, err = cli("recommend", "--budget", "1000", "--deadline", "7d", "--samples", "1e8", "--references", "none",
+                       "--store", str(db))
+    assert code == 2 and "(you have 1: A10)" in err  # the A10G counts as its device group
