@@ -137,7 +137,10 @@ def test_validation_passes_are_no_step_s_time(tmp_path):
     fit(SlowValidation(**SMALL_LM), ThroughputCallback(output=out, warmup_steps=1), steps=9,
         val_check_interval=2, limit_val_batches=1, num_sanity_val_steps=0)
     r = parse_result(out.read_bytes())
-    assert r.step_time.n_steps == 8 and r.step_time.p90_s < VALIDATION_S
+    # 8 timed steps seen; the figure leaves out any the machine's load slowed (clean_steps), so
+    # under load it can rest on fewer: what must hold is that no validation pass is among them.
+    seen = r.contention.steps if r.contention is not None else r.step_time.n_steps
+    assert seen == 8 and r.step_time.n_steps <= 8 and r.step_time.p90_s < VALIDATION_S
 
 
 @pytest.mark.parametrize("kwargs, words", [
