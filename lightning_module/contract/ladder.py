@@ -251,7 +251,7 @@ def run_ladder(
             lad.best, lad.best_measurement = rung, m
         return record(rung)
 
-    kinds: dict[str, str] = {}  # rung name -> its TUNING_RUNGS kind, for the revisit
+    kinds: dict[str, str] = {}  # rung name -> its TUNING_RUNGS kind (= the ProbeConfig field), for the revisit
 
     def skip(name: str, why: str, status: str = "skipped") -> None:
         record(RungResult(rung=name, config=lad.best.config, status=status, error=why))
@@ -319,11 +319,6 @@ def run_ladder(
     return lad
 
 
-_UPDATES = {"precision": lambda cfg, r: {"precision": r.config.precision},
-            "channels_last": lambda cfg, r: {"channels_last": True},
-            "compile": lambda cfg, r: {"compile": True}}
-
-
 def _revisit(lad: Ladder, attempt, kinds: dict[str, str], decided_at: int) -> None:
     """Measure again, at the batch the search settled on, the rungs that lost at the batch they
     were decided at, when the two batches are REVISIT_BATCH_FACTOR or more apart."""
@@ -332,8 +327,8 @@ def _revisit(lad: Ladder, attempt, kinds: dict[str, str], decided_at: int) -> No
         return
     lost = [r for r in lad.rungs if r.rung in kinds and r.status == "ok" and not r.kept]
     for r in lost:
-        update = _UPDATES[kinds[r.rung]](lad.best.config, r)
-        cfg = lad.best.config.model_copy(update=update)
+        field = kinds[r.rung]  # the kind is the ProbeConfig field the rung changed
+        cfg = lad.best.config.model_copy(update={field: getattr(r.config, field)})
         if cfg == lad.best.config:
             continue
         attempt(f"{r.rung}@batch={bs}", cfg, note=f"lost at batch {decided_at}; measured again at batch {bs}")
