@@ -122,6 +122,9 @@ DEFINITIONS = {
     "bert-large": (("BERT-Large (24 layers, 1024 hidden, 16 heads) with the SQuAD span head at sequence length 384 "
                    "(DLE run_squad's default, as the rows' notes say), written in the script"),
                    lambda: Bert(1024, 24, 16, 384, "squad").loss),
+    "bert-base": (("BERT-Base (12 layers, 768 hidden, 12 heads) with the SQuAD span head at sequence length 384 "
+                  "(DLE run_squad's default, as the rows' notes say), written in the script"),
+                  lambda: Bert(768, 12, 12, 384, "squad").loss),
     "bert-large-pretrain-seq128": (("BERT-Large with the MLM (every token) + NSP heads at sequence length 128 "
                                    "(the rows' workload), written in the script"),
                                    lambda: Bert(1024, 24, 16, 128, "pretrain").loss),
