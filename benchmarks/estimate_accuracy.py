@@ -19,10 +19,14 @@
    |error| of the predicted vs published ratio to the measured device (each target device
    weighted equally) and the coverage of the transfer band (its scale calibrated without that
    workload). Targets: <= 20% and >= 80% on at least 4 workloads, a transformer among them.
+5. `--external`: published ResNet-50 mixed-precision figures that are not in the dataset
+   (benchmarks/external_figures.json, read by nothing else), predicted by the model fitted on the
+   dataset as an estimate from references is, each at its own stack and GPU count: median |error|
+   and band coverage, per source and over all. A model fitted to its own rows fails here.
 
 Accuracy only (no timing): safe to run on a busy machine.
 
-    .venv/bin/python benchmarks/estimate_accuracy.py [--references FILE] [--by-workload]
+    .venv/bin/python benchmarks/estimate_accuracy.py [--references FILE] [--by-workload] [--external]
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from advisor.estimate.evaluate import by_workload, check, out_of_fit_ratios
+from advisor.estimate.evaluate import by_workload, check, external, out_of_fit_ratios
 from advisor.estimate.model import build
 from advisor.estimate.references import load_references
 from advisor.estimate.throughput import ThroughputModel
@@ -47,6 +51,7 @@ from lightning_module.contract.workload_facts import FACTS
 TARGET_ERROR, TARGET_COVERAGE = 0.20, 0.80
 TARGET_WORKLOADS = 4  # --by-workload: workloads meeting both targets, a transformer among them
 TRANSFORMERS = ("bert", "vit", "t5", "bridgetower")
+EXTERNAL_PATH = Path(__file__).resolve().parent / "external_figures.json"
 AWS_DEVICES = {"T4": "g4dn.xlarge", "A10G": "g5.xlarge", "L4": "g6.xlarge", "L40S": "g6e.xlarge",
                "V100": "p3.2xlarge", "A100 40GB": "p4d.24xlarge", "A100 80GB": "p4de.24xlarge",
                "H100": "p5.48xlarge", "H200": "p5en.48xlarge", "B200": "p6-b200.48xlarge"}
@@ -57,6 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--references", help="a reference file (default: the shipped dataset)")
     ap.add_argument("--by-workload", action="store_true",
                     help="leave-one-workload-out per workload, shared intensity (before) vs per-workload (after)")
+    ap.add_argument("--external", action="store_true",
+                    help=f"check against published figures not in the dataset ({EXTERNAL_PATH.name})")
     args = ap.parse_args(argv)
     catalog = load(SNAPSHOT_PATH)
     refs = load_references(args.references)
@@ -152,7 +159,36 @@ def main(argv: list[str] | None = None) -> int:
               f"{derived.samples_per_sec / e.samples_per_sec:.2f}x the estimate, {inside} its band")
     if args.by_workload:
         ok &= workload_transfer(refs.measurements, catalog, args.references or "builtin", model)
+    if args.external:
+        ok &= external_check(model, catalog)
     return 0 if ok else 1
+
+
+def external_check(model, catalog) -> bool:
+    """The fitted model against published figures it never saw, at each figure's own stack."""
+    rows, skipped = external(model, load_references(EXTERNAL_PATH).measurements, catalog)
+    print(f"\npublished figures not in the dataset ({EXTERNAL_PATH.name}), each at its own stack and GPU count "
+          f"(a default-stack figure against the estimate / {math.exp(model.fit.sigma):.3f}, the fitted tuned/default factor):")
+    print(f"  {'row':46} {'device':12} {'gpus':>4} {'stack':7} {'published':>9} {'estimate':>9} {'band':>15} {'error':>6}")
+    for r in rows:
+        print(f"  {r.row[:46]:46} {r.device[:12]:12} {r.gpus:4d} {r.stack:7} {r.published:9,.0f} {r.predicted:9,.0f} "
+              f"{f'{r.low:,.0f}-{r.high:,.0f}':>15} {r.error:+6.1%}{'' if r.covered else '  outside'}")
+    for why in sorted({w for _, w in skipped}):
+        print(f"  not checked ({why}): " + ", ".join(i for i, w in skipped if w == why))
+    if not rows:
+        return False
+    groups = {}
+    for r in rows:
+        groups.setdefault(r.source.split("@")[0], []).append(r)
+    for src, mine in sorted(groups.items()):
+        print(f"  {src[:70]:70} {len(mine):3d} figures: median |error| {float(np.median([abs(r.error) for r in mine])):.1%}, "
+              f"coverage {np.mean([r.covered for r in mine]):.0%}")
+    err = float(np.median([abs(r.error) for r in rows]))
+    cov = float(np.mean([r.covered for r in rows]))
+    met = err <= TARGET_ERROR and cov >= TARGET_COVERAGE
+    print(f"  all {len(rows)} figures: median |error| {err:.1%}, coverage {cov:.0%}; targets <= {TARGET_ERROR:.0%} and "
+          f">= {TARGET_COVERAGE:.0%}: {'met' if met else 'NOT met'}")
+    return met
 
 
 def workload_transfer(rows, catalog, origin: str, shaped) -> bool:
@@ -180,6 +216,10 @@ def workload_transfer(rows, catalog, origin: str, shaped) -> bool:
     pooled = {c.workload: c.coverage for c in by_workload(shaped, pooled=True)}
     print("  band coverage with the transfer scale pooled over the other workloads' pairs (the rule before each "
           "workload's own was required): " + ", ".join(f"{w} {v:.0%}" for w, v in pooled.items()))
+    within = by_workload(shaped, among=TRANSFORMERS)
+    if len(within) > 1:
+        print("  transformers, each with its band calibrated on the other transformers' pairs alone: "
+              + ", ".join(f"{c.workload} {c.median_abs_error:.1%} / {c.coverage:.0%}" for c in within))
     kinds = shaped.bands.transfer_from_kinds
     print("  a workload known only from a CPU: " + ("calibrated (a held-out workload had CPU and GPU rows)" if "cpu" in kinds
           else "uncalibrated (no workload but the one whose rows fit the CPU offset has CPU and GPU rows)"))

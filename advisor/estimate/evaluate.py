@@ -15,10 +15,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .calibrate import Held, band_scale, leave_one_device_out, weighted_quantile
+from .calibrate import Held, band_scale, distance, leave_one_device_out, weighted_quantile
 from .fit import group_weights
 from .model import FLOPS, CrossDeviceModel
 from .points import _row_device
+from .shapes import intensities
 
 
 @dataclass
@@ -80,7 +81,8 @@ class Check:
 
 
 def check(model: CrossDeviceModel) -> Check:
-    held, probe_held = leave_one_device_out(model.points, FLOPS)
+    # The model as built: with the workloads' shapes when it has them (as its bands were calibrated).
+    held, probe_held = leave_one_device_out(model.points, FLOPS, intensities() if model.shaped else None)
     estimable = [h for h in held if h.estimable]
     rows = _rows(estimable, "model")
     lost = _rows([h for h in held if not h.estimable], "model", scale=model.bands.model_scale)
@@ -164,15 +166,18 @@ class WorkloadCheck:
     median_ratio: float
 
 
-def by_workload(model: CrossDeviceModel, pooled: bool = False) -> list[WorkloadCheck]:
+def by_workload(model: CrossDeviceModel, pooled: bool = False, among: tuple[str, ...] = ()) -> list[WorkloadCheck]:
     """Leave-one-workload-out: each workload fitted out, given its shape and one measured device,
     its other devices predicted; per workload the ratio error and the nested band's coverage.
     `pooled`: the band's scale set on all other workloads' pairs together (the rule before
-    calibrate.transfer_scale), for the benchmark's before/after."""
+    calibrate.transfer_scale), for the benchmark's before/after. `among`: only workloads whose name
+    starts with one of these, each calibrated on the others of them alone (transformers on
+    transformers)."""
     from .calibrate import coverage, leave_one_workload_out, transfer_scale, transfer_weights
-    from .shapes import intensities
 
     held = leave_one_workload_out(model.points, intensities() if model.shaped else None)
+    if among:
+        held = [h for h in held if h.why[0].startswith(among)]
     out = []
     for w in sorted({h.why[0] for h in held}):
         mine = [h for h in held if h.why[0] == w]
@@ -187,3 +192,48 @@ def by_workload(model: CrossDeviceModel, pooled: bool = False) -> list[WorkloadC
                                  weighted_quantile(err, wts, 0.5), coverage(mine, scale, wts),
                                  weighted_quantile(ratio, wts, 0.5)))
     return out
+
+
+@dataclass
+class ExternalRow:
+    row: str
+    device: str  # the device variant (its key)
+    gpus: int
+    stack: str
+    published: float  # per device
+    predicted: float  # per device, at the row's own stack and GPU count
+    low: float
+    high: float
+    source: str
+
+    @property
+    def error(self) -> float:
+        return self.predicted / self.published - 1.0
+
+    @property
+    def covered(self) -> bool:
+        return self.low <= self.published <= self.high
+
+
+def external(model: CrossDeviceModel, rows, catalog) -> tuple[list[ExternalRow], list[tuple[str, str]]]:
+    """Published figures the model never saw (benchmarks/external_figures.json), predicted the way
+    an estimate from references is (predict.py _from_references: the fit at the device, the band
+    bands.model_scale x (1 + distance)), each at its own stack (a default-stack figure against the
+    estimate over the fitted tuned/default factor) and GPU count (the published scaling rule).
+    Returns (rows, skipped with why)."""
+    fitted = {p.label for p in model.points}
+    f, out, skipped = model.fit, [], []
+    for m in rows:
+        if m.id in fitted:
+            skipped.append((m.id, "in the fitted dataset: not an outside check"))
+            continue
+        dev, why = _row_device(m, catalog)
+        if dev is None or m.model not in f.level or m.nodes > 1:
+            skipped.append((m.id, why or ("multi-node" if m.nodes > 1 else f"no {m.model} rows in the fit")))
+            continue
+        d, _ = distance(dev, m.model, f)
+        w = model.bands.model_scale * (1.0 + d)
+        pred = math.exp(f.log_predict(dev, m.model, m.stack)) * model.efficiency(m.gpus)
+        out.append(ExternalRow(m.id, dev.key, m.gpus, m.stack, m.per_device_sps, pred, pred * math.exp(-w),
+                               pred * math.exp(w), m.source.label()))
+    return out, skipped

@@ -53,8 +53,14 @@ REFINE_STEPS = 9
 CPU_SCALING = 0.5
 
 # A device's own rows move its prediction by their mean residual, shrunk towards the model:
-# n rows count n / (n + SHRINK_ROWS).
+# n rows count n / (n + SHRINK_ROWS). A workload with rows of its own on the device takes those rows'
+# residual (BERT's rows on an A10 say how BERT runs there, not ResNet-50); any other workload, all rows'.
 SHRINK_ROWS = 2.0
+
+
+def own_key(group: str, workload: str | None) -> str:
+    """Fit.resid's key for one workload's rows on a device group (the group alone: all its rows)."""
+    return f"{group}|{workload}"
 
 
 @dataclass
@@ -64,7 +70,8 @@ class Fit:
     sigma: float  # log(tuned / default) on one device
     kappa: dict[str, float]  # device kind -> offset (gpu: 0)
     level: dict[str, float]  # workload -> lambda_w
-    resid: dict[str, tuple[float, float]]  # device group -> (mean residual, rows counted by weight)
+    # device group (and own_key(group, workload)) -> (mean residual, rows counted by weight)
+    resid: dict[str, tuple[float, float]]
     devices: dict[str, Device] = field(default_factory=dict)  # every device variant in the fit, by key
     rows: int = 0
     rms: float = 0.0  # weighted rms residual (log)
@@ -93,8 +100,9 @@ class Fit:
         lam = self.level[workload] if level is None else level
         y = lam + (self.sigma if stack == "tuned" and dev.kind != "cpu" else 0.0) + self.kappa.get(dev.kind, 0.0) \
             - self.offset(dev, workload, intensity)
-        if own_rows and dev.group in self.resid:
-            mean, n = self.resid[dev.group]
+        key = own_key(dev.group, workload) if own_key(dev.group, workload) in self.resid else dev.group
+        if own_rows and key in self.resid:
+            mean, n = self.resid[key]
             y += mean * n / (n + SHRINK_ROWS)
         return y
 
@@ -215,7 +223,8 @@ def fit(points: list[Point], intensity: dict[str, float] | None = None, referenc
     kappa = {"gpu": 0.0} | {kd: float(beta[k + i]) for i, kd in enumerate(kind_cols)}
     sums: dict[str, list[tuple[float, float]]] = {}
     for p, ri in zip(points, r):
-        sums.setdefault(p.device.group, []).append((float(ri), p.weight))
+        for key in (p.device.group, own_key(p.device.group, p.workload)):
+            sums.setdefault(key, []).append((float(ri), p.weight))
     # A device's mean residual, each row weighted by its evidence; a derived row counts as a fraction of one.
     res = {grp: (sum(x * e for x, e in v) / sum(e for _, e in v), sum(e for _, e in v)) for grp, v in sums.items()}
     devices = {}
