@@ -28,9 +28,17 @@ from catalog.hardware import best_dtype
 from catalog.models import Catalog, InstanceType
 
 from .calibrate import distance, level_for, pair_distance
-from .fit import CPU_SCALING
+from .fit import CPU_SCALING, cpu_log_peak
 from .model import FLOPS, CrossDeviceModel
-from .points import PRECISION_OF_DTYPE, PROBE_STACK, Device, gpu_device, instance_device
+from .points import (
+    PRECISION_OF_DTYPE,
+    PROBE_STACK,
+    CpuHost,
+    Device,
+    cpu_device,
+    gpu_device,
+    instance_device,
+)
 from .shapes import intensity_of, unshaped_reason
 
 UNCALIBRATED = "uncalibrated"  # a band no held-out case of its kind stands behind
@@ -47,7 +55,13 @@ class Measured:
     per_device_sps: float
     reliable: bool = True
     gpu: AcceleratorSpec | None = None  # off EC2: the GPU its fingerprint names, the device it measured
-    machine: str | None = None  # off EC2: that GPU as the machine named it
+    cpu: CpuHost | None = None  # off EC2, a CPU probe: the host CPU its fingerprint describes
+    machine: str | None = None  # off EC2: that GPU (or CPU) as the machine named it
+
+    @property
+    def where(self) -> str:
+        """The probe's machine in a note: its instance type, or what it is off EC2."""
+        return self.instance_type or f"{self.machine} (off EC2)"
 
 
 @dataclass
@@ -99,6 +113,8 @@ class Estimator:
     def _probe_point(self, m: Measured):
         if m.gpu is not None:  # a GPU off EC2: the device is what it measured, whatever the host
             dev = gpu_device(m.gpu, m.precision)
+        elif m.cpu is not None:  # a CPU off EC2: its fingerprint's cores x clock x ISA, as a type's
+            dev = cpu_device(m.cpu, m.precision)
         else:
             it = self.catalog.instance_types.get(m.instance_type)
             dev = instance_device(it, m.precision) if it is not None else None
@@ -170,7 +186,7 @@ class Estimator:
         for pdev, shift, m in probes:
             d = pair_distance(pdev, dev)
             half = scale * (1.0 + d) * (1.0 if m.reliable else UNRELIABLE_WIDEN)
-            sources.append((base + shift, half))
+            sources.append((base + shift + _cpu_carry(dev, pdev, f.cpu_ref), half))
             used.append({"instance_type": m.instance_type, "machine": m.machine, "result_id": m.result_id,
                          "measured_per_device": round(m.per_device_sps, 2),
                          # exp(log(measured) - shift): no division by exp(shift), which underflows to 0
@@ -207,7 +223,7 @@ class Estimator:
         cpus = [(abs(math.log(dev.peak / p[0].peak)), p) for p in probes if p[0].kind == "cpu"]
         if dev.kind == "cpu" and cpus:
             _, (pdev, _, m) = min(cpus, key=lambda c: c[0])  # the nearest CPU probe in counted peak
-            _cpu_bracket(est, dev.peak / pdev.peak, f"your {m.instance_type} probe's counted peak")
+            _cpu_bracket(est, dev.peak / pdev.peak, f"your {m.where} probe's counted peak")
         return est
 
     def _probe_band(self, dev: Device, probes) -> tuple[float, str]:
@@ -255,6 +271,17 @@ class Estimator:
             self._facts[dev] = (rows, sorted(self.model.fit.devices.values(), key=lambda g: pair_distance(g, dev))[:3])
         rows, near = self._facts[dev]
         return list(rows), near
+
+
+def _cpu_carry(dev: Device, probe: Device, ref: float | None) -> float:
+    """A CPU probe carried to another CPU scales from the probe's own counted peak, as the model
+    scales from its CPU anchors' (fit.cpu_log_peak): linear below it, CPU_SCALING of the way above,
+    so that _cpu_bracket's no-gain-to-linear band is centred on it. Returns the log correction to
+    the model's own ratio (0 for a GPU)."""
+    if dev.kind != "cpu" or probe.kind != "cpu":
+        return 0.0
+    own = cpu_log_peak(dev.peak, probe.peak) - math.log(probe.peak)
+    return own - (cpu_log_peak(dev.peak, ref) - cpu_log_peak(probe.peak, ref))
 
 
 def _cpu_bracket(est: Estimate, ratio: float, anchor: str) -> None:
