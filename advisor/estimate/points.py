@@ -66,6 +66,7 @@ class Device:
     peak: float  # TFLOP/s at the precision used (CPU: the counted socket)
     bandwidth: float | None  # GB/s; None for CPUs (not in the catalog)
     bytes_factor: float  # 2 for fp32/TF32 activations, 1 for 16-bit
+    channels_per_core: float | None = None  # a CPU's DDR channels per socket core (None: not sourced, or a GPU)
 
 
 @dataclass(frozen=True)
@@ -135,6 +136,7 @@ class CpuHost:
     clock_ghz: float
     isa: frozenset[str]
     share: float = 1.0  # the share of them counted: one socket (one NUMA node off EC2)
+    channels_per_core: float | None = None  # DDR channels per socket core (catalog.accelerators); None: unknown
 
 
 def instance_cpu_host(it: InstanceType) -> CpuHost | None:
@@ -145,7 +147,8 @@ def instance_cpu_host(it: InstanceType) -> CpuHost | None:
     vendor = acc.cpu_manufacturer(it) or (fam.manufacturer if fam else "unknown")
     # One processor model is one device (c7i, m7i and r7i all run the Xeon 8488C).
     return CpuHost(f"cpu:{it.family}", f"cpu:{acc.cpu_model(it) or it.family}", vendor,
-                   acc.physical_cores(it), it.cpu_clock_ghz, acc.cpu_isa(it), socket_share(it))
+                   acc.physical_cores(it), it.cpu_clock_ghz, acc.cpu_isa(it), socket_share(it),
+                   acc.memory_channels_per_core(it))
 
 
 def cpu_device(host: CpuHost, precision: str) -> Device | None:
@@ -154,7 +157,8 @@ def cpu_device(host: CpuHost, precision: str) -> Device | None:
     peak = acc.cpu_peak_tflops(host.cores, host.clock_ghz, host.isa, dtype, host.vendor)
     if not peak:
         return None
-    return Device(host.key, host.group, "cpu", host.vendor, peak * host.share, None, BYTES_FACTOR.get(precision, 2.0))
+    return Device(host.key, host.group, "cpu", host.vendor, peak * host.share, None, BYTES_FACTOR.get(precision, 2.0),
+                  host.channels_per_core)
 
 
 # A fingerprint's vendor id (run/hardware.py) in the catalog's spelling (the CPU rates key on it).

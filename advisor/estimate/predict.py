@@ -28,7 +28,7 @@ from catalog.hardware import best_dtype
 from catalog.models import Catalog, InstanceType
 
 from .calibrate import distance, level_for, pair_distance
-from .fit import CPU_SCALING, cpu_log_peak
+from .fit import CPU_CHANNELS_EXPONENT, CPU_SCALING, cpu_channels_log, cpu_log_peak
 from .model import FLOPS, CrossDeviceModel
 from .points import (
     PRECISION_OF_DTYPE,
@@ -171,6 +171,7 @@ class Estimator:
         est = Estimate(math.exp(mid), math.exp(mid - stack - w), math.exp(mid + w), precision, basis, notes)
         if dev.kind == "cpu" and f.cpu_ref:
             _cpu_bracket(est, dev.peak / f.cpu_ref, "the published CPU rows' counted peak")
+            _channels_band(est, dev, None, f.cpu_channels_ref, "the published CPU rows'")
         return est
 
     def _anchored(self, dev: Device, precision: str, probes, reference: Estimate | None) -> Estimate:
@@ -224,6 +225,7 @@ class Estimator:
         if dev.kind == "cpu" and cpus:
             _, (pdev, _, m) = min(cpus, key=lambda c: c[0])  # the nearest CPU probe in counted peak
             _cpu_bracket(est, dev.peak / pdev.peak, f"your {m.where} probe's counted peak")
+            _channels_band(est, dev, pdev, f.cpu_channels_ref, f"your {m.where} probe's")
         return est
 
     def _probe_band(self, dev: Device, probes) -> tuple[float, str]:
@@ -282,6 +284,29 @@ def _cpu_carry(dev: Device, probe: Device, ref: float | None) -> float:
         return 0.0
     own = cpu_log_peak(dev.peak, probe.peak) - math.log(probe.peak)
     return own - (cpu_log_peak(dev.peak, ref) - cpu_log_peak(probe.peak, ref))
+
+
+def _channels_band(est: Estimate, dev: Device, anchor: Device | None, ref: float | None, whose: str) -> None:
+    """Say what memory channels moved a CPU estimate by against its anchor (the published CPU rows,
+    or a CPU probe: one whose count is unknown, as off EC2, is taken at the rows' balance), and
+    widen the band from no channel effect to twice it: the exponent is one observation (fit.py)."""
+    log_f = cpu_channels_log(dev.channels_per_core, ref) - (
+        cpu_channels_log(anchor.channels_per_core, ref) if anchor is not None else 0.0)
+    if abs(log_f) < 0.005:
+        return
+    f = math.exp(log_f)
+    est.low = min(est.low, est.per_device / f, est.per_device * f)
+    est.high = max(est.high, est.per_device / f, est.per_device * f)
+    est.basis["memory_channels"] = {
+        "channels_per_core": round(dev.channels_per_core, 4), "anchor_channels_per_core": round(
+            anchor.channels_per_core if anchor is not None and anchor.channels_per_core else ref, 4),
+        "factor": round(f, 3), "exponent": round(CPU_CHANNELS_EXPONENT, 3),
+        "band": "no channel effect to twice it (Article C: ~20% from 8 vs 4 channels, one observation)"}
+    unknown = " (its own count unknown: taken at the published rows')" if anchor is not None and not \
+        anchor.channels_per_core else ""
+    est.notes.append(f"memory channels: {dev.channels_per_core:.3g} per core against {whose} "
+                     f"{est.basis['memory_channels']['anchor_channels_per_core']:.3g}{unknown}: x{f:.2f} "
+                     "(Article C's ~20% per doubling, one observation; band from no effect to twice it)")
 
 
 def _cpu_bracket(est: Estimate, ratio: float, anchor: str) -> None:
