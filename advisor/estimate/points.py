@@ -188,8 +188,10 @@ def fingerprint_cpu_host(hw, precision: str, matmul_tflops: float | None = None)
     name = cpu_name(hw.cpu_model)
     known = catalog_cpu_model(name)
     share = 1.0 / hw.numa_nodes if hw.numa_nodes and hw.numa_nodes > 1 else 1.0
+    # The whole machine's populated channels over its cores: a socket's balance where sockets match.
+    channels = hw.memory_channels / hw.physical_cores if hw.memory_channels else None
     return CpuHost(f"cpu:{name} (off EC2)", f"cpu:{known or name}", vendor, hw.physical_cores,
-                   hw.cpu_clock_ghz, isa, share), ""
+                   hw.cpu_clock_ghz, isa, share, channels), ""
 
 
 def cpu_name(model: str) -> str:

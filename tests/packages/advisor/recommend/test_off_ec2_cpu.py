@@ -151,3 +151,18 @@ def test_references_none_counts_a_cpu_probe_off_ec2_as_a_device_model(cli, tmp_p
     code, _, err = cli("recommend", "--budget", "1000", "--deadline", "7d", "--samples", "1e8", "--references",
                        "none", "--workload", MODEL, "--store", str(db))
     assert code == 2 and "(you have 1: cpu:AMD EPYC)" in err
+
+
+def test_memory_channels_the_os_reported_place_the_machine_in_the_channel_law(cli, tmp_path):
+    # 16 populated channels (EDAC) for 112 cores: 0.143 a core against c7i's 8 for 48 (0.167).
+    from advisor.estimate.fit import CPU_CHANNELS_EXPONENT
+
+    told = off_ec2("xeon-amx", 400.0).model_copy(
+        update={"hardware": FINGERPRINTS["xeon-amx"].model_copy(update={"memory_channels": 16})})
+    rows, _ = recommend(cli, tmp_path / "a", told)
+    ch = rows["c7i.2xlarge"]["basis"]["memory_channels"]
+    assert ch["anchor_channels_per_core"] == pytest.approx(16 / 112, abs=1e-4)
+    assert ch["factor"] == pytest.approx(((8 / 48) / (16 / 112)) ** CPU_CHANNELS_EXPONENT, abs=1e-3)
+    rows, _ = recommend(cli, tmp_path / "b", off_ec2("xeon-amx", 400.0))  # a VM: the OS did not say
+    assert "memory_channels" not in rows["c7i.2xlarge"]["basis"]  # taken at the rows' balance: c7i's own
+    assert any("its own count unknown" in n for n in rows["c7a.2xlarge"]["notes"])
