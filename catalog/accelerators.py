@@ -14,7 +14,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .io import read_json_file
 from .models import InstanceType
@@ -52,6 +52,15 @@ class CpuFamily(BaseModel):
     isa: list[str]
     source: str
     uncertain: bool = False
+    # DDR channels per socket, as read with its page (None: no source found, the law leaves it out)
+    memory_channels: int | None = Field(default=None, gt=0, le=64)
+    memory_channels_source: str | None = None
+
+    @model_validator(mode="after")
+    def _channels_sourced(self) -> CpuFamily:
+        if self.memory_channels is not None and not self.memory_channels_source:
+            raise ValueError(f"{self.cpu_model}: memory_channels without memory_channels_source")
+        return self
 
 
 @lru_cache(maxsize=1)
@@ -245,6 +254,17 @@ def cpu_isa(instance: InstanceType) -> frozenset[str]:
     if fam is not None:
         return frozenset(fam.isa)
     return frozenset({"asimd"} if instance.arch == "arm64" else {"avx2", "fma"})
+
+
+def memory_channels_per_core(instance: InstanceType) -> float | None:
+    """DDR channels per physical core of the instance's socket (the share of the memory system a
+    core has when the socket's cores all work); None where the family's channel count or the socket
+    size is not known."""
+    fam = cpu_family(instance)
+    if fam is None or fam.memory_channels is None or not instance.socket_vcpus:
+        return None
+    socket_cores = instance.socket_vcpus * physical_cores(instance) / instance.vcpus
+    return fam.memory_channels / socket_cores
 
 
 def physical_cores(instance: InstanceType) -> int:

@@ -44,7 +44,7 @@ from .references import Measurement
 
 log = logging.getLogger(__name__)
 
-FORMAT = 1  # the entry's layout below; the key covers it
+FORMAT = 2  # the entry's layout below; the key covers it
 KEEP = 8  # entries kept (a team's own reference files each have theirs); the oldest go first
 MAX_BYTES = 16 * 2**20
 # The modules whose code computes the model (or the rows and devices it is computed from).
@@ -147,7 +147,7 @@ def _digest(body: dict) -> str:
 
 def _device(d: Device) -> dict:
     return {"key": d.key, "group": d.group, "kind": d.kind, "vendor": d.vendor, "peak": d.peak,
-            "bandwidth": d.bandwidth, "bytes_factor": d.bytes_factor}
+            "bandwidth": d.bandwidth, "bytes_factor": d.bytes_factor, "channels_per_core": d.channels_per_core}
 
 
 def to_json(m: CrossDeviceModel) -> dict:
@@ -157,7 +157,7 @@ def to_json(m: CrossDeviceModel) -> dict:
         "fit": {"theta_m": f.theta_m, "theta_o": f.theta_o, "sigma": f.sigma, "kappa": f.kappa, "level": f.level,
                 "resid": {g: list(v) for g, v in f.resid.items()},
                 "devices": {k: _device(d) for k, d in f.devices.items()}, "rows": f.rows, "rms": f.rms,
-                "mem_factor": f.mem_factor, "cpu_ref": f.cpu_ref},
+                "mem_factor": f.mem_factor, "cpu_ref": f.cpu_ref, "cpu_channels_ref": f.cpu_channels_ref},
         "efficiency": {"loss_per_doubling": e.loss_per_doubling, "pairs": [list(p) for p in e.pairs]},
         "bands": dict(vars(b)),
         "points": [{**vars(p), "device": _device(p.device)} for p in m.points],
@@ -169,7 +169,8 @@ def from_json(body: dict) -> CrossDeviceModel:
     f = body["fit"]
     fit = Fit(f["theta_m"], f["theta_o"], f["sigma"], dict(f["kappa"]), dict(f["level"]),
               {g: (float(mean), float(n)) for g, (mean, n) in f["resid"].items()},
-              {k: Device(**d) for k, d in f["devices"].items()}, f["rows"], f["rms"], dict(f["mem_factor"]), f["cpu_ref"])
+              {k: Device(**d) for k, d in f["devices"].items()}, f["rows"], f["rms"], dict(f["mem_factor"]), f["cpu_ref"],
+              f["cpu_channels_ref"])
     e = body["efficiency"]
     eff = Efficiency(e["loss_per_doubling"], [(a, b, n, x) for a, b, n, x in e["pairs"]])
     points = [Point(**{**p, "device": Device(**p["device"])}) for p in body["points"]]

@@ -51,6 +51,13 @@ REFINE_STEPS = 9
 # The dataset's CPU rows are one size of one CPU, so nothing fits it: the middle is the log-centre
 # of that bracket and the band spans both ends (predict.py). Below the anchors' peak: linear.
 CPU_SCALING = 0.5
+# Memory channels: a CPU with more DDR channels per core trains faster at the same counted peak.
+# Derived from Article C's one observation, 8-channel vs 4-channel memory gave ~20% in PyTorch on
+# one CPU: x1.2 per doubling of channels per core, exponent log2(1.2) = 0.263. Channel counts per
+# socket are read with their source (catalog/data/accelerators.json); a family without one, or a
+# machine off EC2, is taken at its anchors' balance, and the band spans no channel effect to twice
+# it (predict.py): one home workstation's figure, never fitted.
+CPU_CHANNELS_EXPONENT = math.log2(1.2)
 
 # A device's own rows move its prediction by their mean residual, shrunk towards the model:
 # n rows count n / (n + SHRINK_ROWS). A workload with rows of its own on the device takes those rows'
@@ -78,6 +85,7 @@ class Fit:
     # workload -> m_w = I_ref / I_w, its memory term against the reference workload's (absent: 1)
     mem_factor: dict[str, float] = field(default_factory=dict)
     cpu_ref: float | None = None  # the CPU anchors' counted peak (geometric mean), TFLOP/s; None: no CPU fitted
+    cpu_channels_ref: float | None = None  # their DDR channels per socket core (geometric mean); None: unknown
 
     def factor(self, workload: str | None, intensity: float | None = None) -> float:
         """m_w for a workload: from a given intensity (a user's probe), else the fit's, else 1."""
@@ -91,7 +99,7 @@ class Fit:
 
     def offset(self, dev: Device, workload: str | None = None, intensity: float | None = None) -> float:
         m = self.factor(workload, intensity)
-        return device_offset(dev, self.theta_m * m, self.theta_o * m, self.cpu_ref)
+        return device_offset(dev, self.theta_m * m, self.theta_o * m, self.cpu_ref, self.cpu_channels_ref)
 
     def log_predict(self, dev: Device, workload: str | None, stack: str, level: float | None = None,
                     own_rows: bool = True, intensity: float | None = None) -> float:
@@ -114,7 +122,9 @@ class Fit:
             "tuned_over_default": round(math.exp(self.sigma), 3),
             "kappa": {k: round(v, 3) for k, v in self.kappa.items()},
             "cpu_scaling": {"exponent": CPU_SCALING, "anchor_peak_tflops": None if self.cpu_ref is None else
-                            round(self.cpu_ref, 3)},
+                            round(self.cpu_ref, 3), "channels_exponent": round(CPU_CHANNELS_EXPONENT, 3),
+                            "anchor_channels_per_core": None if self.cpu_channels_ref is None else
+                            round(self.cpu_channels_ref, 4)},
             "rows": self.rows, "devices": len({d.group for d in self.devices.values()}), "rms_log_residual": round(self.rms, 3),
         }
 
@@ -127,9 +137,17 @@ def cpu_log_peak(peak: float, ref: float | None) -> float:
     return CPU_SCALING * math.log(peak) + (1.0 - CPU_SCALING) * math.log(ref)
 
 
-def device_offset(dev: Device, theta_m: float, theta_o: float, cpu_ref: float | None = None) -> float:
+def cpu_channels_log(channels_per_core: float | None, ref: float | None) -> float:
+    """log of what a CPU's memory channels per core give against its anchors' (0 where either is unknown)."""
+    if not channels_per_core or not ref:
+        return 0.0
+    return CPU_CHANNELS_EXPONENT * math.log(channels_per_core / ref)
+
+
+def device_offset(dev: Device, theta_m: float, theta_o: float, cpu_ref: float | None = None,
+                  channels_ref: float | None = None) -> float:
     if dev.bandwidth is None:
-        return -cpu_log_peak(dev.peak, cpu_ref)
+        return -cpu_log_peak(dev.peak, cpu_ref) - cpu_channels_log(dev.channels_per_core, channels_ref)
     return math.log(1.0 / dev.peak + theta_m * dev.bytes_factor / dev.bandwidth + theta_o)
 
 
@@ -163,10 +181,13 @@ def fit(points: list[Point], intensity: dict[str, float] | None = None, referenc
     n = len(points)
     factors = memory_factors({p.workload for p in points}, intensity, reference)
     y = np.log([p.sps for p in points])
-    cpus = [p.device.peak for p in points if p.device.bandwidth is None]
-    cpu_ref = float(np.exp(np.mean(np.log(cpus)))) if cpus else None
+    cpus = [p.device for p in points if p.device.bandwidth is None]
+    cpu_ref = float(np.exp(np.mean(np.log([d.peak for d in cpus])))) if cpus else None
+    # Channels enter only when every CPU anchor's count was read (else no anchor balance to scale from).
+    ch_ref = float(np.exp(np.mean(np.log([d.channels_per_core for d in cpus])))) if cpus and all(
+        d.channels_per_core for d in cpus) else None
     inv_p = np.array([1.0 / p.device.peak if p.device.bandwidth is not None else
-                      math.exp(-cpu_log_peak(p.device.peak, cpu_ref)) for p in points])
+                      math.exp(device_offset(p.device, 0.0, 0.0, cpu_ref, ch_ref)) for p in points])
     has_bw = np.array([p.device.bandwidth is not None for p in points])
     mem = np.array([factors.get(p.workload, 1.0) * p.device.bytes_factor / p.device.bandwidth
                     if p.device.bandwidth else 0.0 for p in points])
@@ -231,7 +252,7 @@ def fit(points: list[Point], intensity: dict[str, float] | None = None, referenc
     for p in points:
         devices.setdefault(p.device.key, p.device)
     rms = float(np.sqrt(np.sum(w * r**2) / np.sum(w)))
-    return Fit(theta_m, theta_o, sigma, kappa, level, res, devices, n, rms, factors, cpu_ref)
+    return Fit(theta_m, theta_o, sigma, kappa, level, res, devices, n, rms, factors, cpu_ref, ch_ref)
 
 
 def _between(grid: np.ndarray, i: int) -> np.ndarray:

@@ -8,13 +8,13 @@ catalog.hardware); nothing here imports torch.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from catalog import accelerators as acc
 from catalog.hardware import (
     best_dtype,
     device_kind,
-    device_peak_tflops,
     device_share,
     gpu_spec,
 )
@@ -66,6 +66,7 @@ class Device:
     peak: float  # TFLOP/s at the precision used (CPU: the counted socket)
     bandwidth: float | None  # GB/s; None for CPUs (not in the catalog)
     bytes_factor: float  # 2 for fp32/TF32 activations, 1 for 16-bit
+    channels_per_core: float | None = None  # a CPU's DDR channels per socket core (None: not sourced, or a GPU)
 
 
 @dataclass(frozen=True)
@@ -123,20 +124,98 @@ def socket_share(it: InstanceType) -> float:
     return 1.0
 
 
+@dataclass(frozen=True)
+class CpuHost:
+    """A host CPU as the model sees it, whatever says so: an instance type's catalog facts, or a
+    probe's hardware fingerprint off EC2. Its peak is the counted socket's cores x clock x ISA."""
+
+    key: str  # "cpu:<family>", or "cpu:<model> (off EC2)"
+    group: str  # the processor model: sizes and families on one chip are held out together
+    vendor: str
+    cores: int  # physical cores of the machine
+    clock_ghz: float
+    isa: frozenset[str]
+    share: float = 1.0  # the share of them counted: one socket (one NUMA node off EC2)
+    channels_per_core: float | None = None  # DDR channels per socket core (catalog.accelerators); None: unknown
+
+
+def instance_cpu_host(it: InstanceType) -> CpuHost | None:
+    """The counted socket of a CPU instance type; None without a clock figure."""
+    if not it.cpu_clock_ghz:
+        return None
+    fam = acc.cpu_family(it)
+    vendor = acc.cpu_manufacturer(it) or (fam.manufacturer if fam else "unknown")
+    # One processor model is one device (c7i, m7i and r7i all run the Xeon 8488C).
+    return CpuHost(f"cpu:{it.family}", f"cpu:{acc.cpu_model(it) or it.family}", vendor,
+                   acc.physical_cores(it), it.cpu_clock_ghz, acc.cpu_isa(it), socket_share(it),
+                   acc.memory_channels_per_core(it))
+
+
+def cpu_device(host: CpuHost, precision: str) -> Device | None:
+    """The device of a host CPU at a precision: bf16 where the probe trains in it, else fp32."""
+    dtype = "bf16" if precision == "bf16-mixed" else "fp32"
+    peak = acc.cpu_peak_tflops(host.cores, host.clock_ghz, host.isa, dtype, host.vendor)
+    if not peak:
+        return None
+    return Device(host.key, host.group, "cpu", host.vendor, peak * host.share, None, BYTES_FACTOR.get(precision, 2.0),
+                  host.channels_per_core)
+
+
+# A fingerprint's vendor id (run/hardware.py) in the catalog's spelling (the CPU rates key on it).
+VENDOR_NAMES = {"intel": "Intel", "amd": "AMD", "arm": "Arm"}
+# A probe's measured matmul above its datasheet peak by more than this: the fingerprint is wrong
+# (a clock read in a low-power moment, a flag the VM hides), not the matmul.
+MATMUL_OVER_DATASHEET = 1.1
+MATMUL_DTYPE = {"bf16-mixed": "bf16", "16-mixed": "fp16"}  # else fp32, as run/peaks.py times it
+
+
+def fingerprint_cpu_host(hw, precision: str, matmul_tflops: float | None = None) -> tuple[CpuHost | None, str]:
+    """The host CPU a probe off EC2 measured, from its hardware fingerprint, or None and why it
+    cannot be placed. Its peak is worked out as an instance type's is (cores x clock x ISA, one
+    NUMA node counted as one socket is); the probe's own measured matmul checks it."""
+    if hw is None or not hw.cpu_model:
+        return None, "its fingerprint names no CPU"
+    missing = [what for what, v in (("core count", hw.physical_cores), ("clock", hw.cpu_clock_ghz),
+                                    ("ISA flags", hw.isa_flags)) if not v]
+    if missing:
+        return None, f"its fingerprint has no {' or '.join(missing)} (no peak FLOP/s without cores x clock x ISA)"
+    vendor = VENDOR_NAMES.get((hw.cpu_manufacturer or "").lower(), hw.cpu_manufacturer or "unknown")
+    isa = frozenset(hw.isa_flags)
+    whole = acc.cpu_peak_tflops(hw.physical_cores, hw.cpu_clock_ghz, isa, MATMUL_DTYPE.get(precision, "fp32"), vendor)
+    if matmul_tflops and matmul_tflops > whole * MATMUL_OVER_DATASHEET:
+        return None, (f"its measured matmul ({matmul_tflops:.3g} TFLOP/s) is above the {whole:.3g} its cores x clock x "
+                      "ISA allow: the fingerprint's clock or flags are wrong")
+    name = cpu_name(hw.cpu_model)
+    known = catalog_cpu_model(name)
+    share = 1.0 / hw.numa_nodes if hw.numa_nodes and hw.numa_nodes > 1 else 1.0
+    # The whole machine's populated channels over its cores: a socket's balance where sockets match.
+    channels = hw.memory_channels / hw.physical_cores if hw.memory_channels else None
+    return CpuHost(f"cpu:{name} (off EC2)", f"cpu:{known or name}", vendor, hw.physical_cores,
+                   hw.cpu_clock_ghz, isa, share, channels), ""
+
+
+def cpu_name(model: str) -> str:
+    """/proc/cpuinfo's model name without its marks, clock and core count ("Intel Xeon Platinum 8488C")."""
+    name = re.sub(r"\((R|TM|tm|r)\)|@.*$|\bCPU\b|\bProcessor\b|\b\d+-Core\b", " ", model)
+    return " ".join(name.split()) or model.strip()
+
+
+def catalog_cpu_model(name: str) -> str | None:
+    """The catalog's name for a processor a fingerprint names, matched on its model number (8488C,
+    9R14): the same chip off EC2 is the same device model as on it."""
+    numbers = {t.upper() for t in re.findall(r"\w+", name) if sum(c.isdigit() for c in t) >= 3}
+    for fam in acc.cpu_families().values():
+        if numbers & {t.upper() for t in re.findall(r"\w+", fam.cpu_model)}:
+            return fam.cpu_model
+    return None
+
+
 def instance_device(it: InstanceType, precision: str) -> Device | None:
     """The device of an instance type at a precision (a CPU instance: its counted socket)."""
     kind = device_kind(it)
     if kind == "cpu":
-        dtype = "bf16" if precision == "bf16-mixed" else "fp32"
-        peak = device_peak_tflops(it, dtype)
-        if not peak:
-            return None
-        fam = acc.cpu_family(it)
-        vendor = acc.cpu_manufacturer(it) or (fam.manufacturer if fam else "unknown")
-        # One processor model is one device (c7i, m7i and r7i all run the Xeon 8488C).
-        group = f"cpu:{acc.cpu_model(it) or it.family}"
-        return Device(f"cpu:{it.family}", group, "cpu", vendor, peak * socket_share(it), None,
-                      BYTES_FACTOR.get(precision, 2.0))
+        host = instance_cpu_host(it)
+        return cpu_device(host, precision) if host is not None else None
     spec = gpu_spec(it)
     if spec is None:
         return None

@@ -28,9 +28,17 @@ from catalog.hardware import best_dtype
 from catalog.models import Catalog, InstanceType
 
 from .calibrate import distance, level_for, pair_distance
-from .fit import CPU_SCALING
+from .fit import CPU_CHANNELS_EXPONENT, CPU_SCALING, cpu_channels_log, cpu_log_peak
 from .model import FLOPS, CrossDeviceModel
-from .points import PRECISION_OF_DTYPE, PROBE_STACK, Device, gpu_device, instance_device
+from .points import (
+    PRECISION_OF_DTYPE,
+    PROBE_STACK,
+    CpuHost,
+    Device,
+    cpu_device,
+    gpu_device,
+    instance_device,
+)
 from .shapes import intensity_of, unshaped_reason
 
 UNCALIBRATED = "uncalibrated"  # a band no held-out case of its kind stands behind
@@ -47,7 +55,13 @@ class Measured:
     per_device_sps: float
     reliable: bool = True
     gpu: AcceleratorSpec | None = None  # off EC2: the GPU its fingerprint names, the device it measured
-    machine: str | None = None  # off EC2: that GPU as the machine named it
+    cpu: CpuHost | None = None  # off EC2, a CPU probe: the host CPU its fingerprint describes
+    machine: str | None = None  # off EC2: that GPU (or CPU) as the machine named it
+
+    @property
+    def where(self) -> str:
+        """The probe's machine in a note: its instance type, or what it is off EC2."""
+        return self.instance_type or f"{self.machine} (off EC2)"
 
 
 @dataclass
@@ -99,6 +113,8 @@ class Estimator:
     def _probe_point(self, m: Measured):
         if m.gpu is not None:  # a GPU off EC2: the device is what it measured, whatever the host
             dev = gpu_device(m.gpu, m.precision)
+        elif m.cpu is not None:  # a CPU off EC2: its fingerprint's cores x clock x ISA, as a type's
+            dev = cpu_device(m.cpu, m.precision)
         else:
             it = self.catalog.instance_types.get(m.instance_type)
             dev = instance_device(it, m.precision) if it is not None else None
@@ -155,6 +171,7 @@ class Estimator:
         est = Estimate(math.exp(mid), math.exp(mid - stack - w), math.exp(mid + w), precision, basis, notes)
         if dev.kind == "cpu" and f.cpu_ref:
             _cpu_bracket(est, dev.peak / f.cpu_ref, "the published CPU rows' counted peak")
+            _channels_band(est, dev, None, f.cpu_channels_ref, "the published CPU rows'")
         return est
 
     def _anchored(self, dev: Device, precision: str, probes, reference: Estimate | None) -> Estimate:
@@ -170,7 +187,7 @@ class Estimator:
         for pdev, shift, m in probes:
             d = pair_distance(pdev, dev)
             half = scale * (1.0 + d) * (1.0 if m.reliable else UNRELIABLE_WIDEN)
-            sources.append((base + shift, half))
+            sources.append((base + shift + _cpu_carry(dev, pdev, f.cpu_ref), half))
             used.append({"instance_type": m.instance_type, "machine": m.machine, "result_id": m.result_id,
                          "measured_per_device": round(m.per_device_sps, 2),
                          # exp(log(measured) - shift): no division by exp(shift), which underflows to 0
@@ -207,7 +224,8 @@ class Estimator:
         cpus = [(abs(math.log(dev.peak / p[0].peak)), p) for p in probes if p[0].kind == "cpu"]
         if dev.kind == "cpu" and cpus:
             _, (pdev, _, m) = min(cpus, key=lambda c: c[0])  # the nearest CPU probe in counted peak
-            _cpu_bracket(est, dev.peak / pdev.peak, f"your {m.instance_type} probe's counted peak")
+            _cpu_bracket(est, dev.peak / pdev.peak, f"your {m.where} probe's counted peak")
+            _channels_band(est, dev, pdev, f.cpu_channels_ref, f"your {m.where} probe's")
         return est
 
     def _probe_band(self, dev: Device, probes) -> tuple[float, str]:
@@ -255,6 +273,40 @@ class Estimator:
             self._facts[dev] = (rows, sorted(self.model.fit.devices.values(), key=lambda g: pair_distance(g, dev))[:3])
         rows, near = self._facts[dev]
         return list(rows), near
+
+
+def _cpu_carry(dev: Device, probe: Device, ref: float | None) -> float:
+    """A CPU probe carried to another CPU scales from the probe's own counted peak, as the model
+    scales from its CPU anchors' (fit.cpu_log_peak): linear below it, CPU_SCALING of the way above,
+    so that _cpu_bracket's no-gain-to-linear band is centred on it. Returns the log correction to
+    the model's own ratio (0 for a GPU)."""
+    if dev.kind != "cpu" or probe.kind != "cpu":
+        return 0.0
+    own = cpu_log_peak(dev.peak, probe.peak) - math.log(probe.peak)
+    return own - (cpu_log_peak(dev.peak, ref) - cpu_log_peak(probe.peak, ref))
+
+
+def _channels_band(est: Estimate, dev: Device, anchor: Device | None, ref: float | None, whose: str) -> None:
+    """Say what memory channels moved a CPU estimate by against its anchor (the published CPU rows,
+    or a CPU probe: one whose count is unknown, as off EC2, is taken at the rows' balance), and
+    widen the band from no channel effect to twice it: the exponent is one observation (fit.py)."""
+    log_f = cpu_channels_log(dev.channels_per_core, ref) - (
+        cpu_channels_log(anchor.channels_per_core, ref) if anchor is not None else 0.0)
+    if abs(log_f) < 0.005:
+        return
+    f = math.exp(log_f)
+    est.low = min(est.low, est.per_device / f, est.per_device * f)
+    est.high = max(est.high, est.per_device / f, est.per_device * f)
+    est.basis["memory_channels"] = {
+        "channels_per_core": round(dev.channels_per_core, 4), "anchor_channels_per_core": round(
+            anchor.channels_per_core if anchor is not None and anchor.channels_per_core else ref, 4),
+        "factor": round(f, 3), "exponent": round(CPU_CHANNELS_EXPONENT, 3),
+        "band": "no channel effect to twice it (Article C: ~20% from 8 vs 4 channels, one observation)"}
+    unknown = " (its own count unknown: taken at the published rows')" if anchor is not None and not \
+        anchor.channels_per_core else ""
+    est.notes.append(f"memory channels: {dev.channels_per_core:.3g} per core against {whose} "
+                     f"{est.basis['memory_channels']['anchor_channels_per_core']:.3g}{unknown}: x{f:.2f} "
+                     "(Article C's ~20% per doubling, one observation; band from no effect to twice it)")
 
 
 def _cpu_bracket(est: Estimate, ratio: float, anchor: str) -> None:

@@ -47,8 +47,12 @@ from .points import (
     MIXED,
     PRECISION_OF_DTYPE,
     PROBE_STACK,
+    CpuHost,
     Point,
     at_probe_stack,
+    cpu_device,
+    cpu_name,
+    fingerprint_cpu_host,
     gpu_device,
     instance_device,
 )
@@ -140,7 +144,8 @@ class ThroughputModel:
         self.warnings: list[str] = []
         self._measured: dict[str, Any] = {}
         self._multi: dict[str, dict[int, float]] = {}
-        self._off_catalog: dict[str, tuple[Any, Any]] = {}  # GPU spec key -> (spec, newest probe on it off EC2)
+        # device key -> (the GPU's spec or the CPU's description, the newest probe of it off EC2)
+        self._off_catalog: dict[str, tuple[acc.AcceleratorSpec | CpuHost, Any]] = {}
         self._cpu_too: dict[str, Any] = {}  # instance type -> its newest probe with a --cpu-too record
         self._index_measurements()
         self.use_references = isinstance(references, ReferenceSet) or str(references) != NONE
@@ -150,8 +155,7 @@ class ThroughputModel:
             for m in rows:
                 self._on_type.setdefault(m.instance_type, []).append(m)
             measured = [self._as_measured(r) for r in self._measured.values()] + [
-                replace(self._as_measured(r), instance_type=None, gpu=gpu, machine=r.hardware.gpus[0].name)
-                for gpu, r in self._off_catalog.values()]
+                self._off_ec2_measured(dev, r) for dev, r in self._off_catalog.values()]
         else:
             # None: the model's shape and the workload's level fitted on your probes alone; they
             # are its points, so they are not re-anchored on a second time.
@@ -167,13 +171,20 @@ class ThroughputModel:
             return
         newest = self.measurements[0]
         unused = 0
+        unplaced: dict[str, int] = {}  # why a CPU probe off EC2 cannot be placed -> how many
         for r in self.measurements:
             if not r.instance_type or r.instance_type not in self.catalog.instance_types:
-                gpu = _off_catalog_gpu(r)
-                if gpu is None:
+                if r.config.accelerator == "cpu":
+                    dev, why = _off_catalog_cpu(r)
+                    if dev is None:
+                        unplaced[why] = unplaced.get(why, 0) + 1
+                        continue
+                else:
+                    dev = _off_catalog_gpu(r)
+                if dev is None:
                     unused += 1
-                elif gpu.key not in self._off_catalog:  # newest first: the newest per GPU model
-                    self._off_catalog[gpu.key] = (gpu, r)
+                elif dev.key not in self._off_catalog:  # newest first: the newest per device model
+                    self._off_catalog[dev.key] = (dev, r)
                 continue
             if r.gpu_and_cpu is not None and r.config.num_nodes == 1:
                 self._cpu_too.setdefault(r.instance_type, r)
@@ -185,21 +196,30 @@ class ThroughputModel:
             self.warnings.append(f"{unused} probe result(s) of this workload not used: no instance type of this "
                                  "catalog (probed off EC2 without --instance-type, or a type it does not list), "
                                  "and no single GPU whose model the advisor knows")
-        if self._off_catalog:
-            names = ", ".join(sorted({r.hardware.gpus[0].name for _, r in self._off_catalog.values()}))
-            self.warnings.append(f"{len(self._off_catalog)} probe result(s) off EC2 used as measurements of their GPU "
-                                 f"({names}): they re-anchor the estimates of every instance type; the host's CPUs, "
+        for why, n in unplaced.items():
+            self.warnings.append(f"{n} CPU probe result(s) of this workload off EC2 not used: {why}")
+        gpus = sorted({r.hardware.gpus[0].name for d, r in self._off_catalog.values() if not isinstance(d, CpuHost)})
+        if gpus:
+            self.warnings.append(f"{len(gpus)} probe result(s) off EC2 used as measurements of their GPU "
+                                 f"({', '.join(gpus)}): they re-anchor the estimates of every instance type; the host's CPUs, "
                                  "network and price are not known from them")
+        cpus = sorted({_machine(d, r) for d, r in self._off_catalog.values() if isinstance(d, CpuHost)})
+        if cpus:
+            self.warnings.append(f"{len(cpus)} probe result(s) off EC2 used as measurements of their CPU "
+                                 f"({', '.join(cpus)}; its peak from the fingerprint's cores x clock x ISA, as an "
+                                 "instance type's): they re-anchor the estimates of every instance type; its memory "
+                                 "system, the instance's network and price are not known from them")
         self._newest_versions = (newest.software.torch, newest.software.lightning)
 
     def _probes_model(self, facts: WorkloadFacts) -> CrossDeviceModel:
         """`--references none`: the cross-device model fitted on this workload's probes alone."""
         points = []
-        probes = [(r, None) for r in self._measured.values()] + [(r, gpu) for gpu, r in self._off_catalog.values()]
-        for r, gpu in probes:
+        probes = [(r, None) for r in self._measured.values()] + [(r, d) for d, r in self._off_catalog.values()]
+        for r, off in probes:
             m = measured_from(r, self._devices_used(r), Efficiency(0.0, []))
-            if gpu is not None:  # off EC2: the GPU it measured
-                dev, where = gpu_device(gpu, m.precision), f"{r.hardware.gpus[0].name} (off EC2)"
+            if off is not None:  # off EC2: the GPU or the CPU it measured
+                dev = cpu_device(off, m.precision) if isinstance(off, CpuHost) else gpu_device(off, m.precision)
+                where = f"{_machine(off, r)} (off EC2)"
             else:
                 dev, where = instance_device(self.catalog.instance_types[m.instance_type], m.precision), m.instance_type
             if dev is not None:
@@ -211,6 +231,11 @@ class ThroughputModel:
             return from_probes(points, facts.model, intensity)
         except ValueError as e:
             raise ReferenceError(str(e)) from None
+
+    def _off_ec2_measured(self, dev: acc.AcceleratorSpec | CpuHost, r) -> Measured:
+        """A probe off EC2 as the estimator uses it: a measurement of its device, no instance type."""
+        m = replace(self._as_measured(r), instance_type=None, machine=_machine(dev, r))
+        return replace(m, cpu=dev) if isinstance(dev, CpuHost) else replace(m, gpu=dev)
 
     def _devices_used(self, r) -> int:
         return max(1, r.config.devices) if r.config.accelerator == "gpu" else 1
@@ -426,9 +451,25 @@ class ThroughputModel:
         probes = est.basis.get("probes")
         if probes:
             best = max(probes, key=lambda p: p["weight"])
-            where = best["instance_type"] or f"{best['machine']} (off EC2)"
+            where = best["instance_type"] or f"{best['machine']} (off EC2)"  # as Measured.where
             return f"your {where} probe"
         return f"{self.model.fit.rows} published figures"
+
+
+def _off_catalog_cpu(r) -> tuple[CpuHost | None, str]:
+    """The host CPU a CPU probe off EC2 measured (its fingerprint's), or None and why not: a
+    single-node probe whose fingerprint says cores, clock and ISA (points.fingerprint_cpu_host)."""
+    if r.config.num_nodes > 1:
+        return None, "a multi-node probe off EC2 is not one device"
+    # The measured matmul covers the whole machine on a CPU (run/assemble.py: devices_in_peak 1).
+    return fingerprint_cpu_host(r.hardware, r.config.precision, r.peak_tflops_matmul)
+
+
+def _machine(dev: acc.AcceleratorSpec | CpuHost, r) -> str:
+    """A probe's machine off EC2 in words: its GPU as the machine named it, or its CPU and cores."""
+    if isinstance(dev, CpuHost):
+        return f"{dev.cores}-core {cpu_name(r.hardware.cpu_model)}"
+    return r.hardware.gpus[0].name
 
 
 def _off_catalog_gpu(r) -> acc.AcceleratorSpec | None:

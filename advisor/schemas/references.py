@@ -26,6 +26,10 @@ class ReferencesListDocument(BaseModel):
 class CpuScaling(Row):
     exponent: float = Field(description="throughput grows as peak^exponent above the CPU anchor's peak")
     anchor_peak_tflops: float | None = Field(description="the measured CPU anchor's peak; null without one")
+    channels_exponent: float = Field(
+        description="throughput grows as (DDR channels per socket core)^exponent against the anchor's (Article C, derived)")
+    anchor_channels_per_core: float | None = Field(
+        description="the CPU anchors' DDR channels per socket core; null where a count was not sourced")
 
 
 class ModelDescription(Row):

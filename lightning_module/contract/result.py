@@ -347,6 +347,8 @@ class HardwareFingerprint(BaseModel):
     logical_cpus: Count | None = None
     isa_flags: list[Text] = []  # the ones that matter: avx2, avx512f, avx512_bf16, amx_bf16, ...
     numa_nodes: Count | None = None
+    # populated DDR channels of the whole machine where the OS tells them (Linux EDAC); None elsewhere (VMs)
+    memory_channels: Count | None = None
     ram_gib: MachineGiB | None = None
     gpus: list[GpuInfo] = []
     cpu_manufacturer: Text | None = None  # "intel" | "amd" | "arm" | ... (vendor id from /proc/cpuinfo)

@@ -125,6 +125,22 @@ def numa_nodes(root: str = "/sys/devices/system/node") -> int | None:
     return n or None
 
 
+def memory_channels(root: str = "/sys/devices/system/edac/mc") -> int | None:
+    """Populated DDR channels, where the kernel's EDAC driver lists its DIMMs (bare metal): the
+    distinct (controller, channel) of each DIMM with a size, from dimm_location ("channel 2 slot 0").
+    None where it does not (VMs, no EDAC driver): the machine did not say."""
+    seen: set[tuple[str, str]] = set()
+    try:
+        # dimm*: per-DIMM drivers (skx_edac, i10nm, amd64_edac); rank*: per-rank (csrow) ones.
+        for dimm in [*Path(root).glob("mc*/dimm*"), *Path(root).glob("mc*/rank*")]:
+            words = (dimm / "dimm_location").read_text().split()
+            if int((dimm / "size").read_text().split()[0]) > 0 and "channel" in words[:-1]:
+                seen.add((dimm.parent.name, words[words.index("channel") + 1]))
+    except (OSError, ValueError, IndexError):
+        return None
+    return len(seen) or None
+
+
 def ram_gib() -> float | None:
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():
@@ -155,7 +171,8 @@ def fingerprint() -> HardwareFingerprint:
     cpu = parse_cpuinfo(read_cpuinfo())
     if cpu["physical_cores"] is None:  # no core ids (some VMs, ARM): count logical CPUs
         cpu["physical_cores"] = cpu["logical_cpus"] or os.cpu_count()
-    return HardwareFingerprint(**cpu, numa_nodes=numa_nodes(), ram_gib=ram_gib(), gpus=gpus())
+    return HardwareFingerprint(**cpu, numa_nodes=numa_nodes(), memory_channels=memory_channels(), ram_gib=ram_gib(),
+                               gpus=gpus())
 
 
 def ec2_instance_type(timeout: float = 0.5) -> str | None:

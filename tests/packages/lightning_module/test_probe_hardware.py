@@ -87,3 +87,16 @@ def test_off_ec2_the_lookup_is_silent_and_quick(monkeypatch, caplog):
     assert hardware.ec2_instance_type(timeout=0.5) is None
     assert time.monotonic() - t0 < 1.5
     assert not [r for r in caplog.records if r.levelname in ("WARNING", "ERROR")]
+
+
+def test_memory_channels_from_edac_sysfs(tmp_path):
+    # Two controllers: three populated channels on mc0 (two DIMMs on one), one on mc1, an empty slot.
+    for mc, dimm, where, mb in (("mc0", "dimm0", "channel 0 slot 0", 16384), ("mc0", "dimm1", "channel 0 slot 1", 16384),
+                                ("mc0", "dimm2", "channel 1 slot 0", 16384), ("mc0", "dimm3", "channel 2 slot 0", 16384),
+                                ("mc1", "dimm0", "channel 0 slot 0", 16384), ("mc1", "dimm1", "channel 1 slot 0", 0)):
+        d = tmp_path / mc / dimm
+        d.mkdir(parents=True)
+        (d / "dimm_location").write_text(where + " \n")
+        (d / "size").write_text(f"{mb}\n")
+    assert hardware.memory_channels(str(tmp_path)) == 4
+    assert hardware.memory_channels(str(tmp_path / "missing")) is None  # a VM: the OS does not say

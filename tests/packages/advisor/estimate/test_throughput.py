@@ -401,3 +401,31 @@ def test_references_none_fits_the_model_on_the_probes_alone(snapshot):
     want = 1.1 * ev(builtin, snapshot, "g6e.xlarge").samples_per_sec
     assert t.samples_per_sec == pytest.approx(want, rel=0.3) and t.low < t.samples_per_sec < t.high
     assert ev(m, snapshot, "g5.xlarge").source == "measured"
+
+
+def test_memory_channels_move_a_cpu_estimate_by_their_sourced_counts_with_a_band_for_no_effect(snapshot):
+    # c6i's Ice Lake: 8 channels for 32 cores a socket; the c7i anchors' Sapphire Rapids: 8 for 48.
+    from advisor.estimate.fit import CPU_CHANNELS_EXPONENT
+
+    _, m = model(catalog=snapshot)
+    c6i = ev(m, snapshot, "c6i.8xlarge")
+    ch = c6i.basis["memory_channels"]
+    f = (0.25 / (8 / 48)) ** CPU_CHANNELS_EXPONENT
+    assert ch["channels_per_core"] == 0.25 and ch["factor"] == pytest.approx(f, abs=1e-3)
+    assert c6i.low <= c6i.samples_per_sec / f and c6i.high >= c6i.samples_per_sec * f  # no effect .. twice it
+    assert any(n.startswith("memory channels: 0.25 per core") for n in c6i.notes)
+    # Sizes of the anchors' own family: the same balance, nothing said.
+    c7i = ev(m, snapshot, "c7i.8xlarge")
+    assert "memory_channels" not in c7i.basis and not any("memory channels" in n for n in c7i.notes)
+
+
+def test_every_memory_channel_count_is_read_with_its_page_and_every_cpu_type_has_one(snapshot):
+    from catalog import accelerators as acc
+
+    for name, fam in acc.cpu_families().items():
+        if fam.memory_channels is not None:
+            assert fam.memory_channels_source.startswith("http"), name
+    cpu_families = {it.family for it in snapshot.instance_types.values() if it.accelerator_kind == "none"}
+    assert cpu_families and all(acc.cpu_families()[f].memory_channels for f in cpu_families)
+    with pytest.raises(ValueError, match="without memory_channels_source"):
+        acc.CpuFamily(cpu_model="X", manufacturer="Intel", isa=["avx2"], source="s", memory_channels=8)

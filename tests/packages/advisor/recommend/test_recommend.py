@@ -391,10 +391,13 @@ def test_probe_results_without_an_instance_type_are_said_to_be_unused(cli, catal
     with ResultStore(db) as s:
         s.add(probe_result("c7i.2xlarge", 80.0, model=model))
         s.add(probe_result(None, 6724.0, model=model, n=1))  # probed off EC2 without a label
+        s.add(probe_result(None, 2000.0, model=model, n=2, accelerator="gpu", gpus=("Imaginary GPU 9000",)))
     code, _, err = cli("recommend", "--budget", "100", "--deadline", "2d", "--samples", "1e6", "--workload", model,
                        "--catalog", catalog_file, "--store", str(db))
     assert code == 0, err
     assert "1 probe result(s) of this workload not used: no instance type of this catalog" in err
+    # The factory's fingerprint says no clock: a CPU it cannot place, and the line says why.
+    assert "1 CPU probe result(s) of this workload off EC2 not used: its fingerprint has no clock" in err
 
 
 def test_a_gpu_probe_off_ec2_anchors_the_estimates_through_its_gpu(cli, tmp_path):
@@ -427,7 +430,8 @@ def test_a_cpu_probe_off_ec2_or_an_unknown_gpu_stays_unused(cli, catalog_file, t
     code, _, err = cli("recommend", "--budget", "100", "--deadline", "2d", "--samples", "1e6",
                        "--catalog", catalog_file, "--store", str(db))
     assert code == 0, err
-    assert "2 probe result(s) of this workload not used" in err and "off EC2 used" not in err
+    assert "1 probe result(s) of this workload not used" in err and "off EC2 used" not in err
+    assert "1 CPU probe result(s) of this workload off EC2 not used: its fingerprint has no clock" in err
 
 
 def test_references_none_counts_a_gpu_probe_off_ec2_as_a_device_model(cli, tmp_path):
