@@ -175,3 +175,48 @@ def test_results_list_and_show_fit_100_columns_with_long_notes(cli, monkeypatch,
     rows = json.loads(cli("results", "list", "--format", "json")[1])
     monkeypatch.setenv("COLUMNS", "40")
     assert json.loads(cli("results", "list", "--format", "json")[1]) == rows
+
+
+def test_an_id_stays_whole_while_headers_can_wrap():
+    """results pull at 100 columns broke its 32-character result id (80d06ce8ddc74b2e9fe91fb338 |
+    51a017) though wrapping the headers samples_per_sec and instance_type made room: an id shown is
+    one to copy."""
+    headers = ["run_id", "instance_type", "status", "result_id", "samples_per_sec", "detail"]
+    rows = [["20261121-065507-a35712", "g5.xlarge", "duplicate", "80d06ce8ddc74b2e9fe91fb33851a017", "412.7", ""],
+            ["20261121-065507-a35712", "g5g.xlarge", "failed", "", "", LONG_NOTE]]
+    out = fit_table(headers, [r[:] for r in rows], 100, notes_at=5)
+    assert max(map(len, lines_of(out))) <= 100
+    assert "80d06ce8ddc74b2e9fe91fb33851a017" in out and "20261121-065507-a35712" in out
+    assert {"instance_", "samples_"} <= set(lines_of(out)[0].split())  # the headers wrapped instead
+    # when even whole words cannot fit, a long word still breaks rather than overflow
+    assert max(map(len, lines_of(fit_table(headers, [r[:] for r in rows], 60, notes_at=5)))) <= 60
+
+
+def test_a_table_of_more_columns_than_fit_prints_a_block_per_row():
+    """`results export --format table` has 25 columns: at 100 they were cut to 8 each and still ran
+    to 220 columns, every value broken. Past what any column widths can hold, each row is a block
+    of `header  value` lines."""
+    headers = [f"column_{i}_of_many" for i in range(25)]
+    rows = [[f"value-{i}-{r}" for i in range(25)] for r in range(2)]
+    rows[1][3] = LONG_NOTE
+    out = fit_table(headers, [r[:] for r in rows], 100, notes_at=3)
+    assert max(map(len, lines_of(out))) <= 100
+    first, second = out.split("\n\n")
+    assert [ln.split()[:2] for ln in lines_of(first)] == [[h, v] for h, v in zip(headers, rows[0])]
+    assert " ".join(second.split()).startswith(" ".join(f"{h} {v}" for h, v in zip(headers[:3], rows[1][:3])))
+    assert " ".join(LONG_NOTE.split()) in " ".join(second.split())  # the note whole, beside its header
+
+
+def test_results_export_as_a_table_fits_100_columns(cli, monkeypatch, tmp_path):
+    r = probe_result("p6-b200.48xlarge", 1234.5, model="resnet50")
+    path = tmp_path / "r.json"
+    path.write_text(r.model_dump_json())
+    assert cli("results", "import", str(path))[0] == 0
+    monkeypatch.setenv("COLUMNS", "100")
+    code, out, _ = cli("results", "export", "--format", "table")
+    assert code == 0
+    fits(out)
+    assert r.result_id in out and "p6-b200.48xlarge" in out  # whole
+    code, out, _ = cli("schema")
+    assert code == 0
+    fits(out)
