@@ -220,3 +220,37 @@ def test_results_export_as_a_table_fits_100_columns(cli, monkeypatch, tmp_path):
     code, out, _ = cli("schema")
     assert code == 0
     fits(out)
+
+
+@pytest.mark.parametrize("cols", [100, 88])
+def test_in_a_real_terminal_without_columns_recommend_fits_it(tmp_path, cols):
+    """The issue's own setting: a real terminal (100 x 50; and 88 wide, which the 100-column default
+    for pipes would overflow), $COLUMNS unset, the command's stdout on it: every line but the indented
+    command lines fits the terminal."""
+    import fcntl
+    import struct
+    import subprocess
+    import sys
+    import termios
+
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 50, cols, 0, 0))
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS" and not k.startswith("INSTANCE_ADVISOR_")}
+    env.update(INSTANCE_ADVISOR_CACHE_DIR=str(tmp_path / "c"), INSTANCE_ADVISOR_DATA_DIR=str(tmp_path / "d"))
+    proc = subprocess.Popen([sys.executable, "-m", "advisor.cli", "recommend", *JOBS[0]], stdout=follower,
+                            stderr=subprocess.DEVNULL, env=env)
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # EIO: the terminal's other end closed
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(leader)
+    assert proc.wait(timeout=120) == 0
+    out = b"".join(chunks).decode().replace("\r\n", "\n")
+    assert "rank" in out and "[1] " in out
+    fits(out, cols)
