@@ -254,3 +254,20 @@ def test_in_a_real_terminal_without_columns_recommend_fits_it(tmp_path, cols):
     out = b"".join(chunks).decode().replace("\r\n", "\n")
     assert "rank" in out and "[1] " in out
     fits(out, cols)
+
+
+def test_catalog_refresh_prints_one_record_that_fits_100_columns(cli, monkeypatch):
+    """Its one row was a table of six columns: at 100 the cache path and the time broke in two."""
+    from catalog import clouds
+    from catalog.io import SNAPSHOT_PATH, load
+
+    snapshot = load(SNAPSHOT_PATH)
+    monkeypatch.setattr(clouds, "refresher", lambda cloud: lambda **kw: snapshot)
+    monkeypatch.setenv("COLUMNS", "100")
+    code, out, err = cli("catalog", "refresh")
+    assert code == 0, err
+    fits(out)
+    from advisor.paths import catalog_cache_path
+
+    assert str(catalog_cache_path()) in out and snapshot.fetched_at.isoformat() in out
+    assert cli("catalog", "refresh", "--format", "csv")[1].count("\n") == 2  # csv: still one row for a script
