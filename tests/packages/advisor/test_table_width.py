@@ -271,3 +271,17 @@ def test_catalog_refresh_prints_one_record_that_fits_100_columns(cli, monkeypatc
 
     assert str(catalog_cache_path()) in out and snapshot.fetched_at.isoformat() in out
     assert cli("catalog", "refresh", "--format", "csv")[1].count("\n") == 2  # csv: still one row for a script
+
+
+def test_every_command_that_prints_a_table_has_wide():
+    """--wide for everything: each command with a table format takes it (results import prints one
+    summary line, no table)."""
+    from test_cli_options import leaf_parsers  # beside this file
+
+    lacking = []
+    for words, p in leaf_parsers():
+        opts = {o: a for a in p._actions for o in a.option_strings}
+        tables = "--format" in opts and "table" in opts["--format"].choices and words != ["results", "import"]
+        if tables and "--wide" not in opts:
+            lacking.append(" ".join(words))
+    assert lacking == []
