@@ -55,7 +55,7 @@ def add_format_option(parser, default: str = "table", extra: tuple[str, ...] = (
 DEFAULT_WIDTH = 100  # a file or pipe with no $COLUMNS: the common terminal
 LEAST_WIDTH = 40  # a $COLUMNS or terminal narrower than this is taken as this
 NOTES_LEAST = 24  # a notes column narrower than this moves under the table
-WORD_LEAST = 16  # a column is narrowed to its longest word, at most this (a longer word is broken)
+WORD_LEAST = 16  # when the words do not all fit whole: a column narrowed to its longest word, at most this
 WORD_BROKEN = 8  # ... or, when the table cannot fit otherwise, at most this
 GAP = "  "  # between table columns
 _wide = False
@@ -138,6 +138,8 @@ def fit_table(headers: list[str], table: list[list[str]], room: int | None, note
     under: list[str] = []
     widths = natural
     if room is not None and _total(natural) > room:
+        given = [row[:] for row in table]  # before the notes become markers: for _records
+
         def narrowest(cell_cap: int, header_cap: int, longest=_longest_word) -> list[int]:
             # each column at its longest word (`longest`: or part of one) up to the caps, kept whole
             return [min(natural[i], max(min(_header_least(headers[i]), header_cap),
@@ -164,14 +166,19 @@ def fit_table(headers: list[str], table: list[list[str]], room: int | None, note
                         under.append(_hanging(f"[{marks}] ", row[notes_at], room))
                         row[notes_at] = f"[{marks}]"
                 natural[notes_at] = least[notes_at] = max(len(headers[notes_at]), len(f"[{marks}]"))
-        if _total(widths) > room:  # narrowed: words whole; then a header's word broken; then names and
-            # numbers broken after their punctuation (g5. | 2xlarge, spot+od- | fallback, 8,092, | 303);
-            # a word broken inside (refe | rence) only when nothing else fits
-            tiers = [least, narrowest(WORD_LEAST, WORD_BROKEN), narrowest(WORD_LEAST, WORD_BROKEN, _longest_chunk),
+        if _total(widths) > room:  # narrowed: only the headers wrapped (after a key's '_'); then every
+            # word whole however long (an id stays copyable); then words up to WORD_LEAST whole; then a
+            # header's word broken; then names and numbers broken after their punctuation (g5. | 2xlarge,
+            # spot+od- | fallback, 8,092, | 303); a word broken inside (refe | rence) only when nothing else fits
+            whole = max(natural)
+            tiers = [narrowest(whole, room, _longest_line), narrowest(whole, room), least,
+                     narrowest(WORD_LEAST, WORD_BROKEN), narrowest(WORD_LEAST, WORD_BROKEN, _longest_chunk),
                      *(narrowest(cap, WORD_BROKEN) for cap in range(WORD_LEAST, WORD_BROKEN - 1, -1))]
-            widths = (_narrowed(natural, tiers[0], room) or _narrowed(natural, tiers[1], room)
-                      or _fewest_names_broken(natural, tiers[1], tiers[2], room)
-                      or next((w for w in (_narrowed(natural, t, room) for t in tiers[3:]) if w), tiers[-1]))
+            widths = (next((w for w in (_narrowed(natural, t, room) for t in tiers[:4]) if w), None)
+                      or _fewest_names_broken(natural, tiers[3], tiers[4], room)
+                      or next((w for w in (_narrowed(natural, t, room) for t in tiers[5:]) if w), None))
+            if widths is None:  # too many columns for any width: one block of lines per row instead
+                return _records(headers, given, room, notes_at)
     lines = _block(headers, widths, wrap_header)
     lines.append(GAP.join("-" * w for w in widths))
     wraps = [wrap_text if i == notes_at else wrap_words for i in range(len(headers))]
@@ -179,6 +186,21 @@ def fit_table(headers: list[str], table: list[list[str]], room: int | None, note
         lines += _block(row, widths, wraps)
     out = "\n".join(line.rstrip() for line in lines) + "\n"
     return out + ("\n" + "\n".join(under) + "\n" if under else "")
+
+
+def _records(headers: list[str], table: list[list[str]], room: int, notes_at: int | None) -> str:
+    """Each row as its own block, a line per column (`header  value`, the value wrapped beside its
+    header), blocks apart by a blank line: what a table of more columns than `room` can hold becomes."""
+    label = max(map(len, headers))
+    room_left = max(room - label - len(GAP), NOTES_LEAST)
+    blocks = []
+    for row in table:
+        lines = []
+        for i, (h, cell) in enumerate(zip(headers, row)):
+            value = (wrap_text if i == notes_at else wrap_words)(cell, room_left).split("\n") if cell else [""]
+            lines += [f"{h if k == 0 else '':<{label}}{GAP}{v}".rstrip() for k, v in enumerate(value)]
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks) + "\n"
 
 
 def _total(widths: list[int]) -> int:

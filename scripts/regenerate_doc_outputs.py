@@ -4,7 +4,8 @@ Runs every offline command of README.md and docs/*.md in order, the way tests/te
 (a scratch copy of the checkout, fresh cache and data dirs, stdout and stderr together), at
 COLUMNS=100, and replaces the output shown under each command whose shown output matches
 --match (a regular expression; default: any table, i.e. a line of dashes) with what it printed.
-Commands the test does not run (AWS, the probe) keep what they show.
+docs/ec2.md's AWS session is recorded against moto by scripts/ec2_session.py and replaced whole
+(--no-ec2 leaves it). Other commands the test does not run (the probe) keep what they show.
 
     .venv/bin/python scripts/regenerate_doc_outputs.py [--match REGEX] [--dry-run]
 """
@@ -23,19 +24,24 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 import test_readme as tr  # the commands, and which are run, as the test sees them
 
+sys.path.insert(0, str(ROOT / "scripts"))
+
 
 def scratch_env(d: Path) -> dict[str, str]:
     return tr.scratch_checkout(d, 100)
 
 
 def output_span(lines: list[str], cmd_line: int) -> tuple[int, int]:
-    """0-based [start, end) of the output lines under the command starting at 1-based cmd_line."""
+    """0-based [start, end) of the output lines under the command starting at 1-based cmd_line (the
+    blank lines before the next command stay)."""
     i = cmd_line - 1
     while lines[i].rstrip().endswith("\\"):
         i += 1
     start = end = i + 1
     while end < len(lines) and not tr.FENCE.match(lines[end]) and not lines[end].lstrip().startswith("$ "):
         end += 1
+    while end > start and not lines[end - 1].strip():
+        end -= 1
     return start, end
 
 
@@ -43,6 +49,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--match", default=r"^\s*-{3,}(\s+-{3,})*\s*$", help="regex an output line must match")
     ap.add_argument("--dry-run", action="store_true", help="say what would change, write nothing")
+    ap.add_argument("--no-ec2", action="store_true", help="leave docs/ec2.md's recorded AWS session as it is")
     args = ap.parse_args()
     match = re.compile(args.match)
     changes: dict[str, list[tuple[int, list[str]]]] = {}
@@ -57,6 +64,10 @@ def main() -> int:
             if cmd.page.endswith(".md") and any(match.search(o) for o in cmd.output):
                 new = proc.stdout.rstrip("\n").splitlines()
                 changes.setdefault(cmd.page, []).append((cmd.line, new))
+    if not args.no_ec2:
+        import ec2_session
+
+        changes[ec2_session.PAGE] = [(line, new) for line, _, new in ec2_session.record()]
     for page, edits in changes.items():
         path = ROOT / page
         lines = path.read_text().splitlines()

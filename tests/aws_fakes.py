@@ -9,6 +9,7 @@ dicts the test controls; every other call goes on to moto (or wherever it goes).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 
 from advisor.ec2 import aws as ec2_aws
 from advisor.ec2.quotas import CLASSES
@@ -59,6 +60,20 @@ def serve_account(monkeypatch, account: FakeAccount | None = None) -> FakeAccoun
 
     monkeypatch.setattr(ec2_aws, "client", client)
     return account
+
+
+def put_public_parameter(name: str, value: str, region: str = "us-east-1") -> None:
+    """moto refuses put_parameter under /aws (as AWS does): add the public parameter to its
+    backend the way moto loads its own /aws/service parameters."""
+    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.ssm.models import Parameter, ssm_backends
+
+    backend = ssm_backends[DEFAULT_ACCOUNT_ID][region]
+    backend._parameters[name].append(
+        Parameter(account_id=DEFAULT_ACCOUNT_ID, name=name, value=value, parameter_type="String",
+                  description=None, allowed_pattern=None, keyid=None,
+                  last_modified_date=datetime.now(timezone.utc), version=1, data_type="text")
+    )
 
 
 class LocalServer:

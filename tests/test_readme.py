@@ -367,3 +367,17 @@ def test_readme_links_every_docs_page():
     linked = {(README.parent / target.partition("#")[0]).resolve() for _, target in relative_links(README)}
     missing = [rel(p) for p in PAGES[1:] if p.resolve() not in linked]
     assert not missing, f"README.md links none of {missing}"
+
+
+def test_the_setup_says_what_it_downloads_and_shows_the_core_install():
+    """The set-up stays one command for everything, and says beside it what that downloads and how
+    long it takes, and shows the core install (what recommend needs) as a command of its own, the
+    same one docs/install.md gives."""
+    text = README.read_text()
+    section = text[text.index("## On a fresh machine"):]
+    section = " ".join(section[:section.index("\n## ", 1)].split())
+    assert re.search(r"downloads about [\d.]+ GB .* into a [\d.]+ GB venv: about \d+ minutes", section)
+    assert re.search(r"the core install \([^)]*: \d+ MB, about \d+ s\)", section)
+    core = [c.text for c in README_COMMANDS if c.text.startswith("python3 -m venv .venv-core ")]
+    assert core == [README_COMMANDS[2].text], "the core install right after the two set-up commands"
+    assert core[0] in (DOCS / "install.md").read_text()

@@ -192,5 +192,9 @@ def cmd_refresh(args) -> int:
 
         schemas.write("catalog-refresh", **done)
         return 0
-    emit([done | {"fetched_at": cat.fetched_at.isoformat(), "regions": ", ".join(cat.regions)}], args.format)
+    row = done | {"fetched_at": cat.fetched_at.isoformat(), "regions": ", ".join(cat.regions)}
+    if args.format == "csv":  # one row, for a script
+        emit([row], "csv")
+    else:  # one record, as 'catalog info' prints it: the path and the time stay whole at any width
+        emit([{"field": k, "value": v} for k, v in row.items()], args.format, ("field", "value"))
     return 0

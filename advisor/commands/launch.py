@@ -13,7 +13,7 @@ from catalog.io import CatalogError
 from ..ec2 import MAX_INSTANCES, MAX_MINUTES
 from ..errors import AdvisorError
 from ..options import whole
-from ..output import add_format_option, emit, warn
+from ..output import add_format_option, emit, say, warn
 from .common import add_catalog_options, add_list_option, load_catalog, one_region
 
 PLAN_COLUMNS = ("instance_type", "arch", "ami", "market", "usd_per_hour", "max_cost_usd", "check")
@@ -206,8 +206,8 @@ def handle_launch(args) -> int:
     costs = [p.max_cost_usd for p in ok]
     total = "unknown" if any(c is None for c in costs) else f"${sum(costs):.2f}"
     if args.dry_run:
-        print(f"dry run: {len(ok)} of {len(plan)} instance(s) would start; at most {total} "
-              f"if every one runs its full {req.max_minutes} minutes; nothing launched", file=sys.stderr)
+        say(f"dry run: {len(ok)} of {len(plan)} instance(s) would start; at most {total} "
+            f"if every one runs its full {req.max_minutes} minutes; nothing launched", sys.stderr)
         return 0 if ok else 1
     if not ok:
         raise AdvisorError("no instance type passed the checks (quota, AMI, EC2 DryRun); nothing launched")

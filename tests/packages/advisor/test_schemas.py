@@ -171,3 +171,25 @@ def _row() -> dict:
     return {"result_id": "x", "workload_id": "w", "instance_type": None, "accelerator": "cpu", "devices": 1,
             "precision": "32-true", "batch_size": 8, "samples_per_sec": 1.0, "ci_low": 0.9, "ci_high": 1.1,
             "speedup_over_baseline": None, "finished_at": "2026-11-24T14:10:00Z"}
+
+
+def test_the_readme_names_every_recommend_field():
+    """The README's field list is the schema's: every row field in the schema's order, and every
+    key of the document (it once missed rank, also_regions, also_counts, usd_per_hour; then gpu_and_cpu)."""
+    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
+    text = " ".join(readme[readme.index("### JSON for scripts"):].split("\n### ")[0].split())
+    row = re.search(r"A `recommend` row carries `([^`]+)`", text).group(1).split(", ")
+    schema = schemas.published("recommend")
+    assert row == list(schema["$defs"]["Candidate"]["properties"])
+    missing = [k for k in schema["properties"] if k not in ("schema", "schema_version") and f"`{k}`" not in text]
+    assert missing == []
+
+
+@pytest.mark.parametrize("page,heading", [("docs/json.md", "### A recommend row"), ("docs/recommend.md", "## JSON output")])
+def test_the_docs_name_every_recommend_row_field(page, heading):
+    text = (Path(__file__).resolve().parents[3] / page).read_text()
+    section = text[text.index(heading):]
+    section = section[:section.index("\n#", len(heading))]
+    named = set(re.findall(r"[a-z_]+", " ".join(re.findall(r"`([^`]+)`", section))))
+    missing = [k for k in schemas.published("recommend")["$defs"]["Candidate"]["properties"] if k not in named]
+    assert missing == []

@@ -175,3 +175,114 @@ def test_results_list_and_show_fit_100_columns_with_long_notes(cli, monkeypatch,
     rows = json.loads(cli("results", "list", "--format", "json")[1])
     monkeypatch.setenv("COLUMNS", "40")
     assert json.loads(cli("results", "list", "--format", "json")[1]) == rows
+
+
+def test_an_id_stays_whole_while_headers_can_wrap():
+    """results pull at 100 columns broke its 32-character result id (80d06ce8ddc74b2e9fe91fb338 |
+    51a017) though wrapping the headers samples_per_sec and instance_type made room: an id shown is
+    one to copy."""
+    headers = ["run_id", "instance_type", "status", "result_id", "samples_per_sec", "detail"]
+    rows = [["20261121-065507-a35712", "g5.xlarge", "duplicate", "80d06ce8ddc74b2e9fe91fb33851a017", "412.7", ""],
+            ["20261121-065507-a35712", "g5g.xlarge", "failed", "", "", LONG_NOTE]]
+    out = fit_table(headers, [r[:] for r in rows], 100, notes_at=5)
+    assert max(map(len, lines_of(out))) <= 100
+    assert "80d06ce8ddc74b2e9fe91fb33851a017" in out and "20261121-065507-a35712" in out
+    assert {"instance_", "samples_"} <= set(lines_of(out)[0].split())  # the headers wrapped instead
+    # when even whole words cannot fit, a long word still breaks rather than overflow
+    assert max(map(len, lines_of(fit_table(headers, [r[:] for r in rows], 60, notes_at=5)))) <= 60
+
+
+def test_a_table_of_more_columns_than_fit_prints_a_block_per_row():
+    """`results export --format table` has 25 columns: at 100 they were cut to 8 each and still ran
+    to 220 columns, every value broken. Past what any column widths can hold, each row is a block
+    of `header  value` lines."""
+    headers = [f"column_{i}_of_many" for i in range(25)]
+    rows = [[f"value-{i}-{r}" for i in range(25)] for r in range(2)]
+    rows[1][3] = LONG_NOTE
+    out = fit_table(headers, [r[:] for r in rows], 100, notes_at=3)
+    assert max(map(len, lines_of(out))) <= 100
+    first, second = out.split("\n\n")
+    assert [ln.split()[:2] for ln in lines_of(first)] == [[h, v] for h, v in zip(headers, rows[0])]
+    assert " ".join(second.split()).startswith(" ".join(f"{h} {v}" for h, v in zip(headers[:3], rows[1][:3])))
+    assert " ".join(LONG_NOTE.split()) in " ".join(second.split())  # the note whole, beside its header
+
+
+def test_results_export_as_a_table_fits_100_columns(cli, monkeypatch, tmp_path):
+    r = probe_result("p6-b200.48xlarge", 1234.5, model="resnet50")
+    path = tmp_path / "r.json"
+    path.write_text(r.model_dump_json())
+    assert cli("results", "import", str(path))[0] == 0
+    monkeypatch.setenv("COLUMNS", "100")
+    code, out, _ = cli("results", "export", "--format", "table")
+    assert code == 0
+    fits(out)
+    assert r.result_id in out and "p6-b200.48xlarge" in out  # whole
+    code, out, _ = cli("schema")
+    assert code == 0
+    fits(out)
+
+
+@pytest.mark.parametrize("cols", [100, 88])
+def test_in_a_real_terminal_without_columns_recommend_fits_it(tmp_path, cols):
+    """The issue's own setting: a real terminal (100 x 50; and 88 wide, which the 100-column default
+    for pipes would overflow), $COLUMNS unset, the command's stdout on it: every line but the indented
+    command lines fits the terminal."""
+    import fcntl
+    import struct
+    import subprocess
+    import sys
+    import termios
+
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 50, cols, 0, 0))
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS" and not k.startswith("INSTANCE_ADVISOR_")}
+    env.update(INSTANCE_ADVISOR_CACHE_DIR=str(tmp_path / "c"), INSTANCE_ADVISOR_DATA_DIR=str(tmp_path / "d"))
+    proc = subprocess.Popen([sys.executable, "-m", "advisor.cli", "recommend", *JOBS[0]], stdout=follower,
+                            stderr=subprocess.DEVNULL, env=env)
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # EIO: the terminal's other end closed
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(leader)
+    assert proc.wait(timeout=120) == 0
+    out = b"".join(chunks).decode().replace("\r\n", "\n")
+    assert "rank" in out and "[1] " in out
+    fits(out, cols)
+
+
+def test_catalog_refresh_prints_one_record_that_fits_100_columns(cli, monkeypatch):
+    """Its one row was a table of six columns: at 100 the cache path and the time broke in two."""
+    from catalog import clouds
+    from catalog.io import SNAPSHOT_PATH, load
+
+    snapshot = load(SNAPSHOT_PATH)
+    monkeypatch.setattr(clouds, "refresher", lambda cloud: lambda **kw: snapshot)
+    monkeypatch.setenv("COLUMNS", "100")
+    code, out, err = cli("catalog", "refresh")
+    assert code == 0, err
+    fits(out)
+    from advisor.paths import catalog_cache_path
+
+    assert snapshot.fetched_at.isoformat() in out
+    assert str(catalog_cache_path()) in "".join(out.split())  # a path longer than the value column wraps at a '/'
+    assert cli("catalog", "refresh", "--format", "csv")[1].count("\n") == 2  # csv: still one row for a script
+
+
+def test_every_command_that_prints_a_table_has_wide():
+    """--wide for everything: each command with a table format takes it (results import prints one
+    summary line, no table)."""
+    from test_cli_options import leaf_parsers  # beside this file
+
+    lacking = []
+    for words, p in leaf_parsers():
+        opts = {o: a for a in p._actions for o in a.option_strings}
+        tables = "--format" in opts and "table" in opts["--format"].choices and words != ["results", "import"]
+        if tables and "--wide" not in opts:
+            lacking.append(" ".join(words))
+    assert lacking == []

@@ -404,3 +404,33 @@ def test_a_rung_shows_the_probes_own_progress_line_and_erases_it(capsys, monkeyp
     assert "\rrung bf16: warm-up step 1/1" in err and "\rrung bf16: step 2, " in err and " so far, " in err
     assert err.endswith("\r\x1b[K")  # erased: nothing of it is left after the rung
     assert "it/s" not in err and "Epoch" not in err  # no Lightning bar
+
+
+def test_an_interrupt_mid_rung_erases_the_progress_line(capsys, monkeypatch):
+    """Ctrl-C during a rung (the probe command's handler raises ProbeStopped in the step): the progress
+    line is erased before the stop goes on to the CLI's message, so no bar (Lightning's used to print
+    one more) follows it."""
+    import signal
+
+    from lightning_module.contract.ladder import ProbeStopped
+    from lightning_module.contract.options import MeasureSettings
+    from lightning_module.contract.result import WorkloadSpec
+    from lightning_module.run import callbacks, measure
+
+    monkeypatch.setattr(callbacks.Progress, "EVERY_S", 0.0)
+    shown = callbacks.Progress.on_train_batch_end
+
+    def then_interrupt(self, trainer, *args):
+        shown(self, trainer, *args)
+        if trainer.global_step >= 3:
+            raise ProbeStopped(signal.SIGINT)
+
+    monkeypatch.setattr(callbacks.Progress, "on_train_batch_end", then_interrupt)
+    measure.quiet_lightning()
+    settings = MeasureSettings(WorkloadSpec(model="mlp", image_size=8, num_classes=10), warmup_steps=1,
+                               max_seconds=30.0, max_steps=50, progress=True)
+    with pytest.raises(ProbeStopped):
+        measure.measure(settings, ProbeConfig(accelerator="cpu", batch_size=8), label="bf16")
+    err = capsys.readouterr().err
+    assert "\rrung bf16: step " in err  # it was showing
+    assert err.endswith("\r\x1b[K") and "Epoch" not in err and "it/s" not in err

@@ -10,7 +10,7 @@ import re
 from datetime import datetime, timezone
 
 import pytest
-from aws_fakes import serve_account
+from aws_fakes import put_public_parameter, serve_account
 from botocore.exceptions import ClientError
 from schema_check import checked
 
@@ -23,20 +23,6 @@ moto = pytest.importorskip("moto")
 REGION = "us-east-1"
 BUCKET = "probe-bucket"
 DLAMI = "/aws/service/deeplearning/ami/{arch}/oss-nvidia-driver-gpu-pytorch-{v}-ubuntu-24.04/latest/ami-id"
-
-
-def put_public_parameter(name: str, value: str, region: str = REGION) -> None:
-    """moto refuses put_parameter under /aws (as AWS does): add the public parameter to its
-    backend the way moto loads its own /aws/service parameters."""
-    from moto.core import DEFAULT_ACCOUNT_ID
-    from moto.ssm.models import Parameter, ssm_backends
-
-    backend = ssm_backends[DEFAULT_ACCOUNT_ID][region]
-    backend._parameters[name].append(
-        Parameter(account_id=DEFAULT_ACCOUNT_ID, name=name, value=value, parameter_type="String",
-                  description=None, allowed_pattern=None, keyid=None,
-                  last_modified_date=datetime.now(timezone.utc), version=1, data_type="text")
-    )
 
 
 @pytest.fixture
@@ -641,6 +627,9 @@ def test_plan_status_and_cancel_tables_fit_100_columns(aws, run_calls, cli, monk
     code, out, err = cli(*base_args(aws, *wrong_arch))
     assert code == 0, err
     assert max(len(line) for line in out.splitlines()) <= 100
+    # the dry run's summary sentence too (it was 107 columns with three types)
+    assert max(len(line) for line in err.splitlines() if not line.startswith("advisor:")) <= 100
+    assert "nothing launched" in err.splitlines()[-1]
     assert "g5g.xlarge" in out and "[1]" not in out  # its refusal wraps in its column
     code, js, _ = cli(*base_args(aws, *wrong_arch, "--format", "json"))
     check = {r["instance_type"]: r for r in checked(js, "launch-plan")["planned"]}["g5g.xlarge"]["check_error"]

@@ -123,7 +123,8 @@ def test_table_output_and_local_manifest_launch_errors(bucket, run_pull, tmp_pat
 def test_the_pull_table_fits_100_columns_with_a_long_detail(bucket, run_pull, tmp_path, monkeypatch):
     monkeypatch.setenv("COLUMNS", "100")
     put_run(bucket, ["g5.xlarge", "g6.xlarge"])
-    put(bucket, "g5.xlarge/result.json", probe_result("g5.xlarge", 250.0, **A10G).model_dump_json())
+    result = probe_result("g5.xlarge", 250.0, **A10G)
+    put(bucket, "g5.xlarge/result.json", result.model_dump_json())
     m = manifests.RunManifest.model_validate_json(bucket.get_object(Bucket=BUCKET, Key=f"probes/{RUN}/run.json")["Body"].read())
     long = ("InsufficientInstanceCapacity: We currently do not have sufficient g6.xlarge capacity in the "
             "Availability Zone you requested (us-east-1a). Our system will be working on provisioning additional "
@@ -134,6 +135,7 @@ def test_the_pull_table_fits_100_columns_with_a_long_detail(bucket, run_pull, tm
     assert code == 0, err
     assert max(len(line) for line in out.splitlines()) <= 100
     assert "not launched" in out and " ".join(long.split()) in " ".join(out.split())
+    assert result.result_id in out  # whole, to copy into 'results show' (the headers wrap instead)
 
 
 def test_nothing_there_is_a_one_line_error(bucket, run_pull, tmp_path):
