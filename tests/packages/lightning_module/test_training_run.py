@@ -56,6 +56,59 @@ def test_a_training_run_is_written_as_a_strict_record(tmp_path):
     assert r.contention is not None and r.contention.steps == 12  # every timed step judged, in windows
 
 
+def test_the_record_carries_the_probe_s_shape_fields_each_saying_how(tmp_path):
+    from lightning_module.run.peaks import per_sample_counts
+
+    out = tmp_path / "run.json"
+    module = TinyLM(**SMALL_LM)
+    first = next(iter(module.train_dataloader()))
+    fit(module, ThroughputCallback(output=out, warmup_steps=2))
+    r = parse_result(out.read_bytes())
+    s = r.shape
+    # memory: derived from the one batch trained, marked so, and exact at that batch
+    fit_ = s.memory
+    assert fit_.derived and fit_.where == "host" and [p.batch_size for p in fit_.points] == [16]
+    assert "derived from one batch size" in fit_.note and "gradients + optimizer state" in fit_.note
+    assert fit_.gib_at(16) == pytest.approx(r.peak_memory_gib)
+    assert 0 < fit_.fixed_gib <= r.peak_memory_gib and fit_.per_sample_gib >= 0
+    # traffic: the probe's counter over the first step, at its batch; an upper bound of the probe's
+    # own count (the difference between 2 and 4 samples), which the weights' traffic does not enter
+    spec = WorkloadSpec(model="examples.tinylm:TinyLM", init_args=SMALL_LM, batch_size=16)
+    _, probe_traffic = per_sample_counts(spec, first)
+    assert s.memory_traffic_bytes_per_sample >= 0.99 * probe_traffic
+    assert "batch of 16" in s.memory_traffic_note and "upper bound" in s.memory_traffic_note
+    # the loader alone, timed after training as the probe times it
+    assert r.pipeline_samples_per_sec_per_worker and r.pipeline_samples_per_sec_per_worker > 0
+
+
+def test_counting_and_the_pipeline_can_be_turned_off(tmp_path):
+    out = tmp_path / "run.json"
+    fit(TinyLM(**SMALL_LM), ThroughputCallback(output=out, warmup_steps=1, count_flops=False, time_pipeline=False),
+        steps=5)
+    r = parse_result(out.read_bytes())
+    assert r.flops_per_sample is None and r.shape.memory_traffic_bytes_per_sample is None
+    assert r.shape.memory_traffic_note is None and r.pipeline_samples_per_sec_per_worker is None
+
+
+def test_the_derived_memory_fit_reaches_recommend(cli, tmp_path, monkeypatch):
+    # A run on a c7i.8xlarge whose process peaked at 20 GiB: a 16 GiB c7i.2xlarge cannot hold it.
+    monkeypatch.setattr(hardware, "ec2_instance_type", lambda timeout=0.5: "c7i.8xlarge")
+    monkeypatch.setattr(training_run, "peak_rss_gib", lambda: 20.0)
+    out, store = tmp_path / "run.json", str(tmp_path / "r.sqlite")
+    fit(TinyLM(**SMALL_LM), ThroughputCallback(output=out, warmup_steps=2, time_pipeline=False))
+    assert cli("results", "import", str(out), "--store", store)[0] == 0
+    code, doc, err = cli("recommend", "--workload", "examples.tinylm:TinyLM", "--init-args", json.dumps(SMALL_LM),
+                         "--samples", "1e5", "--budget", "1000", "--deadline", "30d",
+                         "--catalog", write_catalog(tmp_path / "cat.json"), "--store", store, "--format", "json",
+                         "--top", "50", "--show-excluded")
+    assert code == 0, err
+    doc = json.loads(doc)
+    excluded = {e["instance_type"]: e["reason"] for e in doc["excluded"]}
+    assert excluded["c7i.2xlarge"] == ("needs 20.0 GiB at batch 16 (your training run's memory fit, derived from "
+                                       "one batch size); the host has 16")
+    assert any(r["instance_type"] == "c7i.8xlarge" for r in doc["recommendations"])
+
+
 def test_the_datamodule_names_the_workload_with_its_arguments(tmp_path):
     out = tmp_path / "run.json"
     fit(TabularMLP(hidden=16), ThroughputCallback(output=out, warmup_steps=1), steps=6,
@@ -118,6 +171,7 @@ def test_an_interrupted_run_still_records_what_it_timed(tmp_path):
         fit(Stops(**SMALL_LM), ThroughputCallback(output=out, warmup_steps=2), steps=50)
     r = parse_result(out.read_bytes())
     assert r.stop_reason == "interrupted (RuntimeError)" and r.step_time.n_steps == 6
+    assert r.pipeline_samples_per_sec_per_worker is None  # an interrupted run's loader is not read again
 
 
 VALIDATION_S = 1.5  # longer than any step of the tiny model, even on a busy machine
