@@ -214,7 +214,8 @@ class ThroughputCallback(Callback):
         self._base_gib = torch.cuda.memory_allocated() / 2**30 if on_gpu else rss_gib() if cpu else None
         threads = torch.get_num_threads() if cpu else 1
         self._meter = ContentionMeter(threads, usable_cpus(), cpu)
-        self._own_load = threads + self._config.num_workers
+        # Every rank on this host is this run's load (the load average counts them all).
+        self._own_load = (threads + self._config.num_workers) * max(1, trainer.num_devices)
         warmup = self.warmup_steps + (1 if self._config.compile else 0)  # the compile step comes on top
         self.clock = Stopwatch(warmup, self.target_ci, math.inf, meter=self._meter)
         self._look_at_gpu()

@@ -4,7 +4,11 @@ the probe times, written as a `training run` result that import, list and recomm
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import lightning.pytorch as pl
 import pytest
@@ -17,6 +21,7 @@ from lightning_module import ThroughputCallback, TrainingRunError
 from lightning_module.contract.result import MAX_BATCH_SIZE, WorkloadSpec, parse_result
 from lightning_module.run import hardware, training_run
 
+ROOT = Path(__file__).resolve().parents[3]
 SMALL_LM = {"d_model": 16, "heads": 2, "layers": 1, "seq_len": 16, "vocab_size": 50}
 
 
@@ -285,3 +290,29 @@ def test_a_class_without_an_importable_name_says_so(tmp_path):
     named = ThroughputCallback(output=out, warmup_steps=1, workload="examples.tinylm:TinyLM", init_args={"d_model": 16})
     fit(Local(**SMALL_LM), named, steps=4)
     assert parse_result(out.read_bytes()).workload.init_args == {"d_model": 16}
+
+
+DDP_SCRIPT = Path(__file__).with_name("ddp_training_run.py")
+
+
+@pytest.mark.parametrize("mode, per_step", [("equal", 16), ("uneven", 20)])
+def test_two_ddp_ranks_write_one_record_from_rank_0_counting_every_rank(tmp_path, mode, per_step):
+    # Lightning's own launcher: the script is rank 0 and starts rank 1 by running itself again.
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, str(DDP_SCRIPT), str(tmp_path), mode], check=False, env=env,
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
+    assert [r["world_size"] for r in ranks] == [2, 2] and [r["error"] for r in ranks] == [None, None]
+    assert ranks[0]["written"] and ranks[1]["written"] is None  # rank 0 wrote; rank 1 did not
+    assert sorted(p.name for p in tmp_path.glob("run-*.json")) == ["run-rank0.json"]
+    r = parse_result((tmp_path / "run-rank0.json").read_bytes())
+    assert r.result_id == ranks[0]["result_id"]
+    assert r.config.devices == 2 and r.config.num_nodes == 1 and r.config.strategy == "ddp"
+    # every rank's samples: 8 + 8, or rank 1's 12 beside rank 0's 8 (gathered, not rank 0's x 2)
+    assert r.samples_per_sec * r.step_time.mean_s == pytest.approx(per_step, rel=1e-6)
+    assert r.config.batch_size == per_step // 2
+    assert r.shape.memory.points[0].batch_size == 8  # rank 0's own memory, at its own batch
+    if mode == "uneven":  # rank 0 waits for the slower rank in the all-reduce: its steps hold rank 1's sleep
+        assert r.step_time.median_s >= 0.02
+    assert r.contention.own_load >= 2  # both ranks are this run's load, not another's
