@@ -15,7 +15,7 @@ store; `advisor results import FILE` reads the file, `advisor recommend` ranks w
 A thin adapter, as Lightning's ThroughputMonitor is over its Throughput: contract/timing.py's
 Stopwatch does the maths; this reads the clocks. Cheap by construction: a step costs one clock read
 (and a synchronisation on a GPU, the probe's rule), and the machine is looked at (/proc) only every
-few steps, so that the looking costs under READ_BUDGET of the step time
+few steps, so that the looking costs under READ_BUDGET (0.1%) of the step time
 (benchmarks/callback_overhead.py measures it). It never stops or fails the training: a problem is
 one warning line and no record.
 """
@@ -66,8 +66,8 @@ from .preview import pipeline_rate
 from .readers import gpu_state, load_average, own_process_tree, read_now, usable_cpus
 
 # The machine is looked at every k steps, k chosen so that the looks cost at most this share of
-# the steps' time (a look reads /proc: ~70 us on a 2-CPU VM, more with many CPUs).
-READ_BUDGET = 0.002
+# the steps' time (a look reads /proc: ~50-90 us on a busy 2-CPU VM, more with many CPUs).
+READ_BUDGET = 0.001
 MAX_READ_EVERY = 1000
 # Timed steps kept (8 bytes each, and their verdicts): a long run is measured over its first this
 # many steps after warm-up, then the callback stops looking (and costs nothing).
@@ -188,7 +188,12 @@ class ThroughputCallback(Callback):
         self._flops = self._flop_mode = self._traffic = self._traffic_mode = None
         self._base_gib: float | None = None  # memory in use when training started
         self._sync = None  # waits for the device before a clock read; None on the CPU (nothing queued)
-        self._every, self._since_read, self._read_cost, self._reads = 1, 0, 0.0, 0
+        self._every, self._read_cost, self._reads = 1, 0.0, 0
+        # Steps ended since the last look: their end times and samples, handed to the Stopwatch at
+        # the next look, so that a step itself only appends two numbers (cold caches make every
+        # object a step touches cost microseconds on a busy machine).
+        self._ends: list[float] = []
+        self._sizes: list[int | None] = []
         self._gpu: list[GpuState] = []
         self._started = datetime.now(timezone.utc)
         self._done = False
@@ -247,35 +252,46 @@ class ThroughputCallback(Callback):
             self._end_counts()
         if self._sync is not None:
             self._sync()
-        now = time.perf_counter()
-        self._since_read += 1
-        if self._since_read < self._every and len(clock.timing.step_times) + 1 < self.max_timed_steps:
-            clock.step(now)
+        ends = self._ends
+        ends.append(time.perf_counter())
+        self._sizes.append(self._count(batch))
+        if len(ends) >= self._every:
+            self._look(self._read())
+
+    def _look(self, reading) -> None:
+        """The steps ended since the last look, to the Stopwatch, judged with this reading; the
+        next look put off so that looking costs READ_BUDGET of the steps' time."""
+        clock = self.clock
+        timed = clock.timing.step_times
+        for end, n in zip(self._ends, self._sizes):
+            clock.step(end)
             if clock.steps > clock.warmup_steps:
-                self._samples += self._count(batch) or 0
-            return
-        reading = self._read()
-        self._since_read = 0
-        clock.step(now, reading)
-        if clock.steps > clock.warmup_steps:
-            self._samples += self._count(batch) or 0
-            step = clock.timing.step_times[-1]
-            self._every = max(1, min(MAX_READ_EVERY, math.ceil(self._read_cost / (READ_BUDGET * step)) if step > 0 else MAX_READ_EVERY))
-            if len(clock.timing.step_times) >= self.max_timed_steps:
-                clock.pause(self._read())
-                self._done = True
+                self._samples += n or 0
+                if len(timed) >= self.max_timed_steps:  # a long run: measured over its first steps
+                    self._done = True
+                    break
+        self._ends.clear()
+        self._sizes.clear()
+        clock.pause(reading)
+        if timed and timed[-1] > 0:
+            self._every = max(1, min(MAX_READ_EVERY, math.ceil(self._read_cost / (READ_BUDGET * timed[-1]))))
+
+    def _stop_looking(self) -> None:
+        if self.clock is not None and not self._done:
+            self._look(self._read())
+            self._done = True
 
     def on_validation_start(self, trainer, pl_module):
         if self.clock is not None and not self._done and not trainer.sanity_checking:
-            self.clock.pause(self._read())
+            self._look(self._read())
 
     def on_validation_end(self, trainer, pl_module):
         if self.clock is not None and not self._done and not trainer.sanity_checking:
             synchronize(self._config.accelerator)
-            self._since_read = 0
             self.clock.resume(time.perf_counter(), self._read())
 
     def on_train_end(self, trainer, pl_module):
+        self._stop_looking()
         ranks = self._gather(trainer, pl_module) if trainer.world_size > 1 else None
         self._finish(trainer, pl_module, "training ended", ranks)
 
@@ -284,6 +300,7 @@ class ThroughputCallback(Callback):
             self._traffic_mode.__exit__(None, None, None)
             self._flop_mode.__exit__(None, None, None)
             self._flop_mode = self._traffic_mode = None
+        self._stop_looking()
         # No collective here: another rank may be gone. Rank 0's figures stand for every rank's.
         self._finish(trainer, pl_module, f"interrupted ({type(exception).__name__})")
 
@@ -406,8 +423,6 @@ class ThroughputCallback(Callback):
         if len(t.step_times) < 2:
             raise TrainingRunError(f"{len(t.step_times)} step(s) timed after {t.warmup_steps} warm-up step(s): "
                                    "too short a run to measure")
-        if not self._done:
-            clock.pause(self._read())  # the steps since the last look are judged up to here
         self._look_at_gpu()
         clock.finish(load_average(), self._own_load, self._gpu)
         cfg = self._config
