@@ -103,9 +103,17 @@ def step_seconds(with_callback: bool, steps: int, accelerator: str, warm: int = 
     t = clock.times
     if with_callback and _Sink.last is None:  # the record it would have written: checked like any result
         r = measured.result
-        _Sink.last = (f"record: {r.samples_per_sec:.4g} samples/s ({r.config.accelerator}, {r.config.precision}), "
-                      f"{r.flops_per_sample or 0:.3g} FLOPs/sample, {r.shape.parameters} parameters, "
-                      f"peak {r.peak_memory_gib:.3g} GiB, reliable: {r.reliable}") if r else f"no record: {measured.error}"
+        if r:
+            m, s = r.shape.memory, r.shape
+            fit = (f"{m.where} fit{' (derived)' if m.derived else ''} {m.fixed_gib:.3g} GiB + "
+                   f"{m.per_sample_gib * 2**20:.3g} KiB/sample" if m and m.fixed_gib is not None else "no memory fit")
+            _Sink.last = (f"record: {r.samples_per_sec:.4g} samples/s ({r.config.accelerator}, {r.config.precision}), "
+                          f"{r.flops_per_sample or 0:.3g} FLOPs/sample, {s.memory_traffic_bytes_per_sample or 0:.3g} "
+                          f"bytes/sample of traffic, {s.parameters} parameters, peak {r.peak_memory_gib:.3g} GiB, {fit}, "
+                          f"pipeline {r.pipeline_samples_per_sec_per_worker or 0:.4g} samples/s per worker, "
+                          f"reliable: {r.reliable}")
+        else:
+            _Sink.last = f"no record: {measured.error}"
         print("   " + _Sink.last)
     return (t[-1] - t[warm]) / (len(t) - 1 - warm)
 
