@@ -240,7 +240,8 @@ class ThroughputCallback(Callback):
         self._flop_batch = self._count(batch)
 
     def on_before_optimizer_step(self, trainer, pl_module, optimizer):
-        if self._flop_mode is not None:
+        # Manual optimization may step several optimizers in one training_step: counted to its end.
+        if self._flop_mode is not None and pl_module.automatic_optimization:
             self._end_counts()
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):

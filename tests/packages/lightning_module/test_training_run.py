@@ -316,3 +316,17 @@ def test_two_ddp_ranks_write_one_record_from_rank_0_counting_every_rank(tmp_path
     if mode == "uneven":  # rank 0 waits for the slower rank in the all-reduce: its steps hold rank 1's sleep
         assert r.step_time.median_s >= 0.02
     assert r.contention.own_load >= 2  # both ranks are this run's load, not another's
+
+
+def test_on_a_gpu_the_fit_is_of_device_memory_from_what_was_allocated_at_the_start():
+    # The CUDA branch without a GPU: the memory in use at the start is given as the callback reads it there.
+    cb = ThroughputCallback()
+    cb._base_gib = 1.0  # torch.cuda.memory_allocated() at on_train_start: weights and buffers
+    module = torch.nn.Linear(1024, 1024)  # 4 MiB of fp32 weights: 4 MiB of gradients
+    fit_ = cb._memory_fit(module, True, 64, 9.0, {"optimizer_state_bytes": 8.0 * 2**20})
+    grads = sum(p.numel() * 4 for p in module.parameters()) / 2**30
+    assert fit_.where == "accelerator" and fit_.derived and "allocated on the device" in fit_.note
+    assert fit_.fixed_gib == pytest.approx(1.0 + grads + 8 / 1024)
+    assert fit_.per_sample_gib == pytest.approx((9.0 - fit_.fixed_gib) / 64)
+    cb._base_gib = None  # an accelerator the callback cannot read (MPS, XLA): one point, no fit
+    assert cb._memory_fit(module, False, 64, 9.0, {}).fixed_gib is None
