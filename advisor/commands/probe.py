@@ -446,7 +446,7 @@ def shape_lines(r) -> list[str]:
     if s.optimizer_state_bytes is not None:
         parts.append(f"optimizer state {_mb(s.optimizer_state_bytes)}")
     parts.append(f"data from {source[s.data_source]}")
-    parts.append("batch tunable" if s.batch_tunable else f"batch not tunable ({s.batch_note})")
+    parts.append("batch tunable" if s.batch_tunable else "batch not tunable" + (f" ({s.batch_note})" if s.batch_note else ""))
     if s.samples_counted_by == "hook":
         parts.append("samples counted by samples_in_batch()")
     lines = [f"workload: {'; '.join(parts)}"]

@@ -455,7 +455,8 @@ class ThroughputCallback(Callback):
         shape = WorkloadShape(
             **facts, data_source="datamodule" if trainer.datamodule is not None else "module",
             samples_counted_by=self._counted_by,
-            batch_tunable=read_batch_size(pl_module, trainer.datamodule) is not None,
+            batch_tunable=(tunable := read_batch_size(pl_module, trainer.datamodule) is not None),
+            batch_note=None if tunable else "no batch_size attribute or hparam on the module or DataModule (Lightning's convention)",
             memory=self._memory_fit(pl_module, gpu, min(max(1, round(own)), MAX_BATCH_SIZE), peak, facts),
             memory_traffic_bytes_per_sample=self._traffic,
             memory_traffic_note=(f"counted over the first step's training_step and backward at its batch of "

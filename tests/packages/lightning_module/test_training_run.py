@@ -138,6 +138,7 @@ def test_import_list_and_recommend_use_it(cli, tmp_path, monkeypatch):
     assert "(training" in table
     code, shown, _ = cli("results", "show", row["result_id"], "--store", store)
     assert code == 0 and "training run" in shown and "no ladder: the configuration the run trained with" in shown
+    assert "memory fit (derived)" in shown and "an upper bound" in shown and "data pipeline" in shown  # its shape
     catalog = write_catalog(tmp_path / "cat.json")
     code, doc, err = cli("recommend", "--workload", "examples.tinylm:TinyLM", "--init-args", json.dumps(SMALL_LM),
                          "--samples", "1e5", "--budget", "1000", "--deadline", "30d", "--catalog", catalog,
