@@ -5,7 +5,11 @@ Two figures:
 1. The hook's own time per step: on_train_batch_end (the clock, the sample count, a look at the
    machine every k steps, k adapting so the looks stay under READ_BUDGET of the step time) driven
    by a stand-in loop whose "steps" are a busy wait of a set length, so the hook's time is measured
-   alone, without a model's noise. Overhead = hook time / step time.
+   alone, without a model's noise. Overhead = the hook's mean CPU time (its thread's clock, so a
+   moment another process had the CPU is not charged to it) / step time; the wall-time mean, which
+   holds such moments, is printed beside it. Each stand-in step ends in one small torch op, as a
+   real step ends in the optimizer's update: without it the busy wait leaves torch's code cold for
+   the hook's sample count, which a real step does not (on a loaded VM that read ~60% higher).
 2. End to end: a small Lightning training run (examples.tinylm) with and without the callback, in
    alternation, its steps timed by a clock callback after ours (fit's set-up and the record written
    at the end left out); the ratio with its 95% CI. On a busy shared machine this is noisy: (1) is
@@ -33,9 +37,11 @@ ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 sys.path.insert(0, ROOT)
 
 
-def hook_cost(step_s: float, steps: int) -> tuple[float, float, int]:
-    """Median and mean seconds of on_train_batch_end per step with steps of `step_s` (the mean holds
-    the looks at the machine and any moment the hook was preempted), and the final look interval."""
+def hook_cost(step_s: float, steps: int) -> tuple[float, float, float, int]:
+    """Seconds of on_train_batch_end per step with steps of `step_s`: the median and the mean of
+    its wall time (the mean holds the looks at the machine, and any moment another process had the
+    CPU), the mean of its own CPU time (the thread's clock: the hook's work, looks included, without
+    the moments it was preempted), and the final look interval."""
     import torch
 
     from lightning_module.contract.contention import ContentionMeter
@@ -52,16 +58,22 @@ def hook_cost(step_s: float, steps: int) -> tuple[float, float, int]:
     cb.clock.start(time.perf_counter(), cb._read())
     trainer = SimpleNamespace(is_global_zero=True)
     batch = (torch.zeros(32, 8), torch.zeros(32, dtype=torch.long))
-    costs = []
+    weight, grad = torch.zeros(64), torch.ones(64)
+    cpu_clock = time.thread_time
+    empty = statistics.median(-cpu_clock() + cpu_clock() for _ in range(1000))  # the clock's own cost
+    costs, cpu = [], []
     for i in range(steps):
         end = time.perf_counter() + step_s
         while time.perf_counter() < end:  # the step: a busy wait, as a compute-bound step
             pass
+        weight.add_(grad, alpha=-0.01)  # ... ending, as a real step does, in torch (the optimizer's update)
+        c0 = cpu_clock()
         t0 = time.perf_counter()
         cb.on_train_batch_end(trainer, None, None, batch, i)
         costs.append(time.perf_counter() - t0)
-    costs = costs[10:]
-    return statistics.median(costs), statistics.fmean(costs), cb._every
+        cpu.append(cpu_clock() - c0 - empty)
+    costs, cpu = costs[10:], cpu[10:]
+    return statistics.median(costs), statistics.fmean(costs), statistics.fmean(cpu), cb._every
 
 
 def step_seconds(with_callback: bool, steps: int, accelerator: str, warm: int = 10) -> float:
@@ -91,9 +103,17 @@ def step_seconds(with_callback: bool, steps: int, accelerator: str, warm: int = 
     t = clock.times
     if with_callback and _Sink.last is None:  # the record it would have written: checked like any result
         r = measured.result
-        _Sink.last = (f"record: {r.samples_per_sec:.4g} samples/s ({r.config.accelerator}, {r.config.precision}), "
-                      f"{r.flops_per_sample or 0:.3g} FLOPs/sample, {r.shape.parameters} parameters, "
-                      f"peak {r.peak_memory_gib:.3g} GiB, reliable: {r.reliable}") if r else f"no record: {measured.error}"
+        if r:
+            m, s = r.shape.memory, r.shape
+            fit = (f"{m.where} fit{' (derived)' if m.derived else ''} {m.fixed_gib:.3g} GiB + "
+                   f"{m.per_sample_gib * 2**20:.3g} KiB/sample" if m and m.fixed_gib is not None else "no memory fit")
+            _Sink.last = (f"record: {r.samples_per_sec:.4g} samples/s ({r.config.accelerator}, {r.config.precision}), "
+                          f"{r.flops_per_sample or 0:.3g} FLOPs/sample, {s.memory_traffic_bytes_per_sample or 0:.3g} "
+                          f"bytes/sample of traffic, {s.parameters} parameters, peak {r.peak_memory_gib:.3g} GiB, {fit}, "
+                          f"pipeline {r.pipeline_samples_per_sec_per_worker or 0:.4g} samples/s per worker, "
+                          f"reliable: {r.reliable}")
+        else:
+            _Sink.last = f"no record: {measured.error}"
         print("   " + _Sink.last)
     return (t[-1] - t[warm]) / (len(t) - 1 - warm)
 
@@ -124,10 +144,14 @@ def main() -> None:
     print(f"machine: {hw.cpu_model}, {hw.logical_cpus} CPUs, ISA {', '.join(hw.isa_flags) or '-'}"
           + (f", GPU {hw.gpus[0].name}" if hw.gpus and args.gpu else ""))
     print("\n1. the hook's own time per step (on_train_batch_end), against a step of:")
-    print(f"{'step':>10}  {'median us':>9}  {'mean us':>8}  {'overhead (mean)':>15}  {'looks every':>11}")
+    print(f"   (load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs: other work on the machine shows in the "
+          "wall times; the CPU time is the hook's own)")
+    print(f"{'step':>10}  {'wall median us':>14}  {'wall mean us':>12}  {'CPU mean us':>11}  {'overhead (CPU)':>14}  "
+          f"{'(wall)':>7}  {'looks every':>11}")
     for step_s in (0.001, 0.01, 0.1):
-        median, mean, every = hook_cost(step_s, steps=max(60, int(3.0 / step_s)))
-        print(f"{step_s * 1000:>8.0f}ms  {median * 1e6:>9.1f}  {mean * 1e6:>8.1f}  {mean / step_s:>15.3%}  {every:>6} steps")
+        median, mean, cpu, every = hook_cost(step_s, steps=max(60, int(3.0 / step_s)))
+        print(f"{step_s * 1000:>8.0f}ms  {median * 1e6:>14.1f}  {mean * 1e6:>12.1f}  {cpu * 1e6:>11.1f}  "
+              f"{cpu / step_s:>14.3%}  {mean / step_s:>7.3%}  {every:>6} steps")
 
     print(f"\n2. end to end: examples.tinylm (d_model 32, 1 layer, batch 16), {args.steps} steps, "
           f"{args.rounds} A/B pairs on {'cuda' if args.gpu else 'cpu'}")

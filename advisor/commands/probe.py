@@ -446,7 +446,7 @@ def shape_lines(r) -> list[str]:
     if s.optimizer_state_bytes is not None:
         parts.append(f"optimizer state {_mb(s.optimizer_state_bytes)}")
     parts.append(f"data from {source[s.data_source]}")
-    parts.append("batch tunable" if s.batch_tunable else f"batch not tunable ({s.batch_note})")
+    parts.append("batch tunable" if s.batch_tunable else "batch not tunable" + (f" ({s.batch_note})" if s.batch_note else ""))
     if s.samples_counted_by == "hook":
         parts.append("samples counted by samples_in_batch()")
     lines = [f"workload: {'; '.join(parts)}"]
@@ -455,10 +455,12 @@ def shape_lines(r) -> list[str]:
         what = "GPU allocated" if m.where == "accelerator" else "process RSS"
         fit = (f"{m.fixed_gib:.3g} GiB + {m.per_sample_gib * 1024:.3g} MiB/sample" if m.fixed_gib is not None
                else "no fit")
-        lines.append(f"memory fit: {fit} ({what}; GiB at batch {at})" + (f"; {m.note}" if m.note else ""))
+        lines.append(f"memory fit{' (derived)' if m.derived else ''}: {fit} ({what}; GiB at batch {at})"
+                     + (f"; {m.note}" if m.note else ""))
     if s.memory_traffic_bytes_per_sample and r.flops_per_sample:
         lines.append(f"intensity: {r.flops_per_sample / s.memory_traffic_bytes_per_sample:.3g} FLOP/byte "
-                     f"({_mb(s.memory_traffic_bytes_per_sample)} of op-level memory traffic per sample, unfused)")
+                     f"({_mb(s.memory_traffic_bytes_per_sample)} of op-level memory traffic per sample, unfused)"
+                     + (f"; {s.memory_traffic_note}" if s.memory_traffic_note else ""))
     if r.pipeline_samples_per_sec_per_worker:
         lines.append(f"data pipeline: {r.pipeline_samples_per_sec_per_worker:,.0f} samples/s per worker "
                      "(the loader alone, no model)")

@@ -22,6 +22,7 @@ from .probe import (
     gpu_and_cpu_line,
     ladder_rows,
     reliability_line,
+    shape_lines,
 )
 
 IMPORT_MAX_BYTES = 256 * 2**20  # an export of ~50,000 results; a probe result is a few KiB
@@ -209,6 +210,8 @@ def handle_show(args) -> int:
         ("datasheet peak", f"{r.peak_tflops_datasheet:.3g} TFLOP/s, utilisation {r.utilisation_datasheet:.0%}"
          if r.peak_tflops_datasheet and r.utilisation_datasheet is not None else ""),
         ("peak memory", f"{r.peak_memory_gib:.2f} GiB" if r.peak_memory_gib is not None else ""),
+        # the workload's shape, as the probe prints it ("workload: ..." is its "shape" here)
+        *((k.replace("workload", "shape"), v) for k, v in (line.split(": ", 1) for line in shape_lines(r))),
         ("reliable", reliability_line(r)),
         ("contention", contention_line(r.contention) if r.contention else ""),
         ("confirmed", confirmation_line(r.confirmation) if r.confirmation else ""),

@@ -330,12 +330,12 @@ class ThroughputModel:
         need = fit.gib_at(smallest)
         device = (it.accelerator_model or "the device") if kind != "cpu" else "the host"
         if have < need:
-            return Exclusion(it.name, f"needs {need:.1f} GiB at batch {smallest} (your probe's memory fit); "
+            return Exclusion(it.name, f"needs {need:.1f} GiB at batch {smallest} ({fit.source_words()}); "
                                       f"{device} has {have:g}")
         best = self.facts.best_batch
         holds = fit.largest_batch(have)
         if best and holds is not None and holds < best:
-            return (f"holds batch {holds} per device at most (your probe's memory fit), "
+            return (f"holds batch {holds} per device at most ({fit.source_words()}), "
                     f"below the probe's best {best}: expect less than its throughput per device")
         return None
 

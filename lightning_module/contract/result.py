@@ -30,9 +30,10 @@ from catalog.models import MAX_DEVICE_MEMORY_GIB, MAX_MEMORY_GIB, NAME_PATTERN, 
 # 2: the workload's constructor arguments (WorkloadSpec.init_args, data_init_args) and its shape
 # (ProbeResult.shape). 3: the GPU and the CPU training at once (ProbeResult.gpu_and_cpu, `advisor
 # probe --cpu-too`) and what measured it (ProbeResult.source: the probe or a training run's
-# callback). Older records read as they are: none of these fields is required.
-RESULT_SCHEMA_VERSION = 3
-READABLE_SCHEMA_VERSIONS = (1, 2, 3)
+# callback). 4: how a training run's shape was obtained (MemoryFit.derived, WorkloadShape.
+# memory_traffic_note). Older records read as they are: none of these fields is required.
+RESULT_SCHEMA_VERSION = 4
+READABLE_SCHEMA_VERSIONS = (1, 2, 3, 4)
 SOURCES = ("probe", "training run")
 
 BUILTIN_MODELS = ("resnet50", "resnet18", "vit_b_16", "mlp")
@@ -394,12 +395,28 @@ class MemoryFit(BaseModel):
     fixed_gib: MemoryGiB | None = None  # None: one batch size only
     per_sample_gib: MemoryGiB | None = None
     note: Text | None = None  # why there is no fit, or what to know about it
+    # True: not fitted across batch sizes but derived from one (a training run's: fixed = what
+    # stays in memory between steps, per sample = the rest of the peak / the batch; the note says how)
+    derived: StrictBool = False
 
     @model_validator(mode="after")
     def _both_or_neither(self) -> MemoryFit:
         if (self.fixed_gib is None) != (self.per_sample_gib is None):
             raise ValueError("a memory fit has both fixed_gib and per_sample_gib, or neither")
+        if self.derived and (self.fixed_gib is None or len(self.points) != 1):
+            raise ValueError("a derived memory fit has fixed_gib and per_sample_gib from exactly one point")
         return self
+
+    @classmethod
+    def derived_from(cls, where: str, batch: int, peak_gib: float, fixed_gib: float, how: str) -> MemoryFit:
+        """A fit from one batch size: `fixed_gib` measured apart (what the step does not grow with),
+        the rest of the peak charged to the batch's samples; `how` says what fixed_gib holds."""
+        fixed = min(fixed_gib, peak_gib)
+        note = f"derived from one batch size: fixed = {how}; per sample = (peak - fixed) / {batch}"
+        if fixed_gib > peak_gib:
+            note += f" (fixed read {fixed_gib:.3g} GiB, above the peak: read as the peak, nothing per sample)"
+        return cls(where=where, points=[MemoryPoint(batch_size=batch, peak_gib=peak_gib)], fixed_gib=fixed,
+                   per_sample_gib=(peak_gib - fixed) / batch, note=note, derived=True)
 
     @classmethod
     def fitted(cls, where: str, points: list[tuple[int, float]]) -> MemoryFit:
@@ -421,6 +438,11 @@ class MemoryFit(BaseModel):
             slope, fixed = sum(x * y for x, y in zip(xs, ys)) / sum(x * x for x in xs), 0.0
             note = "fitted through 0 (the intercept came out negative)"
         return cls(where=where, points=pts, fixed_gib=fixed, per_sample_gib=slope, note=note)
+
+    def source_words(self) -> str:
+        """Where the fit came from, for recommend's notes and exclusions."""
+        return ("your training run's memory fit, derived from one batch size" if self.derived
+                else "your probe's memory fit")
 
     def gib_at(self, batch_size: int) -> float | None:
         if self.fixed_gib is None:
@@ -456,6 +478,9 @@ class WorkloadShape(BaseModel):
     # Bytes every op reads and writes per sample, unfused (run/peaks.py TrafficCounter): with
     # flops_per_sample, the workload's arithmetic intensity. None: not counted.
     memory_traffic_bytes_per_sample: Annotated[float, Field(strict=True, gt=0, le=1e16)] | None = None
+    # How it was counted when not as the probe counts it (the difference between 2 and 4 samples on
+    # the CPU in fp32): a training run counts its first step at its own batch and precision.
+    memory_traffic_note: Text | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> WorkloadShape:

@@ -66,7 +66,8 @@ class WorkloadFacts:
 def facts_from_probes(model: str, image_size: int, results: list) -> WorkloadFacts:
     """What can be known of a user's own workload from its probe results (ProbeResults, newest
     first): the FLOPs per sample the newest that counted them counted, at the workload's own image
-    size; the parameters, state and memory fit of the newest that recorded its shape."""
+    size; the parameters and state of the newest that recorded its shape; the memory fit of the newest
+    that fitted one across batch sizes, else of the newest that derived one (a training run)."""
     flops = next((r.flops_per_sample for r in results if r.flops_per_sample), float("nan"))
     shaped = next((r for r in results if getattr(r, "shape", None) is not None and r.shape.parameters is not None), None)
     # The newest probe that counted both FLOPs and memory traffic gives the arithmetic intensity.
@@ -78,8 +79,10 @@ def facts_from_probes(model: str, image_size: int, results: list) -> WorkloadFac
     s = shaped.shape
     # fp32 gradients beside the weights (what the all-reduce carries too), plus the optimizer's state.
     state = s.parameter_bytes + 4.0 * s.trainable_parameters + (s.optimizer_state_bytes or 0.0)
-    fit = next((r.shape.memory for r in results if getattr(r, "shape", None) is not None
-                and r.shape.memory is not None and r.shape.memory.fixed_gib is not None), None)
+    fits = [r.shape.memory for r in results if getattr(r, "shape", None) is not None
+            and r.shape.memory is not None and r.shape.memory.fixed_gib is not None]
+    # A fit across batch sizes (a probe's) before one derived from a single batch (a training run's).
+    fit = next((f for f in fits if not f.derived), fits[0] if fits else None)
     return WorkloadFacts(model, s.parameters, flops, float("nan"), 0.0, at_image_size=image_size,
                          state_bytes=state, memory=fit, best_batch=shaped.config.batch_size, intensity=intensity)
 

@@ -56,9 +56,10 @@ def describe(batch: Any) -> str:
 
 def leading_dim(batch: Any) -> int | None:
     t = first_tensor(batch)
-    if t is None or t.dim() == 0:
+    if t is None:
         return None
-    return int(t.shape[0])
+    shape = t.shape  # one call into torch: a training run counts every step's batch
+    return shape[0] if shape else None
 
 
 def samples_counter(module, datamodule=None) -> tuple[Callable[[Any], int | None], str]:

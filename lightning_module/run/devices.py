@@ -95,12 +95,22 @@ def reset_peak_rss() -> None:
         pass
 
 
-def peak_rss_gib() -> float:
+def _status_gib(key: str) -> float | None:
     try:
         with open("/proc/self/status") as f:
             for line in f:
-                if line.startswith("VmHWM:"):
+                if line.startswith(key):
                     return int(line.split()[1]) / 2**20  # kB
     except (OSError, ValueError, IndexError):
         pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB on Linux
+    return None
+
+
+def peak_rss_gib() -> float:
+    got = _status_gib("VmHWM:")
+    return got if got is not None else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB on Linux
+
+
+def rss_gib() -> float | None:
+    """The process's resident memory now (None: not on Linux)."""
+    return _status_gib("VmRSS:")

@@ -79,9 +79,9 @@ def _loader_of(module, dm, spec: WorkloadSpec):
     return take.loader
 
 
-def _pipeline_rate(it, count, workers: int) -> float | None:
+def pipeline_rate(it, count, workers: int) -> float | None:
     """Samples/s the loader alone delivers after its first batch, per worker process (the main
-    process when it has none)."""
+    process when it has none). The probe's measurement, and the training run's (training_run.py)."""
     n = batches = 0
     t0 = time.perf_counter()
     while batches < PIPELINE_BATCHES and time.perf_counter() - t0 < PIPELINE_SECONDS:
@@ -106,7 +106,7 @@ def preview(spec: WorkloadSpec, own_batch: bool = False) -> Preview:
         loader = SyntheticDataModule(spec.image_size, spec.num_classes, start).train_dataloader()
         it = iter(loader)
         batch = next(it)
-        rate = _pipeline_rate(it, leading_dim, loader.num_workers)
+        rate = pipeline_rate(it, leading_dim, loader.num_workers)
         return Preview(source, start, True, None, "batch", None, rate, batch)
 
     module_cls, dm_cls = workloads.user_classes(spec)
@@ -156,6 +156,6 @@ def preview(spec: WorkloadSpec, own_batch: bool = False) -> Preview:
         workers_note = "the module's own train_dataloader() sets its workers"
     elif not workloads.accepts(dm_cls, "num_workers"):
         workers_note = "the DataModule does not take num_workers"
-    rate = _pipeline_rate(it, count, getattr(loader, "num_workers", 0) or 0)
+    rate = pipeline_rate(it, count, getattr(loader, "num_workers", 0) or 0)
     del it
     return Preview(source, lead or start, tunable, note, counted_by, workers_note, rate, batch)

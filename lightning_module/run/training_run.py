@@ -5,15 +5,17 @@ one result with `source: training run` when training ends or is interrupted: sam
 CI over the steady-state steps (warm-up skipped, the device synchronised before the clock is read,
 validation passes left out), which steps other work on the machine slowed down, the machine (instance
 type from EC2's metadata, IMDSv2, or as given; CPU and GPU fingerprint) and the shape of the
-workload it can know without stopping the run (parameters, optimizer state, FLOPs per sample
-counted on the first step, peak memory at the batch used). The record is validated by the same
+workload as a probe records it, each part said how it was obtained (parameters, optimizer state;
+FLOPs and memory traffic per sample counted on the first step; a memory fit derived from the peak at
+the batch used; the data pipeline's rate, its loader timed alone for half a second after training).
+The record is validated by the same
 strict model as a probe's (contract/result.py) before it is written to a file or to a results
 store; `advisor results import FILE` reads the file, `advisor recommend` ranks with it.
 
 A thin adapter, as Lightning's ThroughputMonitor is over its Throughput: contract/timing.py's
 Stopwatch does the maths; this reads the clocks. Cheap by construction: a step costs one clock read
 (and a synchronisation on a GPU, the probe's rule), and the machine is looked at (/proc) only every
-few steps, so that the looking costs under READ_BUDGET of the step time
+few steps, so that the looking costs under READ_BUDGET (0.1%) of the step time
 (benchmarks/callback_overhead.py measures it). It never stops or fails the training: a problem is
 one warning line and no record.
 """
@@ -57,14 +59,15 @@ from ..contract.timing import Stopwatch, step_stats, usable_steps
 from . import hardware
 from .batches import read_batch_size, samples_counter
 from .callbacks import synchronize
-from .devices import peak_rss_gib
+from .devices import peak_rss_gib, rss_gib
 from .measure import model_facts
-from .peaks import datasheet_peak_tflops
+from .peaks import TrafficCounter, datasheet_peak_tflops, flop_counter
+from .preview import pipeline_rate
 from .readers import gpu_state, load_average, own_process_tree, read_now, usable_cpus
 
 # The machine is looked at every k steps, k chosen so that the looks cost at most this share of
-# the steps' time (a look reads /proc: ~70 us on a 2-CPU VM, more with many CPUs).
-READ_BUDGET = 0.002
+# the steps' time (a look reads /proc: ~50-90 us on a busy 2-CPU VM, more with many CPUs).
+READ_BUDGET = 0.001
 MAX_READ_EVERY = 1000
 # Timed steps kept (8 bytes each, and their verdicts): a long run is measured over its first this
 # many steps after warm-up, then the callback stops looking (and costs nothing).
@@ -135,13 +138,16 @@ class ThroughputCallback(Callback):
     the LightningModule's class, "package.module:Class"); init_args / data_init_args: its constructor
     arguments (default: the saved hyper-parameters that differ from the constructor's defaults).
     instance_type: default from EC2's instance metadata, else none (the fingerprint then makes it a
-    measured device of the model). warmup_steps, target_ci: the probe's defaults.
+    measured device of the model). warmup_steps, target_ci: the probe's defaults. count_flops=False:
+    the first step is not counted (no FLOPs nor memory traffic per sample); time_pipeline=False: the
+    loader is not timed alone after training (no pipeline rate; it costs about half a second, more
+    while worker processes start).
     """
 
     def __init__(self, output: str | Path | None = None, store=None, workload: str | WorkloadSpec | None = None,
                  init_args: dict | None = None, data_init_args: dict | None = None,
                  instance_type: str | None = None, warmup_steps: int = WARMUP_STEPS, target_ci: float = TARGET_CI,
-                 max_timed_steps: int = MAX_TIMED_STEPS, count_flops: bool = True):
+                 max_timed_steps: int = MAX_TIMED_STEPS, count_flops: bool = True, time_pipeline: bool = True):
         if store is not None and not callable(getattr(store, "add", None)):
             raise TrainingRunError(f"store={store!r} has no add(result): give advisor.ResultStore(PATH)")
         if workload is not None and not isinstance(workload, (str, WorkloadSpec)):
@@ -154,6 +160,9 @@ class ThroughputCallback(Callback):
                 raise TrainingRunError(f"{name}={v!r} must be a whole number ({'0' if name == 'warmup_steps' else '2'} or more)")
         if not isinstance(target_ci, (int, float)) or isinstance(target_ci, bool) or not 0 < target_ci < 1:
             raise TrainingRunError(f"target_ci={target_ci!r} must be a fraction between 0 and 1 (0.03 is ±3%)")
+        for name, v in (("count_flops", count_flops), ("time_pipeline", time_pipeline)):
+            if not isinstance(v, bool):
+                raise TrainingRunError(f"{name}={v!r} must be True or False")
         if instance_type is not None:
             _check_label(instance_type)
         self.output = Path(output) if output is not None else None
@@ -165,7 +174,7 @@ class ThroughputCallback(Callback):
         self.store, self.workload, self.instance_type = store, workload, instance_type
         self.init_args, self.data_init_args = init_args, data_init_args
         self.warmup_steps, self.target_ci, self.max_timed_steps = warmup_steps, target_ci, max_timed_steps
-        self.count_flops = count_flops
+        self.count_flops, self.time_pipeline = count_flops, time_pipeline
         self.result: ProbeResult | None = None  # what was written
         self.written: Path | None = None
         self.error: str | None = None  # why nothing was written
@@ -176,8 +185,15 @@ class ThroughputCallback(Callback):
         self._spec = self._config = None
         self._count, self._counted_by = None, "batch"
         self._samples = 0  # samples of the timed steps, this rank
-        self._flops = self._flop_mode = None
-        self._every, self._since_read, self._read_cost, self._reads = 1, 0, 0.0, 0
+        self._flops = self._flop_mode = self._traffic = self._traffic_mode = None
+        self._base_gib: float | None = None  # memory in use when training started
+        self._sync = None  # waits for the device before a clock read; None on the CPU (nothing queued)
+        self._every, self._read_cost, self._reads = 1, 0.0, 0
+        # Steps ended since the last look: their end times and samples, handed to the Stopwatch at
+        # the next look, so that a step itself only appends two numbers (cold caches make every
+        # object a step touches cost microseconds on a busy machine).
+        self._ends: list[float] = []
+        self._sizes: list[int | None] = []
         self._gpu: list[GpuState] = []
         self._started = datetime.now(timezone.utc)
         self._done = False
@@ -193,10 +209,18 @@ class ThroughputCallback(Callback):
             self._give_up(str(e))
             return
         self._count, self._counted_by = samples_counter(pl_module, trainer.datamodule)
-        cpu = self._config.accelerator == "cpu"
+        if self._counted_by == "hook":  # the user's samples_in_batch: a whole number, whatever it returns
+            hook = self._count
+            self._count = lambda b: int(hook(b) or 0)
+        accelerator = self._config.accelerator
+        cpu = accelerator == "cpu"
+        self._sync = None if cpu else lambda: synchronize(accelerator)
+        on_gpu = accelerator == "gpu" and torch.cuda.is_available()
+        self._base_gib = torch.cuda.memory_allocated() / 2**30 if on_gpu else rss_gib() if cpu else None
         threads = torch.get_num_threads() if cpu else 1
         self._meter = ContentionMeter(threads, usable_cpus(), cpu)
-        self._own_load = threads + self._config.num_workers
+        # Every rank on this host is this run's load (the load average counts them all).
+        self._own_load = (threads + self._config.num_workers) * max(1, trainer.num_devices)
         warmup = self.warmup_steps + (1 if self._config.compile else 0)  # the compile step comes on top
         self.clock = Stopwatch(warmup, self.target_ci, math.inf, meter=self._meter)
         self._look_at_gpu()
@@ -208,54 +232,91 @@ class ThroughputCallback(Callback):
             return
         if self._config.accelerator == "tpu":
             return
-        from torch.utils.flop_counter import FlopCounterMode
-
-        # The first step is warm-up: counting its FLOPs costs nothing that is timed.
-        self._flop_mode = FlopCounterMode(display=False)
+        # The first step is warm-up: counting it costs nothing that is timed. The probe's counters
+        # (peaks.py), over training_step and backward (the optimizer's step is no sample's).
+        self._flop_mode, self._traffic_mode = flop_counter(), TrafficCounter()
         self._flop_mode.__enter__()
+        self._traffic_mode.__enter__()
         self._flop_batch = self._count(batch)
 
+    def on_before_optimizer_step(self, trainer, pl_module, optimizer):
+        # Manual optimization may step several optimizers in one training_step: counted to its end.
+        if self._flop_mode is not None and pl_module.automatic_optimization:
+            self._end_counts()
+
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
-        if self.clock is None or self._done:
+        # The hot path: every line here is paid by every step (benchmarks/callback_overhead.py).
+        clock = self.clock
+        if clock is None or self._done:
             return
-        if self._flop_mode is not None:
-            self._end_flop_count()
-        synchronize(self._config.accelerator)
-        now = time.perf_counter()
-        self._since_read += 1
-        reading = None
-        if self._since_read >= self._every:
-            reading = self._read()
-            self._since_read = 0
-        timed = len(self.clock.timing.step_times)
-        self.clock.step(now, reading)
-        if len(self.clock.timing.step_times) > timed:
-            self._samples += int(self._count(batch) or 0)
-            if reading is not None:
-                step = self.clock.timing.step_times[-1]
-                self._every = max(1, min(MAX_READ_EVERY, math.ceil(self._read_cost / (READ_BUDGET * step)) if step > 0 else MAX_READ_EVERY))
-            if len(self.clock.timing.step_times) >= self.max_timed_steps:
-                self.clock.pause(self._read())
-                self._done = True
+        if self._flop_mode is not None:  # no optimizer step in this batch (gradient accumulation)
+            self._end_counts()
+        if self._sync is not None:
+            self._sync()
+        ends = self._ends
+        ends.append(time.perf_counter())
+        self._sizes.append(self._count(batch))
+        if len(ends) >= self._every:
+            self._look(self._read())
+
+    def _look(self, reading) -> None:
+        """The steps ended since the last look, to the Stopwatch, judged with this reading; the
+        next look put off so that looking costs READ_BUDGET of the steps' time."""
+        clock = self.clock
+        timed = clock.timing.step_times
+        for end, n in zip(self._ends, self._sizes):
+            clock.step(end)
+            if clock.steps > clock.warmup_steps:
+                self._samples += n or 0
+                if len(timed) >= self.max_timed_steps:  # a long run: measured over its first steps
+                    self._done = True
+                    break
+        self._ends.clear()
+        self._sizes.clear()
+        clock.pause(reading)
+        if timed and timed[-1] > 0:
+            self._every = max(1, min(MAX_READ_EVERY, math.ceil(self._read_cost / (READ_BUDGET * timed[-1]))))
+
+    def _stop_looking(self) -> None:
+        if self.clock is not None and not self._done:
+            self._look(self._read())
+            self._done = True
 
     def on_validation_start(self, trainer, pl_module):
         if self.clock is not None and not self._done and not trainer.sanity_checking:
-            self.clock.pause(self._read())
+            self._look(self._read())
 
     def on_validation_end(self, trainer, pl_module):
         if self.clock is not None and not self._done and not trainer.sanity_checking:
             synchronize(self._config.accelerator)
-            self._since_read = 0
             self.clock.resume(time.perf_counter(), self._read())
 
     def on_train_end(self, trainer, pl_module):
-        self._finish(trainer, pl_module, "training ended")
+        self._stop_looking()
+        ranks = self._gather(trainer, pl_module) if trainer.world_size > 1 else None
+        self._finish(trainer, pl_module, "training ended", ranks)
 
     def on_exception(self, trainer, pl_module, exception):
         if self._flop_mode is not None:
+            self._traffic_mode.__exit__(None, None, None)
             self._flop_mode.__exit__(None, None, None)
-            self._flop_mode = None
+            self._flop_mode = self._traffic_mode = None
+        self._stop_looking()
+        # No collective here: another rank may be gone. Rank 0's figures stand for every rank's.
         self._finish(trainer, pl_module, f"interrupted ({type(exception).__name__})")
+
+    def _gather(self, trainer, pl_module) -> list[tuple[int, int]] | None:
+        """Every rank's (samples, timed steps). A collective: every rank calls it, measuring or not
+        (one that gave up sends zeros), so that no rank waits for another at the end of training."""
+        steps = len(self.clock.timing.step_times) if self.clock is not None else 0
+        mine = torch.tensor([self._samples, steps], dtype=torch.long, device=pl_module.device)
+        try:
+            got = trainer.strategy.all_gather(mine)
+        except Exception as e:  # noqa: BLE001 - the record is never worth failing the training
+            rank_zero_warn(f"advisor: the ranks' sample counts could not be gathered ({type(e).__name__}: {e}); "
+                           "rank 0's figures stand for every rank's")
+            return None
+        return [(int(a), int(b)) for a, b in got.reshape(-1, 2).tolist()]
 
     # ------------------------------------------------------------------ reading
 
@@ -272,12 +333,29 @@ class ThroughputCallback(Callback):
         if on_gpu and (g := gpu_state(torch.cuda.current_device(), own_process_tree())) is not None:
             self._gpu.append(g)
 
-    def _end_flop_count(self) -> None:
-        mode, self._flop_mode = self._flop_mode, None
-        mode.__exit__(None, None, None)
-        n = self._flop_batch
-        total = mode.get_total_flops()
+    def _end_counts(self) -> None:
+        flops, traffic = self._flop_mode, self._traffic_mode
+        self._flop_mode = self._traffic_mode = None
+        traffic.__exit__(None, None, None)
+        flops.__exit__(None, None, None)
+        n, total = self._flop_batch, flops.get_total_flops()
         self._flops = total / n if n and total else None
+        self._traffic = traffic.bytes / n if n and traffic.bytes else None
+
+    def _pipeline_rate(self, trainer) -> float | None:
+        """The training loader timed alone, as the probe times it (preview.pipeline_rate): samples/s
+        per worker after its first batch, for PIPELINE_SECONDS at most. After training, so no step
+        waits for it; None when it cannot be (several loaders, an empty one, an error)."""
+        loader = trainer.train_dataloader
+        if not isinstance(loader, torch.utils.data.DataLoader):
+            return None
+        try:
+            it = iter(loader)
+            next(it)
+            return pipeline_rate(it, self._count, loader.num_workers)
+        except Exception as e:  # noqa: BLE001 - the user's loader: its rate is optional, the record is not
+            rank_zero_warn(f"advisor: the data pipeline's rate not measured: {type(e).__name__}: {e}"[:300])
+            return None
 
     def _give_up(self, why: str) -> None:
         self.error, self.clock = why, None
@@ -325,12 +403,12 @@ class ThroughputCallback(Callback):
 
     # ------------------------------------------------------------------ the record
 
-    def _finish(self, trainer, pl_module, how: str) -> None:
+    def _finish(self, trainer, pl_module, how: str, ranks: list[tuple[int, int]] | None = None) -> None:
         clock, self.clock = self.clock, None  # once: on_exception after on_train_end writes nothing more
         if clock is None or not trainer.is_global_zero:
             return
         try:
-            result = self._record(clock, trainer, pl_module, how)
+            result = self._record(clock, trainer, pl_module, how, ranks)
             result = parse_result(result.model_dump_json(), where="training-run result")  # as `results import` reads it
             self._write(result, trainer)
         except (TrainingRunError, ResultError) as e:
@@ -341,39 +419,50 @@ class ThroughputCallback(Callback):
         except Exception as e:  # noqa: BLE001 - the record must never fail the user's training
             self._give_up(" ".join(f"{type(e).__name__}: {e}".split())[:500])
 
-    def _record(self, clock: Stopwatch, trainer, pl_module, how: str) -> ProbeResult:
+    def _record(self, clock: Stopwatch, trainer, pl_module, how: str, ranks: list[tuple[int, int]] | None) -> ProbeResult:
         t = clock.timing
         if len(t.step_times) < 2:
             raise TrainingRunError(f"{len(t.step_times)} step(s) timed after {t.warmup_steps} warm-up step(s): "
                                    "too short a run to measure")
-        if not self._done:
-            clock.pause(self._read())  # the steps since the last look are judged up to here
         self._look_at_gpu()
         clock.finish(load_average(), self._own_load, self._gpu)
         cfg = self._config
         world = cfg.devices * cfg.num_nodes
-        per_rank = self._samples / len(t.step_times)
-        batch = min(max(1, round(per_rank)), MAX_BATCH_SIZE)  # past it, the record's own check says why
+        own = self._samples / len(t.step_times)  # rank 0's samples per step
+        why_ranks = []
+        if ranks is not None and all(n for _, n in ranks):
+            world, per_step = len(ranks), sum(s / n for s, n in ranks)  # every rank's own count
+        else:  # one rank, or interrupted: the others are taken to train as many as rank 0
+            per_step = own * world
+            if world > 1:
+                why_ranks = [f"the other {world - 1} rank(s)' samples were not gathered ({how}): taken as rank 0's"]
+        batch = min(max(1, round(per_step / world)), MAX_BATCH_SIZE)  # past it, the record's own check says why
         cfg = cfg.model_copy(update={"batch_size": batch})
         gpu = cfg.accelerator == "gpu"
         peak = torch.cuda.max_memory_allocated() / 2**30 if gpu and torch.cuda.is_available() else peak_rss_gib()
         facts = model_facts(pl_module, trainer)
-        m = summarise(t, per_rank * world, self.target_ci, peak_memory_gib=peak, model_facts=facts)
+        m = summarise(t, per_step, self.target_ci, peak_memory_gib=peak, model_facts=facts)
         hw: HardwareFingerprint = hardware.fingerprint()
         achieved = m.samples_per_sec * self._flops / 1e12 if self._flops else None
         devices_in_peak = world if cfg.accelerator != "cpu" else 1
         per_device = datasheet_peak_tflops(hw, cfg.accelerator, cfg.precision)
         peak_ds = per_device * devices_in_peak if per_device else None
         util_ds, why_ds = utilisation(achieved, peak_ds, "datasheet")
-        why = reasons(m, self.target_ci) + ([why_ds] if why_ds else [])
+        why = reasons(m, self.target_ci) + ([why_ds] if why_ds else []) + why_ranks
         instance_type, source = self.instance_type, "given" if self.instance_type else None
         if instance_type is None and (found := hardware.ec2_instance_type()):
             instance_type, source = found, "imds"
         shape = WorkloadShape(
             **facts, data_source="datamodule" if trainer.datamodule is not None else "module",
             samples_counted_by=self._counted_by,
-            batch_tunable=read_batch_size(pl_module, trainer.datamodule) is not None,
-            memory=MemoryFit.fitted("accelerator" if gpu else "host", [(batch, peak)]) if peak else None)
+            batch_tunable=(tunable := read_batch_size(pl_module, trainer.datamodule) is not None),
+            batch_note=None if tunable else "no batch_size attribute or hparam on the module or DataModule (Lightning's convention)",
+            memory=self._memory_fit(pl_module, gpu, min(max(1, round(own)), MAX_BATCH_SIZE), peak, facts),
+            memory_traffic_bytes_per_sample=self._traffic,
+            memory_traffic_note=(f"counted over the first step's training_step and backward at its batch of "
+                                 f"{self._flop_batch} ({cfg.precision}): the weights' traffic shared by its samples, "
+                                 "an upper bound" if self._traffic else None))
+        pipeline = self._pipeline_rate(trainer) if self.time_pipeline and how == "training ended" else None
         return ProbeResult(
             workload=self._spec, workload_id=self._spec.workload_id, instance_type=instance_type,
             instance_type_source=source, hardware=hw, software=hardware.software_versions(), config=cfg,
@@ -382,8 +471,23 @@ class ThroughputCallback(Callback):
             flops_per_sample=self._flops, achieved_tflops=achieved, peak_tflops_datasheet=peak_ds,
             utilisation_datasheet=util_ds, peak_memory_gib=peak, stop_reason=how, devices_in_peak=devices_in_peak,
             contention=m.contention, reliable=not why, unreliable_reasons=why, shape=shape,
-            source="training run", started_at=self._started,
+            pipeline_samples_per_sec_per_worker=pipeline, source="training run", started_at=self._started,
         )
+
+    def _memory_fit(self, pl_module, gpu: bool, batch: int, peak: float | None, facts: dict) -> MemoryFit | None:
+        """Rank 0's memory against its batch, derived from the one batch size trained: fixed = the
+        memory in use when training started (weights, buffers; on the host the whole process) plus
+        the gradients and the optimizer's state measured at the end; the rest of the peak per sample."""
+        where = "accelerator" if gpu else "host"
+        if not peak:
+            return None
+        if self._base_gib is None:
+            return MemoryFit.fitted(where, [(batch, peak)])  # one point, no fit
+        grads = sum(p.numel() * p.element_size() for p in pl_module.parameters() if p.requires_grad)
+        state = (grads + (facts.get("optimizer_state_bytes") or 0.0)) / 2**30
+        at_start = "allocated on the device" if gpu else "the process's resident memory"
+        return MemoryFit.derived_from(where, batch, peak, self._base_gib + state,
+                                      f"{at_start} when training started + gradients + optimizer state")
 
     def _write(self, result: ProbeResult, trainer) -> None:
         path = self.output

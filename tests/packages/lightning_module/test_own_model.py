@@ -365,8 +365,8 @@ def test_schema_1_results_still_read_and_the_shape_is_bounded():
     d.pop("shape", None)
     old = ProbeResult.model_validate(d)
     assert old.schema_version == 1 and old.shape is None
-    d["schema_version"] = 4  # from an advisor newer than this one
-    with pytest.raises(ValueError, match="schema_version 4 is not supported"):
+    d["schema_version"] = 5  # from an advisor newer than this one
+    with pytest.raises(ValueError, match="schema_version 5 is not supported"):
         ProbeResult.model_validate(d)
     d["schema_version"] = 2
     for bad in ({"parameters": -1}, {"parameters": 10, "trainable_parameters": 11}, {"parameter_bytes": float("inf")},
@@ -374,6 +374,43 @@ def test_schema_1_results_still_read_and_the_shape_is_bounded():
         d["shape"] = {"data_source": "module", **bad}
         with pytest.raises(ValueError):
             ProbeResult.model_validate(d)
+
+
+def test_a_schema_3_shape_reads_and_a_derived_fit_is_bounded():
+    from factories import probe_result
+
+    d = json.loads(probe_result().model_dump_json())
+    d["schema_version"] = 3  # before MemoryFit.derived and memory_traffic_note
+    d["shape"] = {"data_source": "module", "memory": {"where": "host", "points": [{"batch_size": 8, "peak_gib": 2.0},
+                  {"batch_size": 16, "peak_gib": 3.0}], "fixed_gib": 1.0, "per_sample_gib": 0.125}}
+    old = ProbeResult.model_validate(d)
+    assert not old.shape.memory.derived and old.shape.memory_traffic_note is None
+    assert old.shape.memory.source_words() == "your probe's memory fit"
+    fit = MemoryFit.derived_from("accelerator", 16, 10.0, 2.0, "state")
+    assert fit.derived and fit.gib_at(16) == pytest.approx(10.0) and fit.per_sample_gib == pytest.approx(0.5)
+    assert "derived" in fit.source_words() and "fixed = state" in fit.note
+    over = MemoryFit.derived_from("host", 16, 1.0, 1.5, "state")  # fixed above the peak: all fixed
+    assert over.fixed_gib == 1.0 and over.per_sample_gib == 0 and "above the peak" in over.note
+    with pytest.raises(ValueError, match="exactly one point"):
+        MemoryFit(where="host", points=[{"batch_size": 8, "peak_gib": 2.0}, {"batch_size": 16, "peak_gib": 3.0}],
+                  fixed_gib=1.0, per_sample_gib=0.1, derived=True)
+
+
+def test_recommend_prefers_a_fit_across_batches_to_a_derived_one():
+    from factories import probe_result
+
+    from lightning_module.contract.result import WorkloadShape
+    from lightning_module.contract.workload_facts import facts_from_probes
+
+    def with_fit(fit, source):
+        shape = WorkloadShape(parameters=10, trainable_parameters=10, parameter_bytes=40.0, data_source="module",
+                              memory=fit)
+        return probe_result().model_copy(update={"shape": shape, "source": source})
+
+    probe = with_fit(MemoryFit.fitted("accelerator", [(8, 6.0), (16, 10.0)]), "probe")
+    run = with_fit(MemoryFit.derived_from("accelerator", 16, 12.0, 3.0, "state"), "training run")
+    assert facts_from_probes("m", 224, [run, probe]).memory is probe.shape.memory  # the run is newer
+    assert facts_from_probes("m", 224, [run]).memory is run.shape.memory  # alone, it is used
 
 
 def test_the_memory_fit():

@@ -4,7 +4,11 @@ the probe times, written as a `training run` result that import, list and recomm
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import lightning.pytorch as pl
 import pytest
@@ -17,6 +21,7 @@ from lightning_module import ThroughputCallback, TrainingRunError
 from lightning_module.contract.result import MAX_BATCH_SIZE, WorkloadSpec, parse_result
 from lightning_module.run import hardware, training_run
 
+ROOT = Path(__file__).resolve().parents[3]
 SMALL_LM = {"d_model": 16, "heads": 2, "layers": 1, "seq_len": 16, "vocab_size": 50}
 
 
@@ -56,6 +61,59 @@ def test_a_training_run_is_written_as_a_strict_record(tmp_path):
     assert r.contention is not None and r.contention.steps == 12  # every timed step judged, in windows
 
 
+def test_the_record_carries_the_probe_s_shape_fields_each_saying_how(tmp_path):
+    from lightning_module.run.peaks import per_sample_counts
+
+    out = tmp_path / "run.json"
+    module = TinyLM(**SMALL_LM)
+    first = next(iter(module.train_dataloader()))
+    fit(module, ThroughputCallback(output=out, warmup_steps=2))
+    r = parse_result(out.read_bytes())
+    s = r.shape
+    # memory: derived from the one batch trained, marked so, and exact at that batch
+    fit_ = s.memory
+    assert fit_.derived and fit_.where == "host" and [p.batch_size for p in fit_.points] == [16]
+    assert "derived from one batch size" in fit_.note and "gradients + optimizer state" in fit_.note
+    assert fit_.gib_at(16) == pytest.approx(r.peak_memory_gib)
+    assert 0 < fit_.fixed_gib <= r.peak_memory_gib and fit_.per_sample_gib >= 0
+    # traffic: the probe's counter over the first step, at its batch; an upper bound of the probe's
+    # own count (the difference between 2 and 4 samples), which the weights' traffic does not enter
+    spec = WorkloadSpec(model="examples.tinylm:TinyLM", init_args=SMALL_LM, batch_size=16)
+    _, probe_traffic = per_sample_counts(spec, first)
+    assert s.memory_traffic_bytes_per_sample >= 0.99 * probe_traffic
+    assert "batch of 16" in s.memory_traffic_note and "upper bound" in s.memory_traffic_note
+    # the loader alone, timed after training as the probe times it
+    assert r.pipeline_samples_per_sec_per_worker and r.pipeline_samples_per_sec_per_worker > 0
+
+
+def test_counting_and_the_pipeline_can_be_turned_off(tmp_path):
+    out = tmp_path / "run.json"
+    fit(TinyLM(**SMALL_LM), ThroughputCallback(output=out, warmup_steps=1, count_flops=False, time_pipeline=False),
+        steps=5)
+    r = parse_result(out.read_bytes())
+    assert r.flops_per_sample is None and r.shape.memory_traffic_bytes_per_sample is None
+    assert r.shape.memory_traffic_note is None and r.pipeline_samples_per_sec_per_worker is None
+
+
+def test_the_derived_memory_fit_reaches_recommend(cli, tmp_path, monkeypatch):
+    # A run on a c7i.8xlarge whose process peaked at 20 GiB: a 16 GiB c7i.2xlarge cannot hold it.
+    monkeypatch.setattr(hardware, "ec2_instance_type", lambda timeout=0.5: "c7i.8xlarge")
+    monkeypatch.setattr(training_run, "peak_rss_gib", lambda: 20.0)
+    out, store = tmp_path / "run.json", str(tmp_path / "r.sqlite")
+    fit(TinyLM(**SMALL_LM), ThroughputCallback(output=out, warmup_steps=2, time_pipeline=False))
+    assert cli("results", "import", str(out), "--store", store)[0] == 0
+    code, doc, err = cli("recommend", "--workload", "examples.tinylm:TinyLM", "--init-args", json.dumps(SMALL_LM),
+                         "--samples", "1e5", "--budget", "1000", "--deadline", "30d",
+                         "--catalog", write_catalog(tmp_path / "cat.json"), "--store", store, "--format", "json",
+                         "--top", "50", "--show-excluded")
+    assert code == 0, err
+    doc = json.loads(doc)
+    excluded = {e["instance_type"]: e["reason"] for e in doc["excluded"]}
+    assert excluded["c7i.2xlarge"] == ("needs 20.0 GiB at batch 16 (your training run's memory fit, derived from "
+                                       "one batch size); the host has 16")
+    assert any(r["instance_type"] == "c7i.8xlarge" for r in doc["recommendations"])
+
+
 def test_the_datamodule_names_the_workload_with_its_arguments(tmp_path):
     out = tmp_path / "run.json"
     fit(TabularMLP(hidden=16), ThroughputCallback(output=out, warmup_steps=1), steps=6,
@@ -80,6 +138,7 @@ def test_import_list_and_recommend_use_it(cli, tmp_path, monkeypatch):
     assert "(training" in table
     code, shown, _ = cli("results", "show", row["result_id"], "--store", store)
     assert code == 0 and "training run" in shown and "no ladder: the configuration the run trained with" in shown
+    assert "memory fit (derived)" in shown and "an upper bound" in shown and "data pipeline" in shown  # its shape
     catalog = write_catalog(tmp_path / "cat.json")
     code, doc, err = cli("recommend", "--workload", "examples.tinylm:TinyLM", "--init-args", json.dumps(SMALL_LM),
                          "--samples", "1e5", "--budget", "1000", "--deadline", "30d", "--catalog", catalog,
@@ -118,6 +177,7 @@ def test_an_interrupted_run_still_records_what_it_timed(tmp_path):
         fit(Stops(**SMALL_LM), ThroughputCallback(output=out, warmup_steps=2), steps=50)
     r = parse_result(out.read_bytes())
     assert r.stop_reason == "interrupted (RuntimeError)" and r.step_time.n_steps == 6
+    assert r.pipeline_samples_per_sec_per_worker is None  # an interrupted run's loader is not read again
 
 
 VALIDATION_S = 1.5  # longer than any step of the tiny model, even on a busy machine
@@ -231,3 +291,43 @@ def test_a_class_without_an_importable_name_says_so(tmp_path):
     named = ThroughputCallback(output=out, warmup_steps=1, workload="examples.tinylm:TinyLM", init_args={"d_model": 16})
     fit(Local(**SMALL_LM), named, steps=4)
     assert parse_result(out.read_bytes()).workload.init_args == {"d_model": 16}
+
+
+DDP_SCRIPT = Path(__file__).with_name("ddp_training_run.py")
+
+
+@pytest.mark.parametrize("mode, per_step", [("equal", 16), ("uneven", 20)])
+def test_two_ddp_ranks_write_one_record_from_rank_0_counting_every_rank(tmp_path, mode, per_step):
+    # Lightning's own launcher: the script is rank 0 and starts rank 1 by running itself again.
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, str(DDP_SCRIPT), str(tmp_path), mode], check=False, env=env,
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
+    assert [r["world_size"] for r in ranks] == [2, 2] and [r["error"] for r in ranks] == [None, None]
+    assert ranks[0]["written"] and ranks[1]["written"] is None  # rank 0 wrote; rank 1 did not
+    assert sorted(p.name for p in tmp_path.glob("run-*.json")) == ["run-rank0.json"]
+    r = parse_result((tmp_path / "run-rank0.json").read_bytes())
+    assert r.result_id == ranks[0]["result_id"]
+    assert r.config.devices == 2 and r.config.num_nodes == 1 and r.config.strategy == "ddp"
+    # every rank's samples: 8 + 8, or rank 1's 12 beside rank 0's 8 (gathered, not rank 0's x 2)
+    assert r.samples_per_sec * r.step_time.mean_s == pytest.approx(per_step, rel=1e-6)
+    assert r.config.batch_size == per_step // 2
+    assert r.shape.memory.points[0].batch_size == 8  # rank 0's own memory, at its own batch
+    if mode == "uneven":  # rank 0 waits for the slower rank in the all-reduce: its steps hold rank 1's sleep
+        assert r.step_time.median_s >= 0.02
+    assert r.contention.own_load >= 2  # both ranks are this run's load, not another's
+
+
+def test_on_a_gpu_the_fit_is_of_device_memory_from_what_was_allocated_at_the_start():
+    # The CUDA branch without a GPU: the memory in use at the start is given as the callback reads it there.
+    cb = ThroughputCallback()
+    cb._base_gib = 1.0  # torch.cuda.memory_allocated() at on_train_start: weights and buffers
+    module = torch.nn.Linear(1024, 1024)  # 4 MiB of fp32 weights: 4 MiB of gradients
+    fit_ = cb._memory_fit(module, True, 64, 9.0, {"optimizer_state_bytes": 8.0 * 2**20})
+    grads = sum(p.numel() * 4 for p in module.parameters()) / 2**30
+    assert fit_.where == "accelerator" and fit_.derived and "allocated on the device" in fit_.note
+    assert fit_.fixed_gib == pytest.approx(1.0 + grads + 8 / 1024)
+    assert fit_.per_sample_gib == pytest.approx((9.0 - fit_.fixed_gib) / 64)
+    cb._base_gib = None  # an accelerator the callback cannot read (MPS, XLA): one point, no fit
+    assert cb._memory_fit(module, False, 64, 9.0, {}).fixed_gib is None
