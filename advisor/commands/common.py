@@ -224,21 +224,29 @@ def add_user_workload_options(group) -> None:
                        help="your LightningModule's constructor arguments as a JSON object, e.g. '{\"d_model\": 512}'")
     group.add_argument("--data-init-args", metavar="JSON", help="your DataModule's constructor arguments (JSON object)")
     group.add_argument("--config", type=opt.path, metavar="FILE.yaml",
-                       help="a LightningCLI config (model: and data: sections with class_path and init_args); "
-                            "--workload, --datamodule and the JSON options override it")
+                       help="a LightningCLI config (model:, data:, optimizer: and lr_scheduler: sections with "
+                            "class_path and init_args); --workload, --datamodule and the options here override it")
+    group.add_argument("--optimizer", metavar="CLASS|JSON",
+                       help="train with this optimizer instead of your module's configure_optimizers(), as "
+                            "LightningCLI's optimizer: does: a class (AdamW, torch.optim.AdamW) or "
+                            "'{\"class_path\": \"AdamW\", \"init_args\": {\"lr\": 0.001}}'")
+    group.add_argument("--lr-scheduler", metavar="CLASS|JSON",
+                       help="with --optimizer (or the config's): its learning-rate scheduler, as LightningCLI's "
+                            "lr_scheduler: (StepLR, or JSON with class_path and init_args)")
 
 
 def user_workload(args, default_model: str):
     """The module, DataModule and their arguments from --workload, --datamodule, --init-args,
-    --data-init-args and --config (lightning_module/contract/workload_config.py)."""
+    --data-init-args, --config, --optimizer and --lr-scheduler (lightning_module/contract/workload_config.py)."""
     from lightning_module.contract.result import BUILTIN_MODELS
     from lightning_module.contract.workload_config import UserWorkload, WorkloadConfigError, resolve
 
-    if not (args.init_args or args.data_init_args or args.config):
+    if not (args.init_args or args.data_init_args or args.config or args.optimizer or args.lr_scheduler):
         u = UserWorkload(model=args.workload or default_model, datamodule=args.datamodule)
     else:
         try:
-            u = resolve(args.workload, args.datamodule, args.init_args, args.data_init_args, args.config)
+            u = resolve(args.workload, args.datamodule, args.init_args, args.data_init_args, args.config,
+                        args.optimizer, args.lr_scheduler)
         except WorkloadConfigError as e:
             raise AdvisorError(str(e)) from None
         if u.model is None:

@@ -14,7 +14,7 @@ from ..ec2 import MAX_INSTANCES, MAX_MINUTES
 from ..errors import AdvisorError
 from ..options import whole
 from ..output import add_format_option, emit, say, warn
-from .common import add_catalog_options, add_list_option, load_catalog, one_region
+from .common import add_catalog_options, add_list_option, load_catalog, one_region, user_workload
 
 PLAN_COLUMNS = ("instance_type", "arch", "ami", "market", "usd_per_hour", "max_cost_usd", "check")
 LAUNCH_COLUMNS = ("instance_type", "state", "instance_id", "error")
@@ -144,6 +144,10 @@ def check_probe_args(workload: str, probe_args: list[str]) -> None:
     for dest, (opt, value) in set_by_launch.items():
         if getattr(ns, dest) != value:
             raise AdvisorError(f"--probe-args must not contain {opt}: launch sets it")
+    try:  # the workload's own options too (--init-args, --config, --optimizer ...), as the probe reads them
+        user_workload(ns, workload)
+    except AdvisorError as e:
+        raise AdvisorError(f"--probe-args: {e}") from None
 
 
 def _catalog_or_none(args):

@@ -129,6 +129,7 @@ def _spec(args) -> tuple[WorkloadSpec, bool]:
             num_classes=args.num_classes or _WORKLOAD.num_classes,
             batch_size=start or _WORKLOAD.batch_size, batch_size_fixed=args.batch_size is not None,
             init_args=u.init_args, data_init_args=u.data_init_args,
+            optimizer=u.optimizer, lr_scheduler=u.lr_scheduler,
         )
     except ValidationError as e:
         raise AdvisorError(first_error(e).msg) from None

@@ -120,6 +120,7 @@ def job_from_args(args) -> JobSpec:
     return JobSpec(
         probe_budget_usd=args.probe_budget, samples=samples, budget_usd=budget, deadline_hours=deadline.total_seconds() / 3600,
         workload=user.model, datamodule=user.datamodule, init_args=user.init_args, data_init_args=user.data_init_args,
+        optimizer=user.optimizer, lr_scheduler=user.lr_scheduler,
         image_size=args.image_size or 224, num_classes=args.num_classes or 1000,
         objective=args.objective, regions=args.region, families=list(wanted.families),
         accelerators=list(wanted.accelerators), arch=wanted.arch, min_gpus=wanted.min_gpus,

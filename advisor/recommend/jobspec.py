@@ -111,6 +111,8 @@ class JobSpec(BaseModel):
     datamodule: str | None = None  # a user's LightningDataModule, part of a custom workload's id
     init_args: dict = {}  # the user's LightningModule's constructor arguments: part of the id too
     data_init_args: dict = {}  # ... and its DataModule's
+    optimizer: dict | None = None  # a LightningCLI optimizer: {class_path, init_args}; part of the id
+    lr_scheduler: dict | None = None  # ... and its lr_scheduler:
     image_size: int = 224
     num_classes: int = 1000
     objective: Objective = "cheapest"

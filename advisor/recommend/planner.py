@@ -104,8 +104,15 @@ def workload_spec(job: JobSpec) -> WorkloadSpec:
     try:
         return WorkloadSpec(model=job.workload, datamodule=job.datamodule, image_size=job.image_size,
                             init_args=job.init_args, data_init_args=job.data_init_args,
+                            optimizer=job.optimizer, lr_scheduler=job.lr_scheduler,
                             num_classes=job.num_classes)
-    except ValueError:
+    except ValueError as e:
+        from pydantic import ValidationError
+
+        from catalog.io import first_error
+
+        if isinstance(e, ValidationError) and first_error(e).loc[:1] != ("model",):
+            raise AdvisorError(first_error(e).msg) from None  # the optimizer, its scheduler, the arguments
         raise AdvisorError(f"unknown workload {job.workload!r}: use resnet50, resnet18, vit_b_16, mlp, or your "
                         "probed 'package.module:LightningModuleClass'") from None
 

@@ -31,7 +31,8 @@ from catalog.models import MAX_DEVICE_MEMORY_GIB, MAX_MEMORY_GIB, NAME_PATTERN, 
 # (ProbeResult.shape). 3: the GPU and the CPU training at once (ProbeResult.gpu_and_cpu, `advisor
 # probe --cpu-too`) and what measured it (ProbeResult.source: the probe or a training run's
 # callback). 4: how a training run's shape was obtained (MemoryFit.derived, WorkloadShape.
-# memory_traffic_note). Older records read as they are: none of these fields is required.
+# memory_traffic_note), and the optimizer and lr_scheduler of a LightningCLI config
+# (WorkloadSpec.optimizer, lr_scheduler). Older records read as they are: none of these fields is required.
 RESULT_SCHEMA_VERSION = 4
 READABLE_SCHEMA_VERSIONS = (1, 2, 3, 4)
 SOURCES = ("probe", "training run")
@@ -148,6 +149,16 @@ def _init_args_ok(v: dict) -> dict:
 InitArgs = Annotated[dict[str, JsonValue], Field(max_length=1000), AfterValidator(_init_args_ok)]
 
 
+class ClassSpec(BaseModel):
+    """An optimizer or learning-rate scheduler as LightningCLI configures one: its class and its
+    keyword arguments (the parameters, or the optimizer, are given when it is built)."""
+
+    model_config = _STRICT
+
+    class_path: str = Field(max_length=300, pattern=r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$")  # package.module.Class
+    init_args: InitArgs = {}
+
+
 class WorkloadSpec(BaseModel):
     model_config = _STRICT
 
@@ -161,6 +172,10 @@ class WorkloadSpec(BaseModel):
     # --config): what is trained, so part of the id (TUNED_ARGS aside).
     init_args: InitArgs = {}
     data_init_args: InitArgs = {}
+    # A LightningCLI config's optimizer: / lr_scheduler: (--optimizer, --lr-scheduler): they replace
+    # the module's configure_optimizers(), so they are part of the id too. None: the module's own.
+    optimizer: ClassSpec | None = None
+    lr_scheduler: ClassSpec | None = None
 
     @field_validator("model")
     @classmethod
@@ -183,6 +198,10 @@ class WorkloadSpec(BaseModel):
             raise ValueError(f"constructor arguments are for your own LightningModule, not the builtin {self.model}")
         if self.data_init_args and not self.datamodule:
             raise ValueError("DataModule constructor arguments given without a DataModule")
+        if self.model in BUILTIN_MODELS and (self.optimizer or self.lr_scheduler):
+            raise ValueError(f"an optimizer or lr_scheduler is for your own LightningModule, not the builtin {self.model}")
+        if self.lr_scheduler and not self.optimizer:
+            raise ValueError("an lr_scheduler needs the optimizer it is built on")
         return self
 
     @property
@@ -194,6 +213,9 @@ class WorkloadSpec(BaseModel):
         args = [{k: v for k, v in a.items() if k not in TUNED_ARGS} for a in (self.init_args, self.data_init_args)]
         if any(args):  # no arguments: the id of schema 1, so older results still match
             key += "|" + canonical_json(args)
+        for kind in ("optimizer", "lr_scheduler"):  # none: the id of schema 3 and before
+            if (c := getattr(self, kind)) is not None:
+                key += f"|{kind}=" + canonical_json(c.model_dump())
         return "custom-" + hashlib.sha256(key.encode()).hexdigest()[:12]
 
 

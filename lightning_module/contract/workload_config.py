@@ -12,6 +12,12 @@ are read past; a `model:` without `class_path` gives the arguments of the class 
     data:
       class_path: mypkg.data.TokenData
       init_args: {batch_size: 32}
+    optimizer:                      # optional: replaces the module's configure_optimizers(),
+      class_path: torch.optim.AdamW # as LightningCLI does (run/workloads.py applies it)
+      init_args: {lr: 0.0003}
+    lr_scheduler:                   # optional, with an optimizer: built on it
+      class_path: CosineAnnealingLR # a bare name: torch.optim.lr_scheduler's
+      init_args: {T_max: 1000}
 """
 
 from __future__ import annotations
@@ -22,7 +28,12 @@ from pathlib import Path
 
 from catalog.io import decode_text
 
-CONFIG_KEYS = ("model", "data", "trainer", "seed_everything", "ckpt_path")
+CONFIG_KEYS = ("model", "data", "optimizer", "lr_scheduler", "trainer", "seed_everything", "ckpt_path")
+# Where LightningCLI's shorthand class names are found (jsonargparse resolves a bare name among the
+# subclasses torch defines): an optimizer in torch.optim, a scheduler in torch.optim.lr_scheduler,
+# except ReduceLROnPlateau, LightningCLI's own subclass that carries the metric to monitor.
+SHORT_NAMES = {"optimizer": "torch.optim.{}", "lr_scheduler": "torch.optim.lr_scheduler.{}"}
+PLATEAU = "lightning.pytorch.cli.ReduceLROnPlateau"
 MAX_CONFIG_BYTES = 1 << 20
 
 
@@ -37,6 +48,9 @@ class UserWorkload:
     init_args: dict = field(default_factory=dict)
     data_init_args: dict = field(default_factory=dict)
     batch_size: int | None = None  # a batch_size among the arguments: where the probe's search starts
+    # LightningCLI's optimizer: / lr_scheduler: sections, as {"class_path": dotted, "init_args": {...}}
+    optimizer: dict | None = None
+    lr_scheduler: dict | None = None
 
 
 def class_ref(path: object, where: str) -> str:
@@ -83,6 +97,47 @@ def _section(value: object, where: str) -> tuple[str | None, dict]:
     return None, dict(value)  # LightningCLI(MyModel): the section holds the arguments themselves
 
 
+def optimizer_section(value: object, kind: str, where: str) -> dict:
+    """An optimizer: or lr_scheduler: section (or the --optimizer / --lr-scheduler value) as
+    {"class_path": "package.module.Class", "init_args": {...}}: a class path, a bare class name
+    (LightningCLI's shorthand: AdamW is torch.optim.AdamW), or a mapping with class_path and init_args.
+    One spelling per class, so that the workload's id is the same however it was written."""
+    if isinstance(value, str):
+        value = {"class_path": value}
+    if not isinstance(value, dict) or "class_path" not in value:
+        raise WorkloadConfigError(f"{where}: give the {kind} as a class name or a mapping with class_path and "
+                                  f"init_args, e.g. {{class_path: {'torch.optim.AdamW' if kind == 'optimizer' else 'StepLR'}, "
+                                  f"init_args: {{...}}}}")
+    extra = set(value) - {"class_path", "init_args", "dict_kwargs"}
+    if extra:
+        raise WorkloadConfigError(f"{where}: unexpected key(s) {', '.join(sorted(map(str, extra)))} beside class_path and init_args")
+    path = value["class_path"]
+    if not isinstance(path, str) or not all(p.isidentifier() for p in path.replace(":", ".").split(".")):
+        raise WorkloadConfigError(f"{where}.class_path {path!r} is not a class name such as "
+                                  f"{'AdamW or torch.optim.AdamW' if kind == 'optimizer' else 'StepLR'}")
+    path = path.replace(":", ".")
+    if "." not in path:
+        path = PLATEAU if (kind, path) == ("lr_scheduler", "ReduceLROnPlateau") else SHORT_NAMES[kind].format(path)
+    args = {}
+    for key in ("init_args", "dict_kwargs"):
+        part = value.get(key) or {}
+        if not isinstance(part, dict):
+            raise WorkloadConfigError(f"{where}.{key}: expected a mapping of the {kind}'s arguments")
+        args.update(part)
+    if kind == "optimizer" and "params" in args:
+        raise WorkloadConfigError(f"{where}.init_args: params are the module's parameters, given by the probe as "
+                                  "LightningCLI does; drop it")
+    return {"class_path": path, "init_args": args}
+
+
+def parse_class_option(text: str, kind: str, option: str) -> dict:
+    """--optimizer / --lr-scheduler: a class name, or JSON as in a config's section."""
+    text = text.strip()
+    if text.startswith("{"):
+        return optimizer_section(parse_init_args(text, option), kind, option)
+    return optimizer_section(text, kind, option)
+
+
 def read_config(path: str) -> UserWorkload:
     """A LightningCLI config file: YAML (PyYAML, which lightning installs), or JSON."""
     p = Path(path)
@@ -110,30 +165,36 @@ def read_config(path: str) -> UserWorkload:
     if not isinstance(data, dict) or not ({"model", "data"} & set(data)):
         raise WorkloadConfigError(f"--config {path}: not a LightningCLI config (no model: or data: section)")
     unknown = set(data) - set(CONFIG_KEYS)
-    injected = sorted(unknown & {"optimizer", "lr_scheduler"})
-    if injected:
-        # LightningCLI builds these into configure_optimizers() itself; the workload's id (what
-        # results are filed under) records the constructor arguments only, so a run with another
-        # optimizer would be filed as this workload: refused rather than measured under a wrong name.
-        raise WorkloadConfigError(
-            f"--config {path}: {' and '.join(injected)} cannot be applied by the probe (LightningCLI injects "
-            "them into configure_optimizers(), which the probe does not, and the workload's id would not "
-            "record them): put the optimizer in your module's configure_optimizers(), or drop the section to "
-            "probe with the one it defines")
     if unknown:
         raise WorkloadConfigError(
             f"--config {path}: section(s) {', '.join(sorted(map(str, unknown)))} cannot be applied by the probe "
-            f"(it reads {', '.join(CONFIG_KEYS)}); move the optimizer into configure_optimizers()")
+            f"(it reads {', '.join(CONFIG_KEYS)})")
     model, margs = _section(data.get("model"), f"--config {path}: model")
     dm, dargs = _section(data.get("data"), f"--config {path}: data")
-    return UserWorkload(model, dm, margs, dargs)
+    out = UserWorkload(model, dm, margs, dargs)
+    for kind in ("optimizer", "lr_scheduler"):
+        if data.get(kind) is not None:
+            setattr(out, kind, optimizer_section(data[kind], kind, f"--config {path}: {kind}"))
+    return out
 
 
 def resolve(workload: str | None, datamodule: str | None, init_args: str | None = None,
-            data_init_args: str | None = None, config: str | None = None) -> UserWorkload:
+            data_init_args: str | None = None, config: str | None = None,
+            optimizer: str | None = None, lr_scheduler: str | None = None) -> UserWorkload:
     """What to build, from the options: the config's sections, overridden key by key by the JSON
-    options; --workload / --datamodule must agree with the config's class paths where both name one."""
+    options (--optimizer / --lr-scheduler replace the config's section whole, as LightningCLI's
+    --optimizer does); --workload / --datamodule must agree with the config's class paths where both
+    name one."""
     out = read_config(config) if config else UserWorkload()
+    if optimizer is not None:
+        out.optimizer = parse_class_option(optimizer, "optimizer", "--optimizer")
+    if lr_scheduler is not None:
+        out.lr_scheduler = parse_class_option(lr_scheduler, "lr_scheduler", "--lr-scheduler")
+    if out.lr_scheduler is not None and out.optimizer is None:
+        # LightningCLI applies a scheduler only with the optimizer it builds (else it keeps the
+        # module's configure_optimizers() and the section does nothing): not measured as if it did.
+        raise WorkloadConfigError("an lr_scheduler needs an optimizer: section (or --optimizer) to be built on, as "
+                                  "in LightningCLI (which otherwise ignores it): add one, or drop the scheduler")
     for flag, given, attr in (("--workload", workload, "model"), ("--datamodule", datamodule, "datamodule")):
         from_config = getattr(out, attr)
         if given and from_config and given != from_config:

@@ -49,6 +49,18 @@ def synchronize(accelerator: str) -> None:
         xm.wait_device_ops()
 
 
+class UnmonitoredSchedulers(Callback):
+    """A scheduler that watches a metric (ReduceLROnPlateau's monitor) skips its step when the metric
+    is not there, with a warning, instead of failing the run (Lightning's strict=False): the probe
+    runs no validation, so a val_loss it watches never comes, and one scheduler step is no part of
+    the throughput."""
+
+    def on_train_start(self, trainer, pl_module):
+        for config in trainer.lr_scheduler_configs:
+            if config.monitor is not None:
+                config.strict = False
+
+
 class StepAlarm:
     """Bounds one step's wall time: SIGALRM raises the given exception in the main thread.
 

@@ -21,7 +21,7 @@ from ..contract.reliability import summarise
 from ..contract.result import ProbeConfig
 from .batches import leading_dim, samples_counter
 from .builders import build_workload, compiled, xla_trainer_kwargs
-from .callbacks import Progress, StepTimer, Watch
+from .callbacks import Progress, StepTimer, UnmonitoredSchedulers, Watch
 from .devices import free_memory, peak_rss_gib, reset_peak_rss
 from .ranks import lost_rank, watched_ddp
 from .readers import gpu_state, own_process_tree, usable_cpus
@@ -49,6 +49,20 @@ class BatchCheck(Callback):
         if batch_idx == 0 and lead is not None and lead != self.batch_size:
             raise RungError("not-applicable", f"batch_size is set to {self.batch_size}, but the loader yields "
                                               f"batches of {lead}: the batch size is not tunable")
+
+
+class BatchCap(Callback):
+    """Stops after this many batches. The Trainer's own max_steps counts optimizer steps (its
+    global_step): a module stepping two optimizers by hand (dense Adam + SparseAdam) would stop at
+    half the batches."""
+
+    def __init__(self, batches: int):
+        self.batches, self.seen = batches, 0
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        self.seen += 1
+        if self.seen >= self.batches:
+            trainer.should_stop = True
 
 
 def trainer_strategy(config: ProbeConfig, settings: MeasureSettings):
@@ -114,16 +128,20 @@ def measure(settings: MeasureSettings, config: ProbeConfig, extra_callbacks=(),
                "strategy": trainer_strategy(config, settings)})
     trainer = pl.Trainer(
         **device, precision=config.precision,
-        max_epochs=-1, max_steps=cap, limit_val_batches=0, num_sanity_val_steps=0,
+        max_epochs=-1, max_steps=-1, limit_val_batches=0, num_sanity_val_steps=0,
         enable_checkpointing=False, logger=False, enable_model_summary=False,
         enable_progress_bar=False,  # the probe's own line instead (Progress): Lightning's ETA is a whole epoch's
-        callbacks=[timer, BatchCheck(config.batch_size), *extra_callbacks,
+        callbacks=[timer, BatchCheck(config.batch_size), UnmonitoredSchedulers(),
+                   *([BatchCap(cap)] if cap > 0 else []), *extra_callbacks,
                    *([Progress(label, timer, samples_per_step(config), sys.stderr)] if settings.progress else [])],
     )
     if config.compile:
         module = compiled(module, config.compile_backend)
     try:
         trainer.fit(module, datamodule=dm)
+        if trainer.num_training_batches == 0:  # Lightning trains nothing on an empty loader
+            raise RungError("not-applicable", f"the loader yields no batch at batch size {config.batch_size}: its data "
+                                              "holds fewer samples (or drop_last drops them all)")
         facts = model_facts(module, trainer)
     except Exception as e:
         lost = lost_rank(e, settings.rank_timeout) if not single_rank else None
@@ -181,3 +199,7 @@ def quiet_lightning(verbose: bool = False) -> None:
     warnings.filterwarnings("ignore", message=".*isinstance\\(treespec, LeafSpec\\).*")
     warnings.filterwarnings("ignore", message=".*(tensorboardX|TensorBoard).*")
     warnings.filterwarnings("ignore", message=".*precision.*is not supported by the model summary.*")
+    # A batch rung past the data's size: the rung says so (measure's not-applicable).
+    warnings.filterwarnings("ignore", message=".*Total length of .* across ranks is zero.*")
+    # A scheduler's monitored metric the probe never computes (callbacks.UnmonitoredSchedulers).
+    warnings.filterwarnings("ignore", message=".*conditioned on metric.*which is not available.*")

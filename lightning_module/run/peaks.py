@@ -8,13 +8,15 @@ import time
 import warnings
 
 import torch
+from lightning.pytorch.callbacks import Callback
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
+from torch.utils.data import DataLoader, Dataset
 
 from ..contract.result import ProbeConfig, WorkloadSpec
 from .batches import leading_dim, samples_counter
 from .builders import build_workload
-from .callbacks import synchronize
+from .callbacks import UnmonitoredSchedulers, synchronize
 
 log = logging.getLogger(__name__)
 
@@ -66,8 +68,19 @@ class TrafficCounter(TorchDispatchMode):
         if not getattr(func, "is_view", False):
             for t in tree_flatten((args, kwargs or {}, out))[0]:
                 if isinstance(t, torch.Tensor):
-                    self.bytes += t.numel() * t.element_size()
+                    self.bytes += tensor_bytes(t)
         return out
+
+
+def tensor_bytes(t: torch.Tensor) -> int:
+    """What a tensor holds: a sparse one (an embedding's sparse=True gradient) its indices and
+    values, not the dense size it stands for (a 10M-row table's gradient is a few rows)."""
+    if t.layout == torch.sparse_coo:
+        return tensor_bytes(t._indices()) + tensor_bytes(t._values())
+    if t.layout != torch.strided:  # CSR and the like: their parts' storage
+        return sum(tensor_bytes(p) for p in (t.crow_indices(), t.col_indices(), t.values())) \
+            if t.layout == torch.sparse_csr else 0
+    return t.numel() * t.element_size()
 
 
 def per_sample_traffic(small: tuple[int, float], large: tuple[int, float] | None) -> float:
@@ -82,36 +95,100 @@ def per_sample_traffic(small: tuple[int, float], large: tuple[int, float] | None
     return (large[1] - b) / (large[0] - n)
 
 
+class _StepCounts(Callback):
+    """FLOPs and traffic of each step, from on_train_batch_start to on_train_batch_end: the module's
+    training_step and its backward, as Lightning runs them (manual optimization included:
+    self.optimizers(), manual_backward and self.log need a Trainer)."""
+
+    def __init__(self):
+        self.counts: list[tuple[float, float]] = []
+        self._modes: tuple | None = None
+
+    def on_train_start(self, trainer, pl_module):
+        # Forward and backward are counted, not the update: each optimizer's step runs only the
+        # closure Lightning gives it (its training_step and backward), so no optimizer state is
+        # made on the host either (Adam's would double a large model's memory here).
+        for opt in trainer.optimizers:
+            opt.step = _closure_only
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        self._modes = (flop_counter(), TrafficCounter())
+        for m in self._modes:
+            m.__enter__()
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        flops, traffic = self._modes
+        self.close()
+        self.counts.append((flops.get_total_flops(), traffic.bytes))
+
+    def close(self) -> None:
+        if self._modes is not None:
+            for m in reversed(self._modes):
+                m.__exit__(None, None, None)
+            self._modes = None
+
+
 def per_sample_counts(spec: WorkloadSpec, batch) -> tuple[float | None, float | None]:
     """Forward + backward FLOPs and memory traffic (TrafficCounter) of one sample, counted by torch
-    on the CPU on the first samples of a batch (the preview's first): FLOPs divided by the samples,
-    traffic per additional sample between FLOP_SAMPLES and 2 x FLOP_SAMPLES (per_sample_traffic)."""
+    on the CPU in a Trainer on the first samples of a batch (the preview's first): a warm-up step
+    (lazy layers are made there), then FLOP_SAMPLES and 2 x FLOP_SAMPLES samples;
+    FLOPs divided by the samples, traffic per additional sample (per_sample_traffic)."""
+    import lightning.pytorch as pl
+
+    counts = _StepCounts()
     try:
         module, dm = build_workload(spec, ProbeConfig(accelerator="cpu", batch_size=spec.batch_size))
         count, _ = samples_counter(module, dm)
-
-        def counted(n_wanted: int) -> tuple[int, float, float]:
-            b = shrink(batch, n_wanted)
-            n = count(b)
-            b = module.on_after_batch_transfer(b, 0)
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                with flop_counter() as counter, TrafficCounter() as traffic:
-                    out = module.training_step(b, 0)
-                    loss = out["loss"] if isinstance(out, dict) else out
-                    loss.backward()
-            module.zero_grad(set_to_none=True)
-            return n, counter.get_total_flops(), traffic.bytes
-
-        n, flops, moved = counted(FLOP_SAMPLES)
+        small = shrink(batch, FLOP_SAMPLES)
+        n = count(small)
         if not n:
             return None, None
-        large = counted(2 * FLOP_SAMPLES) if (leading_dim(batch) or 0) >= 2 * FLOP_SAMPLES else None
-        traffic = per_sample_traffic((n, moved), (large[0], large[2]) if large else None)
+        steps = [small, small]
+        large = shrink(batch, 2 * FLOP_SAMPLES) if (leading_dim(batch) or 0) >= 2 * FLOP_SAMPLES else None
+        if large is not None:
+            steps.append(large)
+        # These batches in place of the loader's, through whoever feeds the module (its DataModule's
+        # hooks and set-up still run).
+        feeder = dm if dm is not None else module
+        feeder.train_dataloader = lambda: DataLoader(_Listed(steps), batch_size=None, collate_fn=_as_is)
+        trainer = pl.Trainer(accelerator="cpu", devices=1, max_epochs=1, limit_val_batches=0,
+                             num_sanity_val_steps=0, enable_checkpointing=False, logger=False,
+                             enable_model_summary=False, enable_progress_bar=False,
+                             callbacks=[counts, UnmonitoredSchedulers()])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            trainer.fit(module, datamodule=dm)
+        if len(counts.counts) < 2:
+            return None, None
+        flops, moved = counts.counts[1]
+        traffic = moved / n
+        if large is not None and len(counts.counts) > 2:
+            traffic = per_sample_traffic((n, moved), (count(large), counts.counts[2][1]))
         return flops / n or None, traffic or None
-    except Exception as e:  # noqa: BLE001 - a user's module may not run outside a Trainer; the counts are optional
-        log.warning("FLOPs not counted: %s: %s", type(e).__name__, e)
+    except Exception as e:  # noqa: BLE001 - the counts are optional: never fail the probe on them
+        log.warning("FLOPs not counted: %s: %s", type(e).__name__, str(e).splitlines()[0] if str(e) else "")
         return None, None
+    finally:
+        counts.close()
+
+
+def _closure_only(closure=None, **_):
+    return closure() if closure is not None else None
+
+
+def _as_is(batch):
+    return batch
+
+
+class _Listed(Dataset):
+    def __init__(self, items: list):
+        self.items = items
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, i: int):
+        return self.items[i]
 
 
 def _dtype(precision: str) -> torch.dtype:

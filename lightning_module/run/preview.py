@@ -15,6 +15,7 @@ from typing import Any
 
 import lightning.pytorch as pl
 from lightning.pytorch.callbacks import Callback
+from torch import nn
 
 from ..contract.result import ProbeConfig, WorkloadSpec
 from . import workloads
@@ -44,6 +45,9 @@ class Preview:
     workers_note: str | None  # why the workers rung cannot change the loader's workers (None: it can)
     pipeline_samples_per_sec_per_worker: float | None
     first_batch: Any  # on the CPU, as the loader gave it
+    # Whether channels_last can mean anything: the module has 2-D or 3-D convolutions (a CNN, a
+    # vision transformer's patch embedding); not a language model's or a recommender's layers.
+    convolutional: bool = False
 
 
 class _Taken(Exception):
@@ -107,7 +111,7 @@ def preview(spec: WorkloadSpec, own_batch: bool = False) -> Preview:
         it = iter(loader)
         batch = next(it)
         rate = pipeline_rate(it, leading_dim, loader.num_workers)
-        return Preview(source, start, True, None, "batch", None, rate, batch)
+        return Preview(source, start, True, None, "batch", None, rate, batch, workloads.is_vision(spec))
 
     module_cls, dm_cls = workloads.user_classes(spec)
     by_constructor = workloads.accepts(module_cls, "batch_size") or (dm_cls is not None and workloads.accepts(dm_cls, "batch_size"))
@@ -158,4 +162,5 @@ def preview(spec: WorkloadSpec, own_batch: bool = False) -> Preview:
         workers_note = "the DataModule does not take num_workers"
     rate = pipeline_rate(it, count, getattr(loader, "num_workers", 0) or 0)
     del it
-    return Preview(source, lead or start, tunable, note, counted_by, workers_note, rate, batch)
+    convolutional = any(isinstance(m, (nn.Conv2d, nn.Conv3d)) for m in module.modules())
+    return Preview(source, lead or start, tunable, note, counted_by, workers_note, rate, batch, convolutional)

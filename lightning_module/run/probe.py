@@ -182,7 +182,7 @@ def run_probe(opts: ProbeOptions, on_rung: Callable[[RungResult, RungResult | No
 
     ladder_opts = LadderOptions(
         tune=opts.tune, batch_fixed=spec.batch_size_fixed, half_precision=half_precision(accelerator),
-        vision=workloads.is_vision(spec), worker_counts=worker_counts(usable_cpus()),
+        vision=pv.convolutional, worker_counts=worker_counts(usable_cpus()),
         workers_supported=pv.workers_note is None, workers_note=pv.workers_note,
         batch_note=None if pv.batch_tunable else pv.batch_note,
         pin_memory=accelerator == "gpu", skip=opts.skip,

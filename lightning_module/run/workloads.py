@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import json
 import os
 import sys
+from types import MethodType
 from typing import Any
 
-from ..contract.result import BUILTIN_MODELS, WorkloadSpec
+from ..contract.result import BUILTIN_MODELS, ClassSpec, WorkloadSpec
 
 
 class WorkloadError(ValueError):
@@ -169,6 +171,7 @@ def check(spec: WorkloadSpec) -> None:
     if dm_cls is not None:
         check_args(dm_cls, spec.data_init_args, "datamodule", spec.datamodule, offered=_offered_data(1, 0, False))
     data_source(spec)
+    check_optimizer(spec)
 
 
 def _check_builtin(spec: WorkloadSpec) -> None:
@@ -205,7 +208,79 @@ def _construct(cls, ref: str, what: str, args: dict[str, Any], offered: dict[str
 def build_user_module(spec: WorkloadSpec, batch_size: int | None):
     """The user's LightningModule with its arguments (batch_size None: the author's own)."""
     module_cls, _ = user_classes(spec)
-    return _construct(module_cls, spec.model, "workload", spec.init_args, _offered_module(spec, batch_size))
+    module = _construct(module_cls, spec.model, "workload", spec.init_args, _offered_module(spec, batch_size))
+    apply_optimizer(module, spec)
+    return module
+
+
+# ---------------------------------------------------------------------------------------------
+# A LightningCLI config's optimizer: and lr_scheduler:, applied as LightningCLI applies them
+# (LightningCLI._add_configure_optimizers_method_to_model): the optimizer built on the module's
+# parameters, the scheduler on the optimizer, returned by LightningCLI.configure_optimizers (which
+# gives a ReduceLROnPlateau its monitor), in place of the module's own configure_optimizers().
+
+def _optimizer_class(c: ClassSpec, kind: str) -> type:
+    import torch
+    from lightning.pytorch.cli import ReduceLROnPlateau
+
+    mod, _, name = c.class_path.rpartition(".")
+    try:
+        cls = load_object(f"{mod}:{name}", kind)
+    except WorkloadError as e:  # said with the path as the config spells it
+        raise WorkloadError(str(e).replace(repr(f"{mod}:{name}"), repr(c.class_path))) from None
+    if kind == "optimizer":
+        if not (inspect.isclass(cls) and issubclass(cls, torch.optim.Optimizer)):
+            raise WorkloadError(f"optimizer {c.class_path!r} is not a torch optimizer (a torch.optim.Optimizer subclass)")
+        return cls
+    if not (inspect.isclass(cls) and issubclass(cls, (torch.optim.lr_scheduler.LRScheduler,
+                                                       torch.optim.lr_scheduler.ReduceLROnPlateau))):
+        raise WorkloadError(f"lr_scheduler {c.class_path!r} is not a learning-rate scheduler "
+                            "(a torch.optim.lr_scheduler.LRScheduler subclass)")
+    if issubclass(cls, torch.optim.lr_scheduler.ReduceLROnPlateau) and not issubclass(cls, ReduceLROnPlateau):
+        raise WorkloadError(f"lr_scheduler {c.class_path!r} needs the metric it watches, which LightningCLI takes "
+                            "from lightning.pytorch.cli.ReduceLROnPlateau: use that class (or ReduceLROnPlateau) "
+                            "with init_args: {monitor: ...}")
+    return cls
+
+
+def _built(cls, first, c: ClassSpec, kind: str):
+    try:
+        return cls(first, **instantiate(c.init_args))
+    except WorkloadError:
+        raise
+    except Exception as e:  # noqa: BLE001 - wrong or missing init_args, a value it refuses
+        raise WorkloadError(f"{kind} {c.class_path!r} could not be built from its init_args "
+                            f"{json.dumps(c.init_args, sort_keys=True)[:200]}: {type(e).__name__}: {e}".splitlines()[0]) from None
+
+
+def check_optimizer(spec: WorkloadSpec) -> None:
+    """The optimizer and scheduler build, on a stand-in parameter: a wrong class or init_args is one
+    line before any training."""
+    if spec.optimizer is None:
+        return
+    import torch
+
+    opt = _built(_optimizer_class(spec.optimizer, "optimizer"), [torch.nn.Parameter(torch.zeros(1))],
+                 spec.optimizer, "optimizer")
+    if spec.lr_scheduler is not None:
+        _built(_optimizer_class(spec.lr_scheduler, "lr_scheduler"), opt, spec.lr_scheduler, "lr_scheduler")
+
+
+def apply_optimizer(module, spec: WorkloadSpec) -> None:
+    """The config's optimizer (and scheduler) as the module's configure_optimizers()."""
+    if spec.optimizer is None:
+        return
+    from lightning.pytorch.cli import LightningCLI
+
+    opt_cls = _optimizer_class(spec.optimizer, "optimizer")
+    sched_cls = _optimizer_class(spec.lr_scheduler, "lr_scheduler") if spec.lr_scheduler else None
+
+    def configure_optimizers(self):
+        opt = _built(opt_cls, self.parameters(), spec.optimizer, "optimizer")
+        sched = _built(sched_cls, opt, spec.lr_scheduler, "lr_scheduler") if sched_cls else None
+        return LightningCLI.configure_optimizers(self, opt, sched)
+
+    module.configure_optimizers = MethodType(configure_optimizers, module)
 
 
 def build_user_datamodule(spec: WorkloadSpec, batch_size: int | None, num_workers: int, pin_memory: bool):

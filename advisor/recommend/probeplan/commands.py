@@ -36,7 +36,8 @@ def probe_commands(job: JobSpec, probes: list[ProbeRow], program: str = "advisor
     shape: list[str] = []
     if job.datamodule:
         shape += ["--datamodule", job.datamodule]
-    for flag, args in (("--init-args", job.init_args), ("--data-init-args", job.data_init_args)):
+    for flag, args in (("--init-args", job.init_args), ("--data-init-args", job.data_init_args),
+                       ("--optimizer", job.optimizer), ("--lr-scheduler", job.lr_scheduler)):
         if args:
             shape += [flag, json.dumps(args, sort_keys=True)]
     if job.image_size != 224:

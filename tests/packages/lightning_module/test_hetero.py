@@ -210,7 +210,7 @@ def test_the_gpu_and_cpu_record_is_strict_and_says_what_it_means():
     from factories import probe_result
     from pydantic import ValidationError
 
-    from lightning_module.contract.result import ProbeResult, parse_result
+    from lightning_module.contract.result import RESULT_SCHEMA_VERSION, ProbeResult, parse_result
 
     g = _both()
     assert g.gain == pytest.approx(0.05)
@@ -221,7 +221,7 @@ def test_the_gpu_and_cpu_record_is_strict_and_says_what_it_means():
             _both(**bad)
     r = probe_result().model_copy(update={"gpu_and_cpu": g})
     back = parse_result(r.model_dump_json())
-    assert back.gpu_and_cpu == g and back.schema_version == 3
+    assert back.gpu_and_cpu == g and back.schema_version == RESULT_SCHEMA_VERSION
     # A version 2 result (no such field) reads as it is.
     old = json.loads(probe_result().model_dump_json())
     old["schema_version"] = 2
