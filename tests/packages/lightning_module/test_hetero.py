@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 from lightning_module.contract import balance
+from lightning_module.contract.result import RESULT_SCHEMA_VERSION
 from lightning_module.run.hetero import FORCE_MIXED_ENV
 from lightning_module.run.readers import usable_cpus
 
@@ -221,7 +222,7 @@ def test_the_gpu_and_cpu_record_is_strict_and_says_what_it_means():
             _both(**bad)
     r = probe_result().model_copy(update={"gpu_and_cpu": g})
     back = parse_result(r.model_dump_json())
-    assert back.gpu_and_cpu == g and back.schema_version == 3
+    assert back.gpu_and_cpu == g and back.schema_version == RESULT_SCHEMA_VERSION
     # A version 2 result (no such field) reads as it is.
     old = json.loads(probe_result().model_dump_json())
     old["schema_version"] = 2
