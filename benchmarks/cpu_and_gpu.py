@@ -50,7 +50,7 @@ class Case:
     workers: list[int]
     slow: list[float]  # 1.0: full speed; 2.0: sleeps as long again as each step took
     batch_alone: list[int]
-    precision: str
+    precisions: list[str]  # each rank's
     cpus: list[list[int]] | None = None  # each rank's own CPUs, alone and together (None: unpinned)
     rates_alone: list[float] | None = None
     total: int | None = None
@@ -66,9 +66,13 @@ def cases(mode: str, precision: str | None, pinned: bool) -> list[Case]:
         split = cores.split_by_speed(machine, [2, 1]) if len(machine) >= 3 else cores.assign(machine, [1, 1])
         slow = [1.0, 1.0] if len(machine) >= 3 else [1.0, 2.0]
         return [Case("two CPU ranks, ResNet-18 32 px", "resnet18", 32, ["cpu", "cpu"], [r.threads for r in split],
-                     [0, 0], slow, [256, 256], precision or "32-true", [r.cpus for r in split] if pinned else None)]
+                     [0, 0], slow, [256, 256], [precision or "32-true"] * 2, [r.cpus for r in split] if pinned else None)]
     split = cores.gpu_and_cpu(machine, host_cpus=1 + 2)  # the GPU rank's main thread and 2 loader workers
-    p = precision or "bf16-mixed"
+    from lightning_module.run.cpu_too import cpu_precision
+    from lightning_module.run.hardware import parse_cpuinfo, read_cpuinfo
+
+    gpu = precision or "bf16-mixed"  # the CPU rank as --cpu-too has it: bf16 only where native
+    p = [gpu, cpu_precision(gpu, parse_cpuinfo(read_cpuinfo())["isa_flags"])]
     pins = [r.cpus for r in split] if pinned else None
     threads = [r.threads for r in split]
     return [
@@ -142,8 +146,10 @@ def where_it_went(name: str, alone: list[float], at_shares: list[float], apart, 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--mode", choices=("cpu", "gpu"), default="cpu")
-    ap.add_argument("--precision", choices=("32-true", "bf16-mixed"),
-                    help="both ranks' (default: 32-true on two CPU ranks, bf16-mixed with a GPU)")
+    ap.add_argument("--precision", choices=("32-true", "bf16-mixed", "16-mixed"),
+                    help="CPU mode: both ranks'; GPU mode: the GPU rank's, the CPU rank then in bf16 where its CPU "
+                    "has it natively, else fp32, as --cpu-too does (default: 32-true on two CPU ranks, bf16-mixed "
+                    "with a GPU)")
     ap.add_argument("--alone-steps", type=int, default=6, help="timed steps of each device alone")
     ap.add_argument("--steps", type=int, default=8, help="timed steps of each balancing round")
     ap.add_argument("--batches", metavar="A,B", help="rank 0's and rank 1's batch alone, for every case "
@@ -186,9 +192,9 @@ def main() -> int:
                 t0 = time.perf_counter()
                 pin(c.cpus[r] if c.cpus else everything)
                 rate = hetero.run_alone(build, r, dev, c.batch_alone[r], c.threads[r], args.alone_steps,
-                                        warmup=2, precision=c.precision)
+                                        warmup=2, precision=c.precisions[r])
                 c.rates_alone.append(rate)
-                print(f"{c.name}: rank {r} ({dev}, {c.threads[r]} thread(s), batch {c.batch_alone[r]}"
+                print(f"{c.name}: rank {r} ({dev}, {c.precisions[r]}, {c.threads[r]} thread(s), batch {c.batch_alone[r]}"
                       + (f", slowed x{c.slow[r]:g}" if c.slow[r] > 1 else "")
                       + (f", CPUs {','.join(map(str, c.cpus[r]))}" if c.cpus else "")
                       + f") alone: {rate:,.1f} samples/s ({time.perf_counter() - t0:.0f} s)", flush=True)
@@ -204,13 +210,13 @@ def main() -> int:
         t0 = time.perf_counter()
         pin(c.cpus[rank] if c.cpus else everything)
         out = hetero.balance_run(builder(c), c.devices, c.total, c.rates_alone, c.threads, args.steps,
-                                 warmup=2, precision=c.precision)
+                                 warmup=2, precision=c.precisions)
         best = max(out.rounds, key=lambda r: r.samples_per_sec)
         diagnose = not args.no_breakdown and not out.dropped
         if diagnose:  # every rank runs these: both at once without exchange, then the exchange after backward
-            apart = hetero.run_round(builder(c), c.devices, best.shares, c.threads, args.steps, 2, c.precision,
+            apart = hetero.run_round(builder(c), c.devices, best.shares, c.threads, args.steps, 2, c.precisions,
                                      exchange=False)
-            late = hetero.run_round(builder(c), c.devices, best.shares, c.threads, args.steps, 2, c.precision,
+            late = hetero.run_round(builder(c), c.devices, best.shares, c.threads, args.steps, 2, c.precisions,
                                     overlap=False)
         if rank != 0:
             continue
@@ -234,7 +240,7 @@ def main() -> int:
             for r, dev in enumerate(c.devices):  # rank 1 waits (the next case, or exits): each alone at its share
                 pin(c.cpus[r] if c.cpus else everything)
                 at_shares.append(hetero.run_alone(builder(c), r, dev, best.shares[r], c.threads[r], args.alone_steps,
-                                                  warmup=2, precision=c.precision))
+                                                  warmup=2, precision=c.precisions[r]))
             pin(everything)
             where_it_went(c.name, c.rates_alone, at_shares, apart, best)
     return 1 if failed else 0

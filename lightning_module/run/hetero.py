@@ -77,7 +77,7 @@ class HeteroDDP(WatchedDDP):
     """DDP's launch and process group, without DistributedDataParallel: the weighted exchange."""
 
     def __init__(self, devices: list[str], threads: list[int | None], rank_timeout_s: float = RANK_TIMEOUT,
-                 mixed: bool = False, exchange: bool = True, overlap: bool = True):
+                 mixed: bool = False, exchange: bool = True, overlap: bool = True, guard_inf: bool = False):
         # Mixed devices reach the strategy through MixedAccelerator (Lightning refuses a strategy's
         # devices of one kind beside an accelerator of another); one kind is given here.
         super().__init__(parallel_devices=None if mixed else [torch.device(d) for d in devices],
@@ -87,6 +87,10 @@ class HeteroDDP(WatchedDDP):
         # benchmark's measure of what the ranks cost each other through the machine alone).
         self.exchange = exchange
         self.overlap = overlap  # False: every bucket sent after backward (the benchmark's comparison)
+        # Some rank trains in fp16 with a loss scaler: an overflow there reaches every rank's sums, and
+        # a rank without a scaler must then skip the step as the scaler does, or the weights part.
+        self.guard_inf = guard_inf
+        self.scale = 1.0  # this rank's loss scale this step (16-mixed), taken out before the exchange
         self.count = 0  # samples in this rank's current batch
         self.free_at: float | None = None  # when this rank left the last exchange
         self.began = 0.0  # when this step's training_step began (its batch in hand)
@@ -137,11 +141,13 @@ class HeteroDDP(WatchedDDP):
     def _send(self, i: int) -> None:
         """Bucket i's count x mean gradient, summed over ranks in the background (gloo's thread)."""
         flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).detach().reshape(-1).float()
-                          for p in self.buckets[i]]).to("cpu").mul_(float(self.count))
+                          for p in self.buckets[i]]).to("cpu").mul_(float(self.count) / self.scale)
         self.sent[i] = (flat, dist.all_reduce(flat, async_op=True))
 
     def training_step(self, *args, **kwargs):
         self.count = leading_dim(args[0]) or 0
+        scaler = getattr(self.precision_plugin, "scaler", None)
+        self.scale = float(scaler.get_scale()) if scaler is not None and scaler.is_enabled() else 1.0
         self.began = time.perf_counter()
         return super().training_step(*args, **kwargs)
 
@@ -161,14 +167,20 @@ class HeteroDDP(WatchedDDP):
         counts = torch.tensor([float(self.count)])
         dist.all_reduce(counts)  # after every bucket, in the same order on every rank
         total = counts.item()
+        finite = True
         for i, bucket in enumerate(self.buckets):
             flat, work = self.sent[i]
             work.wait()
-            mean = flat.div_(total)
+            mean = flat.mul_(self.scale / total)  # the loss scale back in: the scaler unscales it
+            finite = finite and (not self.guard_inf or bool(torch.isfinite(mean).all()))
             at = 0
             for p in bucket:
                 p.grad = mean[at:at + p.numel()].view_as(p).to(p.device, p.dtype)
                 at += p.numel()
+        if not finite and getattr(self.precision_plugin, "scaler", None) is None:
+            for bucket in self.buckets:  # the fp16 rank's scaler skips this step: so does this rank
+                for p in bucket:
+                    p.grad = None
         self.sent.clear()
         self.ready = [0] * len(self.buckets)
         self._left(entered, int(total))
@@ -223,17 +235,19 @@ def this_rank() -> int:
 
 
 def run_round(build: Builder, devices: list[str], shares: list[int], threads: list[int | None], steps: int,
-              warmup: int = 2, precision: str = "32-true", rank_timeout_s: float = RANK_TIMEOUT,
+              warmup: int = 2, precision: str | list[str] = "32-true", rank_timeout_s: float = RANK_TIMEOUT,
               exchange: bool = True, overlap: bool = True) -> Round:
     """Train `steps` timed steps (after `warmup`) with rank r on devices[r] at batch shares[r]; every
-    rank returns the same Round. `build(rank, batch)` makes the module and DataModule of a rank.
+    rank returns the same Round. `build(rank, batch)` makes the module and DataModule of a rank;
+    `precision` is every rank's, or each rank's (a list): a GPU in fp16 beside a CPU in bf16.
     exchange=False: the ranks train at the same time but each on its own (samples_per_sec is the
     sum of their own rates). overlap=False: the exchange starts after backward, not during it."""
     rank = this_rank()
     mixed = {torch.device(d).type for d in devices} != {"cpu"} or bool(os.environ.get(FORCE_MIXED_ENV))
-    strategy = HeteroDDP(devices, threads, rank_timeout_s, mixed=mixed, exchange=exchange, overlap=overlap)
-    mine = torch.device(devices[rank]).type
-    plugin = MixedPrecision(precision, device=mine) if precision.endswith("-mixed") else Precision()
+    precisions = [precision] * len(devices) if isinstance(precision, str) else list(precision)
+    strategy = HeteroDDP(devices, threads, rank_timeout_s, mixed=mixed, exchange=exchange, overlap=overlap,
+                         guard_inf="16-mixed" in precisions)
+    plugin = precision_plugin(precisions[rank], devices[rank])
     module, dm = build(rank, shares[rank])
     trainer = pl.Trainer(accelerator=MixedAccelerator() if mixed else "cpu", strategy=strategy,
                          devices=list(devices) if mixed else len(devices), plugins=[plugin],
@@ -279,7 +293,7 @@ def run_round(build: Builder, devices: list[str], shares: list[int], threads: li
 
 
 def balance_run(build: Builder, devices: list[str], total: int, rates_alone: list[float],
-                threads: list[int | None], steps: int, warmup: int = 2, precision: str = "32-true",
+                threads: list[int | None], steps: int, warmup: int = 2, precision: str | list[str] = "32-true",
                 rank_timeout_s: float = RANK_TIMEOUT, max_rounds: int = balance.MAX_ROUNDS) -> Balanced:
     """Split `total` by the rates alone, then re-balance from the busy times of every round so far
     (balance.rebalance) until the ranks' step times are within balance.BALANCED of each other (or
@@ -301,6 +315,12 @@ def balance_run(build: Builder, devices: list[str], total: int, rates_alone: lis
             break  # one sample either way is the finest step there is
         shares = nxt
     return out
+
+
+def precision_plugin(precision: str, device: str) -> Precision:
+    """One rank's precision, for its own device (fp16 with its own loss scaler)."""
+    kind = torch.device(device).type
+    return MixedPrecision(precision, device=kind) if precision.endswith("-mixed") else Precision()
 
 
 class _Clock(pl.Callback):
@@ -325,7 +345,7 @@ def run_alone(build: Builder, rank: int, device: str, batch: int, threads: int |
     if threads:
         torch.set_num_threads(threads)
     clock = _Clock()
-    plugin = MixedPrecision(precision, device=dev.type) if precision.endswith("-mixed") else Precision()
+    plugin = precision_plugin(precision, device)
     module, dm = build(rank, batch)
     trainer = pl.Trainer(accelerator="gpu" if dev.type == "cuda" else "cpu",
                          devices=[dev.index or 0] if dev.type == "cuda" else 1, plugins=[plugin],

@@ -62,7 +62,8 @@ def build(rank, batch):
     return m, None
 
 
-run_round(build, ["cpu", "cpu"], SHARES, [1, 1], steps=1, warmup=1)  # 2 steps: the buckets start afresh
+PRECISIONS = sys.argv[2].split(",") if len(sys.argv) > 2 else "32-true"
+run_round(build, ["cpu", "cpu"], SHARES, [1, 1], steps=1, warmup=1, precision=PRECISIONS)  # 2 steps: the buckets start afresh
 '''
 
 BALANCE = '''
@@ -181,6 +182,34 @@ def test_the_weighted_exchange_is_the_gradient_of_the_concatenated_batch(tmp_pat
         return torch.cat([p.grad.reshape(-1) for p in net.parameters()])
     plain = (grad_of(slice(0, 3)) + grad_of(slice(3, 8))) / 2
     assert (plain - whole).abs().max() > 1e-3
+
+
+@two_ranks
+def test_the_exchange_is_exact_at_each_ranks_own_precision_fp16_scaled_beside_bf16(tmp_path):
+    # --cpu-too at an fp16 winner: the GPU rank in 16-mixed with its loss scaler (here on a CPU), the
+    # CPU rank in bf16. The scale comes out before the exchange and goes back in after, so each
+    # rank's optimizer gets the samples-weighted mean of the ranks' own gradients, exactly.
+    out = tmp_path / "grad"
+    run_script(tmp_path, GRADIENT, out, {FORCE_MIXED_ENV: "1"}, args=("16-mixed,bf16-mixed",))
+    g = torch.Generator().manual_seed(1)
+    x, y = torch.randn(8, 5, generator=g), torch.randint(0, 3, (8,), generator=g)
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(5, 7), nn.Tanh(), nn.Linear(7, 3))
+
+    def grad_of(rows, dtype, scale):
+        net.zero_grad()
+        with torch.autocast("cpu", dtype=dtype, enabled=dtype != torch.float32):
+            loss = nn.functional.cross_entropy(net(x[rows]), y[rows])
+        (loss * scale).backward()
+        return torch.cat([p.grad.reshape(-1) for p in net.parameters()]) / scale
+
+    fp16, bf16 = grad_of(slice(0, 3), torch.float16, 2.0**16), grad_of(slice(3, 8), torch.bfloat16, 1.0)
+    want = (3 * fp16 + 5 * bf16) / 8  # GradScaler's first scale is 2**16
+    for rank in (0, 1):
+        got = torch.tensor([v for p in json.loads(Path(f"{out}.{rank}").read_text()) for v in p])
+        assert torch.allclose(got, want, atol=1e-6, rtol=1e-5), (rank, (got - want).abs().max())
+    whole32 = grad_of(slice(0, 8), torch.float32, 1.0)
+    assert (want - whole32).abs().max() > 1e-5  # the precisions did change the gradient: a real check
 
 
 @two_ranks
