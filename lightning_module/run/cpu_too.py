@@ -100,13 +100,14 @@ def measure_gpu_and_cpu(settings: MeasureSettings, final: ProbeConfig) -> GpuAnd
     cpu_cfg = ProbeConfig(accelerator="cpu", precision=precisions[1], channels_last=final.channels_last,
                           batch_size=min(final.batch_size, CPU_BATCH))
     # The GPU rank keeps whole cores for its main thread and loader workers; the CPU rank the rest.
-    split = cores.gpu_and_cpu(physical_cores(), host_cpus=1 + final.num_workers)
+    machine = physical_cores()
+    split = cores.gpu_and_cpu(machine, host_cpus=1 + final.num_workers)
     threads = [r.threads for r in split]
     steps = min(settings.max_steps or STEPS, STEPS)
     plan = Plan(spec=settings.spec.model_dump(), configs=[main_cfg.model_dump(), cpu_cfg.model_dump()],
                 devices=[main, "cpu"], threads=threads, cpus=[r.cpus for r in split], total=0, rates_alone=[],
                 steps=steps, precisions=precisions, rank_timeout=settings.rank_timeout)
-    before, everything = torch.get_num_threads(), sorted(os.sched_getaffinity(0))
+    before, everything = torch.get_num_threads(), sorted(c for core in machine for c in core)
     try:
         build = _builder(plan)
         plan.rates_alone = []
