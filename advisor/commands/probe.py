@@ -490,7 +490,7 @@ def describe(config) -> str:
 def gpu_and_cpu_line(g) -> str:
     """`--cpu-too`'s record: each rank alone, both together, the split and the verdict."""
     alone = " + ".join(f"{r.device} {r.samples_per_sec_alone:,.1f}" for r in g.ranks)
-    split = ", ".join(f"{r.device} {r.batch_size}" for r in g.ranks)
+    split = ", ".join(f"{r.device} {r.batch_size}" + (f" in {r.precision}" if r.precision else "") for r in g.ranks)
     first = g.ranks[0]
     if g.kept:
         verdict = f"kept: beats the {first.device} alone beyond the noise"

@@ -51,9 +51,48 @@ def imbalance(busy_s: list[float]) -> float:
     return max(busy_s) / min(busy_s) - 1.0
 
 
-def rebalance(shares: list[int], busy_s: list[float]) -> list[int]:
-    """The next split of the same total, from the rates the ranks showed at `shares`."""
-    return split(sum(shares), rates_seen(shares, busy_s))
+FIT_ROUNDS = 3  # the rounds a rank's step-time line is fitted to (the latest: rates drift)
+# A line through shares closer than this (relative) would fit the step times' noise (a few % per
+# round's median): such a rank's rate is its latest round's instead (fixed cost taken as 0).
+LINE_SPREAD = 0.15
+
+
+def _line(points: list[tuple[int, float]]) -> tuple[float, float]:
+    """A rank's busy time as fixed + per_sample x share, least squares over its rounds; through
+    the origin (fixed 0, the latest round) where its shares were too close for a slope, or where
+    noise makes a line that is not physical."""
+    xs, ys = [p[0] for p in points], [p[1] for p in points]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    if max(xs) - min(xs) >= LINE_SPREAD * mx:  # closer shares: noise, not a slope
+        per = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx
+        fixed = my - per * mx
+        if per > 0 and fixed >= 0:
+            return fixed, per
+    return 0.0, ys[-1] / xs[-1]
+
+
+def rebalance(history: list[tuple[list[int], list[float]]]) -> list[int]:
+    """The next split of the same total from the rounds so far, each (shares, busy seconds per step).
+
+    Each rank's busy time is fitted as a line in its share (a fixed per-step cost plus a cost per
+    sample: the fixed part is why shares in proportion to the rates alone, the rule of one round,
+    keep missing), and the split solves for equal times on those lines. Where the slowest rank
+    swapped between the last two rounds, the balance lies between them, and each share is held
+    between its two values (false position): a noisy line, or ranks that slow each other down
+    (shared memory bandwidth), cannot make the split swing back and forth."""
+    total = sum(history[-1][0])
+    n = len(history[-1][0])
+    lines = [_line([(sh[i], b[i]) for sh, b in history[-FIT_ROUNDS:]]) for i in range(n)]
+    # Equal busy time T on every line: sum((T - fixed) / per) = total.
+    t = (total + sum(f / p for f, p in lines)) / sum(1 / p for _, p in lines)
+    want = [max(1.0, (t - f) / p) for f, p in lines]
+    if len(history) >= 2:
+        (a, busy_a), (b, busy_b) = history[-2], history[-1]
+        slow_a, slow_b = max(range(n), key=busy_a.__getitem__), max(range(n), key=busy_b.__getitem__)
+        if slow_a != slow_b:
+            want = [min(max(w, min(a[i], b[i])), max(a[i], b[i])) for i, w in enumerate(want)]
+    return split(total, want) if total >= n else list(history[-1][0])
 
 
 def efficiency(together: float, alone: list[float]) -> float:

@@ -533,6 +533,7 @@ class RankShare(BaseModel):
     device: Literal["gpu", "cpu"]
     batch_size: int = Field(strict=True, gt=0, le=MAX_BATCH_SIZE)  # its share of each step, balanced
     threads: int | None = Field(strict=True, default=None, ge=1, le=4096)  # torch intra-op threads
+    precision: Precision | None = None  # this rank's own (None: a result from before ranks had their own)
     samples_per_sec_alone: MeasuredRate  # this device training alone (the rate its share was sized from)
     busy_seconds: Annotated[float, Field(strict=True, gt=0, le=86_400)]  # per step together, median, outside the exchange
 
@@ -548,7 +549,7 @@ class GpuAndCpu(BaseModel):
     samples_per_sec_ci: tuple[NonNegative, NonNegative]  # 95%
     efficiency: Annotated[float, Field(strict=True, gt=0, le=10)]  # together / sum of the ranks alone
     rounds: int = Field(strict=True, ge=1, le=20)  # balancing rounds run
-    precision: Precision = "32-true"  # both ranks'
+    precision: Precision = "32-true"  # the first (GPU) rank's; each rank's own in ranks[].precision
     # Together beats the GPU alone beyond the noise (its CI's low end above the GPU alone): the
     # advisor's "GPU + CPU" variant reads samples_per_sec only then.
     kept: StrictBool

@@ -15,13 +15,14 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from ..contract import balance
+from ..contract import balance, cores
 from ..contract.ladder import RankLost
 from ..contract.options import MeasureSettings
 from ..contract.result import GpuAndCpu, ProbeConfig, RankShare, WorkloadSpec
 from . import hetero
 from .builders import build_workload
-from .readers import usable_cpus
+from .hardware import parse_cpuinfo, read_cpuinfo
+from .readers import physical_cores, pin
 
 PLAN_ENV = "ADVISOR_CPU_TOO_PLAN"
 # Tests only: the device that stands in for the GPU (two CPU ranks run the whole GPU + CPU path).
@@ -29,6 +30,9 @@ MAIN_DEVICE_ENV = "ADVISOR_CPU_TOO_MAIN_DEVICE"
 CPU_BATCH = 64  # the CPU's batch when measured alone (at most the GPU's): a rate per sample, not a fit
 STEPS = 10  # timed steps alone and per balancing round, unless --max-steps says fewer
 WARMUP = 2
+# A CPU computes bf16 natively with these (x86 AVX-512 BF16 and AMX, Arm's BF16 extension);
+# without them bf16 is emulated and slower than fp32 (docs/probe.md), so the CPU rank keeps fp32.
+NATIVE_BF16 = ("avx512_bf16", "amx_bf16", "bf16")
 
 
 class CpuTooFailed(Exception):
@@ -41,10 +45,11 @@ class Plan:
     configs: list[dict]
     devices: list[str]
     threads: list[int]
+    cpus: list[list[int]]  # each rank's CPUs (contract/cores.py), alone and together
     total: int
     rates_alone: list[float]
     steps: int
-    precision: str
+    precisions: list[str]  # each rank's
     rank_timeout: float
 
 
@@ -63,8 +68,17 @@ def _builder(plan: Plan) -> hetero.Builder:
 
 
 def _together(plan: Plan) -> hetero.Balanced:
+    pin(plan.cpus[hetero.this_rank()])
     return hetero.balance_run(_builder(plan), plan.devices, plan.total, plan.rates_alone, plan.threads, plan.steps,
-                              WARMUP, plan.precision, plan.rank_timeout)
+                              WARMUP, plan.precisions, plan.rank_timeout)
+
+
+def cpu_precision(gpu_precision: str, isa_flags: list[str]) -> str:
+    """The CPU rank's precision beside a GPU rank at `gpu_precision`: bf16 where the GPU won with
+    mixed precision (bf16 or fp16) and this CPU computes bf16 natively, else fp32. Each rank's
+    gradients are float32 whatever it computes in, so the weighted exchange stays exact."""
+    native = any(f in isa_flags for f in NATIVE_BF16)
+    return "bf16-mixed" if gpu_precision.endswith("-mixed") and native else "32-true"
 
 
 def is_extra_rank() -> bool:
@@ -79,24 +93,28 @@ def train_along() -> None:
 def measure_gpu_and_cpu(settings: MeasureSettings, final: ProbeConfig) -> GpuAndCpu:
     """The GPU alone, the CPU alone (on the cores the GPU's loaders and host thread leave), both."""
     main = main_device()
-    # One precision for both ranks: bf16 where the pick has it; fp16's loss scaling differs per
-    # rank, so that pick is measured together in fp32.
-    precision = "bf16-mixed" if final.precision == "bf16-mixed" else "32-true"
-    main_cfg = final.model_copy(update={"compile": False, "precision": precision})
-    cpu_cfg = ProbeConfig(accelerator="cpu", precision=precision, channels_last=final.channels_last,
+    # Each rank at its own precision: the GPU's pick (its fp16 loss scale is taken out of its
+    # gradients before the exchange), the CPU in bf16 only where it has bf16 natively.
+    precisions = [final.precision, cpu_precision(final.precision, parse_cpuinfo(read_cpuinfo())["isa_flags"])]
+    main_cfg = final.model_copy(update={"compile": False})
+    cpu_cfg = ProbeConfig(accelerator="cpu", precision=precisions[1], channels_last=final.channels_last,
                           batch_size=min(final.batch_size, CPU_BATCH))
-    threads = [1, max(1, usable_cpus() - 1 - final.num_workers)]
+    # The GPU rank keeps whole cores for its main thread and loader workers; the CPU rank the rest.
+    machine = physical_cores()
+    split = cores.gpu_and_cpu(machine, host_cpus=1 + final.num_workers)
+    threads = [r.threads for r in split]
     steps = min(settings.max_steps or STEPS, STEPS)
     plan = Plan(spec=settings.spec.model_dump(), configs=[main_cfg.model_dump(), cpu_cfg.model_dump()],
-                devices=[main, "cpu"], threads=threads, total=0, rates_alone=[], steps=steps, precision=precision,
-                rank_timeout=settings.rank_timeout)
-    before = torch.get_num_threads()
+                devices=[main, "cpu"], threads=threads, cpus=[r.cpus for r in split], total=0, rates_alone=[],
+                steps=steps, precisions=precisions, rank_timeout=settings.rank_timeout)
+    before, everything = torch.get_num_threads(), sorted(c for core in machine for c in core)
     try:
         build = _builder(plan)
-        plan.rates_alone = [
-            hetero.run_alone(build, 0, main, main_cfg.batch_size, threads[0], steps, WARMUP, precision),
-            hetero.run_alone(build, 1, "cpu", cpu_cfg.batch_size, threads[1], steps, WARMUP, precision),
-        ]
+        plan.rates_alone = []
+        for r, (dev, cfg) in enumerate([(main, main_cfg), ("cpu", cpu_cfg)]):
+            pin(plan.cpus[r])  # alone on the very CPUs it has together
+            plan.rates_alone.append(hetero.run_alone(build, r, dev, cfg.batch_size, threads[r], steps, WARMUP,
+                                                     precisions[r]))
         # The GPU keeps about its tuned batch; the CPU's share is in proportion to its rate.
         plan.total = max(main_cfg.batch_size + 1, round(main_cfg.batch_size * sum(plan.rates_alone) / plan.rates_alone[0]))
         os.environ[PLAN_ENV] = json.dumps(asdict(plan))
@@ -106,6 +124,7 @@ def measure_gpu_and_cpu(settings: MeasureSettings, final: ProbeConfig) -> GpuAnd
     except Exception as e:
         raise CpuTooFailed(f"--cpu-too: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}") from e
     finally:
+        pin(everything)
         torch.set_num_threads(before)
     last = out.final
     alone0 = plan.rates_alone[0]
@@ -122,10 +141,10 @@ def measure_gpu_and_cpu(settings: MeasureSettings, final: ProbeConfig) -> GpuAnd
         note = (f"the ranks' step times stayed {last.imbalance:.0%} apart after {len(out.rounds)} round(s) "
                 f"(balanced: within {balance.BALANCED:.0%})")
     return GpuAndCpu(
-        ranks=[RankShare(device=kinds[i], batch_size=last.shares[i], threads=threads[i],
+        ranks=[RankShare(device=kinds[i], batch_size=last.shares[i], threads=threads[i], precision=precisions[i],
                          samples_per_sec_alone=plan.rates_alone[i], busy_seconds=max(last.busy_s[i], 1e-9))
                for i in range(2)],
         samples_per_sec=last.samples_per_sec, samples_per_sec_ci=(lo, hi),
         efficiency=balance.efficiency(last.samples_per_sec, plan.rates_alone), rounds=len(out.rounds),
-        precision=precision, kept=not out.dropped and lo > alone0 and last.samples_per_sec > alone0, note=note,
+        precision=precisions[0], kept=not out.dropped and lo > alone0 and last.samples_per_sec > alone0, note=note,
     )

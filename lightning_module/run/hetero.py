@@ -77,15 +77,26 @@ class HeteroDDP(WatchedDDP):
     """DDP's launch and process group, without DistributedDataParallel: the weighted exchange."""
 
     def __init__(self, devices: list[str], threads: list[int | None], rank_timeout_s: float = RANK_TIMEOUT,
-                 mixed: bool = False):
+                 mixed: bool = False, exchange: bool = True, overlap: bool = True, guard_inf: bool = False):
         # Mixed devices reach the strategy through MixedAccelerator (Lightning refuses a strategy's
         # devices of one kind beside an accelerator of another); one kind is given here.
         super().__init__(parallel_devices=None if mixed else [torch.device(d) for d in devices],
                          process_group_backend="gloo", timeout=timedelta(seconds=rank_timeout_s))
         self.threads = threads
+        # False: each rank trains on its own at the same time, no gradients exchanged (the
+        # benchmark's measure of what the ranks cost each other through the machine alone).
+        self.exchange = exchange
+        self.overlap = overlap  # False: every bucket sent after backward (the benchmark's comparison)
+        # Some rank trains in fp16 with a loss scaler: an overflow there reaches every rank's sums, and
+        # a rank without a scaler must then skip the step as the scaler does, or the weights part.
+        self.guard_inf = guard_inf
+        self.scale = 1.0  # this rank's loss scale this step (16-mixed), taken out before the exchange
         self.count = 0  # samples in this rank's current batch
         self.free_at: float | None = None  # when this rank left the last exchange
+        self.began = 0.0  # when this step's training_step began (its batch in hand)
         self.busy_s: list[float] = []  # per step: leaving one exchange to entering the next
+        self.compute_s: list[float] = []  # of which forward and backward (training_step to the exchange)
+        self.wait_s: list[float] = []  # per step: in the exchange (waiting for the others, its unhidden tail)
         self.exits: list[float] = []  # when each exchange ended (the steps' clock, equal on all ranks)
         self.totals: list[int] = []  # samples of each step, all ranks together
 
@@ -117,8 +128,9 @@ class HeteroDDP(WatchedDDP):
         self.bucket_of = {id(p): i for i, b in enumerate(self.buckets) for p in b}
         self.ready = [0] * len(self.buckets)
         self.sent: dict[int, tuple[torch.Tensor, object]] = {}
-        for p in params:
-            p.register_post_accumulate_grad_hook(self._grad_ready)
+        if self.exchange and self.overlap:
+            for p in params:
+                p.register_post_accumulate_grad_hook(self._grad_ready)
 
     def _grad_ready(self, p: torch.Tensor) -> None:
         i = self.bucket_of[id(p)]
@@ -129,11 +141,14 @@ class HeteroDDP(WatchedDDP):
     def _send(self, i: int) -> None:
         """Bucket i's count x mean gradient, summed over ranks in the background (gloo's thread)."""
         flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).detach().reshape(-1).float()
-                          for p in self.buckets[i]]).to("cpu").mul_(float(self.count))
+                          for p in self.buckets[i]]).to("cpu").mul_(float(self.count) / self.scale)
         self.sent[i] = (flat, dist.all_reduce(flat, async_op=True))
 
     def training_step(self, *args, **kwargs):
         self.count = leading_dim(args[0]) or 0
+        scaler = getattr(self.precision_plugin, "scaler", None)
+        self.scale = float(scaler.get_scale()) if scaler is not None and scaler.is_enabled() else 1.0
+        self.began = time.perf_counter()
         return super().training_step(*args, **kwargs)
 
     def post_backward(self, closure_loss) -> None:
@@ -142,36 +157,60 @@ class HeteroDDP(WatchedDDP):
         entered = time.perf_counter()
         if self.free_at is not None:
             self.busy_s.append(entered - self.free_at)
+            self.compute_s.append(entered - self.began)
+        if not self.exchange:
+            self._left(entered, self.count)
+            return
         for i in range(len(self.buckets)):  # a bucket with a parameter backward did not reach
             if i not in self.sent:
                 self._send(i)
         counts = torch.tensor([float(self.count)])
         dist.all_reduce(counts)  # after every bucket, in the same order on every rank
         total = counts.item()
+        finite = True
         for i, bucket in enumerate(self.buckets):
             flat, work = self.sent[i]
             work.wait()
-            mean = flat.div_(total)
+            mean = flat.mul_(self.scale / total)  # the loss scale back in: the scaler unscales it
+            finite = finite and (not self.guard_inf or bool(torch.isfinite(mean).all()))
             at = 0
             for p in bucket:
                 p.grad = mean[at:at + p.numel()].view_as(p).to(p.device, p.dtype)
                 at += p.numel()
+        if not finite and getattr(self.precision_plugin, "scaler", None) is None:
+            for bucket in self.buckets:  # the fp16 rank's scaler skips this step: so does this rank
+                for p in bucket:
+                    p.grad = None
         self.sent.clear()
         self.ready = [0] * len(self.buckets)
+        self._left(entered, int(total))
+
+    def _left(self, entered: float, total: int) -> None:
         self.free_at = time.perf_counter()
+        if len(self.busy_s) > len(self.wait_s):
+            self.wait_s.append(self.free_at - entered)
         self.exits.append(self.free_at)
-        self.totals.append(int(total))
+        self.totals.append(total)
 
 
 @dataclass
 class Round:
-    """One run of a split: each rank's batch and median busy time, and the samples/s together."""
+    """One run of a split: each rank's batch and median busy time, and the samples/s together.
+
+    Where a step goes, per rank (medians over the timed steps): busy = compute (forward and
+    backward) + the rest (optimizer step, the next batch); then wait, in the exchange: the slowest
+    rank's wait is the exchange's tail that backward did not hide, a faster rank's adds the time it
+    waited for the slowest (imbalance)."""
 
     shares: list[int]
     busy_s: list[float]
     samples_per_sec: float
     steps: int
     ci: tuple[float, float] = (0.0, 0.0)  # 95%, from the steps' periods (timing.step_rate)
+    compute_s: list[float] = field(default_factory=list)
+    wait_s: list[float] = field(default_factory=list)
+    step_s: float = 0.0  # median period, one exchange's end to the next (equal on all ranks)
+    rates: list[float] = field(default_factory=list)  # each rank's own samples/s (exchange=False: they differ)
 
     @property
     def imbalance(self) -> float:
@@ -196,20 +235,32 @@ def this_rank() -> int:
 
 
 def run_round(build: Builder, devices: list[str], shares: list[int], threads: list[int | None], steps: int,
-              warmup: int = 2, precision: str = "32-true", rank_timeout_s: float = RANK_TIMEOUT) -> Round:
+              warmup: int = 2, precision: str | list[str] = "32-true", rank_timeout_s: float = RANK_TIMEOUT,
+              exchange: bool = True, overlap: bool = True) -> Round:
     """Train `steps` timed steps (after `warmup`) with rank r on devices[r] at batch shares[r]; every
-    rank returns the same Round. `build(rank, batch)` makes the module and DataModule of a rank."""
+    rank returns the same Round. `build(rank, batch)` makes the module and DataModule of a rank;
+    `precision` is every rank's, or each rank's (a list): a GPU in fp16 beside a CPU in bf16.
+    exchange=False: the ranks train at the same time but each on its own (samples_per_sec is the
+    sum of their own rates). overlap=False: the exchange starts after backward, not during it."""
     rank = this_rank()
     mixed = {torch.device(d).type for d in devices} != {"cpu"} or bool(os.environ.get(FORCE_MIXED_ENV))
-    strategy = HeteroDDP(devices, threads, rank_timeout_s, mixed=mixed)
-    mine = torch.device(devices[rank]).type
-    plugin = MixedPrecision(precision, device=mine) if precision.endswith("-mixed") else Precision()
+    precisions = [precision] * len(devices) if isinstance(precision, str) else list(precision)
+    strategy = HeteroDDP(devices, threads, rank_timeout_s, mixed=mixed, exchange=exchange, overlap=overlap,
+                         guard_inf="16-mixed" in precisions)
+    plugin = precision_plugin(precisions[rank], devices[rank])
     module, dm = build(rank, shares[rank])
     trainer = pl.Trainer(accelerator=MixedAccelerator() if mixed else "cpu", strategy=strategy,
                          devices=list(devices) if mixed else len(devices), plugins=[plugin],
                          max_steps=warmup + steps, max_epochs=-1, limit_val_batches=0, num_sanity_val_steps=0,
                          use_distributed_sampler=False, enable_checkpointing=False, logger=False,
                          enable_model_summary=False, enable_progress_bar=False)
+    # Lightning (2.6+) broadcasts rank 0's SIGTERM flag before every step: a second collective per
+    # step that makes each rank wait for the slowest one's optimizer step and batch end, time the
+    # balancer would read as the faster rank's own work; on a GPU rank it also round-trips a CUDA
+    # tensor through the host. ranks.py already ends every rank when one is signalled or lost.
+    epoch_loop = trainer.fit_loop.epoch_loop
+    if hasattr(epoch_loop, "_broadcast_sigterm_tensor"):
+        epoch_loop._broadcast_sigterm_tensor = lambda: None
     try:
         trainer.fit(module, datamodule=dm)
     except Exception as e:
@@ -217,8 +268,11 @@ def run_round(build: Builder, devices: list[str], shares: list[int], threads: li
         if lost is not None:
             raise lost from e
         raise
-    timed = strategy.busy_s[warmup:] or strategy.busy_s
-    busy = statistics.median(timed) if timed else 0.0
+
+    def median(xs: list[float]) -> float:
+        timed = xs[warmup:] or xs
+        return statistics.median(timed) if timed else 0.0
+
     periods = [b - a for a, b in zip(strategy.exits[warmup:], strategy.exits[warmup + 1:])]
     samples = strategy.totals[warmup + 1:]
     rate = sum(samples) / sum(periods) if periods else 0.0
@@ -226,16 +280,24 @@ def run_round(build: Builder, devices: list[str], shares: list[int], threads: li
     if len(periods) >= 2:
         sr = step_rate(periods, statistics.fmean(samples))
         rate, ci = sr.samples_per_sec, (sr.ci_low, min(sr.ci_high, CI_UNBOUNDED))
-    every: list[float | None] = [None] * len(devices)
-    dist.all_gather_object(every, busy)
-    return Round(list(shares), [float(b) for b in every], rate, len(periods), ci)
+    mine_ = (median(strategy.busy_s), median(strategy.compute_s), median(strategy.wait_s),
+             statistics.median(periods) if periods else 0.0, rate, ci)
+    every: list = [None] * len(devices)
+    dist.all_gather_object(every, mine_)
+    busy, compute, wait, step, rates, cis = (list(x) for x in zip(*every))
+    if exchange:  # every rank timed the same steps: rank 0's figures are everyone's
+        return Round(list(shares), busy, rates[0], len(periods), cis[0], compute, wait, step[0],
+                     [rates[0] * b / sum(shares) for b in shares])
+    return Round(list(shares), busy, sum(rates), len(periods), (sum(c[0] for c in cis), sum(c[1] for c in cis)),
+                 compute, wait, max(step), rates)
 
 
 def balance_run(build: Builder, devices: list[str], total: int, rates_alone: list[float],
-                threads: list[int | None], steps: int, warmup: int = 2, precision: str = "32-true",
+                threads: list[int | None], steps: int, warmup: int = 2, precision: str | list[str] = "32-true",
                 rank_timeout_s: float = RANK_TIMEOUT, max_rounds: int = balance.MAX_ROUNDS) -> Balanced:
-    """Split `total` by the rates alone, then re-balance from the busy times until the ranks' step
-    times are within balance.BALANCED of each other (or `max_rounds` ran); a rank whose share is
+    """Split `total` by the rates alone, then re-balance from the busy times of every round so far
+    (balance.rebalance) until the ranks' step times are within balance.BALANCED of each other (or
+    `max_rounds` ran); a rank whose share is
     under balance.MIN_SHARE before and after re-balancing is dropped (`dropped`) after one round."""
     out = Balanced()
     shares = balance.split(total, rates_alone)
@@ -244,7 +306,7 @@ def balance_run(build: Builder, devices: list[str], total: int, rates_alone: lis
         out.rounds.append(r)
         if r.imbalance <= balance.BALANCED:
             break
-        nxt = balance.rebalance(shares, r.busy_s)
+        nxt = balance.rebalance([(x.shares, x.busy_s) for x in out.rounds])
         small = sorted(set(balance.too_small(shares)) & set(balance.too_small(nxt)))
         if small:  # re-balancing a share this small cannot win: its fixed cost dominates
             out.dropped = small
@@ -253,6 +315,12 @@ def balance_run(build: Builder, devices: list[str], total: int, rates_alone: lis
             break  # one sample either way is the finest step there is
         shares = nxt
     return out
+
+
+def precision_plugin(precision: str, device: str) -> Precision:
+    """One rank's precision, for its own device (fp16 with its own loss scaler)."""
+    kind = torch.device(device).type
+    return MixedPrecision(precision, device=kind) if precision.endswith("-mixed") else Precision()
 
 
 class _Clock(pl.Callback):
@@ -277,7 +345,7 @@ def run_alone(build: Builder, rank: int, device: str, batch: int, threads: int |
     if threads:
         torch.set_num_threads(threads)
     clock = _Clock()
-    plugin = MixedPrecision(precision, device=dev.type) if precision.endswith("-mixed") else Precision()
+    plugin = precision_plugin(precision, device)
     module, dm = build(rank, batch)
     trainer = pl.Trainer(accelerator="gpu" if dev.type == "cuda" else "cpu",
                          devices=[dev.index or 0] if dev.type == "cuda" else 1, plugins=[plugin],

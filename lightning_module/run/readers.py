@@ -11,6 +11,7 @@ import os
 import threading
 import time
 
+from ..contract import cores
 from ..contract.contention import GpuState, Reading
 
 log = logging.getLogger(__name__)
@@ -121,6 +122,42 @@ def usable_cpus() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:
         return os.cpu_count() or 1
+
+
+def physical_cores(root: str = "/sys/devices/system/cpu") -> list[list[int]]:
+    """The CPUs this process may use, grouped into physical cores (hyper-thread siblings together)
+    from Linux's topology files; a CPU without them is its own core."""
+    try:
+        cpus = sorted(os.sched_getaffinity(0))
+    except AttributeError:
+        cpus = list(range(os.cpu_count() or 1))
+    core_of = {}
+    for c in cpus:
+        try:
+            with open(f"{root}/cpu{c}/topology/physical_package_id") as pkg, open(f"{root}/cpu{c}/topology/core_id") as core:
+                core_of[c] = (int(pkg.read()), int(core.read()))
+        except (OSError, ValueError):
+            pass
+    return cores.by_core(cpus, core_of)
+
+
+def pin(cpus: list[int]) -> None:
+    """Every thread of this process on `cpus`, and the threads and loader workers it starts later.
+    Linux's affinity is per thread: pinning only the calling thread leaves torch's OpenMP pool,
+    made earlier, on the CPUs it had (a rank measured alone after another rank, in one process,
+    would run on that other rank's CPUs)."""
+    if not hasattr(os, "sched_setaffinity"):
+        return
+    try:
+        tids = [int(t) for t in os.listdir("/proc/self/task")]
+    except OSError:
+        tids = [0]
+    for tid in tids:
+        try:
+            os.sched_setaffinity(tid, cpus)
+        except OSError:  # a thread that ended meanwhile
+            pass
+    os.sched_setaffinity(0, cpus)
 
 
 def gpu_state(device_index: int = 0, own_pids: set[int] | None = None, nvml=None) -> GpuState | None:

@@ -130,6 +130,22 @@ def test_cpu_too_through_the_cli_with_a_cpu_standing_in_for_the_gpu(tmp_path, mo
     assert g.kept == (g.samples_per_sec_ci[0] > g.ranks[0].samples_per_sec_alone)
     assert "cpu too: alone" in done.stdout + done.stderr
     assert (done.stdout + done.stderr).count("probe: mlp") == 1  # the CPU rank trained along, silently
+    # Each rank at its own precision (an fp32 pick: both fp32) and on its own cores, whole ones
+    from lightning_module.contract import cores
+    from lightning_module.run.readers import physical_cores
+
+    assert [x.precision for x in g.ranks] == ["32-true", "32-true"] and g.precision == "32-true"
+    assert [x.threads for x in g.ranks] == [c.threads for c in cores.gpu_and_cpu(physical_cores(), host_cpus=1)]
+
+
+def test_the_cpu_rank_computes_in_bf16_only_where_its_cpu_has_it_natively():
+    from lightning_module.run.cpu_too import cpu_precision
+
+    assert cpu_precision("bf16-mixed", ["avx2", "avx512f", "avx512_bf16"]) == "bf16-mixed"
+    assert cpu_precision("16-mixed", ["amx_bf16", "amx_tile"]) == "bf16-mixed"  # an fp16 GPU beside an AMX CPU
+    assert cpu_precision("16-mixed", ["asimd", "bf16"]) == "bf16-mixed"  # Graviton3's Arm BF16
+    assert cpu_precision("bf16-mixed", ["avx2", "fma", "avx512f"]) == "32-true"  # emulated bf16 is slower
+    assert cpu_precision("32-true", ["avx512_bf16"]) == "32-true"  # the GPU won in fp32: so does the pair
 
 
 def test_cpu_too_needs_a_gpu(cli, tmp_path):
