@@ -16,7 +16,6 @@ import torch
 from torch import nn
 
 from lightning_module.contract import balance
-from lightning_module.contract.result import RESULT_SCHEMA_VERSION
 from lightning_module.run.hetero import FORCE_MIXED_ENV
 from lightning_module.run.readers import usable_cpus
 
