@@ -20,9 +20,10 @@ After balancing, the breakdown (--no-breakdown skips it) says where the efficien
 factors measured each on its own: each rank alone at its share together (smaller batches), both
 ranks at once with no gradients exchanged (what they cost each other through the machine: memory
 bandwidth, caches, clocks), and together (the exchange: its tail that backward did not hide, and
-the imbalance); with every round's per-rank forward+backward, optimizer+batch and exchange times,
-and one round with the exchange after backward (what the overlap buys). It times things: run it
-on a quiet machine.
+the imbalance); with every round's per-rank forward+backward, optimizer+batch and exchange times.
+The last round is the balanced split again with the exchange after backward (hetero.balance_run
+runs it, as --cpu-too does): 'together' is the faster of the two, what the overlap buys or costs.
+It times things: run it on a quiet machine.
 """
 
 from __future__ import annotations
@@ -211,17 +212,15 @@ def main() -> int:
         pin(c.cpus[rank] if c.cpus else everything)
         out = hetero.balance_run(builder(c), c.devices, c.total, c.rates_alone, c.threads, args.steps,
                                  warmup=2, precision=c.precisions)
-        best = max(out.rounds, key=lambda r: r.samples_per_sec)
+        best = out.final  # the balanced split, overlapped or after backward, whichever was faster
         diagnose = not args.no_breakdown and not out.dropped
-        if diagnose:  # every rank runs these: both at once without exchange, then the exchange after backward
+        if diagnose:  # every rank runs this: both at once without exchange
             apart = hetero.run_round(builder(c), c.devices, best.shares, c.threads, args.steps, 2, c.precisions,
                                      exchange=False)
-            late = hetero.run_round(builder(c), c.devices, best.shares, c.threads, args.steps, 2, c.precisions,
-                                    overlap=False)
         if rank != 0:
             continue
         for i, r in enumerate(out.rounds):
-            show_round(c.name, f"round {i + 1}", r)
+            show_round(c.name, f"round {i + 1}" + ("" if r.overlap else ", exchange after backward"), r)
         for i in out.dropped:
             print(f"{c.name}: rank {i} dropped: its share {out.final.shares[i]} is under "
                   f"{balance.MIN_SHARE:.0%} of the batch, where its fixed per-step cost dominates", flush=True)
@@ -235,7 +234,6 @@ def main() -> int:
               f"{verdict} ({time.perf_counter() - t0:.0f} s)", flush=True)
         if diagnose:
             show_round(c.name, "both at once, no exchange", apart)
-            show_round(c.name, "exchange after backward (not overlapped)", late)
             at_shares = []
             for r, dev in enumerate(c.devices):  # rank 1 waits (the next case, or exits): each alone at its share
                 pin(c.cpus[r] if c.cpus else everything)

@@ -104,8 +104,8 @@ out = balance_run(build, ["cpu", "cpu"], total=64, rates_alone=[MS_PER_SAMPLE[1]
 if this_rank() == 0:
     with open(sys.argv[1], "w") as f:
         json.dump({"dropped": out.dropped,
-                   "rounds": [{"shares": r.shares, "busy_s": r.busy_s, "samples_per_sec": r.samples_per_sec}
-                              for r in out.rounds]}, f)
+                   "rounds": [{"shares": r.shares, "busy_s": r.busy_s, "samples_per_sec": r.samples_per_sec,
+                               "overlap": r.overlap} for r in out.rounds]}, f)
 '''
 
 
@@ -212,13 +212,26 @@ def test_the_exchange_is_exact_at_each_ranks_own_precision_fp16_scaled_beside_bf
     assert (want - whole32).abs().max() > 1e-5  # the precisions did change the gradient: a real check
 
 
+def test_the_round_kept_is_the_faster_of_the_balanced_split_and_its_after_backward_twin():
+    from lightning_module.run.hetero import Balanced, Round
+
+    def rnd(sps, overlap):
+        return Round([48, 16], [0.1, 0.1], sps, 6, overlap=overlap)
+
+    assert Balanced([rnd(90.0, True), rnd(100.0, True), rnd(120.0, False)], compared=True).final.overlap is False
+    assert Balanced([rnd(90.0, True), rnd(130.0, True), rnd(120.0, False)], compared=True).final.samples_per_sec == 130
+    assert Balanced([rnd(90.0, True), rnd(100.0, True)]).final.samples_per_sec == 100  # nothing compared
+
+
 @two_ranks
 def test_the_balancer_brings_unequal_ranks_within_ten_percent(tmp_path):
     out = tmp_path / "rounds.json"
     run_script(tmp_path, BALANCE, out)
     got = json.loads(out.read_text())
-    rounds = got["rounds"]
-    assert got["dropped"] == []
+    rounds, twin = got["rounds"][:-1], got["rounds"][-1]
+    assert got["dropped"] == [] and all(r["overlap"] for r in rounds)
+    # the balanced split is run once more with the exchange after backward, the faster one kept
+    assert not twin["overlap"] and twin["shares"] == rounds[-1]["shares"]
     first, last = rounds[0], rounds[-1]
     assert first["shares"] == [32, 32] and balance.imbalance(first["busy_s"]) > 0.5  # 3x slower: far apart
     assert balance.imbalance(last["busy_s"]) <= balance.BALANCED, rounds
