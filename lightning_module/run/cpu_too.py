@@ -141,7 +141,7 @@ def measure_gpu_and_cpu(settings: MeasureSettings, final: ProbeConfig) -> GpuAnd
         note = (f"the ranks' step times stayed {last.imbalance:.0%} apart after {len(out.rounds)} round(s) "
                 f"(balanced: within {balance.BALANCED:.0%})")
     if out.compared and not last.overlap:
-        after = "the gradient exchange after backward (faster here than overlapped with it: no spare CPU to run it on)"
+        after = "the gradient exchange after backward (measured faster here than overlapped with backward)"
         note = f"{note}; {after}" if note else after
     return GpuAndCpu(
         ranks=[RankShare(device=kinds[i], batch_size=last.shares[i], threads=threads[i], precision=precisions[i],

@@ -320,10 +320,10 @@ def balance_run(build: Builder, devices: list[str], total: int, rates_alone: lis
             break  # one sample either way is the finest step there is
         shares = nxt
     if not out.dropped and len(devices) > 1:
-        # Overlap needs a CPU to run the exchange on while backward computes: where every core
-        # already computes (no spare hardware thread), the exchange slows backward more than it
-        # hides (a 16-vCPU host, 1 thread per core: 1,724 samples/s overlapped, 2,235 after
-        # backward). So the balanced split is also run with the exchange after backward, and the
+        # Overlap runs the exchange on a CPU backward also wants: where no hardware thread is
+        # spare it can cost more than it hides, and which wins varies (two runs on one 16-vCPU
+        # host, 1 thread per core: 1,724 overlapped vs 2,235 after backward, then 2,346 vs 2,085
+        # samples/s). So the balanced split is also run with the exchange after backward and the
         # faster kept; every rank sees rank 0's figures, so all keep the same one.
         last = out.rounds[-1]
         out.rounds.append(run_round(build, devices, last.shares, threads, steps, warmup, precision, rank_timeout_s,
