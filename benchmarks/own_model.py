@@ -1,7 +1,7 @@
 """Your own model, end to end: each example in examples/ probed here, its recorded shape, the memory
 fit's error on a batch size held out of the fit, and what recommend then says of it.
 
-    python benchmarks/own_model.py                 # both examples: a few minutes on a 2-core CPU
+    python benchmarks/own_model.py                 # the three examples: a few minutes on a 2-core CPU
     python benchmarks/own_model.py --max-seconds 2
 
 For each example: a probe without the ladder (the baseline at its own batch size, then the memory
@@ -30,41 +30,38 @@ sys.path.insert(0, ROOT)
 EXAMPLES = {
     "tinylm (its own loader)": ["--workload", "examples.tinylm:TinyLM", "--init-args", '{"d_model": 64, "layers": 2}'],
     "tabular (DataModule, LightningCLI config)": ["--config", "examples/tabular.yaml"],
+    "recommender (sparse embedding tables, two optimizers)": [
+        "--workload", "examples.recommender:Recommender", "--init-args", '{"users": 100000, "items": 20000}'],
 }
 TARGET = 0.10
 
 
-def held_out(result_json: str, args: list[str], factor: int = 4) -> tuple[int, float, float | None]:
+def held_out(result_json: str, factor: int = 4) -> tuple[int, float, float | None]:
     """The winner at factor x its batch, a few steps: (batch, measured peak GiB, fitted GiB)."""
-    from advisor.commands.common import user_workload
     from lightning_module.contract.options import MeasureSettings
-    from lightning_module.contract.result import WorkloadSpec, parse_result
+    from lightning_module.contract.result import parse_result
     from lightning_module.run.measure import measure, quiet_lightning
 
     quiet_lightning()
     with open(result_json) as f:
         r = parse_result(f.read())
-    ns = argparse.Namespace(workload=None, datamodule=None, init_args=None, data_init_args=None, config=None)
-    for flag, value in zip(args[::2], args[1::2]):
-        setattr(ns, flag.lstrip("-").replace("-", "_"), value)
-    u = user_workload(ns, "resnet50")
-    spec = WorkloadSpec(model=u.model, datamodule=u.datamodule, init_args=u.init_args, data_init_args=u.data_init_args,
-                        batch_size=r.config.batch_size)
+    spec = r.workload.model_copy(update={"batch_size": r.config.batch_size})  # the probe's own, optimizer included
     bs = r.config.batch_size * factor
     m = measure(replace(MeasureSettings(spec), warmup_steps=1, max_steps=3, target_ci=0.0),
                 r.config.model_copy(update={"batch_size": bs}))
     return bs, m.peak_memory_gib, r.shape.memory.gib_at(bs) if r.shape.memory else None
 
 
-def machine_type() -> str:
-    """A catalog type this machine can be (CPU vendor, vCPUs, GPUs): recommend uses labelled probes."""
+def machine_type() -> str | None:
+    """A catalog type this machine can be (CPU vendor, vCPUs, GPUs), or None: the probe is then filed
+    unlabelled, and recommend uses it as a measurement of its device off EC2."""
     from catalog.io import SNAPSHOT_PATH, load
     from lightning_module.contract.instance_label import contradictions
     from lightning_module.run.hardware import fingerprint
 
     hw = fingerprint()
-    return next(name for name, it in sorted(load(SNAPSHOT_PATH).instance_types.items())
-                if not contradictions(it, hw) and it.accelerator_kind in ("none", "gpu"))
+    return next((name for name, it in sorted(load(SNAPSHOT_PATH).instance_types.items())
+                 if not contradictions(it, hw) and it.accelerator_kind in ("none", "gpu")), None)
 
 
 def main() -> int:
@@ -74,15 +71,17 @@ def main() -> int:
                                              "this machine's hardware does not contradict)")
     a = ap.parse_args()
     a.instance_type = a.instance_type or machine_type()
-    print(f"probes filed as {a.instance_type}")
-    env = {**os.environ, "PYTHONPATH": ROOT}
+    print(f"probes filed as {a.instance_type}" if a.instance_type else "probes filed unlabelled (no catalog type "
+          "matches this machine's hardware): recommend takes them as measurements of their device off EC2")
+    label = ["--instance-type", a.instance_type] if a.instance_type else []
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")]))}
     advisor = [sys.executable, "-m", "advisor.cli"]
     with tempfile.TemporaryDirectory() as tmp:
         for name, args in EXAMPLES.items():
             out, db = os.path.join(tmp, "r.json"), os.path.join(tmp, f"{len(name)}.db")
             print(f"== {name}: advisor probe {' '.join(args)}")
             p = subprocess.run([*advisor, "probe", *args, "--no-tune", "--max-seconds", a.max_seconds,
-                                "--instance-type", a.instance_type, "--store", db, "--output", out],
+                                *label, "--store", db, "--output", out],
                                cwd=ROOT, env=env, capture_output=True, text=True, check=False)
             if p.returncode:
                 print(p.stderr.strip().splitlines()[-1])
@@ -92,7 +91,7 @@ def main() -> int:
             for line in p.stdout.splitlines():
                 if line.split(":")[0] in ("best", "workload", "memory fit", "intensity", "data pipeline"):
                     print("  " + line)
-            bs, measured, fitted = held_out(out, args)
+            bs, measured, fitted = held_out(out)
             if fitted is None:
                 print(f"  held out: batch {bs}: {measured:.4f} GiB measured; no fit ({shape['memory'] and shape['memory']['note']})")
             else:
@@ -105,16 +104,20 @@ def main() -> int:
             if rec.returncode:
                 print("  recommend: " + rec.stderr.strip().splitlines()[-1])
                 continue
-            for row in json.loads(rec.stdout)["recommendations"][:3]:
-                print(f"  recommend: {row['instance_type']} x{row['count']} {row['throughput_source']} "
+            doc = json.loads(rec.stdout)
+            rows, what = (doc["recommendations"], "recommend") if doc["recommendations"] else (
+                doc["closest"], "recommend (nothing meets both; closest)")
+            for row in rows[:3]:
+                print(f"  {what}: {row['instance_type']} x{row['count']} {row['throughput_source']} "
                       f"{row['samples_per_sec']:,.0f}/s; notes: {'; '.join(row['notes']) or '-'}")
     # The training-run callback's cost per step (benchmarks/callback_overhead.py has the whole picture).
     from callback_overhead import hook_cost
 
     for step_s in (0.001, 0.01):
-        median, mean, every = hook_cost(step_s, steps=int(2.0 / step_s))
-        print(f"ThroughputCallback per step of {step_s * 1000:g} ms: median {median * 1e6:.1f} us, mean "
-              f"{mean * 1e6:.1f} us ({mean / step_s:.2%}); the machine looked at every {every} steps")
+        median, mean, cpu, every = hook_cost(step_s, steps=int(2.0 / step_s))
+        print(f"ThroughputCallback per step of {step_s * 1000:g} ms: wall median {median * 1e6:.1f} us, mean "
+              f"{mean * 1e6:.1f} us; its own CPU time {cpu * 1e6:.1f} us ({cpu / step_s:.2%}); the machine looked "
+              f"at every {every} steps")
     return 0
 
 
