@@ -22,8 +22,6 @@ one warning line and no record.
 
 from __future__ import annotations
 
-import inspect
-import json
 import math
 import re
 import time
@@ -44,7 +42,6 @@ from ..contract.reliability import reasons, summarise
 from ..contract.result import (
     BUILTIN_MODELS,
     MAX_BATCH_SIZE,
-    TUNED_ARGS,
     HardwareFingerprint,
     MemoryFit,
     ProbeConfig,
@@ -64,6 +61,7 @@ from .measure import model_facts
 from .peaks import TrafficCounter, datasheet_peak_tflops, flop_counter
 from .preview import pipeline_rate
 from .readers import gpu_state, load_average, own_process_tree, read_now, usable_cpus
+from .run_workload import TrainingRunError, chosen_args, class_path, cli_optimizers
 
 # The machine is looked at every k steps, k chosen so that the looks cost at most this share of
 # the steps' time (a look reads /proc: ~50-90 us on a busy 2-CPU VM, more with many CPUs).
@@ -98,37 +96,6 @@ def _strategy(strategy) -> str:
     return "auto" if name in ("singledevice", "") else name[:100]
 
 
-class TrainingRunError(ValueError):
-    """The callback cannot measure this run, or was set up wrong; the message is one line."""
-
-
-def class_path(cls: type) -> str:
-    return f"{cls.__module__}:{cls.__qualname__}"
-
-
-def chosen_args(obj) -> dict:
-    """The constructor arguments Lightning saved (save_hyperparameters), without those left at their
-    defaults nor the loader's knobs the probe tunes: what one types after --init-args."""
-    hp = getattr(obj, "hparams", None)
-    if not hp:
-        return {}
-    try:
-        params = inspect.signature(type(obj).__init__).parameters
-    except (TypeError, ValueError):
-        params = {}
-    out = {}
-    for k, v in dict(hp).items():
-        p = params.get(k)
-        if k in TUNED_ARGS or (p is not None and p.default is not inspect.Parameter.empty and p.default == v):
-            continue
-        try:
-            out[k] = json.loads(json.dumps(v))
-        except (TypeError, ValueError):
-            raise TrainingRunError(f"hyper-parameter {k!r} of {type(obj).__name__} is a {type(v).__name__}, not JSON: "
-                                   "pass init_args= (or data_init_args=) to name the workload") from None
-    return out
-
-
 class ThroughputCallback(Callback):
     """Times your training run's steps as the probe does and writes one `training run` result.
 
@@ -136,7 +103,9 @@ class ThroughputCallback(Callback):
     default_root_dir); store: a results store to add it to (`advisor.ResultStore()`), instead of or
     beside the file. workload: what was trained, as `advisor recommend --workload` names it (default:
     the LightningModule's class, "package.module:Class"); init_args / data_init_args: its constructor
-    arguments (default: the saved hyper-parameters that differ from the constructor's defaults).
+    arguments (default: the saved hyper-parameters that differ from the constructor's defaults), and
+    the optimizer and scheduler when LightningCLI's optimizer: / lr_scheduler: replaced the module's
+    configure_optimizers() (run/run_workload.py), so the id is the probe's of the same config.
     instance_type: default from EC2's instance metadata, else none (the fingerprint then makes it a
     measured device of the model). warmup_steps, target_ci: the probe's defaults. count_flops=False:
     the first step is not counted (no FLOPs nor memory traffic per sample); time_pipeline=False: the
@@ -373,6 +342,9 @@ class ThroughputCallback(Callback):
                 "init_args": self.init_args if self.init_args is not None else chosen_args(pl_module) if own else {},
                 "data_init_args": (self.data_init_args if self.data_init_args is not None
                                    else chosen_args(dm) if dm is not None and own else {})}
+        # LightningCLI's optimizer: / lr_scheduler: replace the module's own, so they name the workload
+        # as they do the probe's (the module's own configure_optimizers(): nothing, as in the probe)
+        spec["optimizer"], spec["lr_scheduler"] = cli_optimizers(pl_module, trainer)
         if model.startswith("__main__:"):
             rank_zero_warn(f"advisor: the workload is named {model}: a class in a script has no importable name; "
                            "pass workload='package.module:Class' for a probe and recommend to find it")
