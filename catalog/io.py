@@ -110,6 +110,8 @@ def read_bytes(path: str | Path, what: str, limit: int, error: type[Exception] =
         raise error(f"{what} {path} is a directory, not a file") from None
     except OSError as e:
         raise error(f"{what} {path}: {e.strerror or e}") from None
+    except ValueError:  # a NUL in the path: no file can have that name
+        raise error(f"{what} {str(path)!r}: not a usable file name (it holds a NUL character)") from None
     if len(data) > limit:
         raise error(f"{what} {path} is larger than {limit / 2**20:g} MiB: not one of the advisor's files")
     return data
