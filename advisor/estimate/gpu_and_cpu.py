@@ -54,6 +54,9 @@ class GpuAndCpuGain:
     high: float
     source: str  # "measured" (a --cpu-too probe of this type) | "estimated"
     basis: dict
+    # The instance's samples/s with the CPU training beside the GPUs (mid, low, high): the "GPU + CPU"
+    # candidate's throughput and band (advisor.estimate.throughput.cpu_variant).
+    together: tuple[float, float, float]
 
     @property
     def variant(self) -> bool:
@@ -62,22 +65,26 @@ class GpuAndCpuGain:
 
     @property
     def worth_probing(self) -> bool:
-        """Not measured here, and the band reaches a gain: `--cpu-too` would tell."""
-        return self.source == "estimated" and self.high > 0 >= self.low
+        """Not measured here, and the band reaches a gain: `--cpu-too` would tell (a variant offered on
+        the estimate is measured by the same probe)."""
+        return self.source == "estimated" and self.high > 0
 
     def words(self) -> str:
         return (f"GPU + CPU: {self.gain:+.0%} expected ({self.low:+.0%} to {self.high:+.0%}, {self.source}: "
                 f"{self.basis['from']})")
 
 
-def from_probe(r) -> GpuAndCpuGain:
-    """A --cpu-too probe of this very type: its together figure against the GPU alone."""
+def from_probe(r, gpus: float) -> GpuAndCpuGain:
+    """A --cpu-too probe of this very type: its together figure and CI against the GPU alone, applied
+    to the type's own figure `gpus` (samples/s of the GPUs alone; the same probe's final rung when it is the newest)."""
     g = r.gpu_and_cpu
     alone = g.ranks[0].samples_per_sec_alone
     lo, hi = g.samples_per_sec_ci
-    return GpuAndCpuGain(g.gain, lo / alone - 1, hi / alone - 1, "measured",
+    low, high = lo / alone - 1, hi / alone - 1
+    return GpuAndCpuGain(g.gain, low, high, "measured",
                          {"from": f"your --cpu-too probe {r.result_id[:8]}", "result_id": r.result_id,
-                          "kept": g.kept, "efficiency": round(g.efficiency, 4)})
+                          "kept": g.kept, "efficiency": round(g.efficiency, 4)},
+                         (gpus * (1 + g.gain), gpus * (1 + low), gpus * (1 + high)))
 
 
 def measured_inputs(g, gradient_bytes: float) -> tuple[float, float] | None:
@@ -125,16 +132,23 @@ def estimate(it: InstanceType, gpus: tuple[float, float, float], batch: int, cpu
         x_lo, x_mid, x_hi = _figures(EXCHANGE_GBS_RANGE)
         src = "e and the exchange from the H100 figures (docs/benchmarks.md)"
 
-    def gain(g: float, c: float, e: float, gbs: float) -> float:
+    def together(g: float, c: float, e: float, gbs: float) -> float:
         t = batch * n / g
-        return (g * t + e * c * t) / (t + gradient_bytes / gbs / 1e9) / g - 1
+        return (g * t + e * c * t) / (t + gradient_bytes / gbs / 1e9)
+
+    def gain(g: float, c: float, e: float, gbs: float) -> float:
+        return together(g, c, e, gbs) / g - 1
 
     mid = gain(g_mid, cpu.per_device, e_mid, x_mid)
     low = gain(g_high, cpu.low, e_lo, x_lo)
     high = gain(g_low, cpu.high, e_hi, x_hi)
+    # The pair's own band: together rises with every input (while e C x < B, always at these sizes).
+    t_mid = g_mid * (1 + mid)
+    t_lo, t_hi = together(g_low, cpu.low, e_lo, x_lo), together(g_high, cpu.high, e_hi, x_hi)
     basis = {"from": f"{left} vCPUs' estimate, {src}", "cpu_vcpus": left, "loader_vcpus": loaders,
              "cpu_samples_per_sec": round(cpu.per_device, 2), "cpu_low": round(cpu.low, 2), "cpu_high": round(cpu.high, 2),
              "combining_efficiency": [round(e_lo, 3), round(e_mid, 3), round(e_hi, 3)], "exchange_gbs": [round(x_lo, 3), round(x_mid, 3), round(x_hi, 3)],
              "gradient_bytes": gradient_bytes, "batch_per_device": batch,
              "model": "together = (B + e C T) / (T + gradient bytes / exchange rate), T = B / G"}
-    return GpuAndCpuGain(mid, min(low, mid), max(high, mid), "estimated", basis)
+    return GpuAndCpuGain(mid, min(low, mid), max(high, mid), "estimated", basis,
+                         (t_mid, min(t_lo, t_mid), max(t_hi, t_mid)))

@@ -88,6 +88,24 @@ class Throughput:
     network_note: str | None = None  # the assumption made about its network, when one was
     # What the host's CPU would add training beside the GPUs (None: not a GPU type, or no way to say)
     gpu_and_cpu: gpu_and_cpu.GpuAndCpuGain | None = None
+    # None: the GPUs alone (or a CPU type); "gpu_and_cpu": the same type with its CPU training beside
+    # the GPUs, a candidate of its own (cpu_variant)
+    variant: str | None = None
+
+
+GPU_AND_CPU = "gpu_and_cpu"
+
+
+def cpu_variant(th: Throughput) -> Throughput | None:
+    """The type's "GPU + CPU" candidate, where its gain's band lies above zero (GpuAndCpuGain.variant):
+    the pair's throughput and band, measured when a --cpu-too probe of this type says so. No figures
+    across instances (the pair has only run on one: the planner ranks it at one instance)."""
+    g = th.gpu_and_cpu
+    if g is None or not g.variant or th.variant is not None:
+        return None
+    mid, low, high = g.together
+    return replace(th, samples_per_sec=mid, low=low, high=high, source="measured" if g.source == "measured" else "estimated",
+                   notes=list(th.notes), multi_node={}, variant=GPU_AND_CPU)
 
 
 @dataclass
@@ -304,7 +322,7 @@ class ThroughputModel:
     def _gpu_and_cpu(self, it: InstanceType, th: Throughput) -> gpu_and_cpu.GpuAndCpuGain | None:
         """The "GPU + CPU" gain on this type: its own --cpu-too probe's, else the model's (estimate/gpu_and_cpu.py)."""
         if it.name in self._cpu_too:
-            return gpu_and_cpu.from_probe(self._cpu_too[it.name])
+            return gpu_and_cpu.from_probe(self._cpu_too[it.name], th.samples_per_sec)
         grads = self.facts.gradient_bytes()
         measured, batch = None, self.facts.best_batch or DEFAULT_BATCH
         for name, r in self._cpu_too.items():  # the newest probe's e and exchange rate, on another type

@@ -174,7 +174,7 @@ def candidate_table(doc: dict[str, Any], confidence: float) -> str:
                 f'{_span("throughput_high", r["throughput_high"], report.number(r["throughput_high"]))}</div>')
         spd = r["samples_per_dollar"]
         cells = [_td("rank", r["rank"], str(r["rank"]) if r["rank"] is not None else "-", num=True),
-                 _td("instance_type", r["instance_type"]), _td("count", r["count"], num=True),
+                 _td("instance_type", r["instance_type"], report.instance_label(r["instance_type"], r["variant"])), _td("count", r["count"], num=True),
                  _td("region", r["region"]), _td("market", r["market"]),
                  _td("samples_per_sec", r["samples_per_sec"], report.number(r["samples_per_sec"]), num=True, inner=band),
                  _td("throughput_source", r["throughput_source"], inner=_basis(r)),
@@ -306,6 +306,6 @@ def page(plan: Plan, rows: Rows, probe_commands: list[ProbeCommand], *, command_
 def _left_out(rs: list) -> str:
     if not rs:
         return ""
-    return (f" Not drawn: {len(rs)} row{'s' if len(rs) > 1 else ''} ({', '.join(f'{r.count} x {r.instance_type}' for r in rs)})"
+    return (f" Not drawn: {len(rs)} row{'s' if len(rs) > 1 else ''} ({', '.join(f'{r.count} x {report.instance_label(r.instance_type, r.variant)}' for r in rs)})"
             " whose time or cost a log axis cannot show (capacity already paid for costs $0; no throughput figure "
             "means no time).")

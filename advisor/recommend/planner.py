@@ -19,7 +19,7 @@ from lightning_module.contract.workload_facts import facts_for, facts_from_probe
 
 from ..errors import AdvisorError
 from ..estimate.predict import UNCALIBRATED
-from ..estimate.throughput import Exclusion, Throughput, ThroughputModel
+from ..estimate.throughput import Exclusion, Throughput, ThroughputModel, cpu_variant
 from . import rank as rk
 from . import spot
 from .jobspec import JobSpec
@@ -166,11 +166,12 @@ def build_plan(catalog: Catalog, job: JobSpec, measurements: list | None = None,
             continue
         res = model.evaluate(it, job.min_accelerator_memory_gib, job.require_dtype)
         (exclusions if isinstance(res, Exclusion) else throughputs).append(res)
+    # A type's "GPU + CPU" variant is a candidate of its own, on the same offers (Throughput.variant says which).
+    throughputs += [v for t in list(throughputs) if (v := cpu_variant(t)) is not None]
 
     K = job.max_instances
     types = _type_table(catalog, throughputs, facts.gradient_bytes(), K)
-    offers, bucket = _offer_table(catalog, job, regions, {t.instance_type: i for i, t in enumerate(throughputs)},
-                                  prices)
+    offers, bucket = _offer_table(catalog, job, regions, _type_index(throughputs), prices)
     rjob = rk.Job.of(job)
     cands = rk.evaluate(types, offers, rjob)
     # Ask for more than `top`: equal offers in several regions (and, for cheapest, several
@@ -200,7 +201,7 @@ def build_plan(catalog: Catalog, job: JobSpec, measurements: list | None = None,
         types=types, offers=offers, candidates=cands, job=rjob, objective=job.objective,
         pick=int(ranked[0]) if len(ranked) else None, instance_types=[catalog.instance_types[n] for n in types.names],
         precisions=[t.precision for t in throughputs], estimator=model, probe_budget_usd=job.probe_budget_usd,
-        uncalibrated=uncalibrated)
+        uncalibrated=uncalibrated, base=_bases(throughputs))
     return Plan(job=job, workload_id=spec.workload_id, types=types, offers=offers, candidates=cands,
                 ranked=ranked, closest=closest, probe=probe, probe_offers=probe_offers, throughputs=throughputs, exclusions=exclusions,
                 regions=regions, bucket=bucket, warnings=no_offer + model.warnings, no_offer=no_offer,
@@ -221,6 +222,7 @@ class Alternative:
 
     option: str  # as typed: --market any
     instance_type: str
+    variant: str | None  # as CandidateRow.variant
     count: int
     region: str
     market: str
@@ -243,7 +245,8 @@ def other_options(catalog: Catalog, job: JobSpec, rjob: rk.Job, throughputs: lis
             return False
         i = int(top[0])
         off = int(c.offer[i])
-        out.append(Alternative(option=option, instance_type=t.names[int(c.type_idx[i])], count=int(c.k[i]),
+        out.append(Alternative(option=option, instance_type=t.names[int(c.type_idx[i])],
+                               variant=throughputs[int(c.type_idx[i])].variant, count=int(c.k[i]),
                                region=regions[int(o.region_idx[off])], market=rk.MARKET_NAMES[int(o.market[off])],
                                hours=float(c.hours_q[i]), cost_usd=float(c.cost_q[i]), confidence=j.confidence))
         return True
@@ -253,8 +256,7 @@ def other_options(catalog: Catalog, job: JobSpec, rjob: rk.Job, throughputs: lis
             break
     if job.market != "any":
         wider = job.model_copy(update={"market": "any"})
-        any_offers, _ = _offer_table(catalog, wider, regions, {t.instance_type: i for i, t in enumerate(throughputs)},
-                                     prices)
+        any_offers, _ = _offer_table(catalog, wider, regions, _type_index(throughputs), prices)
         first("--market any", types, any_offers, rjob)
     if job.max_instances < MORE_INSTANCES:
         first(f"--max-instances {MORE_INSTANCES}", _type_table(catalog, throughputs, grad_bytes, MORE_INSTANCES), offers,
@@ -301,8 +303,9 @@ def collapse(c: rk.Candidates, offers: rk.OfferTable, idx: np.ndarray, top: int,
 
 def _type_table(catalog: Catalog, ths: list[Throughput], grad_bytes: float, K: int) -> rk.TypeTable:
     n = len(ths)
-    net = np.array([sustained_network_gbps(catalog.instance_types[t.instance_type])[0] or math.nan for t in ths],
-                   dtype=float)
+    # A "GPU + CPU" variant has no network figure: it has only run on one instance (k > 1 never ranked).
+    net = np.array([math.nan if t.variant else sustained_network_gbps(catalog.instance_types[t.instance_type])[0] or math.nan
+                    for t in ths], dtype=float)
     multi = np.full((n, K), np.nan)
     for i, t in enumerate(ths):
         for k, v in t.multi_node.items():
@@ -322,14 +325,31 @@ def _type_table(catalog: Catalog, ths: list[Throughput], grad_bytes: float, K: i
     )
 
 
-def _offer_table(catalog: Catalog, job: JobSpec, regions: list[str], type_index: dict[str, int],
+def _type_index(ths: list[Throughput]) -> dict[str, list[int]]:
+    """Instance type -> its rows of the type table: the GPUs alone, then its variants."""
+    out: dict[str, list[int]] = {}
+    for i, t in enumerate(ths):
+        out.setdefault(t.instance_type, []).append(i)
+    return out
+
+
+def _bases(ths: list[Throughput]) -> list[int]:
+    """Per row of the type table, the row of its GPUs alone (itself where it is not a variant)."""
+    alone = {t.instance_type: i for i, t in enumerate(ths) if t.variant is None}
+    return [i if t.variant is None else alone[t.instance_type] for i, t in enumerate(ths)]
+
+
+def _offer_table(catalog: Catalog, job: JobSpec, regions: list[str], type_index: dict[str, list[int]],
                  prices: Prices | None = None):
     cols: dict[str, list] = {k: [] for k in ("t", "r", "m", "p", "od", "b", "free")}
-    for ri, region in enumerate(regions):
+    # Each price once per row of its type: a type's variant is sold on the same offers.
+    layers = max((len(v) for v in type_index.values()), default=1)
+    for ri, region, layer in ((ri, r, la) for ri, r in enumerate(regions) for la in range(layers)):
         ro = catalog.offers.get(region)
         if ro is None:
             continue
-        t_idx = np.array([type_index.get(n, -1) for n in ro.instance_type], dtype=np.int64)
+        t_idx = np.array([type_index[n][layer] if len(type_index.get(n, ())) > layer else -1 for n in ro.instance_type],
+                         dtype=np.int64)
         market = np.array([rk.SPOT if m == "spot" else rk.ON_DEMAND for m in ro.market], dtype=np.int64)
         price = np.array(ro.usd_per_hour, dtype=float)
         free = np.zeros(len(price), dtype=np.int64)

@@ -11,6 +11,7 @@ from typing import Any
 
 from catalog.models import RESERVATION_NOTE
 
+from ..estimate.throughput import GPU_AND_CPU
 from ..output import emit, say
 from .jobspec import JobSpec
 from .planner import Plan
@@ -20,7 +21,7 @@ from .spot import bucket_label
 
 TABLE_COLUMNS = ("rank", "instance", "count", "region", "market", "samples/s (source)", "time",
                  "cost USD", "samples/$", "note")
-CSV_COLUMNS = ("rank", "instance_type", "count", "region", "market", "samples_per_sec", "throughput_source",
+CSV_COLUMNS = ("rank", "instance_type", "variant", "count", "region", "market", "samples_per_sec", "throughput_source",
                "throughput_low", "throughput_high", "hours", "hours_pessimistic", "cost_usd",
                "hours_at_confidence", "cost_usd_at_confidence", "samples_per_dollar", "feasible", "reason", "budget_needed_usd", "deadline_needed_hours",
                "usd_per_hour", "precision", "scale_out_efficiency", "expected_interruptions", "interruption_bucket",
@@ -35,7 +36,7 @@ SHORT_RUN_HOURS = 1.0
 # The JSON/CSV record of a candidate: these fields of CandidateRow (advisor/recommend/rows.py, where
 # each is defined and typed), in this order. Two are derived in words here (reason, notes) and two
 # take their JSON form (also_counts as {count, hours}, interruption_bucket as its label, null on demand).
-RECORD_FIELDS = ("rank", "instance_type", "count", "region", "also_regions", "also_counts", "market",
+RECORD_FIELDS = ("rank", "instance_type", "variant", "count", "region", "also_regions", "also_counts", "market",
                  "samples_per_sec", "throughput_source", "throughput_low", "throughput_high", "hours",
                  "hours_pessimistic", "cost_usd", "hours_at_confidence", "cost_usd_at_confidence",
                  "samples_per_dollar", "feasible", "reason", "budget_needed_usd",
@@ -43,6 +44,13 @@ RECORD_FIELDS = ("rank", "instance_type", "count", "region", "also_regions", "al
                  "expected_interruptions", "interruption_bucket", "obtainable", "obtainable_reason", "gpu_and_cpu", "notes",
                  "basis")
 DERIVED_FIELDS = ("reason", "notes")
+# How a variant row names its instances in the table, the page and the plots (CandidateRow.variant).
+VARIANT_LABELS = {GPU_AND_CPU: "+ CPU"}
+
+
+def instance_label(instance_type: str, variant: str | None) -> str:
+    """`g5.xlarge`, or `g5.xlarge + CPU` for its GPU + CPU variant."""
+    return instance_type if variant is None else f"{instance_type} {VARIANT_LABELS[variant]}"
 
 
 def notes(r: CandidateRow) -> list[str]:
@@ -53,8 +61,10 @@ def notes(r: CandidateRow) -> list[str]:
     out += r.throughput_notes
     if r.gpu_and_cpu is not None:
         g = r.gpu_and_cpu
+        where = ("this row: the host's CPU training beside the GPUs, one instance only (the pair has not run "
+                 "across instances)" if r.variant else f"ranked as its own row, {instance_label(r.instance_type, GPU_AND_CPU)}")
         out.append(f"GPU + CPU variant: {g['gain']:+.0%} ({g['low']:+.0%} to {g['high']:+.0%}, {g['source']}: "
-                   f"{g['basis']['from']}; advisor probe --cpu-too)")
+                   f"{g['basis']['from']}; advisor probe --cpu-too): {where}")
     if r.estimate_anchor is not None:
         out.append(f"est. {r.throughput_low:,.0f}-{r.throughput_high:,.0f}/s from {r.estimate_anchor}")
     if r.overall_efficiency is not None:
@@ -183,7 +193,7 @@ def _display(r: CandidateRow, job: JobSpec) -> dict[str, Any]:
     why = reason(r, job)
     return {
         "rank": r.rank if r.rank is not None else "-",
-        "instance": r.instance_type,
+        "instance": instance_label(r.instance_type, r.variant),
         "count": r.count,
         "region": r.region,
         "market": r.market,
@@ -228,11 +238,13 @@ def needs(budget_needed_usd: float | None, deadline_needed_hours: float | None) 
 def summary_line(plan: Plan) -> str:
     j = plan.job
     n = len(plan.candidates)
+    pairs = sum(t.variant is not None for t in plan.throughputs)
+    types = f"{len(plan.throughputs) - pairs} instance types" + (f" (+{pairs} GPU + CPU)" if pairs else "")
     return (f"{plan.workload_id}: {j.samples:,.4g} samples, budget ${money(j.budget_usd)}, deadline "
             f"{duration(j.deadline_hours)}, objective {j.objective}, "
             f"{'point estimate' if not j.confidence else f'confidence {j.confidence:.0%}'}, market {j.market}, "
             f"up to {j.max_instances} "
-            f"instances; {len(plan.throughputs)} instance types x {len(plan.regions)} regions -> {n:,} candidates, "
+            f"instances; {types} x {len(plan.regions)} regions -> {n:,} candidates, "
             f"{int(plan.candidates.feasible.sum()):,} feasible; {plan.prices or 'list prices'}")
 
 
@@ -287,7 +299,7 @@ def head_lines(plan: Plan, rows: Rows) -> list[str]:
 def alternatives_line(plan: Plan) -> str:
     """Nothing fits: the other options that would, each alone."""
     return "Would fit instead, each option alone: " + "; ".join(
-        f"{a.option}: {a.count} x {a.instance_type} {a.market} in {a.region}, {duration(a.hours)} and "
+        f"{a.option}: {a.count} x {instance_label(a.instance_type, a.variant)} {a.market} in {a.region}, {duration(a.hours)} and "
         f"${money(a.cost_usd)} {f'at {a.confidence:.0%} confidence' if a.confidence else '(point estimate)'}"
         for a in plan.alternatives) + "."
 

@@ -59,7 +59,10 @@ class CandidateRow:
     throughput_notes: list[str]  # what the throughput model said (measurement age, devices used, caps)
     # The "GPU + CPU" variant (advisor/estimate/gpu_and_cpu.py): the host's CPU training beside the
     # GPUs (`advisor probe --cpu-too`), only where its gain's band is above zero; None: not offered.
+    # On the variant's own row and on its GPUs-alone row.
     gpu_and_cpu: dict[str, Any] | None = None
+    # None: the instances' GPUs alone; "gpu_and_cpu": the variant, its throughput and band the pair's
+    variant: str | None = None
     basis: dict[str, Any]  # where the throughput comes from, for JSON
     # Facts about getting the instances, filled by the command layer (advisor/commands/recommend.py):
     sold_by_reservation: bool = False  # catalog: AWS sells the type mostly by Capacity Block / reservation
@@ -86,7 +89,7 @@ class ProbeRow:
     saving_if_changed_usd: float
     covers: list[str]  # siblings (the same device in other sizes) whose estimates it re-anchors
     reason: str
-    # Run with --cpu-too: a "GPU + CPU" gain is possible on this type but not shown (gpu_and_cpu.py)
+    # Run with --cpu-too: a "GPU + CPU" gain is possible on this type, or offered on an estimate (gpu_and_cpu.py)
     cpu_too: bool = False
 
 
@@ -180,6 +183,7 @@ def candidate_row(plan: Plan, i: int, rank_no: int | None) -> CandidateRow:
         network_note=th.network_note if k > 1 else None,
         throughput_notes=list(th.notes),
         gpu_and_cpu=_variant(th.gpu_and_cpu),
+        variant=th.variant,
         basis=th.basis,
     )
 
@@ -212,7 +216,7 @@ def probe_rows(plan: Plan) -> list[ProbeRow]:
             region=plan.regions[int(plan.offers.region_idx[where.offer])],
             market=rk.MARKET_NAMES[int(plan.offers.market[where.offer])], usd_per_hour=where.usd_per_hour,
             probe_hours=where.hours, probe_cost_usd=p.usd, gain_usd=p.gain_usd, p_change=p.p_change,
-            saving_if_changed_usd=p.saving_if_changed, covers=sorted(plan.types.names[u] for u in p.covers),
+            saving_if_changed_usd=p.saving_if_changed, covers=sorted({plan.types.names[u] for u in p.covers}),
             reason=p.reason, cpu_too=th.gpu_and_cpu is not None and th.gpu_and_cpu.worth_probing,
         ))
     return out

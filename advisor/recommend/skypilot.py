@@ -4,7 +4,8 @@ SkyPilot (https://docs.skypilot.co/en/latest/reference/yaml-spec.html) tries `re
 order until one launches, recovers managed spot jobs (`sky jobs launch`) and starts `num_nodes`
 nodes. This writes the task for the rows recommend ranked: those with the first row's count (one
 task has one `num_nodes`), not known to be unobtainable (--check-account), in rank order; a spot row
-with on-demand fallback becomes its spot entry then its on-demand one. The YAML is written by hand
+with on-demand fallback becomes its spot entry then its on-demand one. A "GPU + CPU" variant row is
+left out, with the reason in a comment: the task cannot make your script train on the CPU too. The YAML is written by hand
 (JSON strings are YAML scalars): SkyPilot is never a dependency, and the core install has no YAML
 library. The advisor's figures and where they come from go in a comment block on top.
 """
@@ -15,12 +16,16 @@ import json
 import math
 
 from .planner import Plan
-from .report import duration, money, summary_line
+from .report import duration, instance_label, money, summary_line
 from .rows import CandidateRow, Rows
 
 MAX_ENTRIES = 8  # resources.ordered entries: past a handful SkyPilot's failover is slow to reach them
 MASTER_PORT = 29500  # torchrun's default rendezvous port
 TRAIN_SCRIPT = "train.py"  # the default of the task's TRAIN_SCRIPT env (sky launch --env TRAIN_SCRIPT=...)
+# A GPU + CPU row needs the heterogeneous strategy inside the training script; the task only starts it.
+VARIANT_LEFT_OUT = ("a GPU + CPU variant: the task runs your script with torchrun, one process per GPU; training on "
+                    "the CPU beside them needs the HeteroDDP strategy (lightning_module/run/hetero.py) inside your script, which "
+                    "the task cannot set up")
 
 
 def _q(s: str) -> str:
@@ -63,11 +68,16 @@ def run_lines(num_nodes: int) -> list[str]:
 def task_yaml(plan: Plan, rows: Rows) -> str:
     """The task file; AdvisorError-free: with nothing to run it says so in a comment and has no resources."""
     job = plan.job
-    chosen = [r for r in rows.candidates if rows.feasible and r.obtainable != "no"]
+    ranked = [r for r in rows.candidates if rows.feasible and r.obtainable != "no"]
+    chosen = [r for r in ranked if r.variant is None]
     head = ["# SkyPilot task written by instance-advisor (advisor recommend --format skypilot).",
             f"# {summary_line(plan)}"]
+    if len(chosen) < len(ranked):
+        head.append("# Left out: " + ", ".join(f"{r.rank}. {instance_label(r.instance_type, r.variant)} x{r.count}"
+                                               for r in ranked if r.variant is not None) + f" ({VARIANT_LEFT_OUT}).")
     if not chosen:
         why = ("nothing meets the budget and the deadline" if not rows.feasible
+               else "only GPU + CPU variants are ranked" if ranked
                else "no ranked candidate is obtainable (--check-account)")
         head.append(f"# No task: {why}; run recommend without --format skypilot for the closest candidates "
                     "and what they need.")

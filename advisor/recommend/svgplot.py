@@ -12,7 +12,7 @@ import numpy as np
 
 from .planner import Plan
 from .plot import STYLES, figures, log_limits, plot_points
-from .report import duration, money
+from .report import duration, instance_label, money
 from .rows import CandidateRow, Rows
 
 # The page's cloud: enough to see its shape, few enough that the page stays small (~100 B a point).
@@ -168,7 +168,7 @@ def _rows(rows: Rows, X, Y, src, confidence: float) -> list[str]:
             f'<text x="{_f(spot[0])}" y="{_f(spot[1])}" text-anchor="middle" dominant-baseline="middle">'
             f"{escape(tag)}</text>")
         figs = f"{duration(row_hours(r, confidence))}, ${money(r.cost_usd_at_confidence)}"
-        title = f"{tag} {r.count} x {r.instance_type}, {r.market}, {r.region}: {figs}" + (
+        title = f"{tag} {r.count} x {instance_label(r.instance_type, r.variant)}, {r.market}, {r.region}: {figs}" + (
             f" at {confidence:.0%} confidence" if confidence else "")
         out.append(f'<g class="row-point" data-i="{n}" data-rank="{r.rank if r.rank is not None else ""}" '
                    f'data-hours="{row_hours(r, confidence)!r}" data-cost="{r.cost_usd_at_confidence!r}">'

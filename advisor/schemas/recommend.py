@@ -33,6 +33,9 @@ class GpuAndCpuVariant(Row):
 class Candidate(Row):
     rank: int | None = Field(description="order under the objective; null for the closest candidates")
     instance_type: str
+    variant: Literal["gpu_and_cpu"] | None = Field(
+        description="null: the GPUs alone; gpu_and_cpu: the host's CPU training beside them (one instance; "
+                    "its throughput, time and cost are the pair's)")
     count: int = Field(description="instances running data-parallel")
     region: str
     also_regions: list[str] = Field(description="the same offer at the same price in these regions too")
@@ -60,7 +63,8 @@ class Candidate(Row):
     obtainable: Literal["yes", "no", "unknown"] | None = Field(description="--check-account; null: not checked")
     obtainable_reason: str | None
     gpu_and_cpu: GpuAndCpuVariant | None = Field(
-        description="the host's CPU training beside the GPUs: offered only when its gain's band is above zero")
+        description="the host's CPU training beside the GPUs: offered only when its gain's band is above zero "
+                    "(on the variant's row and its GPUs-alone row)")
     notes: list[str] = Field(description="the table's note column, part by part")
     basis: dict[str, Any] = Field(description="what the throughput rests on (docs/recommend.md#json-output)")
 
@@ -81,7 +85,8 @@ class ProbeNext(Row):
     saving_if_changed_usd: float
     covers: list[str] = Field(description="sizes of the same device whose estimates it re-anchors")
     reason: str
-    cpu_too: bool = Field(description="probe it with --cpu-too: the host's CPU beside the GPU might add")
+    cpu_too: bool = Field(description="probe it with --cpu-too: the host's CPU beside the GPU might add, "
+                                      "or its GPU + CPU variant rests on an estimate")
 
 
 class Outlook(Row):
@@ -114,6 +119,7 @@ class Command(Row):
 class Alternative(Row):
     option: str = Field(description="the option, as typed (--market any)")
     instance_type: str
+    variant: Literal["gpu_and_cpu"] | None = Field(description="as a recommend row's")
     count: int
     region: str
     market: Market

@@ -169,7 +169,7 @@ def after_probe_sds(types: rk.TypeTable, estimator) -> list[np.ndarray]:
 
 
 def beliefs(types: rk.TypeTable, instance_types: list[InstanceType], precisions: list[str],
-            probes: list[ProbeOffer | None], estimator) -> Beliefs:
+            probes: list[ProbeOffer | None], estimator, base: list[int] | None = None) -> Beliefs:
     """The bands as the value model reads them, and how the types' truths hang together, from the
     estimator: its re-anchoring rule (a probe of p moves u's estimate with weight 1 / (1 + d)^2, d
     its pair distance between their devices) and its calibrated band after a probe (log half-width
@@ -203,21 +203,27 @@ def beliefs(types: rk.TypeTable, instance_types: list[InstanceType], precisions:
         device_share=device / var, weight=1.0 / (1.0 + dd[dev][:, dev]) ** 2, measured=types.source == 0,
         moves=types.source == rk.SOURCE_NAMES.index("estimated"), group=np.array([index[k] for k in sib], dtype=np.int64),
         probe_usd=np.array([p.usd if p else np.inf for p in probes], dtype=float),
-        probe_hours=np.array([p.hours if p else np.inf for p in probes], dtype=float), noise_sd=PROBE_NOISE_SD)
+        probe_hours=np.array([p.hours if p else np.inf for p in probes], dtype=float), noise_sd=PROBE_NOISE_SD,
+        base=None if base is None else np.array(base, dtype=np.int64))
 
 
 def plan_probes(*, types: rk.TypeTable, offers: rk.OfferTable, candidates: rk.Candidates, job: rk.Job,
                 objective: str, pick: int | None, instance_types: list[InstanceType], precisions: list[str],
                 estimator, probe_budget_usd: float | None = None, draws: int = DRAWS, seed: int = 0,
-                uncalibrated: list[int] | None = None):
+                uncalibrated: list[int] | None = None, base: list[int] | None = None):
     """(the probe plan, the per-type probe offers) for a ranked set of candidates; `estimator` is
     the ThroughputModel the candidates' throughputs came from. `uncalibrated`: types whose
     estimate no held-out case calibrates (a GPU known only from a CPU probe), in ranked order:
-    the first that can be probed goes ahead of every other probe."""
+    the first that can be probed goes ahead of every other probe. `base`: per type, the type it
+    is a variant of (itself where none): a variant is never probed on its own, its type's probe
+    (with --cpu-too) measures both."""
     from . import value
 
     where = probe_offers(types, offers, instance_types)
-    bel = beliefs(types, instance_types, precisions, where, estimator)
+    for t, b in enumerate(base or []):
+        if b != t:
+            where[t] = None
+    bel = beliefs(types, instance_types, precisions, where, estimator, base)
     after = after_probe_sds(types, estimator) if job.confidence else []
     first = next((t for t in uncalibrated or [] if where[t] is not None), None)
     why = None if first is None else ("uncalibrated: its estimate carries a probe of another device kind across "

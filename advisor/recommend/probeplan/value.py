@@ -135,6 +135,8 @@ class Beliefs:
     probe_usd: np.ndarray  # what one probe costs; inf where the type cannot (or need not) be probed
     probe_hours: np.ndarray  # how long it runs
     noise_sd: float  # log-sd of one probe's result
+    # The type each row of the type table is (a "GPU + CPU" variant: its GPUs-alone row); None: itself
+    base: np.ndarray | None = None
 
     @staticmethod
     def siblings(samples_per_sec, low, high, coverage: float, group, sibling_share: float = 0.95, **kw) -> Beliefs:
@@ -388,10 +390,11 @@ def plan(econ: Economics, bel: Beliefs, pick: int | None, budget_usd: float | No
         changed = p != cur_pick
         saving = float((cur_loss - lo)[changed].mean()) * usd_per_unit if changed.any() else 0.0
         g = w.group[t]
-        covers = [int(u) for u in in_play if w.group[u] == g and u != t]
+        base = bel.base if bel.base is not None else np.arange(len(bel.group))
+        covers = [int(u) for u in in_play if w.group[u] == g and base[u] != base[t]]
         pick_t = int(sub.type_idx[pick_i]) if pick_i >= 0 else -1
         reason = why or ("might fit, where nothing does by the estimates" if pick_i < 0
-                         else "the pick rests on this estimate" if t == pick_t
+                         else "the pick rests on this estimate" if base[t] == base[pick_t]
                          else "the pick's device, another size" if w.group[pick_t] == g
                          else "could beat the pick")
         probes.append(PlannedProbe(t, float(bel.probe_usd[t]), float(bel.probe_hours[t]), gain,

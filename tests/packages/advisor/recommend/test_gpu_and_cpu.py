@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 from factories import probe_result
 
@@ -101,3 +102,107 @@ def test_the_h100_figures_are_what_the_measured_inputs_read_back():
     e, gbs = gc.measured_inputs(g, 44.726568e6)
     assert e == pytest.approx(0.51, abs=0.005)
     assert gbs == pytest.approx(gc.EXCHANGE_GBS_RANGE[0], abs=0.005)
+
+
+def test_the_variant_is_a_ranked_row_of_its_own_on_the_pairs_figures(cli, tmp_path):
+    """A --cpu-too probe that won: the type's GPU + CPU variant is a candidate with the pair's
+    throughput and band, its own time and cost, ranked among the others by them; its GPUs-alone
+    row stays, pointing at it."""
+    from advisor import schemas
+
+    doc = recommend(cli, tmp_path, cpu_too(1080.0, (1040.0, 1120.0), kept=True))
+    schemas.model("recommend").model_validate(doc)
+    rows = rows_of(doc)
+    pair = [r for r in rows if r["variant"] == "gpu_and_cpu"]
+    alone = [r for r in rows if r["instance_type"] == GPU and r["variant"] is None]
+    assert pair and alone
+    assert {r["instance_type"] for r in pair} == {GPU}  # only the type the probe measured wins
+    for p in pair:
+        a = next(r for r in alone if (r["region"], r["market"], r["count"]) == (p["region"], p["market"], 1))
+        assert p["count"] == 1 and p["throughput_source"] == "measured"
+        # 1,000/s measured alone x the probe's together / alone (1,080 in 1,040-1,120 over 1,000).
+        assert (p["samples_per_sec"], p["throughput_low"], p["throughput_high"]) == pytest.approx((1080.0, 1040.0, 1120.0))
+        assert p["hours"] == pytest.approx(a["hours"] * 1000.0 / 1080.0, rel=1e-6)
+        assert p["cost_usd"] == pytest.approx(a["cost_usd"] * 1000.0 / 1080.0, rel=1e-6)
+        assert p["usd_per_hour"] == a["usd_per_hour"] and p["rank"] < a["rank"]  # same price, faster: cheaper
+        assert any(n.startswith("GPU + CPU variant: +8%") and "this row" in n and "one instance only" in n for n in p["notes"])
+        assert any("ranked as its own row, g5.2xlarge + CPU" in n for n in a["notes"])
+    ranks = [r["rank"] for r in rows]
+    assert ranks == sorted(ranks)
+    costs = [r["cost_usd_at_confidence"] for r in rows]
+    assert costs == sorted(costs)  # cheapest: the pair's row sits where its own cost puts it
+
+
+def test_the_variant_is_labelled_in_the_table_csv_page_and_left_out_of_skypilot(cli, tmp_path):
+    doc = recommend(cli, tmp_path, cpu_too(1080.0, (1040.0, 1120.0), kept=True))
+    db = str(tmp_path / "r.db")
+    base = ["recommend", "--workload", "resnet50", "--samples", "1e7", "--budget", "1000", "--deadline", "30d",
+            "--family", "g5,g6", "--top", "40", "--store", db]
+    code, out, _ = cli(*base)
+    assert code == 0 and any(ln.split()[1:5] == [GPU, "+", "CPU", "1"] for ln in out.splitlines())
+    code, out, _ = cli(*base, "--format", "csv")
+    head, *recs = out.splitlines()
+    assert head.split(",")[:3] == ["rank", "instance_type", "variant"]
+    assert sum(r.split(",")[2] == "gpu_and_cpu" for r in recs) == sum(r["variant"] == "gpu_and_cpu" for r in rows_of(doc)) > 0
+    page = tmp_path / "a.html"
+    assert cli(*base, "--format", "html", str(page))[0] == 0
+    assert f'data-v="{GPU}">{GPU} + CPU</td>' in page.read_text()
+    code, out, _ = cli(*base, "--format", "skypilot")
+    assert code == 0
+    left = next(ln for ln in out.splitlines() if ln.startswith("# Left out: "))
+    assert f"{GPU} + CPU x1" in left and "HeteroDDP" in left
+    listed = [ln for ln in out.splitlines() if ln.startswith("#   ")]
+    assert listed and not any("+ CPU" in ln for ln in listed)
+    first = next(r for r in rows_of(doc) if r["variant"] is None)
+    assert listed[0].startswith(f"#   {first['rank']}. {first['instance_type']} x{first['count']} ")
+
+
+def test_a_variant_is_never_ranked_across_instances_nor_probed_on_its_own(cli, tmp_path):
+    from advisor import load_catalog
+    from advisor.recommend.jobspec import JobSpec
+    from advisor.recommend.planner import build_plan
+    from advisor.recommend.rows import build
+    from advisor.store import ResultStore
+
+    recommend(cli, tmp_path, cpu_too(1080.0, (1040.0, 1120.0), kept=True))
+    job = JobSpec(workload="resnet50", samples=1e9, budget_usd=5000.0, deadline_hours=100.0, families=["g5"],
+                  objective="fastest", max_instances=4)
+    plan = build_plan(load_catalog(), job, ResultStore(tmp_path / "r.db").results(), top=40)
+    variants = [i for i, t in enumerate(plan.throughputs) if t.variant == "gpu_and_cpu"]
+    assert [plan.types.names[i] for i in variants] == [GPU]
+    c = plan.candidates
+    pair, alone = np.isin(c.type_idx, variants), c.type_idx == plan.types.names.index(GPU)
+    assert np.isfinite(c.samples_per_sec[pair & (c.k == 1)]).all()
+    assert np.isnan(c.samples_per_sec[pair & (c.k > 1)]).all() and not c.feasible[pair & (c.k > 1)].any()
+    assert np.isfinite(c.samples_per_sec[alone & (c.k > 1)]).all()  # the GPUs alone still scale out
+    rows = build(plan)
+    assert all(r.count == 1 for r in rows.candidates if r.variant)
+    plan = build_plan(load_catalog(), job.model_copy(update={"objective": "cheapest", "samples": 1e7}),
+                      ResultStore(tmp_path / "r.db").results(), top=40)
+    rows = build(plan)
+    assert any(r.variant for r in rows.candidates) and rows.probes
+    assert all(plan.probe_offers[i] is None for i in variants)
+    for p in rows.probes:  # a type's probe covers its variant: never a row of its own, nor itself in covers
+        assert p.instance_type not in p.covers
+    assert len({p.instance_type for p in rows.probes}) == len(rows.probes)
+
+
+def test_no_variant_row_when_the_gains_band_reaches_zero(cli, tmp_path):
+    doc = recommend(cli, tmp_path, cpu_too(1030.0, (990.0, 1070.0), kept=False))
+    assert all(r["variant"] is None and r["gpu_and_cpu"] is None for r in rows_of(doc))
+
+
+def test_the_estimated_pairs_band_is_the_model_at_the_ends_of_its_inputs():
+    from advisor import load_catalog
+
+    it = load_catalog().instance_types["g5.16xlarge"]
+    got = gc.estimate(it, (100.0, 80.0, 120.0), 128, _cpu(50.0, 40.0, 60.0), 10.0, 1e9, (0.8, 2.0, "g5.xlarge"))
+    mid, low, high = got.together
+    assert mid == pytest.approx(100.0 * (1 + got.gain))
+
+    def together(g, c):  # batch 128 on one GPU, e 0.8, 1 GB at 2 GB/s
+        t = 128 / g
+        return (g * t + 0.8 * c * t) / (t + 0.5)
+
+    assert (low, high) == pytest.approx((together(80.0, 40.0), together(120.0, 60.0)))
+    assert low < mid < high

@@ -72,7 +72,11 @@ def test_notes_come_from_typed_fields_not_basis_keys():
     assert report.notes(row(estimate_anchor=None)) == []
     g = {"gain": 0.12, "low": 0.04, "high": 0.2, "source": "measured", "basis": {"from": "your --cpu-too probe 0123abcd"}}
     assert report.notes(row(estimate_anchor=None, gpu_and_cpu=g)) == [
-        "GPU + CPU variant: +12% (+4% to +20%, measured: your --cpu-too probe 0123abcd; advisor probe --cpu-too)"]
+        ("GPU + CPU variant: +12% (+4% to +20%, measured: your --cpu-too probe 0123abcd; advisor probe --cpu-too): "
+         "ranked as its own row, g5.2xlarge + CPU")]
+    assert report.notes(row(estimate_anchor=None, gpu_and_cpu=g, variant="gpu_and_cpu")) == [
+        ("GPU + CPU variant: +12% (+4% to +20%, measured: your --cpu-too probe 0123abcd; advisor probe --cpu-too): "
+         "this row: the host's CPU training beside the GPUs, one instance only (the pair has not run across instances)")]
 
 
 def test_reason_from_the_typed_shortfall():
