@@ -288,24 +288,27 @@ def _cpu_carry(dev: Device, probe: Device, ref: float | None) -> float:
 
 def _channels_band(est: Estimate, dev: Device, anchor: Device | None, ref: float | None, whose: str) -> None:
     """Say what memory channels moved a CPU estimate by against its anchor (the published CPU rows,
-    or a CPU probe: one whose count is unknown, as off EC2, is taken at the rows' balance), and
-    widen the band from no channel effect to twice it: the exponent is one observation (fit.py)."""
-    log_f = cpu_channels_log(dev.channels_per_core, ref) - (
-        cpu_channels_log(anchor.channels_per_core, ref) if anchor is not None else 0.0)
+    or a CPU probe), and widen the band from no channel effect to twice it: the exponent is one
+    observation (fit.py). A CPU whose count is unknown (a family without a sourced count, a machine
+    off EC2), target or anchor, is taken at the published rows' balance `ref`."""
+    if not ref:
+        return
+    mine = dev.channels_per_core or ref
+    theirs = (anchor.channels_per_core or ref) if anchor is not None else ref
+    log_f = cpu_channels_log(mine, ref) - cpu_channels_log(theirs, ref)
     if abs(log_f) < 0.005:
         return
     f = math.exp(log_f)
     est.low = min(est.low, est.per_device / f, est.per_device * f)
     est.high = max(est.high, est.per_device / f, est.per_device * f)
     est.basis["memory_channels"] = {
-        "channels_per_core": round(dev.channels_per_core, 4), "anchor_channels_per_core": round(
-            anchor.channels_per_core if anchor is not None and anchor.channels_per_core else ref, 4),
+        "channels_per_core": round(mine, 4), "anchor_channels_per_core": round(theirs, 4),
         "factor": round(f, 3), "exponent": round(CPU_CHANNELS_EXPONENT, 3),
         "band": "no channel effect to twice it (Article C: ~20% from 8 vs 4 channels, one observation)"}
-    unknown = " (its own count unknown: taken at the published rows')" if anchor is not None and not \
-        anchor.channels_per_core else ""
-    est.notes.append(f"memory channels: {dev.channels_per_core:.3g} per core against {whose} "
-                     f"{est.basis['memory_channels']['anchor_channels_per_core']:.3g}{unknown}: x{f:.2f} "
+    unknown = [what for what, d in (("this CPU's", dev), ("the anchor's", anchor))
+               if d is not None and not d.channels_per_core]
+    said = f" ({' and '.join(unknown)} count unknown: taken at the published rows')" if unknown else ""
+    est.notes.append(f"memory channels: {mine:.3g} per core against {whose} {theirs:.3g}{said}: x{f:.2f} "
                      "(Article C's ~20% per doubling, one observation; band from no effect to twice it)")
 
 
