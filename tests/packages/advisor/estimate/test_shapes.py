@@ -20,25 +20,13 @@ from advisor.estimate.calibrate import (
 from advisor.estimate.evaluate import by_workload
 from advisor.estimate.model import build
 from advisor.estimate.predict import UNCALIBRATED
-from advisor.estimate.references import load_references
 from advisor.estimate.shapes import INTENSITY_PATH, intensities, intensity_of
 from advisor.estimate.throughput import ThroughputModel
 from advisor.store import ResultStore
-from catalog.io import SNAPSHOT_PATH, load
 from lightning_module.contract.result import BUILTIN_MODELS
 from lightning_module.contract.workload_facts import FACTS, facts_from_probes
 
 OWN = "mypkg.models:Net"
-
-
-@pytest.fixture(scope="module")
-def snapshot():
-    return load(SNAPSHOT_PATH)
-
-
-@pytest.fixture(scope="module")
-def refs():
-    return load_references()
 
 
 def test_every_workload_is_shaped_with_how_or_unshaped_with_why(refs):

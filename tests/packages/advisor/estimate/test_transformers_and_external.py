@@ -15,19 +15,8 @@ from advisor.estimate.fit import own_key
 from advisor.estimate.model import FLOPS, build
 from advisor.estimate.references import load_references
 from advisor.estimate.shapes import intensities
-from catalog.io import SNAPSHOT_PATH, load
 
 EXTERNAL = Path(__file__).resolve().parents[4] / "benchmarks" / "external_figures.json"
-
-
-@pytest.fixture(scope="module")
-def snapshot():
-    return load(SNAPSHOT_PATH)
-
-
-@pytest.fixture(scope="module")
-def refs():
-    return load_references()
 
 
 @pytest.fixture(scope="module")
