@@ -140,7 +140,7 @@ def measure_gpu_and_cpu(settings: MeasureSettings, final: ProbeConfig) -> GpuAnd
     elif last.imbalance > balance.BALANCED:
         note = (f"the ranks' step times stayed {last.imbalance:.0%} apart after {len(out.rounds)} round(s) "
                 f"(balanced: within {balance.BALANCED:.0%})")
-    if out.compared and not last.overlap:
+    if not last.overlap:  # the after-backward twin was the faster
         after = "the gradient exchange after backward (measured faster here than overlapped with backward)"
         note = f"{note}; {after}" if note else after
     return GpuAndCpu(

@@ -222,7 +222,10 @@ class Round:
 class Balanced:
     rounds: list[Round] = field(default_factory=list)
     dropped: list[int] = field(default_factory=list)  # ranks whose share stayed under balance.MIN_SHARE
-    compared: bool = False  # the last round is the balanced split with the exchange after backward
+    @property
+    def compared(self) -> bool:
+        """The last round is the balanced split again, with the exchange after backward."""
+        return len(self.rounds) > 1 and not self.rounds[-1].overlap
 
     @property
     def final(self) -> Round:
@@ -328,7 +331,6 @@ def balance_run(build: Builder, devices: list[str], total: int, rates_alone: lis
         last = out.rounds[-1]
         out.rounds.append(run_round(build, devices, last.shares, threads, steps, warmup, precision, rank_timeout_s,
                                     overlap=False))
-        out.compared = True
     return out
 
 

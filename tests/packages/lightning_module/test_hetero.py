@@ -218,8 +218,8 @@ def test_the_round_kept_is_the_faster_of_the_balanced_split_and_its_after_backwa
     def rnd(sps, overlap):
         return Round([48, 16], [0.1, 0.1], sps, 6, overlap=overlap)
 
-    assert Balanced([rnd(90.0, True), rnd(100.0, True), rnd(120.0, False)], compared=True).final.overlap is False
-    assert Balanced([rnd(90.0, True), rnd(130.0, True), rnd(120.0, False)], compared=True).final.samples_per_sec == 130
+    assert Balanced([rnd(90.0, True), rnd(100.0, True), rnd(120.0, False)]).final.overlap is False
+    assert Balanced([rnd(90.0, True), rnd(130.0, True), rnd(120.0, False)]).final.samples_per_sec == 130
     assert Balanced([rnd(90.0, True), rnd(100.0, True)]).final.samples_per_sec == 100  # nothing compared
 
 

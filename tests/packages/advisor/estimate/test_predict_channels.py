@@ -3,6 +3,7 @@ the published rows' balance (it raised on round(None) when only the anchor had a
 
 import pytest
 
+from advisor.estimate.fit import CPU_CHANNELS_EXPONENT as E
 from advisor.estimate.points import Device
 from advisor.estimate.predict import Estimate, _channels_band
 
@@ -12,8 +13,8 @@ def cpu(channels):
 
 
 @pytest.mark.parametrize("target, anchor, factor", [
-    (None, 0.5, 0.75 ** 0.263),  # only the anchor's count known: the target at the rows' 0.375
-    (0.5, None, (0.5 / 0.375) ** 0.263),  # only the target's known: the anchor at the rows'
+    (None, 0.5, 0.75 ** E),  # only the anchor's count known: the target at the rows' 0.375
+    (0.5, None, (0.5 / 0.375) ** E),  # only the target's known: the anchor at the rows'
     (None, None, None),  # neither known: nothing moves
 ])
 def test_an_unknown_channel_count_is_taken_at_the_published_rows_balance(target, anchor, factor):
