@@ -146,8 +146,7 @@ def _digest(body: dict) -> str:
 # -- the model as JSON: every number exactly (repr round-trips a float), ints stay ints ------------
 
 def _device(d: Device) -> dict:
-    return {"key": d.key, "group": d.group, "kind": d.kind, "vendor": d.vendor, "peak": d.peak,
-            "bandwidth": d.bandwidth, "bytes_factor": d.bytes_factor, "channels_per_core": d.channels_per_core}
+    return dict(vars(d))  # every field, as from_json reads it back with Device(**d)
 
 
 def to_json(m: CrossDeviceModel) -> dict:

@@ -108,7 +108,8 @@ class Fit:
         lam = self.level[workload] if level is None else level
         y = lam + (self.sigma if stack == "tuned" and dev.kind != "cpu" else 0.0) + self.kappa.get(dev.kind, 0.0) \
             - self.offset(dev, workload, intensity)
-        key = own_key(dev.group, workload) if own_key(dev.group, workload) in self.resid else dev.group
+        key = own_key(dev.group, workload)
+        key = key if key in self.resid else dev.group
         if own_rows and key in self.resid:
             mean, n = self.resid[key]
             y += mean * n / (n + SHRINK_ROWS)

@@ -143,8 +143,7 @@ def instance_cpu_host(it: InstanceType) -> CpuHost | None:
     """The counted socket of a CPU instance type; None without a clock figure."""
     if not it.cpu_clock_ghz:
         return None
-    fam = acc.cpu_family(it)
-    vendor = acc.cpu_manufacturer(it) or (fam.manufacturer if fam else "unknown")
+    vendor = acc.cpu_manufacturer(it) or "unknown"  # the catalog's, else the family table's
     # One processor model is one device (c7i, m7i and r7i all run the Xeon 8488C).
     return CpuHost(f"cpu:{it.family}", f"cpu:{acc.cpu_model(it) or it.family}", vendor,
                    acc.physical_cores(it), it.cpu_clock_ghz, acc.cpu_isa(it), socket_share(it),
@@ -164,9 +163,10 @@ def cpu_device(host: CpuHost, precision: str) -> Device | None:
 # A fingerprint's vendor id (run/hardware.py) in the catalog's spelling (the CPU rates key on it).
 VENDOR_NAMES = {"intel": "Intel", "amd": "AMD", "arm": "Arm"}
 # A probe's measured matmul above its datasheet peak by more than this: the fingerprint is wrong
-# (a clock read in a low-power moment, a flag the VM hides), not the matmul.
+# (a clock read in a low-power moment, a flag the VM hides), not the matmul. A chosen tolerance
+# (timing noise of a few percent), not a measured or published figure.
 MATMUL_OVER_DATASHEET = 1.1
-MATMUL_DTYPE = {"bf16-mixed": "bf16", "16-mixed": "fp16"}  # else fp32, as run/peaks.py times it
+MATMUL_DTYPE = {v: k for k, v in PRECISION_OF_DTYPE.items()}  # the matmul run/peaks.py times at a precision
 
 
 def fingerprint_cpu_host(hw, precision: str, matmul_tflops: float | None = None) -> tuple[CpuHost | None, str]:

@@ -104,7 +104,7 @@ def cpu_variant(th: Throughput) -> Throughput | None:
     if g is None or not g.variant or th.variant is not None:
         return None
     mid, low, high = g.together
-    return replace(th, samples_per_sec=mid, low=low, high=high, source="measured" if g.source == "measured" else "estimated",
+    return replace(th, samples_per_sec=mid, low=low, high=high, source=g.source,
                    notes=list(th.notes), multi_node={}, variant=GPU_AND_CPU)
 
 

@@ -11,7 +11,7 @@ Where a core has no sibling (one thread per core), the same rule gives every CPU
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -64,8 +64,5 @@ def split_by_speed(cores: list[list[int]], fractions: list[float]) -> list[RankC
 def gpu_and_cpu(cores: list[list[int]], host_cpus: int) -> list[RankCores]:
     """A GPU rank and the CPU rank: the GPU rank keeps whole cores for its `host_cpus` (its main
     thread and data-loader workers, one CPU each), the CPU rank trains on every core left."""
-    keep = cores_holding(cores, host_cpus)
-    gpu = assign(cores[:keep], [keep])[0]
-    rest = cores[keep:] or cores[-1:]
-    cpu = RankCores(cpus=sorted(c for core in rest for c in core), threads=len(rest))
-    return [RankCores(cpus=gpu.cpus, threads=1), cpu]
+    gpu, cpu = assign(cores, [cores_holding(cores, host_cpus), 0])
+    return [replace(gpu, threads=1), cpu]  # the GPU rank computes on its device: one host thread

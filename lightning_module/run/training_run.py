@@ -70,8 +70,7 @@ MAX_READ_EVERY = 1000
 # Timed steps kept (8 bytes each, and their verdicts): a long run is measured over its first this
 # many steps after warm-up, then the callback stops looking (and costs nothing).
 MAX_TIMED_STEPS = 100_000
-_PRECISIONS = {"32": "32-true", "32-true": "32-true", "bf16": "bf16-mixed", "bf16-mixed": "bf16-mixed",
-               "16": "16-mixed", "16-mixed": "16-mixed"}
+_PRECISIONS = ("32-true", "bf16-mixed", "16-mixed")  # trainer.precision is Lightning's unified name
 _ACCELERATORS = {"CPUAccelerator": "cpu", "CUDAAccelerator": "gpu", "MPSAccelerator": "mps", "XLAAccelerator": "tpu"}
 
 
@@ -360,10 +359,10 @@ class ThroughputCallback(Callback):
         accelerator = _ACCELERATORS.get(type(trainer.accelerator).__name__)
         if accelerator is None:
             raise TrainingRunError(f"accelerator {type(trainer.accelerator).__name__} is not one the advisor ranks (cpu, cuda, mps, xla)")
-        precision = _PRECISIONS.get(str(trainer.precision))
-        if precision is None:
+        precision = str(trainer.precision)
+        if precision not in _PRECISIONS:
             raise TrainingRunError(f"precision {trainer.precision} is not one the advisor ranks by "
-                                   "(32-true, bf16-mixed, 16-mixed)")
+                                   f"({', '.join(_PRECISIONS)})")
         loader = trainer.train_dataloader
         batch = read_batch_size(pl_module, trainer.datamodule) or getattr(loader, "batch_size", None) or 1
         return ProbeConfig(
