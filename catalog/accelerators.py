@@ -32,6 +32,9 @@ class AcceleratorSpec(BaseModel):
     name: str
     vendor: str
     kind: Literal["gpu", "neuron", "gaudi"]
+    # The vendor's architecture (Ampere, Hopper, ...): devices of one share how well software uses
+    # their peaks (estimate/fit.py's family residual). None: not read.
+    architecture: str | None = None
     fp32_tflops: float | None = None
     tf32_tflops: float | None = None
     fp16_tflops: float | None = None

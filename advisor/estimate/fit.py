@@ -62,12 +62,21 @@ CPU_CHANNELS_EXPONENT = math.log2(1.2)
 # A device's own rows move its prediction by their mean residual, shrunk towards the model:
 # n rows count n / (n + SHRINK_ROWS). A workload with rows of its own on the device takes those rows'
 # residual (BERT's rows on an A10 say how BERT runs there, not ResNet-50); any other workload, all rows'.
+# A device with no rows at all takes its architecture family's residual: the mean of its siblings'
+# (each device once), n devices counting n / (n + SHRINK_ROWS). How well kernels and libraries use
+# a peak is an architecture matter (the RTX 4090 and RTX 6000 Ada both run ~20% above the roofline,
+# so an L40S, the same AD102 chip, should too); leave-one-device-out measures what it buys.
 SHRINK_ROWS = 2.0
 
 
 def own_key(group: str, workload: str | None) -> str:
     """Fit.resid's key for one workload's rows on a device group (the group alone: all its rows)."""
     return f"{group}|{workload}"
+
+
+def family_key(family: str) -> str:
+    """Fit.resid's key for an architecture family's residual (its devices' mean)."""
+    return f"family:{family}"
 
 
 @dataclass
@@ -113,7 +122,18 @@ class Fit:
         if own_rows and key in self.resid:
             mean, n = self.resid[key]
             y += mean * n / (n + SHRINK_ROWS)
+        else:
+            y += math.log(self.family_factor(dev)[0])
         return y
+
+    def family_factor(self, dev: Device) -> tuple[float, str | None]:
+        """(the factor a device with no rows of its own in the fit takes from its architecture
+        family's devices, the family): 1 and None where it has rows, or no sibling was fitted."""
+        fam = family_key(dev.family) if dev.family else None
+        if dev.group in self.resid or fam not in self.resid:
+            return 1.0, None
+        mean, n = self.resid[fam]
+        return math.exp(mean * n / (n + SHRINK_ROWS)), dev.family
 
     def describe(self) -> dict:
         return {
@@ -252,8 +272,24 @@ def fit(points: list[Point], intensity: dict[str, float] | None = None, referenc
     devices = {}
     for p in points:
         devices.setdefault(p.device.key, p.device)
+    res |= _family_residuals(devices.values(), res)
     rms = float(np.sqrt(np.sum(w * r**2) / np.sum(w)))
     return Fit(theta_m, theta_o, sigma, kappa, level, res, devices, n, rms, factors, cpu_ref, ch_ref)
+
+
+def _family_residuals(devices, res: dict[str, tuple[float, float]]) -> dict[str, tuple[float, float]]:
+    """Each architecture family's mean residual over its fitted device groups, each group once (a
+    group of derived rows only by its evidence, under one), and that count."""
+    groups: dict[str, dict[str, None]] = {}
+    for d in devices:
+        if d.family:
+            groups.setdefault(d.family, {})[d.group] = None
+    out = {}
+    for fam, members in groups.items():
+        weights = [(res[g][0], min(1.0, res[g][1])) for g in members]
+        n = sum(w for _, w in weights)
+        out[family_key(fam)] = (sum(m * w for m, w in weights) / n, n)
+    return out
 
 
 def _between(grid: np.ndarray, i: int) -> np.ndarray:

@@ -67,6 +67,7 @@ class Device:
     bandwidth: float | None  # GB/s; None for CPUs (not in the catalog)
     bytes_factor: float  # 2 for fp32/TF32 activations, 1 for 16-bit
     channels_per_core: float | None = None  # a CPU's DDR channels per socket core (None: not sourced, or a GPU)
+    family: str | None = None  # vendor + architecture ("NVIDIA Ampere"); None: a CPU, or not read
 
 
 @dataclass(frozen=True)
@@ -103,6 +104,12 @@ def group_of(spec: acc.AcceleratorSpec) -> str:
     return SAME_CHIP.get(base, base)
 
 
+def family_of(spec: acc.AcceleratorSpec) -> str | None:
+    """The device's architecture family ("NVIDIA Hopper"): a device with no rows of its own takes
+    its family's residual (fit.Fit.log_predict)."""
+    return f"{spec.vendor} {spec.architecture}" if spec.architecture else None
+
+
 def gpu_device(spec: acc.AcceleratorSpec, precision: str, share: float = 1.0) -> Device | None:
     dtype = PEAK_DTYPE.get(precision)
     if dtype is None:
@@ -113,7 +120,7 @@ def gpu_device(spec: acc.AcceleratorSpec, precision: str, share: float = 1.0) ->
     if not peak or not spec.bandwidth_gbs:
         return None
     return Device(spec.key, group_of(spec), spec.kind, spec.vendor, peak * share, spec.bandwidth_gbs * share,
-                  BYTES_FACTOR[precision])
+                  BYTES_FACTOR[precision], family=family_of(spec))
 
 
 def socket_share(it: InstanceType) -> float:

@@ -260,7 +260,17 @@ class Estimator:
             "reference_rows": rows,  # this device's own published rows (they move its estimate)
             "nearest_anchor_devices": [g.key for g in near] if self.use_references else [],
             "per_device_samples_per_sec": round(math.exp(log_mid), 2),
-        }
+        } | self._family(dev)
+
+    def _family(self, dev: Device) -> dict:
+        """What a device with no rows of its own took from its architecture's fitted devices."""
+        factor, family = self.model.fit.family_factor(dev)
+        if family is None:
+            return {}
+        siblings = sorted({d.group for d in self.model.fit.devices.values() if d.family == family})
+        return {"architecture_family": {"family": family, "factor": round(factor, 3), "devices": siblings,
+                                        "why": "no rows of its own: its architecture's fitted devices' mean "
+                                               "residual, n devices counting n / (n + 2)"}}
 
 
     def _device_facts(self, dev: Device) -> tuple[list[str], list[Device]]:

@@ -50,7 +50,7 @@ pre{background:#f4f6f8;padding:8px 10px;border-radius:6px;overflow-x:auto;white-
 #plot .frontier path,#plot .frontier-key{fill:none;stroke:#000;stroke-width:1.6}
 #plot .ignoring-limits path,#plot .frontier-key.ignoring-limits{stroke-dasharray:3 3}
 #plot .frontier circle{fill:none;stroke:#000;stroke-width:1.2}
-#plot .limits path,#plot .legend path.budget,#plot .legend path.deadline{stroke-dasharray:6 4;stroke-width:1.2}
+#plot .limits path,#plot .legend path.budget,#plot .legend path.deadline{stroke-dasharray:6 4;stroke-width:1.2;shape-rendering:crispEdges}
 #plot .cloud{opacity:.55}#plot .bars path{fill:none;stroke-width:1;opacity:.8}
 #plot .row-point circle{stroke:#000;stroke-width:1}#plot .row-point .leader{stroke:#777;stroke-width:.7}
 #plot .row-point text{font-weight:700;font-size:12px}#plot .row-point.hl circle{stroke-width:3;r:9}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -177,3 +178,39 @@ def test_recommend_references_none_says_what_to_probe(cli, tmp_path, catalog_fil
 @pytest.fixture
 def catalog_file(tmp_path):
     return write_catalog(tmp_path / "catalog.json")
+
+
+def test_a_device_without_rows_takes_its_architecture_siblings_residual_and_one_with_rows_its_own():
+    # Two Ada cards run 30% above the model the other rows follow; the L40S (Ada, no rows) follows
+    # its fitted siblings, shrunk as n devices count n / (n + 2); a device with rows keeps its own.
+    pts = synthetic_points()
+    boost = {"RTX4090", "RTX6000Ada"}
+    for key in boost:
+        dev = gpu_device(acc.get(key), "16-mixed")
+        for stack in ("default", "tuned"):
+            y = 2.0 + (0.4 if stack == "tuned" else 0.0) - device_offset(dev, 3.0, 1e-3) + math.log(1.3)
+            pts.append(Point(dev, "resnet50", "16-mixed", stack, math.exp(y), 1, f"{key}-{stack}", "reference",
+                             f"suite|{stack}"))
+    without_l40s = [p for p in pts if p.device.group != "L40S"]
+    f = fit(without_l40s)
+    l40s = gpu_device(acc.get("L40S"), "16-mixed")
+    factor, family = f.family_factor(l40s)
+    assert family == "NVIDIA Ada Lovelace"
+    # The siblings' (the L4 and the two cards) mean residual against the fit, 3 devices counting 3 / (3 + 2).
+    sib = [f.resid[g][0] for g in ("L4", *boost)]
+    assert factor == pytest.approx(math.exp(sum(sib) / 3 * 3 / 5), rel=1e-9)
+    assert factor > 1.05  # the siblings ran above the model, and so does the L40S now
+    assert f.family_factor(gpu_device(acc.get("RTX4090"), "16-mixed")) == (1.0, None)  # rows of its own
+    t4 = gpu_device(acc.get("T4"), "16-mixed")
+    assert f.family_factor(t4) == (1.0, None)  # the T4's group has its own rows here
+    no_turing = fit([p for p in without_l40s if p.device.group != "T4"])
+    assert no_turing.family_factor(t4) == (1.0, None)  # no other Turing device fitted: nothing to take
+    # The factor enters the prediction of a device with no rows, and only there.
+    base = f.log_predict(dataclasses.replace(l40s, family=None), "resnet50", "default")
+    assert f.log_predict(l40s, "resnet50", "default") - base == pytest.approx(math.log(factor), rel=1e-9)
+
+
+def test_every_accelerator_names_its_architecture_with_a_source():
+    for spec in acc.specs().values():
+        assert spec.architecture, spec.key
+        assert spec.sources.get("architecture"), spec.key

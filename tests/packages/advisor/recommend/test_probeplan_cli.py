@@ -9,7 +9,8 @@ from factories import probe_result
 
 from advisor.store import ResultStore
 
-JOB = ("--budget", "500", "--deadline", "2d", "--samples", "1.2e8")
+# A job large enough that probing pays: the plan has probes to check.
+JOB = ("--budget", "500", "--deadline", "2d", "--samples", "1.5e8")
 
 
 def plan_of(cli, *args):
