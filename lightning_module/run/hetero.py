@@ -31,6 +31,7 @@ from ..contract.ladder import CI_UNBOUNDED
 from ..contract.options import RANK_TIMEOUT
 from ..contract.timing import step_rate
 from .batches import leading_dim
+from .callbacks import BatchCap, UnmonitoredSchedulers
 from .ranks import WatchedDDP, lost_rank
 
 BUCKET_BYTES = 25 * 2**20  # fp32 gradients per exchange bucket (DDP's default bucket_cap_mb)
@@ -259,9 +260,10 @@ def run_round(build: Builder, devices: list[str], shares: list[int], threads: li
     module, dm = build(rank, shares[rank])
     trainer = pl.Trainer(accelerator=MixedAccelerator() if mixed else "cpu", strategy=strategy,
                          devices=list(devices) if mixed else len(devices), plugins=[plugin],
-                         max_steps=warmup + steps, max_epochs=-1, limit_val_batches=0, num_sanity_val_steps=0,
+                         max_steps=-1, max_epochs=-1, limit_val_batches=0, num_sanity_val_steps=0,
                          use_distributed_sampler=False, enable_checkpointing=False, logger=False,
-                         enable_model_summary=False, enable_progress_bar=False)
+                         enable_model_summary=False, enable_progress_bar=False,
+                         callbacks=[UnmonitoredSchedulers(), BatchCap(warmup + steps)])
     # Lightning (2.6+) broadcasts rank 0's SIGTERM flag before every step: a second collective per
     # step that makes each rank wait for the slowest one's optimizer step and batch end, time the
     # balancer would read as the faster rank's own work; on a GPU rank it also round-trips a CUDA
@@ -366,9 +368,9 @@ def run_alone(build: Builder, rank: int, device: str, batch: int, threads: int |
     module, dm = build(rank, batch)
     trainer = pl.Trainer(accelerator="gpu" if dev.type == "cuda" else "cpu",
                          devices=[dev.index or 0] if dev.type == "cuda" else 1, plugins=[plugin],
-                         max_steps=warmup + steps, max_epochs=-1, limit_val_batches=0, num_sanity_val_steps=0,
+                         max_steps=-1, max_epochs=-1, limit_val_batches=0, num_sanity_val_steps=0,
                          enable_checkpointing=False, logger=False, enable_model_summary=False,
-                         enable_progress_bar=False, callbacks=[clock])
+                         enable_progress_bar=False, callbacks=[clock, UnmonitoredSchedulers(), BatchCap(warmup + steps)])
     trainer.fit(module, datamodule=dm)
     timed = range(max(warmup, 1), len(clock.ends))  # a step: one batch end to the next
     if not timed:

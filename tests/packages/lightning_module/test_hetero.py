@@ -149,6 +149,72 @@ if this_rank() == 0:
 '''
 
 
+KINDS = '''
+import json, sys
+import torch, lightning.pytorch as pl
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+from lightning_module.run.hetero import run_alone, run_round, this_rank
+
+SEEN = []  # batches each Trainer trained
+
+
+class Counted(pl.LightningModule):
+    def on_train_batch_end(self, outputs, batch, batch_idx):
+        SEEN[-1] += 1
+
+
+class Plateau(Counted):
+    """A ReduceLROnPlateau on val_loss: the probe runs no validation, so the metric never comes."""
+
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Linear(4, 2)
+
+    def training_step(self, b, i):
+        return nn.functional.cross_entropy(self.net(b[0]), b[1])
+
+    def configure_optimizers(self):
+        opt = torch.optim.SGD(self.parameters(), lr=0.01)
+        sched = torch.optim.lr_scheduler.ReduceLROnPlateau(opt)
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "monitor": "val_loss"}}
+
+
+class TwoOptimizers(Counted):
+    """Manual optimization, two optimizers stepped every batch: the global step counts two per batch."""
+
+    def __init__(self):
+        super().__init__()
+        self.automatic_optimization = False
+        self.a, self.b = nn.Linear(4, 8), nn.Linear(8, 2)
+
+    def training_step(self, batch, i):
+        opts = self.optimizers()
+        for o in opts:
+            o.zero_grad()
+        self.manual_backward(nn.functional.cross_entropy(self.b(self.a(batch[0]).relu()), batch[1]))
+        for o in opts:
+            o.step()
+
+    def configure_optimizers(self):
+        return [torch.optim.SGD(self.a.parameters(), lr=0.01), torch.optim.Adam(self.b.parameters(), lr=1e-3)]
+
+
+def build(rank, batch):
+    SEEN.append(0)
+    m = {"plateau": Plateau, "two": TwoOptimizers}[sys.argv[2]]()
+    ds = TensorDataset(torch.randn(2 * batch, 4), torch.randint(0, 2, (2 * batch,)))  # an epoch is 2 batches
+    m.train_dataloader = lambda: DataLoader(ds, batch_size=batch)
+    return m, None
+
+
+alone = run_alone(build, this_rank(), "cpu", 4, None, steps=3, warmup=1)
+r = run_round(build, ["cpu", "cpu"], [3, 5], [1, 1], steps=3, warmup=1)
+with open(f"{sys.argv[1]}.{this_rank()}", "w") as f:
+    json.dump({"seen": SEEN, "alone": alone, "steps": r.steps, "rate": r.samples_per_sec}, f)
+'''
+
+
 def run_script(tmp_path, text: str, out: Path, env_extra: dict | None = None, args: tuple = ()) -> None:
     script = tmp_path / "ranks.py"
     script.write_text(textwrap.dedent(text))
@@ -212,6 +278,19 @@ def test_the_exchange_is_exact_at_each_ranks_own_precision_fp16_scaled_beside_bf
     assert (want - whole32).abs().max() > 1e-5  # the precisions did change the gradient: a real check
 
 
+@two_ranks
+@pytest.mark.parametrize("kind", ["plateau", "two"])
+def test_the_gpu_and_cpu_trainers_carry_the_probes_callbacks(tmp_path, kind):
+    # plateau: its scheduler skips instead of failing the run (UnmonitoredSchedulers); two: stepping
+    # two optimizers a batch, it still trains warm-up + timed batches, not half (BatchCap).
+    out = tmp_path / "kinds"
+    run_script(tmp_path, KINDS, out, args=(kind,))
+    for rank in (0, 1):
+        got = json.loads(Path(f"{out}.{rank}").read_text())
+        assert got["seen"] == [4, 4], got  # alone, then together: 1 warm-up + 3 timed batches each
+        assert got["steps"] == 2 and got["alone"] > 0 and got["rate"] > 0, got  # 3 batch ends, 2 periods
+
+
 def test_the_round_kept_is_the_faster_of_the_balanced_split_and_its_after_backward_twin():
     from lightning_module.run.hetero import Balanced, Round
 
@@ -240,7 +319,6 @@ def test_the_balancer_brings_unequal_ranks_within_ten_percent(tmp_path):
 
 
 @two_ranks
-@two_ranks
 def test_a_ranks_work_after_the_exchange_is_its_own_busy_time_not_the_others(tmp_path):
     # Lightning's per-step SIGTERM broadcast would make rank 0 wait out rank 1's 0.4 s before every
     # step, and the balancer would read it as rank 0's work (both ranks equally slow, nothing to move).
@@ -252,6 +330,7 @@ def test_a_ranks_work_after_the_exchange_is_its_own_busy_time_not_the_others(tmp
     assert all(0 <= c <= b for c, b in zip(got["compute_s"], got["busy_s"])), got
 
 
+@two_ranks
 def test_a_rank_whose_share_stays_tiny_is_dropped_after_one_round(tmp_path):
     # 30x slower per sample: its share of 64 is 3 (under 5%) at the start and 2 after re-balancing,
     # where the balancer would go on for MAX_ROUNDS rounds without converging.
