@@ -215,6 +215,49 @@ with open(f"{sys.argv[1]}.{this_rank()}", "w") as f:
 '''
 
 
+OVERFLOW = '''
+import json, sys
+import torch, lightning.pytorch as pl
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+from lightning_module.run.hetero import run_round, this_rank
+
+INF_AT = {0: 1, 1: 3}  # the batch at which each rank's gradients overflow (its loss times inf)
+
+
+class M(pl.LightningModule):
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Linear(4, 2)
+        self.seen = []  # per batch: the weights after the step, this rank's loss scale (fp16)
+
+    def training_step(self, b, i):
+        loss = nn.functional.cross_entropy(self.net(b[0]), b[1])
+        return loss * float("inf") if INF_AT[self.global_rank] == i else loss
+
+    def on_train_batch_end(self, outputs, batch, batch_idx):
+        scaler = getattr(self.trainer.precision_plugin, "scaler", None)
+        self.seen.append([[p.detach().float().reshape(-1).tolist() for p in self.parameters()],
+                          scaler.get_scale() if scaler is not None else None])
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+def build(rank, batch):
+    m = M()
+    ds = TensorDataset(torch.randn(64, 4), torch.randint(0, 2, (64,)))
+    m.train_dataloader = lambda: DataLoader(ds, batch_size=batch)
+    build.module = m
+    return m, None
+
+
+run_round(build, ["cpu", "cpu"], [3, 5], [1, 1], steps=4, warmup=1, precision=["16-mixed", "bf16-mixed"])
+with open(f"{sys.argv[1]}.{this_rank()}", "w") as f:
+    json.dump(build.module.seen, f)
+'''
+
+
 def run_script(tmp_path, text: str, out: Path, env_extra: dict | None = None, args: tuple = ()) -> None:
     script = tmp_path / "ranks.py"
     script.write_text(textwrap.dedent(text))
@@ -289,6 +332,25 @@ def test_the_gpu_and_cpu_trainers_carry_the_probes_callbacks(tmp_path, kind):
         got = json.loads(Path(f"{out}.{rank}").read_text())
         assert got["seen"] == [4, 4], got  # alone, then together: 1 warm-up + 3 timed batches each
         assert got["steps"] == 2 and got["alone"] > 0 and got["rate"] > 0, got  # 3 batch ends, 2 periods
+
+
+@two_ranks
+def test_an_fp16_overflow_on_either_rank_skips_the_step_on_every_rank(tmp_path):
+    # The fp16 rank (0, its loss scaler) overflows at batch 1, the bf16 rank (1) at batch 3: the sum
+    # reaches both; the fp16 rank's scaler skips its step and halves its scale, the bf16 rank drops
+    # its gradients and skips too, so the weights stay one model (not NaN on one rank, stale on the other).
+    out = tmp_path / "overflow"
+    run_script(tmp_path, OVERFLOW, out, {FORCE_MIXED_ENV: "1"})
+    fp16, bf16 = (json.loads(Path(f"{out}.{r}").read_text()) for r in (0, 1))
+    assert len(fp16) == len(bf16) == 5
+    for b in range(5):
+        w0, w1 = torch.tensor([v for p in fp16[b][0] for v in p]), torch.tensor([v for p in bf16[b][0] for v in p])
+        assert torch.isfinite(w0).all() and torch.equal(w0, w1), (b, w0, w1)
+    weights = [fp16[b][0] for b in range(5)]
+    assert weights[1] == weights[0] and weights[3] == weights[2]  # the overflowed steps: skipped
+    assert weights[2] != weights[1] and weights[4] != weights[3]  # the others: taken
+    assert [s for _, s in fp16] == [2.0**16, 2.0**15, 2.0**15, 2.0**14, 2.0**14]  # GradScaler backs off
+    assert all(s is None for _, s in bf16)
 
 
 def test_the_round_kept_is_the_faster_of_the_balanced_split_and_its_after_backward_twin():
