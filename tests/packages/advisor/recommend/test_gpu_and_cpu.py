@@ -249,3 +249,19 @@ def test_the_modelled_variant_reaches_the_cli_on_a_type_never_run_together(cli, 
     assert code == 0, err
     table = [ln.split() for ln in out.splitlines()]
     assert sum(c[1:5] == ["g4dn.16xlarge", "+", "CPU", "1"] and "(estimated)" in c for c in table) == len(pair)
+
+
+def test_the_probes_inputs_are_worked_out_once_per_plan_not_per_type(monkeypatch):
+    from advisor import load_catalog
+    from advisor.recommend.jobspec import JobSpec
+    from advisor.recommend.planner import build_plan
+
+    calls = []
+    real = gc.measured_inputs
+    monkeypatch.setattr(gc, "measured_inputs", lambda *a: calls.append(a) or real(*a))
+    r = probe_result(GPU, 1000.0, accelerator="gpu", gpus=("NVIDIA A10G",))
+    r = r.model_copy(update={"gpu_and_cpu": cpu_too(1080.0, (1040.0, 1120.0), kept=True)})
+    job = JobSpec(workload="resnet50", samples=1e7, budget_usd=1000.0, deadline_hours=720.0, families=["g4dn", "g5", "g6"])
+    plan = build_plan(load_catalog(), job, [r], top=40)
+    modelled = [t for t in plan.throughputs if t.gpu_and_cpu is not None and t.gpu_and_cpu.source == "estimated"]
+    assert len(modelled) > 10 and len(calls) == 1
