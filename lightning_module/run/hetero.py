@@ -93,12 +93,16 @@ class HeteroDDP(WatchedDDP):
         self.guard_inf = guard_inf
         self.scale = 1.0  # this rank's loss scale this step (16-mixed), taken out before the exchange
         self.count = 0  # samples in this rank's current batch
-        self.free_at: float | None = None  # when this rank left the last exchange
+        self.free_at: float | None = None  # when this rank left the last step's last exchange
         self.began = 0.0  # when this step's training_step began (its batch in hand)
-        self.busy_s: list[float] = []  # per step: leaving one exchange to entering the next
-        self.compute_s: list[float] = []  # of which forward and backward (training_step to the exchange)
-        self.wait_s: list[float] = []  # per step: in the exchange (waiting for the others, its unhidden tail)
-        self.exits: list[float] = []  # when each exchange ended (the steps' clock, equal on all ranks)
+        # A step is a batch, as the probe's timer counts: a module may call backward more than once
+        # a batch (a GAN's two losses), an exchange each, so its exchanges are gathered (close_step).
+        self.exchanges: list[tuple[float, float]] = []  # this step's: (entered, left)
+        self.total = 0  # this step's samples, all ranks together
+        self.busy_s: list[float] = []  # per step: leaving its last exchange to the next's, less the exchanges
+        self.compute_s: list[float] = []  # of which forward and backward (training_step to the last exchange)
+        self.wait_s: list[float] = []  # per step: in its exchanges (waiting for the others, their unhidden tail)
+        self.exits: list[float] = []  # when each step's last exchange ended (the steps' clock, equal on all ranks)
         self.totals: list[int] = []  # samples of each step, all ranks together
 
     def setup_environment(self) -> None:
@@ -146,6 +150,7 @@ class HeteroDDP(WatchedDDP):
         self.sent[i] = (flat, dist.all_reduce(flat, async_op=True))
 
     def training_step(self, *args, **kwargs):
+        self.close_step()  # the previous batch's
         self.count = leading_dim(args[0]) or 0
         scaler = getattr(self.precision_plugin, "scaler", None)
         self.scale = float(scaler.get_scale()) if scaler is not None and scaler.is_enabled() else 1.0
@@ -156,9 +161,6 @@ class HeteroDDP(WatchedDDP):
         if self.root_device.type == "cuda":
             torch.cuda.synchronize(self.root_device)
         entered = time.perf_counter()
-        if self.free_at is not None:
-            self.busy_s.append(entered - self.free_at)
-            self.compute_s.append(entered - self.began)
         if not self.exchange:
             self._left(entered, self.count)
             return
@@ -187,11 +189,23 @@ class HeteroDDP(WatchedDDP):
         self._left(entered, int(total))
 
     def _left(self, entered: float, total: int) -> None:
-        self.free_at = time.perf_counter()
-        if len(self.busy_s) > len(self.wait_s):
-            self.wait_s.append(self.free_at - entered)
-        self.exits.append(self.free_at)
-        self.totals.append(total)
+        self.exchanges.append((entered, time.perf_counter()))
+        self.total = total
+
+    def close_step(self) -> None:
+        """The step's figures from its exchanges: it ended when its last exchange did."""
+        if not self.exchanges:
+            return
+        waited = sum(left - entered for entered, left in self.exchanges)
+        last_in, end = self.exchanges[-1]
+        if self.free_at is not None:
+            self.busy_s.append(end - self.free_at - waited)
+            self.compute_s.append(last_in - self.began - (waited - (end - last_in)))
+            self.wait_s.append(waited)
+        self.free_at = end
+        self.exits.append(end)
+        self.totals.append(self.total)
+        self.exchanges = []
 
 
 @dataclass
@@ -278,6 +292,7 @@ def run_round(build: Builder, devices: list[str], shares: list[int], threads: li
         if lost is not None:
             raise lost from e
         raise
+    strategy.close_step()  # the last batch's
 
     def median(xs: list[float]) -> float:
         timed = xs[warmup:] or xs

@@ -150,18 +150,20 @@ if this_rank() == 0:
 
 
 KINDS = '''
-import json, sys
+import json, sys, time
 import torch, lightning.pytorch as pl
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 from lightning_module.run.hetero import run_alone, run_round, this_rank
 
 SEEN = []  # batches each Trainer trained
+ENDS = []  # when the last Trainer's batches ended
 
 
 class Counted(pl.LightningModule):
     def on_train_batch_end(self, outputs, batch, batch_idx):
         SEEN[-1] += 1
+        ENDS.append(time.perf_counter())
 
 
 class Plateau(Counted):
@@ -200,9 +202,25 @@ class TwoOptimizers(Counted):
         return [torch.optim.SGD(self.a.parameters(), lr=0.01), torch.optim.Adam(self.b.parameters(), lr=1e-3)]
 
 
+class TwoLosses(TwoOptimizers):
+    """A GAN's pattern: two losses a batch, each with its backward (an exchange each) and its step."""
+
+    def training_step(self, batch, i):
+        time.sleep(0.05)  # a step long enough that the clocks compared below are the steps'
+        x, y = batch
+        oa, ob = self.optimizers()
+        oa.zero_grad()
+        self.manual_backward(nn.functional.cross_entropy(self.b(self.a(x).relu()), y))
+        oa.step()
+        ob.zero_grad()
+        self.manual_backward(nn.functional.cross_entropy(self.b(self.a(x).relu().detach()), y))
+        ob.step()
+
+
 def build(rank, batch):
     SEEN.append(0)
-    m = {"plateau": Plateau, "two": TwoOptimizers}[sys.argv[2]]()
+    ENDS.clear()
+    m = {"plateau": Plateau, "two": TwoOptimizers, "losses": TwoLosses}[sys.argv[2]]()
     ds = TensorDataset(torch.randn(2 * batch, 4), torch.randint(0, 2, (2 * batch,)))  # an epoch is 2 batches
     m.train_dataloader = lambda: DataLoader(ds, batch_size=batch)
     return m, None
@@ -211,7 +229,7 @@ def build(rank, batch):
 alone = run_alone(build, this_rank(), "cpu", 4, None, steps=3, warmup=1)
 r = run_round(build, ["cpu", "cpu"], [3, 5], [1, 1], steps=3, warmup=1)
 with open(f"{sys.argv[1]}.{this_rank()}", "w") as f:
-    json.dump({"seen": SEEN, "alone": alone, "steps": r.steps, "rate": r.samples_per_sec}, f)
+    json.dump({"seen": SEEN, "alone": alone, "steps": r.steps, "rate": r.samples_per_sec, "ends": ENDS}, f)
 '''
 
 
@@ -322,16 +340,20 @@ def test_the_exchange_is_exact_at_each_ranks_own_precision_fp16_scaled_beside_bf
 
 
 @two_ranks
-@pytest.mark.parametrize("kind", ["plateau", "two"])
+@pytest.mark.parametrize("kind", ["plateau", "two", "losses"])
 def test_the_gpu_and_cpu_trainers_carry_the_probes_callbacks(tmp_path, kind):
     # plateau: its scheduler skips instead of failing the run (UnmonitoredSchedulers); two: stepping
-    # two optimizers a batch, it still trains warm-up + timed batches, not half (BatchCap).
+    # two optimizers a batch, it still trains warm-up + timed batches, not half (BatchCap); losses:
+    # two backward passes a batch, two exchanges, still one step (samples not counted twice).
     out = tmp_path / "kinds"
     run_script(tmp_path, KINDS, out, args=(kind,))
     for rank in (0, 1):
         got = json.loads(Path(f"{out}.{rank}").read_text())
         assert got["seen"] == [4, 4], got  # alone, then together: 1 warm-up + 3 timed batches each
         assert got["steps"] == 2 and got["alone"] > 0 and got["rate"] > 0, got  # 3 batch ends, 2 periods
+        if kind == "losses":  # its steps are long enough (a 50 ms sleep) for two clocks to agree
+            ends = got["ends"]  # the batches' own clock, together: 8 samples a batch
+            assert got["rate"] == pytest.approx(8 * 2 / (ends[3] - ends[1]), rel=0.3), got
 
 
 @two_ranks
