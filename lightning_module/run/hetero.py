@@ -145,7 +145,7 @@ class HeteroDDP(WatchedDDP):
 
     def _send(self, i: int) -> None:
         """Bucket i's count x mean gradient, summed over ranks in the background (gloo's thread)."""
-        flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).detach().reshape(-1).float()
+        flat = torch.cat([_dense(p).detach().reshape(-1).float()
                           for p in self.buckets[i]]).to("cpu").mul_(float(self.count) / self.scale)
         self.sent[i] = (flat, dist.all_reduce(flat, async_op=True))
 
@@ -178,7 +178,10 @@ class HeteroDDP(WatchedDDP):
             finite = finite and (not self.guard_inf or bool(torch.isfinite(mean).all()))
             at = 0
             for p in bucket:
-                p.grad = mean[at:at + p.numel()].view_as(p).to(p.device, p.dtype)
+                g = mean[at:at + p.numel()].view_as(p).to(p.device, p.dtype)
+                # A sparse gradient (nn.Embedding(sparse=True), for SparseAdam) goes back sparse:
+                # the rows any rank touched.
+                p.grad = g.to_sparse(p.grad.sparse_dim()) if p.grad is not None and p.grad.is_sparse else g
                 at += p.numel()
         if not finite and getattr(self.precision_plugin, "scaler", None) is None:
             for bucket in self.buckets:  # the fp16 rank's scaler skips this step: so does this rank
@@ -206,6 +209,14 @@ class HeteroDDP(WatchedDDP):
         self.exits.append(end)
         self.totals.append(self.total)
         self.exchanges = []
+
+
+def _dense(p: torch.Tensor) -> torch.Tensor:
+    """A parameter's gradient as the exchange sends it: dense (zeros where backward did not reach it;
+    a sparse one's whole table, which DDP would send as its rows: a large table costs the pair more here)."""
+    if p.grad is None:
+        return torch.zeros_like(p)
+    return p.grad.to_dense() if p.grad.is_sparse else p.grad
 
 
 @dataclass

@@ -276,6 +276,56 @@ with open(f"{sys.argv[1]}.{this_rank()}", "w") as f:
 '''
 
 
+SPARSE = '''
+import json, sys
+import torch, lightning.pytorch as pl
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+from lightning_module.run.hetero import run_round
+
+g = torch.Generator().manual_seed(1)
+X, Y = torch.randint(0, 10, (8, 2), generator=g), torch.randint(0, 3, (8,), generator=g)
+SHARES = [3, 5]
+
+
+class Rec(pl.LightningModule):
+    """The recommender's shape: a sparse embedding table with SparseAdam, an MLP with Adam, by hand."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.automatic_optimization = False
+        self.emb, self.head = nn.Embedding(10, 4, sparse=True), nn.Linear(4, 3)
+
+    def training_step(self, b, i):
+        sparse, dense = self.optimizers()
+        sparse.zero_grad()
+        dense.zero_grad()
+        self.manual_backward(nn.functional.cross_entropy(self.head(self.emb(b[0]).sum(1)), b[1]))
+        if not hasattr(self, "dumped"):  # the first step's, after the exchange, before the update
+            self.dumped = True
+            with open(f"{sys.argv[1]}.{self.global_rank}", "w") as f:
+                json.dump({"sparse": self.emb.weight.grad.is_sparse,
+                           "grads": [p.grad.to_dense().reshape(-1).tolist() for p in self.parameters()]}, f)
+        sparse.step()
+        dense.step()
+
+    def configure_optimizers(self):
+        return [torch.optim.SparseAdam(self.emb.parameters(), lr=1e-3), torch.optim.Adam(self.head.parameters(), lr=1e-3)]
+
+
+def build(rank, batch):
+    lo = sum(SHARES[:rank])
+    ds = TensorDataset(X[lo:lo + batch], Y[lo:lo + batch])
+    m = Rec()
+    m.train_dataloader = lambda: DataLoader(ds, batch_size=batch)
+    return m, None
+
+
+run_round(build, ["cpu", "cpu"], SHARES, [1, 1], steps=1, warmup=1)
+'''
+
+
 def run_script(tmp_path, text: str, out: Path, env_extra: dict | None = None, args: tuple = ()) -> None:
     script = tmp_path / "ranks.py"
     script.write_text(textwrap.dedent(text))
@@ -309,6 +359,24 @@ def test_the_weighted_exchange_is_the_gradient_of_the_concatenated_batch(tmp_pat
         return torch.cat([p.grad.reshape(-1) for p in net.parameters()])
     plain = (grad_of(slice(0, 3)) + grad_of(slice(3, 8))) / 2
     assert (plain - whole).abs().max() > 1e-3
+
+
+@two_ranks
+def test_a_sparse_gradient_is_exchanged_and_stays_sparse_for_sparse_adam(tmp_path):
+    # The recommender example's tables (examples/recommender.py): SparseAdam takes sparse gradients only.
+    out = tmp_path / "grad"
+    run_script(tmp_path, SPARSE, out)
+    g = torch.Generator().manual_seed(1)
+    x, y = torch.randint(0, 10, (8, 2), generator=g), torch.randint(0, 3, (8,), generator=g)
+    torch.manual_seed(0)
+    emb, head = nn.Embedding(10, 4, sparse=True), nn.Linear(4, 3)
+    nn.functional.cross_entropy(head(emb(x).sum(1)), y).backward()
+    whole = torch.cat([p.grad.to_dense().reshape(-1) for p in (emb.weight, head.weight, head.bias)])
+    for rank in (0, 1):
+        got = json.loads(Path(f"{out}.{rank}").read_text())
+        assert got["sparse"] is True
+        mine = torch.tensor([v for p in got["grads"] for v in p])
+        assert torch.allclose(mine, whole, atol=1e-6, rtol=1e-5), (rank, (mine - whole).abs().max())
 
 
 @two_ranks
