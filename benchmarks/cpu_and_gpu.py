@@ -73,7 +73,8 @@ def cases(mode: str, precision: str | None, pinned: bool) -> list[Case]:
     from lightning_module.run.hardware import parse_cpuinfo, read_cpuinfo
 
     gpu = precision or "bf16-mixed"  # the CPU rank as --cpu-too has it: bf16 only where native
-    p = [gpu, cpu_precision(gpu, parse_cpuinfo(read_cpuinfo())["isa_flags"])]
+    cpu = parse_cpuinfo(read_cpuinfo())
+    p = [gpu, cpu_precision(gpu, cpu["isa_flags"], cpu["cpu_manufacturer"])]
     pins = [r.cpus for r in split] if pinned else None
     threads = [r.threads for r in split]
     return [

@@ -338,6 +338,15 @@ def cpu_flops_per_cycle_per_core(isa: set[str] | frozenset[str], dtype: str, man
     return fp32
 
 
+def cpu_native_bf16(isa: set[str] | frozenset[str] | list[str], manufacturer: str | None = None) -> bool:
+    """Whether a CPU with these ISA features (Linux cpuinfo / arm64 hwcap names) computes bf16
+    faster than fp32: AMX, AVX512_BF16, Arm's BF16. Without them bf16 is converted and computed in
+    fp32, no faster (slower, for the conversions). The catalog's best dtype and the probe's
+    --cpu-too CPU rank both ask this."""
+    isa = set(isa)
+    return cpu_flops_per_cycle_per_core(isa, "bf16", manufacturer) > cpu_flops_per_cycle_per_core(isa, "fp32", manufacturer)
+
+
 def cpu_peak_tflops(physical_cores: int, clock_ghz: float, isa: set[str] | frozenset[str], dtype: str,
                     manufacturer: str | None) -> float:
     """cores x GHz x FLOPs/cycle, in TFLOP/s."""

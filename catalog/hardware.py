@@ -40,10 +40,7 @@ def device_share(it: InstanceType) -> float:
 def best_dtype(it: InstanceType) -> str | None:
     """bf16 where the device computes it natively, else fp16, else fp32."""
     if it.accelerator_kind == "none":
-        isa = acc.cpu_isa(it)
-        man = acc.cpu_manufacturer(it)
-        native_bf16 = acc.cpu_flops_per_cycle_per_core(isa, "bf16", man) > acc.cpu_flops_per_cycle_per_core(isa, "fp32", man)
-        return "bf16" if native_bf16 else "fp32"
+        return "bf16" if acc.cpu_native_bf16(acc.cpu_isa(it), acc.cpu_manufacturer(it)) else "fp32"
     spec = gpu_spec(it)
     if spec is None:
         return None

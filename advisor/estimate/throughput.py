@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -323,6 +324,16 @@ class ThroughputModel:
         """The "GPU + CPU" gain on this type: its own --cpu-too probe's, else the model's (estimate/gpu_and_cpu.py)."""
         if it.name in self._cpu_too:
             return gpu_and_cpu.from_probe(self._cpu_too[it.name], th.samples_per_sec)
+        grads, batch, per_vcpu, measured = self._gpu_and_cpu_inputs
+        got = gpu_and_cpu.estimate(it, (th.samples_per_sec, th.low, th.high), batch, self.estimator.estimate,
+                                   per_vcpu, grads, measured)
+        return None if isinstance(got, str) else got
+
+    @cached_property
+    def _gpu_and_cpu_inputs(self) -> tuple[float, int, float | None, tuple[float, float, str] | None]:
+        """The model's inputs that are the workload's and the probes', not a type's (worked out once):
+        gradient bytes, batch per device, the pipeline's samples/s per vCPU, and (e, exchange GB/s,
+        where) from the newest --cpu-too probe whose record says them."""
         grads = self.facts.gradient_bytes()
         measured, batch = None, self.facts.best_batch or DEFAULT_BATCH
         for name, r in self._cpu_too.items():  # the newest probe's e and exchange rate, on another type
@@ -332,9 +343,7 @@ class ThroughputModel:
                 break
         images = self.facts.model in BUILTIN_MODELS
         per_vcpu = self.pipeline_rate or (default_rate_per_vcpu(self.image_size) if images else None)
-        got = gpu_and_cpu.estimate(it, (th.samples_per_sec, th.low, th.high), batch, self.estimator.estimate,
-                                   per_vcpu, grads, measured)
-        return None if isinstance(got, str) else got
+        return grads, batch, per_vcpu, measured
 
     def _memory_fit(self, it: InstanceType, kind: str, have: float | None) -> Exclusion | str | None:
         """What the probe's memory fit says of this device: excluded when it cannot hold the

@@ -1,5 +1,7 @@
 """The probe's Lightning callbacks: StepTimer, which reads the clocks at every step boundary for
-contract/timing.py's Stopwatch (the maths) and bounds a step's wall time, and the profiler trace of the winner.
+contract/timing.py's Stopwatch (the maths) and bounds a step's wall time; BatchCap and
+UnmonitoredSchedulers, which every Trainer the probe builds carries (measure.py, hetero.py); and
+the profiler trace of the winner.
 
 The device is synchronised before the clock is read, or an asynchronous GPU would look infinitely
 fast.
@@ -59,6 +61,20 @@ class UnmonitoredSchedulers(Callback):
         for config in trainer.lr_scheduler_configs:
             if config.monitor is not None:
                 config.strict = False
+
+
+class BatchCap(Callback):
+    """Stops after this many batches. The Trainer's own max_steps counts optimizer steps (its
+    global_step): a module stepping two optimizers by hand (dense Adam + SparseAdam) would stop at
+    half the batches."""
+
+    def __init__(self, batches: int):
+        self.batches, self.seen = batches, 0
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        self.seen += 1
+        if self.seen >= self.batches:
+            trainer.should_stop = True
 
 
 class StepAlarm:

@@ -15,6 +15,8 @@ from dataclasses import asdict, dataclass
 
 import torch
 
+from catalog.accelerators import cpu_native_bf16
+
 from ..contract import balance, cores
 from ..contract.ladder import RankLost
 from ..contract.options import MeasureSettings
@@ -30,9 +32,6 @@ MAIN_DEVICE_ENV = "ADVISOR_CPU_TOO_MAIN_DEVICE"
 CPU_BATCH = 64  # the CPU's batch when measured alone (at most the GPU's): a rate per sample, not a fit
 STEPS = 10  # timed steps alone and per balancing round, unless --max-steps says fewer
 WARMUP = 2
-# A CPU computes bf16 natively with these (x86 AVX-512 BF16 and AMX, Arm's BF16 extension);
-# without them bf16 is emulated and slower than fp32 (docs/probe.md), so the CPU rank keeps fp32.
-NATIVE_BF16 = ("avx512_bf16", "amx_bf16", "bf16")
 
 
 class CpuTooFailed(Exception):
@@ -73,11 +72,12 @@ def _together(plan: Plan) -> hetero.Balanced:
                               WARMUP, plan.precisions, plan.rank_timeout)
 
 
-def cpu_precision(gpu_precision: str, isa_flags: list[str]) -> str:
+def cpu_precision(gpu_precision: str, isa_flags: list[str], manufacturer: str | None = None) -> str:
     """The CPU rank's precision beside a GPU rank at `gpu_precision`: bf16 where the GPU won with
-    mixed precision (bf16 or fp16) and this CPU computes bf16 natively, else fp32. Each rank's
-    gradients are float32 whatever it computes in, so the weighted exchange stays exact."""
-    native = any(f in isa_flags for f in NATIVE_BF16)
+    mixed precision (bf16 or fp16) and this CPU computes bf16 natively (the catalog's rule), else
+    fp32: emulated bf16 is slower than fp32 (docs/probe.md). Each rank's gradients are float32
+    whatever it computes in, so the weighted exchange stays exact."""
+    native = cpu_native_bf16(isa_flags, manufacturer)
     return "bf16-mixed" if gpu_precision.endswith("-mixed") and native else "32-true"
 
 
@@ -95,7 +95,8 @@ def measure_gpu_and_cpu(settings: MeasureSettings, final: ProbeConfig) -> GpuAnd
     main = main_device()
     # Each rank at its own precision: the GPU's pick (its fp16 loss scale is taken out of its
     # gradients before the exchange), the CPU in bf16 only where it has bf16 natively.
-    precisions = [final.precision, cpu_precision(final.precision, parse_cpuinfo(read_cpuinfo())["isa_flags"])]
+    cpu = parse_cpuinfo(read_cpuinfo())
+    precisions = [final.precision, cpu_precision(final.precision, cpu["isa_flags"], cpu["cpu_manufacturer"])]
     main_cfg = final.model_copy(update={"compile": False})
     cpu_cfg = ProbeConfig(accelerator="cpu", precision=precisions[1], channels_last=final.channels_last,
                           batch_size=min(final.batch_size, CPU_BATCH))

@@ -31,6 +31,7 @@ from ..contract.ladder import CI_UNBOUNDED
 from ..contract.options import RANK_TIMEOUT
 from ..contract.timing import step_rate
 from .batches import leading_dim
+from .callbacks import BatchCap, UnmonitoredSchedulers
 from .ranks import WatchedDDP, lost_rank
 
 BUCKET_BYTES = 25 * 2**20  # fp32 gradients per exchange bucket (DDP's default bucket_cap_mb)
@@ -92,12 +93,16 @@ class HeteroDDP(WatchedDDP):
         self.guard_inf = guard_inf
         self.scale = 1.0  # this rank's loss scale this step (16-mixed), taken out before the exchange
         self.count = 0  # samples in this rank's current batch
-        self.free_at: float | None = None  # when this rank left the last exchange
+        self.free_at: float | None = None  # when this rank left the last step's last exchange
         self.began = 0.0  # when this step's training_step began (its batch in hand)
-        self.busy_s: list[float] = []  # per step: leaving one exchange to entering the next
-        self.compute_s: list[float] = []  # of which forward and backward (training_step to the exchange)
-        self.wait_s: list[float] = []  # per step: in the exchange (waiting for the others, its unhidden tail)
-        self.exits: list[float] = []  # when each exchange ended (the steps' clock, equal on all ranks)
+        # A step is a batch, as the probe's timer counts: a module may call backward more than once
+        # a batch (a GAN's two losses), an exchange each, so its exchanges are gathered (close_step).
+        self.exchanges: list[tuple[float, float]] = []  # this step's: (entered, left)
+        self.total = 0  # this step's samples, all ranks together
+        self.busy_s: list[float] = []  # per step: leaving its last exchange to the next's, less the exchanges
+        self.compute_s: list[float] = []  # of which forward and backward (training_step to the last exchange)
+        self.wait_s: list[float] = []  # per step: in its exchanges (waiting for the others, their unhidden tail)
+        self.exits: list[float] = []  # when each step's last exchange ended (the steps' clock, equal on all ranks)
         self.totals: list[int] = []  # samples of each step, all ranks together
 
     def setup_environment(self) -> None:
@@ -140,11 +145,12 @@ class HeteroDDP(WatchedDDP):
 
     def _send(self, i: int) -> None:
         """Bucket i's count x mean gradient, summed over ranks in the background (gloo's thread)."""
-        flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).detach().reshape(-1).float()
+        flat = torch.cat([_dense(p).detach().reshape(-1).float()
                           for p in self.buckets[i]]).to("cpu").mul_(float(self.count) / self.scale)
         self.sent[i] = (flat, dist.all_reduce(flat, async_op=True))
 
     def training_step(self, *args, **kwargs):
+        self.close_step()  # the previous batch's
         self.count = leading_dim(args[0]) or 0
         scaler = getattr(self.precision_plugin, "scaler", None)
         self.scale = float(scaler.get_scale()) if scaler is not None and scaler.is_enabled() else 1.0
@@ -155,9 +161,6 @@ class HeteroDDP(WatchedDDP):
         if self.root_device.type == "cuda":
             torch.cuda.synchronize(self.root_device)
         entered = time.perf_counter()
-        if self.free_at is not None:
-            self.busy_s.append(entered - self.free_at)
-            self.compute_s.append(entered - self.began)
         if not self.exchange:
             self._left(entered, self.count)
             return
@@ -175,7 +178,10 @@ class HeteroDDP(WatchedDDP):
             finite = finite and (not self.guard_inf or bool(torch.isfinite(mean).all()))
             at = 0
             for p in bucket:
-                p.grad = mean[at:at + p.numel()].view_as(p).to(p.device, p.dtype)
+                g = mean[at:at + p.numel()].view_as(p).to(p.device, p.dtype)
+                # A sparse gradient (nn.Embedding(sparse=True), for SparseAdam) goes back sparse:
+                # the rows any rank touched.
+                p.grad = g.to_sparse(p.grad.sparse_dim()) if p.grad is not None and p.grad.is_sparse else g
                 at += p.numel()
         if not finite and getattr(self.precision_plugin, "scaler", None) is None:
             for bucket in self.buckets:  # the fp16 rank's scaler skips this step: so does this rank
@@ -186,11 +192,31 @@ class HeteroDDP(WatchedDDP):
         self._left(entered, int(total))
 
     def _left(self, entered: float, total: int) -> None:
-        self.free_at = time.perf_counter()
-        if len(self.busy_s) > len(self.wait_s):
-            self.wait_s.append(self.free_at - entered)
-        self.exits.append(self.free_at)
-        self.totals.append(total)
+        self.exchanges.append((entered, time.perf_counter()))
+        self.total = total
+
+    def close_step(self) -> None:
+        """The step's figures from its exchanges: it ended when its last exchange did."""
+        if not self.exchanges:
+            return
+        waited = sum(left - entered for entered, left in self.exchanges)
+        last_in, end = self.exchanges[-1]
+        if self.free_at is not None:
+            self.busy_s.append(end - self.free_at - waited)
+            self.compute_s.append(last_in - self.began - (waited - (end - last_in)))
+            self.wait_s.append(waited)
+        self.free_at = end
+        self.exits.append(end)
+        self.totals.append(self.total)
+        self.exchanges = []
+
+
+def _dense(p: torch.Tensor) -> torch.Tensor:
+    """A parameter's gradient as the exchange sends it: dense (zeros where backward did not reach it;
+    a sparse one's whole table, which DDP would send as its rows: a large table costs the pair more here)."""
+    if p.grad is None:
+        return torch.zeros_like(p)
+    return p.grad.to_dense() if p.grad.is_sparse else p.grad
 
 
 @dataclass
@@ -259,9 +285,10 @@ def run_round(build: Builder, devices: list[str], shares: list[int], threads: li
     module, dm = build(rank, shares[rank])
     trainer = pl.Trainer(accelerator=MixedAccelerator() if mixed else "cpu", strategy=strategy,
                          devices=list(devices) if mixed else len(devices), plugins=[plugin],
-                         max_steps=warmup + steps, max_epochs=-1, limit_val_batches=0, num_sanity_val_steps=0,
+                         max_steps=-1, max_epochs=-1, limit_val_batches=0, num_sanity_val_steps=0,
                          use_distributed_sampler=False, enable_checkpointing=False, logger=False,
-                         enable_model_summary=False, enable_progress_bar=False)
+                         enable_model_summary=False, enable_progress_bar=False,
+                         callbacks=[UnmonitoredSchedulers(), BatchCap(warmup + steps)])
     # Lightning (2.6+) broadcasts rank 0's SIGTERM flag before every step: a second collective per
     # step that makes each rank wait for the slowest one's optimizer step and batch end, time the
     # balancer would read as the faster rank's own work; on a GPU rank it also round-trips a CUDA
@@ -276,6 +303,7 @@ def run_round(build: Builder, devices: list[str], shares: list[int], threads: li
         if lost is not None:
             raise lost from e
         raise
+    strategy.close_step()  # the last batch's
 
     def median(xs: list[float]) -> float:
         timed = xs[warmup:] or xs
@@ -366,9 +394,9 @@ def run_alone(build: Builder, rank: int, device: str, batch: int, threads: int |
     module, dm = build(rank, batch)
     trainer = pl.Trainer(accelerator="gpu" if dev.type == "cuda" else "cpu",
                          devices=[dev.index or 0] if dev.type == "cuda" else 1, plugins=[plugin],
-                         max_steps=warmup + steps, max_epochs=-1, limit_val_batches=0, num_sanity_val_steps=0,
+                         max_steps=-1, max_epochs=-1, limit_val_batches=0, num_sanity_val_steps=0,
                          enable_checkpointing=False, logger=False, enable_model_summary=False,
-                         enable_progress_bar=False, callbacks=[clock])
+                         enable_progress_bar=False, callbacks=[clock, UnmonitoredSchedulers(), BatchCap(warmup + steps)])
     trainer.fit(module, datamodule=dm)
     timed = range(max(warmup, 1), len(clock.ends))  # a step: one batch end to the next
     if not timed:

@@ -21,7 +21,7 @@ from ..contract.reliability import summarise
 from ..contract.result import ProbeConfig
 from .batches import leading_dim, samples_counter
 from .builders import build_workload, compiled, xla_trainer_kwargs
-from .callbacks import Progress, StepTimer, UnmonitoredSchedulers, Watch
+from .callbacks import BatchCap, Progress, StepTimer, UnmonitoredSchedulers, Watch
 from .devices import free_memory, peak_rss_gib, reset_peak_rss
 from .ranks import lost_rank, watched_ddp
 from .readers import gpu_state, own_process_tree, usable_cpus
@@ -49,20 +49,6 @@ class BatchCheck(Callback):
         if batch_idx == 0 and lead is not None and lead != self.batch_size:
             raise RungError("not-applicable", f"batch_size is set to {self.batch_size}, but the loader yields "
                                               f"batches of {lead}: the batch size is not tunable")
-
-
-class BatchCap(Callback):
-    """Stops after this many batches. The Trainer's own max_steps counts optimizer steps (its
-    global_step): a module stepping two optimizers by hand (dense Adam + SparseAdam) would stop at
-    half the batches."""
-
-    def __init__(self, batches: int):
-        self.batches, self.seen = batches, 0
-
-    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
-        self.seen += 1
-        if self.seen >= self.batches:
-            trainer.should_stop = True
 
 
 def trainer_strategy(config: ProbeConfig, settings: MeasureSettings):

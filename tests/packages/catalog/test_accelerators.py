@@ -210,6 +210,18 @@ def test_cpu_flops_per_cycle():
     assert f(zen4, "tf32", "AMD") == 32
 
 
+
+def test_native_bf16_is_a_bf16_rate_above_the_fp32_rate():
+    # One rule for the catalog's best dtype and the probe's --cpu-too CPU rank (run/cpu_too.py).
+    native = acc.cpu_native_bf16
+    assert native(acc.cpu_isa(_it("c7i.2xlarge", 8)), "Intel")  # AMX
+    assert native(acc.cpu_isa(_it("c7a.2xlarge", 8)), "AMD")  # AVX512_BF16
+    assert native(["asimd", "bf16"], "arm")  # Graviton3's BF16, cpuinfo's names
+    assert not native(acc.cpu_isa(_it("c6i.large", 2)), "Intel")  # AVX-512 without bf16 dot products
+    assert not native(["asimd", "sve"], None) and not native(["avx2", "fma"])
+    assert not native(["avx2", "fma", "bf16"], "intel")  # "bf16" is Arm's name: no x86 CPU says it
+
+
 def test_cpu_peak_tflops_counts_physical_cores():
     c7i = _it("c7i.2xlarge", 8, manufacturer="Intel", clock=3.2)
     assert acc.physical_cores(c7i) == 4

@@ -149,6 +149,183 @@ if this_rank() == 0:
 '''
 
 
+KINDS = '''
+import json, sys, time
+import torch, lightning.pytorch as pl
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+from lightning_module.run.hetero import run_alone, run_round, this_rank
+
+SEEN = []  # batches each Trainer trained
+ENDS = []  # when the last Trainer's batches ended
+
+
+class Counted(pl.LightningModule):
+    def on_train_batch_end(self, outputs, batch, batch_idx):
+        SEEN[-1] += 1
+        ENDS.append(time.perf_counter())
+
+
+class Plateau(Counted):
+    """A ReduceLROnPlateau on val_loss: the probe runs no validation, so the metric never comes."""
+
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Linear(4, 2)
+
+    def training_step(self, b, i):
+        return nn.functional.cross_entropy(self.net(b[0]), b[1])
+
+    def configure_optimizers(self):
+        opt = torch.optim.SGD(self.parameters(), lr=0.01)
+        sched = torch.optim.lr_scheduler.ReduceLROnPlateau(opt)
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "monitor": "val_loss"}}
+
+
+class TwoOptimizers(Counted):
+    """Manual optimization, two optimizers stepped every batch: the global step counts two per batch."""
+
+    def __init__(self):
+        super().__init__()
+        self.automatic_optimization = False
+        self.a, self.b = nn.Linear(4, 8), nn.Linear(8, 2)
+
+    def training_step(self, batch, i):
+        opts = self.optimizers()
+        for o in opts:
+            o.zero_grad()
+        self.manual_backward(nn.functional.cross_entropy(self.b(self.a(batch[0]).relu()), batch[1]))
+        for o in opts:
+            o.step()
+
+    def configure_optimizers(self):
+        return [torch.optim.SGD(self.a.parameters(), lr=0.01), torch.optim.Adam(self.b.parameters(), lr=1e-3)]
+
+
+class TwoLosses(TwoOptimizers):
+    """A GAN's pattern: two losses a batch, each with its backward (an exchange each) and its step."""
+
+    def training_step(self, batch, i):
+        time.sleep(0.05)  # a step long enough that the clocks compared below are the steps'
+        x, y = batch
+        oa, ob = self.optimizers()
+        oa.zero_grad()
+        self.manual_backward(nn.functional.cross_entropy(self.b(self.a(x).relu()), y))
+        oa.step()
+        ob.zero_grad()
+        self.manual_backward(nn.functional.cross_entropy(self.b(self.a(x).relu().detach()), y))
+        ob.step()
+
+
+def build(rank, batch):
+    SEEN.append(0)
+    ENDS.clear()
+    m = {"plateau": Plateau, "two": TwoOptimizers, "losses": TwoLosses}[sys.argv[2]]()
+    ds = TensorDataset(torch.randn(2 * batch, 4), torch.randint(0, 2, (2 * batch,)))  # an epoch is 2 batches
+    m.train_dataloader = lambda: DataLoader(ds, batch_size=batch)
+    return m, None
+
+
+alone = run_alone(build, this_rank(), "cpu", 4, None, steps=3, warmup=1)
+r = run_round(build, ["cpu", "cpu"], [3, 5], [1, 1], steps=3, warmup=1)
+with open(f"{sys.argv[1]}.{this_rank()}", "w") as f:
+    json.dump({"seen": SEEN, "alone": alone, "steps": r.steps, "rate": r.samples_per_sec, "ends": ENDS}, f)
+'''
+
+
+OVERFLOW = '''
+import json, sys
+import torch, lightning.pytorch as pl
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+from lightning_module.run.hetero import run_round, this_rank
+
+INF_AT = {0: 1, 1: 3}  # the batch at which each rank's gradients overflow (its loss times inf)
+
+
+class M(pl.LightningModule):
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Linear(4, 2)
+        self.seen = []  # per batch: the weights after the step, this rank's loss scale (fp16)
+
+    def training_step(self, b, i):
+        loss = nn.functional.cross_entropy(self.net(b[0]), b[1])
+        return loss * float("inf") if INF_AT[self.global_rank] == i else loss
+
+    def on_train_batch_end(self, outputs, batch, batch_idx):
+        scaler = getattr(self.trainer.precision_plugin, "scaler", None)
+        self.seen.append([[p.detach().float().reshape(-1).tolist() for p in self.parameters()],
+                          scaler.get_scale() if scaler is not None else None])
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+def build(rank, batch):
+    m = M()
+    ds = TensorDataset(torch.randn(64, 4), torch.randint(0, 2, (64,)))
+    m.train_dataloader = lambda: DataLoader(ds, batch_size=batch)
+    build.module = m
+    return m, None
+
+
+run_round(build, ["cpu", "cpu"], [3, 5], [1, 1], steps=4, warmup=1, precision=["16-mixed", "bf16-mixed"])
+with open(f"{sys.argv[1]}.{this_rank()}", "w") as f:
+    json.dump(build.module.seen, f)
+'''
+
+
+SPARSE = '''
+import json, sys
+import torch, lightning.pytorch as pl
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+from lightning_module.run.hetero import run_round
+
+g = torch.Generator().manual_seed(1)
+X, Y = torch.randint(0, 10, (8, 2), generator=g), torch.randint(0, 3, (8,), generator=g)
+SHARES = [3, 5]
+
+
+class Rec(pl.LightningModule):
+    """The recommender's shape: a sparse embedding table with SparseAdam, an MLP with Adam, by hand."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.automatic_optimization = False
+        self.emb, self.head = nn.Embedding(10, 4, sparse=True), nn.Linear(4, 3)
+
+    def training_step(self, b, i):
+        sparse, dense = self.optimizers()
+        sparse.zero_grad()
+        dense.zero_grad()
+        self.manual_backward(nn.functional.cross_entropy(self.head(self.emb(b[0]).sum(1)), b[1]))
+        if not hasattr(self, "dumped"):  # the first step's, after the exchange, before the update
+            self.dumped = True
+            with open(f"{sys.argv[1]}.{self.global_rank}", "w") as f:
+                json.dump({"sparse": self.emb.weight.grad.is_sparse,
+                           "grads": [p.grad.to_dense().reshape(-1).tolist() for p in self.parameters()]}, f)
+        sparse.step()
+        dense.step()
+
+    def configure_optimizers(self):
+        return [torch.optim.SparseAdam(self.emb.parameters(), lr=1e-3), torch.optim.Adam(self.head.parameters(), lr=1e-3)]
+
+
+def build(rank, batch):
+    lo = sum(SHARES[:rank])
+    ds = TensorDataset(X[lo:lo + batch], Y[lo:lo + batch])
+    m = Rec()
+    m.train_dataloader = lambda: DataLoader(ds, batch_size=batch)
+    return m, None
+
+
+run_round(build, ["cpu", "cpu"], SHARES, [1, 1], steps=1, warmup=1)
+'''
+
+
 def run_script(tmp_path, text: str, out: Path, env_extra: dict | None = None, args: tuple = ()) -> None:
     script = tmp_path / "ranks.py"
     script.write_text(textwrap.dedent(text))
@@ -185,6 +362,24 @@ def test_the_weighted_exchange_is_the_gradient_of_the_concatenated_batch(tmp_pat
 
 
 @two_ranks
+def test_a_sparse_gradient_is_exchanged_and_stays_sparse_for_sparse_adam(tmp_path):
+    # The recommender example's tables (examples/recommender.py): SparseAdam takes sparse gradients only.
+    out = tmp_path / "grad"
+    run_script(tmp_path, SPARSE, out)
+    g = torch.Generator().manual_seed(1)
+    x, y = torch.randint(0, 10, (8, 2), generator=g), torch.randint(0, 3, (8,), generator=g)
+    torch.manual_seed(0)
+    emb, head = nn.Embedding(10, 4, sparse=True), nn.Linear(4, 3)
+    nn.functional.cross_entropy(head(emb(x).sum(1)), y).backward()
+    whole = torch.cat([p.grad.to_dense().reshape(-1) for p in (emb.weight, head.weight, head.bias)])
+    for rank in (0, 1):
+        got = json.loads(Path(f"{out}.{rank}").read_text())
+        assert got["sparse"] is True
+        mine = torch.tensor([v for p in got["grads"] for v in p])
+        assert torch.allclose(mine, whole, atol=1e-6, rtol=1e-5), (rank, (mine - whole).abs().max())
+
+
+@two_ranks
 def test_the_exchange_is_exact_at_each_ranks_own_precision_fp16_scaled_beside_bf16(tmp_path):
     # --cpu-too at an fp16 winner: the GPU rank in 16-mixed with its loss scaler (here on a CPU), the
     # CPU rank in bf16. The scale comes out before the exchange and goes back in after, so each
@@ -210,6 +405,42 @@ def test_the_exchange_is_exact_at_each_ranks_own_precision_fp16_scaled_beside_bf
         assert torch.allclose(got, want, atol=1e-6, rtol=1e-5), (rank, (got - want).abs().max())
     whole32 = grad_of(slice(0, 8), torch.float32, 1.0)
     assert (want - whole32).abs().max() > 1e-5  # the precisions did change the gradient: a real check
+
+
+@two_ranks
+@pytest.mark.parametrize("kind", ["plateau", "two", "losses"])
+def test_the_gpu_and_cpu_trainers_carry_the_probes_callbacks(tmp_path, kind):
+    # plateau: its scheduler skips instead of failing the run (UnmonitoredSchedulers); two: stepping
+    # two optimizers a batch, it still trains warm-up + timed batches, not half (BatchCap); losses:
+    # two backward passes a batch, two exchanges, still one step (samples not counted twice).
+    out = tmp_path / "kinds"
+    run_script(tmp_path, KINDS, out, args=(kind,))
+    for rank in (0, 1):
+        got = json.loads(Path(f"{out}.{rank}").read_text())
+        assert got["seen"] == [4, 4], got  # alone, then together: 1 warm-up + 3 timed batches each
+        assert got["steps"] == 2 and got["alone"] > 0 and got["rate"] > 0, got  # 3 batch ends, 2 periods
+        if kind == "losses":  # its steps are long enough (a 50 ms sleep) for two clocks to agree
+            ends = got["ends"]  # the batches' own clock, together: 8 samples a batch
+            assert got["rate"] == pytest.approx(8 * 2 / (ends[3] - ends[1]), rel=0.3), got
+
+
+@two_ranks
+def test_an_fp16_overflow_on_either_rank_skips_the_step_on_every_rank(tmp_path):
+    # The fp16 rank (0, its loss scaler) overflows at batch 1, the bf16 rank (1) at batch 3: the sum
+    # reaches both; the fp16 rank's scaler skips its step and halves its scale, the bf16 rank drops
+    # its gradients and skips too, so the weights stay one model (not NaN on one rank, stale on the other).
+    out = tmp_path / "overflow"
+    run_script(tmp_path, OVERFLOW, out, {FORCE_MIXED_ENV: "1"})
+    fp16, bf16 = (json.loads(Path(f"{out}.{r}").read_text()) for r in (0, 1))
+    assert len(fp16) == len(bf16) == 5
+    for b in range(5):
+        w0, w1 = torch.tensor([v for p in fp16[b][0] for v in p]), torch.tensor([v for p in bf16[b][0] for v in p])
+        assert torch.isfinite(w0).all() and torch.equal(w0, w1), (b, w0, w1)
+    weights = [fp16[b][0] for b in range(5)]
+    assert weights[1] == weights[0] and weights[3] == weights[2]  # the overflowed steps: skipped
+    assert weights[2] != weights[1] and weights[4] != weights[3]  # the others: taken
+    assert [s for _, s in fp16] == [2.0**16, 2.0**15, 2.0**15, 2.0**14, 2.0**14]  # GradScaler backs off
+    assert all(s is None for _, s in bf16)
 
 
 def test_the_round_kept_is_the_faster_of_the_balanced_split_and_its_after_backward_twin():
@@ -240,7 +471,6 @@ def test_the_balancer_brings_unequal_ranks_within_ten_percent(tmp_path):
 
 
 @two_ranks
-@two_ranks
 def test_a_ranks_work_after_the_exchange_is_its_own_busy_time_not_the_others(tmp_path):
     # Lightning's per-step SIGTERM broadcast would make rank 0 wait out rank 1's 0.4 s before every
     # step, and the balancer would read it as rank 0's work (both ranks equally slow, nothing to move).
@@ -252,6 +482,7 @@ def test_a_ranks_work_after_the_exchange_is_its_own_busy_time_not_the_others(tmp
     assert all(0 <= c <= b for c, b in zip(got["compute_s"], got["busy_s"])), got
 
 
+@two_ranks
 def test_a_rank_whose_share_stays_tiny_is_dropped_after_one_round(tmp_path):
     # 30x slower per sample: its share of 64 is 3 (under 5%) at the start and 2 after re-balancing,
     # where the balancer would go on for MAX_ROUNDS rounds without converging.

@@ -206,3 +206,62 @@ def test_the_estimated_pairs_band_is_the_model_at_the_ends_of_its_inputs():
 
     assert (low, high) == pytest.approx((together(80.0, 40.0), together(120.0, 60.0)))
     assert low < mid < high
+
+
+def test_the_modelled_variant_reaches_the_cli_on_a_type_never_run_together(cli, tmp_path):
+    """A --cpu-too probe of a small MLP on g5.2xlarge (its GPU 500/s alone, its CPU 2,000/s alone,
+    the CPU at 80% of that together) gives its e and exchange rate to the model: on g4dn.16xlarge,
+    never probed, 62 vCPUs are left for a CPU rank beside its T4, and the modelled variant is a row
+    of `advisor recommend` of its own, in the table and in --format json."""
+    from advisor import schemas
+
+    g = GpuAndCpu(ranks=[RankShare(device="gpu", batch_size=256, threads=1, samples_per_sec_alone=500.0,
+                                   busy_seconds=256 / 500.0),
+                         RankShare(device="cpu", batch_size=26, threads=6, samples_per_sec_alone=2000.0,
+                                   busy_seconds=26 / 0.8 / 2000.0)],
+                  samples_per_sec=540.0, samples_per_sec_ci=(520.0, 560.0), efficiency=540.0 / 2500.0, rounds=2, kept=True)
+    r = probe_result(GPU, 500.0, accelerator="gpu", gpus=("NVIDIA A10G",), model="mlp").model_copy(update={"gpu_and_cpu": g})
+    f, db = tmp_path / "r.json", str(tmp_path / "r.db")
+    f.write_text(r.model_dump_json())
+    assert cli("results", "import", str(f), "--store", db)[0] == 0
+    base = ["recommend", "--workload", "mlp", "--samples", "1e7", "--budget", "1000", "--deadline", "30d",
+            "--family", "g4dn", "--top", "100", "--store", db]
+    code, out, err = cli(*base, "--format", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    schemas.model("recommend").model_validate(doc)
+    rows = [x for x in rows_of(doc) if x["instance_type"] == "g4dn.16xlarge"]
+    pair = [x for x in rows if x["variant"] == "gpu_and_cpu"]
+    alone = [x for x in rows if x["variant"] is None and x["count"] == 1]
+    assert pair and alone, [(x["instance_type"], x["variant"]) for x in rows_of(doc)]
+    for p in pair:
+        a = next(x for x in alone if (x["region"], x["market"]) == (p["region"], p["market"]))
+        v = p["gpu_and_cpu"]
+        assert p["count"] == 1 and p["throughput_source"] == "estimated" and v["source"] == "estimated"
+        assert 0 < v["low"] < v["gain"] < v["high"]  # the band above zero: why the variant is offered
+        assert v["basis"]["combining_efficiency"] == [0.8, 0.8, 0.8]  # the probe's e, read back
+        assert v["basis"]["cpu_vcpus"] == 64 - 1 - v["basis"]["loader_vcpus"]
+        assert "your --cpu-too probe on g5.2xlarge" in v["basis"]["from"]
+        assert p["samples_per_sec"] == pytest.approx(a["samples_per_sec"] * (1 + v["gain"]), rel=1e-6)
+        assert p["hours"] == pytest.approx(a["hours"] * a["samples_per_sec"] / p["samples_per_sec"], rel=1e-6)
+        assert any(n.startswith("GPU + CPU variant: +") and "estimated" in n and "this row" in n for n in p["notes"])
+    code, out, err = cli(*base)
+    assert code == 0, err
+    table = [ln.split() for ln in out.splitlines()]
+    assert sum(c[1:5] == ["g4dn.16xlarge", "+", "CPU", "1"] and "(estimated)" in c for c in table) == len(pair)
+
+
+def test_the_probes_inputs_are_worked_out_once_per_plan_not_per_type(monkeypatch):
+    from advisor import load_catalog
+    from advisor.recommend.jobspec import JobSpec
+    from advisor.recommend.planner import build_plan
+
+    calls = []
+    real = gc.measured_inputs
+    monkeypatch.setattr(gc, "measured_inputs", lambda *a: calls.append(a) or real(*a))
+    r = probe_result(GPU, 1000.0, accelerator="gpu", gpus=("NVIDIA A10G",))
+    r = r.model_copy(update={"gpu_and_cpu": cpu_too(1080.0, (1040.0, 1120.0), kept=True)})
+    job = JobSpec(workload="resnet50", samples=1e7, budget_usd=1000.0, deadline_hours=720.0, families=["g4dn", "g5", "g6"])
+    plan = build_plan(load_catalog(), job, [r], top=40)
+    modelled = [t for t in plan.throughputs if t.gpu_and_cpu is not None and t.gpu_and_cpu.source == "estimated"]
+    assert len(modelled) > 10 and len(calls) == 1
