@@ -12,6 +12,11 @@ notes of its first rows. On a CPU
 the peaks are the process's RSS, mostly the Python/torch runtime: the per-sample part is small and
 the error mostly says how steady the fixed part is. Last, the training-run callback's cost per step
 (ThroughputCallback, as benchmarks/callback_overhead.py measures it). Timings need a quiet machine.
+
+First it prints the host floor's check (advisor/estimate/host_floor.py): its constants derived again
+from the H100 figures in advisor/data/host_floor.json, each fitted example's floor against its
+measurement, the held-out example's, and a ResNet-50 step's floor (its ops counted here) at the
+batches GPUs train it at. `--floor-only` prints just that (no probes, a few seconds).
 """
 
 from __future__ import annotations
@@ -52,6 +57,35 @@ def held_out(result_json: str, factor: int = 4) -> tuple[int, float, float | Non
     return bs, m.peak_memory_gib, r.shape.memory.gib_at(bs) if r.shape.memory else None
 
 
+def floor_check() -> None:
+    """The host floor's constants from their measured figures, and how well they predict."""
+    from advisor.estimate import host_floor as hf
+
+    c, figures = hf.constants(), hf.measured_figures()
+    step, op = hf.derive(figures["fitted_on"])
+    print(f"host floor ({hf.FLOOR_PATH.name}): {c.step_host_s * 1e3:.3f} ms a step + {c.op_host_s * 1e6:.2f} us an op "
+          f"[+ batch / loader samples/s with 0 workers]; derived again here: {step * 1e3:.3f} ms + {op * 1e6:.2f} us")
+    for kind, rows in figures.items():
+        for f in rows:
+            floor = hf.floor_of(f)
+            ratio = floor / f["samples_per_sec"]
+            held = c.below >= ratio >= 1 / c.above
+            print(f"  {kind:9s} {f['example'].split(' ')[0]:32s} batch {f['batch']:4d}, {f['ops_per_step']:3d} ops: "
+                  f"floor {floor:9,.0f}/s, H100 measured {f['samples_per_sec']:9,.0f}/s, floor/measured {ratio:.3f}"
+                  + ("" if kind == "fitted_on" else f" (band /{c.below:g}..x{c.above:g} holds it: {'yes' if held else 'NO'})"))
+    from lightning_module.contract.result import WorkloadSpec
+    from lightning_module.run.measure import quiet_lightning
+    from lightning_module.run.peaks import per_sample_counts
+    from lightning_module.run.preview import preview
+
+    quiet_lightning()
+    spec = WorkloadSpec(model="resnet50", batch_size=4)
+    _, _, ops = per_sample_counts(spec, preview(spec).first_batch)
+    if ops:
+        at = ", ".join(f"{b}: {hf.HostFloor(ops, b).samples_per_sec:,.0f}/s" for b in (32, 64, 128, 256, 512))
+        print(f"  resnet50 (torchvision, {ops} ops a step counted here): floor per GPU at batch {at}")
+
+
 def machine_type() -> str | None:
     """A catalog type this machine can be (CPU vendor, vCPUs, GPUs), or None: the probe is then filed
     unlabelled, and recommend uses it as a measurement of its device off EC2."""
@@ -69,7 +103,11 @@ def main() -> int:
     ap.add_argument("--max-seconds", default="3")
     ap.add_argument("--instance-type", help="the label to file the probes under (default: the first catalog type "
                                              "this machine's hardware does not contradict)")
+    ap.add_argument("--floor-only", action="store_true", help="print the host floor's check only")
     a = ap.parse_args()
+    floor_check()
+    if a.floor_only:
+        return 0
     a.instance_type = a.instance_type or machine_type()
     print(f"probes filed as {a.instance_type}" if a.instance_type else "probes filed unlabelled (no catalog type "
           "matches this machine's hardware): recommend takes them as measurements of their device off EC2")

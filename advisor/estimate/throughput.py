@@ -43,6 +43,7 @@ from . import gpu_and_cpu
 from .cache import model_for as cached_model
 from .calibrate import Efficiency
 from .host import apply_cap, default_rate_per_vcpu, host_cap
+from .host_floor import HostFloor
 from .model import CrossDeviceModel, build, from_probes
 from .points import (
     MIXED,
@@ -182,6 +183,7 @@ class ThroughputModel:
             measured = []
         self.estimator = Estimator(self.model, catalog, facts.model, self.flops, measured, intensity=facts.intensity)
         self.pipeline_rate = self._pipeline_rate()
+        self.host_floor = self._host_floor()
 
     # -- sources ---------------------------------------------------------------------------
 
@@ -269,6 +271,21 @@ class ThroughputModel:
             if rate:
                 return float(rate)
         return None
+
+    def _host_floor(self) -> HostFloor | None:
+        """The host floor of a GPU step for this workload (estimate/host_floor.py), where a probe
+        counted its ops; None otherwise (nothing changes then). A GPU probe that measured above the
+        floor at its own batch raises it by as much: its host dispatched faster than the one the
+        constants came from."""
+        ops, batch, loader = self.facts.ops_per_step, self.facts.ops_batch, self.facts.ops_loader_rate
+        if not ops or not batch:
+            return None
+        raised = 1.0
+        for r in [*self._measured.values(), *(r for _, r in self._off_catalog.values())]:
+            if r.config.accelerator == "gpu" and r.config.num_nodes == 1 and r.gpu_and_cpu is None:
+                own = HostFloor(ops, r.config.batch_size, loader if r.config.num_workers == 0 else None)
+                raised = max(raised, r.samples_per_sec / self._devices_used(r) / own.samples_per_sec)
+        return HostFloor(ops, batch, loader, raised)
 
     def _measured_notes(self, r) -> list[str]:
         notes = []
@@ -462,8 +479,17 @@ class ThroughputModel:
             basis["uncertain_spec_fields"] = list(spec.uncertain)
         if it.accelerator_fraction:
             basis["device_share"] = it.accelerator_fraction
-        th = self._finish(it, est.per_device, est.low / est.per_device, est.high / est.per_device, "estimated",
-                          est.precision, basis, notes, anchor=self._anchor_words(est))
+        per, low, high = est.per_device, est.low, est.high
+        anchor = self._anchor_words(est)
+        if it.accelerator_kind == "gpu" and self.host_floor is not None:
+            # One GPU's step is the longer of the roofline's and the host's dispatch of its ops.
+            per, low, high, binds = self.host_floor.apply(per, low, high)
+            basis["host_floor"] = self.host_floor.basis(binds, "the newest probe of this workload that counted them")
+            if binds:
+                notes.insert(0, self.host_floor.note())
+                anchor = "the host floor (your probe's op count, our H100's per-op time)"
+        th = self._finish(it, per, low / per, high / per, "estimated",
+                          est.precision, basis, notes, anchor=anchor)
         cap = host_cap(it, self.image_size, self.pipeline_rate, images=self.facts.model in BUILTIN_MODELS)
         th.samples_per_sec, th.low, th.high, binds = apply_cap(th.samples_per_sec, th.low, th.high, cap)
         if cap is not None and (binds or th.high >= cap["max_samples_per_sec"]):

@@ -32,9 +32,11 @@ from catalog.models import MAX_DEVICE_MEMORY_GIB, MAX_MEMORY_GIB, NAME_PATTERN, 
 # probe --cpu-too`) and what measured it (ProbeResult.source: the probe or a training run's
 # callback). 4: how a training run's shape was obtained (MemoryFit.derived, WorkloadShape.
 # memory_traffic_note), and the optimizer and lr_scheduler of a LightningCLI config
-# (WorkloadSpec.optimizer, lr_scheduler). Older records read as they are: none of these fields is required.
-RESULT_SCHEMA_VERSION = 4
-READABLE_SCHEMA_VERSIONS = (1, 2, 3, 4)
+# (WorkloadSpec.optimizer, lr_scheduler). 5: the ops a training step dispatches (WorkloadShape.
+# ops_per_step), what bounds a small model's step on a GPU. Older records read as they are: none of
+# these fields is required.
+RESULT_SCHEMA_VERSION = 5
+READABLE_SCHEMA_VERSIONS = (1, 2, 3, 4, 5)
 SOURCES = ("probe", "training run")
 
 BUILTIN_MODELS = ("resnet50", "resnet18", "vit_b_16", "mlp")
@@ -503,6 +505,11 @@ class WorkloadShape(BaseModel):
     # How it was counted when not as the probe counts it (the difference between 2 and 4 samples on
     # the CPU in fp32): a training run counts its first step at its own batch and precision.
     memory_traffic_note: Text | None = None
+    # The non-view aten ops one training step dispatches (TrafficCounter's rule): its training_step
+    # and backward, the optimizer's step not run (a probe) or not reached (a training run in automatic
+    # optimization). Eager execution dispatches them one by one from the host: with the step's batch,
+    # the host floor a GPU estimate meets (advisor/estimate/host_floor.py). None: not counted.
+    ops_per_step: Annotated[int, Field(strict=True, gt=0, le=10**9)] | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> WorkloadShape:

@@ -40,6 +40,14 @@ class WorkloadFacts:
     # Training FLOPs per byte of memory traffic (result.WorkloadShape's count); None: not counted here
     # (a builtin's is in advisor/data/workload_intensity.json)
     intensity: float | None = None
+    # The ops one training step dispatches (result.WorkloadShape.ops_per_step) and the batch of the
+    # probe that counted them, its best configuration's per device: the host floor of a GPU step
+    # (advisor/estimate/host_floor.py). None: not counted (a builtin, an older result).
+    ops_per_step: int | None = None
+    ops_batch: int | None = None
+    # That probe's loader rate (samples/s, timed alone) where its configuration had no loader
+    # workers, so the training process made every batch; None: workers fed it, or not timed.
+    ops_loader_rate: float | None = None
 
     def flops_per_sample(self, image_size: int = REFERENCE_IMAGE_SIZE) -> float:
         return self.train_flops_per_sample * (image_size / self.at_image_size) ** 2
@@ -74,8 +82,14 @@ def facts_from_probes(model: str, image_size: int, results: list) -> WorkloadFac
     counted = next((r for r in results if r.flops_per_sample and getattr(r, "shape", None) is not None
                     and r.shape.memory_traffic_bytes_per_sample), None)
     intensity = counted.flops_per_sample / counted.shape.memory_traffic_bytes_per_sample if counted else None
+    # The newest probe that counted its step's ops, at its own best batch.
+    ops = next((r for r in results if getattr(r, "shape", None) is not None and r.shape.ops_per_step), None)
+    dispatch = {"ops_per_step": ops.shape.ops_per_step, "ops_batch": ops.config.batch_size,
+                "ops_loader_rate": ops.pipeline_samples_per_sec_per_worker if ops.config.num_workers == 0 else None,
+                } if ops else {}
     if shaped is None:
-        return WorkloadFacts(model, None, flops, float("nan"), 0.0, at_image_size=image_size, intensity=intensity)
+        return WorkloadFacts(model, None, flops, float("nan"), 0.0, at_image_size=image_size, intensity=intensity,
+                             **dispatch)
     s = shaped.shape
     # fp32 gradients beside the weights (what the all-reduce carries too), plus the optimizer's state.
     state = s.parameter_bytes + 4.0 * s.trainable_parameters + (s.optimizer_state_bytes or 0.0)
@@ -84,7 +98,8 @@ def facts_from_probes(model: str, image_size: int, results: list) -> WorkloadFac
     # A fit across batch sizes (a probe's) before one derived from a single batch (a training run's).
     fit = next((f for f in fits if not f.derived), fits[0] if fits else None)
     return WorkloadFacts(model, s.parameters, flops, float("nan"), 0.0, at_image_size=image_size,
-                         state_bytes=state, memory=fit, best_batch=shaped.config.batch_size, intensity=intensity)
+                         state_bytes=state, memory=fit, best_batch=shaped.config.batch_size, intensity=intensity,
+                         **dispatch)
 
 
 FACTS: dict[str, WorkloadFacts] = {

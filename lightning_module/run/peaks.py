@@ -57,15 +57,19 @@ class TrafficCounter(TorchDispatchMode):
     """Memory traffic as an unfused execution moves it: for every aten op, the bytes of its tensor
     inputs (read) and outputs (written), views aside (they move nothing). Fusion and caches make a
     real run move less, so this is an upper bound, the same way on every device: FLOPs / these
-    bytes is the workload's arithmetic intensity at the op level."""
+    bytes is the workload's arithmetic intensity at the op level. `ops` counts the same ops: what
+    eager execution dispatches one by one (on a GPU about one kernel launch each), the host's work
+    that bounds a small model's step on a GPU (advisor/estimate/host_floor.py)."""
 
     def __init__(self):
         super().__init__()
         self.bytes = 0
+        self.ops = 0
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
         if not getattr(func, "is_view", False):
+            self.ops += 1
             for t in tree_flatten((args, kwargs or {}, out))[0]:
                 if isinstance(t, torch.Tensor):
                     self.bytes += tensor_bytes(t)
@@ -96,12 +100,12 @@ def per_sample_traffic(small: tuple[int, float], large: tuple[int, float] | None
 
 
 class _StepCounts(Callback):
-    """FLOPs and traffic of each step, from on_train_batch_start to on_train_batch_end: the module's
+    """FLOPs, traffic and ops of each step, from on_train_batch_start to on_train_batch_end: the module's
     training_step and its backward, as Lightning runs them (manual optimization included:
     self.optimizers(), manual_backward and self.log need a Trainer)."""
 
     def __init__(self):
-        self.counts: list[tuple[float, float]] = []
+        self.counts: list[tuple[float, float, int]] = []
         self._modes: tuple | None = None
 
     def on_train_start(self, trainer, pl_module):
@@ -119,7 +123,7 @@ class _StepCounts(Callback):
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
         flops, traffic = self._modes
         self.close()
-        self.counts.append((flops.get_total_flops(), traffic.bytes))
+        self.counts.append((flops.get_total_flops(), traffic.bytes, traffic.ops))
 
     def close(self) -> None:
         if self._modes is not None:
@@ -128,11 +132,13 @@ class _StepCounts(Callback):
             self._modes = None
 
 
-def per_sample_counts(spec: WorkloadSpec, batch) -> tuple[float | None, float | None]:
-    """Forward + backward FLOPs and memory traffic (TrafficCounter) of one sample, counted by torch
-    on the CPU in a Trainer on the first samples of a batch (the preview's first): a warm-up step
-    (lazy layers are made there), then FLOP_SAMPLES and 2 x FLOP_SAMPLES samples;
-    FLOPs divided by the samples, traffic per additional sample (per_sample_traffic)."""
+def per_sample_counts(spec: WorkloadSpec, batch) -> tuple[float | None, float | None, int | None]:
+    """Forward + backward FLOPs and memory traffic (TrafficCounter) of one sample, and the ops one
+    step dispatches, counted by torch on the CPU in a Trainer on the first samples of a batch (the
+    preview's first): a warm-up step (lazy layers are made there), then FLOP_SAMPLES and 2 x
+    FLOP_SAMPLES samples; FLOPs divided by the samples, traffic per additional sample
+    (per_sample_traffic), ops of the FLOP_SAMPLES step (a step's op count does not grow with its batch).
+    The optimizer's step is not run (_StepCounts), so its ops are not among them."""
     import lightning.pytorch as pl
 
     counts = _StepCounts()
@@ -142,7 +148,7 @@ def per_sample_counts(spec: WorkloadSpec, batch) -> tuple[float | None, float | 
         small = shrink(batch, FLOP_SAMPLES)
         n = count(small)
         if not n:
-            return None, None
+            return None, None, None
         steps = [small, small]
         large = shrink(batch, 2 * FLOP_SAMPLES) if (leading_dim(batch) or 0) >= 2 * FLOP_SAMPLES else None
         if large is not None:
@@ -159,15 +165,15 @@ def per_sample_counts(spec: WorkloadSpec, batch) -> tuple[float | None, float | 
             warnings.simplefilter("ignore")
             trainer.fit(module, datamodule=dm)
         if len(counts.counts) < 2:
-            return None, None
-        flops, moved = counts.counts[1]
+            return None, None, None
+        flops, moved, ops = counts.counts[1]
         traffic = moved / n
         if large is not None and len(counts.counts) > 2:
             traffic = per_sample_traffic((n, moved), (count(large), counts.counts[2][1]))
-        return flops / n or None, traffic or None
+        return flops / n or None, traffic or None, ops or None
     except Exception as e:  # noqa: BLE001 - the counts are optional: never fail the probe on them
         log.warning("FLOPs not counted: %s: %s", type(e).__name__, str(e).splitlines()[0] if str(e) else "")
-        return None, None
+        return None, None, None
     finally:
         counts.close()
 

@@ -153,7 +153,7 @@ class ThroughputCallback(Callback):
         self._spec = self._config = None
         self._count, self._counted_by = None, "batch"
         self._samples = 0  # samples of the timed steps, this rank
-        self._flops = self._flop_mode = self._traffic = self._traffic_mode = None
+        self._flops = self._flop_mode = self._traffic = self._traffic_mode = self._ops = None
         self._base_gib: float | None = None  # memory in use when training started
         self._sync = None  # waits for the device before a clock read; None on the CPU (nothing queued)
         self._every, self._read_cost, self._reads = 1, 0.0, 0
@@ -309,6 +309,7 @@ class ThroughputCallback(Callback):
         n, total = self._flop_batch, flops.get_total_flops()
         self._flops = total / n if n and total else None
         self._traffic = traffic.bytes / n if n and traffic.bytes else None
+        self._ops = traffic.ops or None
 
     def _pipeline_rate(self, trainer) -> float | None:
         """The training loader timed alone, as the probe times it (preview.pipeline_rate): samples/s
@@ -432,7 +433,8 @@ class ThroughputCallback(Callback):
             memory_traffic_bytes_per_sample=self._traffic,
             memory_traffic_note=(f"counted over the first step's training_step and backward at its batch of "
                                  f"{self._flop_batch} ({cfg.precision}): the weights' traffic shared by its samples, "
-                                 "an upper bound" if self._traffic else None))
+                                 "an upper bound" if self._traffic else None),
+            ops_per_step=self._ops)
         pipeline = self._pipeline_rate(trainer) if self.time_pipeline and how == "training ended" else None
         return ProbeResult(
             workload=self._spec, workload_id=self._spec.workload_id, instance_type=instance_type,

@@ -49,6 +49,7 @@ def test_the_language_model_runs_on_its_own_token_loader(cli, tmp_path):
     assert s.optimizer_state_bytes == pytest.approx(2 * s.parameter_bytes, rel=0.01)  # AdamW: two moments (+ steps)
     assert s.memory is not None and len(s.memory.points) >= 2 and s.memory.where == "host"
     assert r.pipeline_samples_per_sec_per_worker > 0 and r.flops_per_sample > 0 and s.memory_traffic_bytes_per_sample > 0
+    assert s.ops_per_step and s.ops_per_step > 50  # a two-layer transformer step: over a hundred ops
     assert {x.rung: x.status for x in r.ladder}["channels_last"] == "skipped"  # not a convolutional model
 
 
@@ -391,6 +392,7 @@ def test_a_schema_3_shape_reads_and_a_derived_fit_is_bounded():
                   {"batch_size": 16, "peak_gib": 3.0}], "fixed_gib": 1.0, "per_sample_gib": 0.125}}
     old = ProbeResult.model_validate(d)
     assert not old.shape.memory.derived and old.shape.memory_traffic_note is None
+    assert old.shape.ops_per_step is None  # schema 5's op count: not counted then
     assert old.shape.memory.source_words() == "your probe's memory fit"
     fit = MemoryFit.derived_from("accelerator", 16, 10.0, 2.0, "state")
     assert fit.derived and fit.gib_at(16) == pytest.approx(10.0) and fit.per_sample_gib == pytest.approx(0.5)
@@ -468,10 +470,37 @@ def test_the_probe_counts_a_small_mlps_traffic_without_its_weights():
 
     spec = WorkloadSpec(model="mlp", image_size=32, num_classes=10, batch_size=8)
     batch = (torch.randint(0, 255, (8, 3, 32, 32), dtype=torch.uint8), torch.randint(0, 10, (8,)))
-    flops, traffic = per_sample_counts(spec, batch)
+    flops, traffic, ops = per_sample_counts(spec, batch)
     # The first layer's weights (3072 x 64 fp32, ~0.8 MB) are read and their gradient written
     # every step: per sample the traffic is far below them.
     assert flops and traffic and traffic < 3072 * 64 * 4 / 2
+    assert ops and ops > 0
+
+
+def test_the_probe_counts_the_ops_a_step_dispatches_the_same_every_step(monkeypatch):
+    """The host's share of a step on a GPU is one dispatch per op: counted per step, views aside,
+    the same at the warm-up step, at 2 samples and at 4 (the count does not grow with the batch)."""
+    from lightning_module.contract.result import WorkloadSpec
+    from lightning_module.run import peaks
+
+    seen = []
+
+    class Kept(peaks._StepCounts):
+        def __init__(self):
+            super().__init__()
+            seen.append(self)
+
+    monkeypatch.setattr(peaks, "_StepCounts", Kept)
+    spec = WorkloadSpec(model="mlp", image_size=32, num_classes=10, batch_size=8)
+    batch = (torch.randint(0, 255, (8, 3, 32, 32), dtype=torch.uint8), torch.randint(0, 10, (8,)))
+    _, _, ops = peaks.per_sample_counts(spec, batch)
+    per_step = [c[2] for c in seen[0].counts]
+    assert len(per_step) == 3 and per_step[1] == per_step[2] == ops > 10
+    with peaks.TrafficCounter() as t:
+        a = torch.randn(4, 8)
+        a.view(2, 16), a.t()  # views: no op dispatched to a kernel
+        torch.mm(a, a.t())
+    assert t.ops == 2  # randn and mm
 
 
 def test_init_args_nested_past_the_stack_are_one_line_not_an_internal_error():

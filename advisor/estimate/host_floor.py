@@ -1,0 +1,124 @@
+"""Host floor: one step on a GPU takes at least what the host needs to dispatch it.
+
+Eager PyTorch runs a training step op by op from the host: Python, Lightning's loop, the
+dispatcher and about one CUDA launch per op. A small model's kernels finish faster than the host
+issues them, so its step time is the host's, whatever the GPU's FLOP/s and bandwidth (the
+roofline, fit.py, has no such term: it carried a 628 samples/s CPU probe of a tiny transformer to
+130,000/s on a T4, where an H100 ran it at 3,131). On a GPU
+
+    step seconds >= step_host_s + ops_per_step x op_host_s [+ batch / loader samples/s per worker]
+    so per-device samples/s <= batch / that
+
+with ops_per_step the probe's count (result.WorkloadShape.ops_per_step) at its best batch, the
+loader's term where that configuration had no loader workers (the batch is made in the training
+process between steps; the probe's own pipeline rate), and the two constants from
+advisor/data/host_floor.json (derived from our H100 measurements, the source in the file). A larger
+batch on the GPU than the probe's raises the floor per sample, and so do loader workers,
+torch.compile and CUDA graphs (fewer launches): the floor is for the probe's configuration. Not on
+CPUs: a CPU probe's time already holds its host work. JSON only: `advisor recommend` never imports torch.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+FLOOR_PATH = Path(__file__).resolve().parents[1] / "data" / "host_floor.json"
+
+
+@dataclass(frozen=True)
+class FloorConstants:
+    step_host_s: float  # per step: Lightning's loop, the optimizer's foreach step, the batch's copy
+    op_host_s: float  # per op dispatched
+    below: float  # the band: the floor / below ... the floor x above
+    above: float
+    source: str
+    band_why: str
+
+
+@lru_cache(maxsize=1)
+def constants() -> FloorConstants:
+    """The floor's constants as advisor/data/host_floor.json states them, with their source."""
+    body = json.loads(FLOOR_PATH.read_text(encoding="utf-8"))
+    band = body["band"]
+    return FloorConstants(float(body["step_host_s"]), float(body["op_host_s"]), float(band["below"]),
+                          float(band["above"]), body["source"], band["why"])
+
+
+def step_seconds(ops_per_step: int, c: FloorConstants | None = None) -> float:
+    """The host's least time for one step of `ops_per_step` ops on a GPU."""
+    c = c or constants()
+    return c.step_host_s + ops_per_step * c.op_host_s
+
+
+def measured_figures() -> dict[str, list[dict]]:
+    """The data file's measured examples: `fitted_on` (the constants' source) and `held_out`."""
+    body = json.loads(FLOOR_PATH.read_text(encoding="utf-8"))
+    return {"fitted_on": body["fitted_on"], "held_out": body["held_out"]}
+
+
+def floor_of(figure: dict, c: FloorConstants | None = None) -> float:
+    """The floor's samples/s for one of the data file's examples (its ops, batch and loader)."""
+    loader = figure["pipeline_samples_per_sec_per_worker"] if figure["num_workers"] == 0 else None
+    c = c or constants()
+    return HostFloor(figure["ops_per_step"], figure["batch"], loader).samples_per_sec_with(c)
+
+
+def derive(figures: list[dict]) -> tuple[float, float]:
+    """(step_host_s, op_host_s): least squares of each example's host seconds a step (its measured
+    step time less its loader's, where it had no workers) on its ops; two examples: the line through
+    them. How the data file's constants were derived; the benchmark and the tests redo it."""
+    points = []
+    for f in figures:
+        loader = f["batch"] / f["pipeline_samples_per_sec_per_worker"] if f["num_workers"] == 0 else 0.0
+        points.append((f["ops_per_step"], f["batch"] / f["samples_per_sec"] - loader))
+    n = len(points)
+    mx = sum(o for o, _ in points) / n
+    my = sum(t for _, t in points) / n
+    slope = sum((o - mx) * (t - my) for o, t in points) / sum((o - mx) ** 2 for o, _ in points)
+    return my - slope * mx, slope
+
+
+@dataclass(frozen=True)
+class HostFloor:
+    """The floor for one workload's probe-counted step, per GPU."""
+
+    ops_per_step: int
+    batch: int  # samples per step on one device (the probe's best configuration)
+    loader_samples_per_sec: float | None = None  # the loader in the training process (0 workers); None: in workers
+    raised_by: float = 1.0  # a GPU probe that measured above the floor: its host was faster
+
+    @property
+    def samples_per_sec(self) -> float:
+        return self.samples_per_sec_with(constants())
+
+    def samples_per_sec_with(self, c: FloorConstants) -> float:
+        loader = self.batch / self.loader_samples_per_sec if self.loader_samples_per_sec else 0.0
+        return self.raised_by * self.batch / (step_seconds(self.ops_per_step, c) + loader)
+
+    def apply(self, mid: float, low: float, high: float) -> tuple[float, float, float, bool]:
+        """(mid, low, high) per device after the floor, and whether it binds the middle figure: the
+        step's time is the larger of the roofline's and the host's, at each end of the band."""
+        c, f = constants(), self.samples_per_sec
+        return min(mid, f), min(low, f / c.below), min(high, f * c.above), mid > f
+
+    def basis(self, binds: bool, ops_from: str) -> dict:
+        c = constants()
+        out = {"ops_per_step": self.ops_per_step, "batch": self.batch, "ops_from": ops_from,
+               "step_host_s": c.step_host_s, "op_host_s": c.op_host_s,
+               "loader_samples_per_sec": None if self.loader_samples_per_sec is None else round(self.loader_samples_per_sec),
+               "rule": "per-device samples/s <= batch / (step_host_s + ops_per_step x op_host_s [+ batch / "
+                       "loader_samples_per_sec: no loader workers]), on a GPU",
+               "max_samples_per_sec_per_device": round(self.samples_per_sec, 1), "binds": binds,
+               "band": f"x/{c.below:g} to x{c.above:g}: {c.band_why}", "source": c.source}
+        if self.raised_by > 1.0:
+            out["raised_by_gpu_probe"] = round(self.raised_by, 3)
+        return out
+
+    def note(self) -> str:
+        loader = " and the loader in its process" if self.loader_samples_per_sec else ""
+        more = "a larger batch, loader workers" if self.loader_samples_per_sec else "a larger batch"
+        return (f"host-bound: ~{self.ops_per_step} ops a step at batch {self.batch}{loader} cap one GPU near "
+                f"{self.samples_per_sec:,.0f}/s; {more} or torch.compile/CUDA graphs raise it")
