@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import sys
+import textwrap
+
 import pytest
 
 
@@ -38,3 +41,21 @@ def cli(capsys):
         return code, out, err
 
     return run
+
+
+@pytest.fixture
+def user_module(tmp_path, monkeypatch):
+    """write(name, source): a user's module written to tmp_path and importable by name, as their
+    own package would be; dropped from sys.modules after the test, so the next test's module of that
+    name is read afresh."""
+    names = []
+
+    def write(name: str, source: str) -> str:
+        (tmp_path / f"{name}.py").write_text(textwrap.dedent(source))
+        monkeypatch.syspath_prepend(str(tmp_path))
+        names.append(name)
+        return name
+
+    yield write
+    for name in names:
+        sys.modules.pop(name, None)

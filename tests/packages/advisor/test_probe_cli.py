@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import textwrap
 
 import pytest
 from factories import fake_measurement, probe_result
@@ -135,10 +134,8 @@ class NotAModule:
 
 
 @pytest.fixture
-def user_pkg(tmp_path, monkeypatch):
-    (tmp_path / "userwork.py").write_text(textwrap.dedent(USER_MODULE))
-    monkeypatch.syspath_prepend(str(tmp_path))
-    return "userwork"
+def user_pkg(user_module):
+    return user_module("userwork", USER_MODULE)
 
 
 def test_user_lightning_module_with_and_without_its_datamodule(cli, tmp_path, user_pkg):

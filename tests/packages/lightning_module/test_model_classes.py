@@ -105,11 +105,8 @@ class Manual(pl.LightningModule):
 
 
 @pytest.fixture
-def models(tmp_path, monkeypatch):
-    (tmp_path / "kinds.py").write_text(textwrap.dedent(MODELS))
-    monkeypatch.syspath_prepend(str(tmp_path))
-    yield "kinds"
-    sys.modules.pop("kinds", None)
+def models(user_module):
+    return user_module("kinds", MODELS)
 
 
 def _probe(cli, tmp_path, *argv):

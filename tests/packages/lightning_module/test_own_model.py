@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import sys
 import textwrap
 from collections import namedtuple
 
@@ -192,11 +191,8 @@ class Needs(Table):
 
 
 @pytest.fixture
-def own(tmp_path, monkeypatch):
-    (tmp_path / "ownwork.py").write_text(textwrap.dedent(USER))
-    monkeypatch.syspath_prepend(str(tmp_path))
-    yield "ownwork"
-    sys.modules.pop("ownwork", None)
+def own(user_module):
+    return user_module("ownwork", USER)
 
 
 def _probe(cli, tmp_path, *argv):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 import textwrap
 import time
 
@@ -40,11 +39,8 @@ SLOW_START = SLOW_MODULE.replace("Sleepy", "SlowStart").replace(
 
 
 @pytest.fixture
-def sleepy(tmp_path, monkeypatch):
-    (tmp_path / "sleepywork.py").write_text(textwrap.dedent(SLOW_MODULE) + textwrap.dedent(SLOW_START))
-    monkeypatch.syspath_prepend(str(tmp_path))
-    yield
-    sys.modules.pop("sleepywork", None)
+def sleepy(user_module):
+    user_module("sleepywork", textwrap.dedent(SLOW_MODULE) + textwrap.dedent(SLOW_START))
 
 
 def test_a_step_past_the_slow_limit_is_cut_short(sleepy):

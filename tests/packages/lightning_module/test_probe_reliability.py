@@ -153,12 +153,9 @@ def test_an_alarm_on_a_contended_step_is_extended_not_fired():
     assert len(asked) == 3 and 0.25 < time.perf_counter() - t0 < 2
 
 
-def test_measure_does_not_cut_a_slow_step_the_machine_was_contended_for(monkeypatch, tmp_path):
+def test_measure_does_not_cut_a_slow_step_the_machine_was_contended_for(monkeypatch, user_module):
     """measure() with a reader that says every step waits for a CPU: the 5 s step outlives its
     0.5 s limit and ends as `contended` (no verdict on speed), not as `timeout` (cannot win)."""
-    import sys
-    import textwrap
-
     from test_probe_measure import SLOW_MODULE
 
     from lightning_module.contract.ladder import RungContended, classify
@@ -167,8 +164,7 @@ def test_measure_does_not_cut_a_slow_step_the_machine_was_contended_for(monkeypa
     from lightning_module.run import measure
     from lightning_module.run.callbacks import Watch
 
-    (tmp_path / "sleepy2.py").write_text(textwrap.dedent(SLOW_MODULE))
-    monkeypatch.syspath_prepend(str(tmp_path))
+    user_module("sleepy2", SLOW_MODULE)
 
     def busy_reading():
         now = time.perf_counter()
@@ -183,7 +179,6 @@ def test_measure_does_not_cut_a_slow_step_the_machine_was_contended_for(monkeypa
     ran = float(str(err.value).split("a step ran ")[1].split(" s ")[0])
     assert 0.9 < ran < 4.9  # twice the limit, and still before the 5 s step ended
     assert classify(err.value)[0] == "contended"
-    sys.modules.pop("sleepy2", None)
 
 
 def test_contention_meter_counts_synthetic_busy_steps():
