@@ -39,9 +39,14 @@ class FloorConstants:
 
 
 @lru_cache(maxsize=1)
+def _data() -> dict:
+    """advisor/data/host_floor.json, read once."""
+    return json.loads(FLOOR_PATH.read_text(encoding="utf-8"))
+
+
 def constants() -> FloorConstants:
     """The floor's constants as advisor/data/host_floor.json states them, with their source."""
-    body = json.loads(FLOOR_PATH.read_text(encoding="utf-8"))
+    body = _data()
     band = body["band"]
     return FloorConstants(float(body["step_host_s"]), float(body["op_host_s"]), float(band["below"]),
                           float(band["above"]), body["source"], band["why"])
@@ -55,7 +60,7 @@ def step_seconds(ops_per_step: int, c: FloorConstants | None = None) -> float:
 
 def measured_figures() -> dict[str, list[dict]]:
     """The data file's measured examples: `fitted_on` (the constants' source) and `held_out`."""
-    body = json.loads(FLOOR_PATH.read_text(encoding="utf-8"))
+    body = _data()
     return {"fitted_on": body["fitted_on"], "held_out": body["held_out"]}
 
 
