@@ -33,10 +33,14 @@ from catalog.models import MAX_DEVICE_MEMORY_GIB, MAX_MEMORY_GIB, NAME_PATTERN, 
 # callback). 4: how a training run's shape was obtained (MemoryFit.derived, WorkloadShape.
 # memory_traffic_note), and the optimizer and lr_scheduler of a LightningCLI config
 # (WorkloadSpec.optimizer, lr_scheduler). 5: the ops a training step dispatches (WorkloadShape.
-# ops_per_step), what bounds a small model's step on a GPU. Older records read as they are: none of
-# these fields is required.
-RESULT_SCHEMA_VERSION = 5
-READABLE_SCHEMA_VERSIONS = (1, 2, 3, 4, 5)
+# ops_per_step), what bounds a small model's step on a GPU. 6: tokens for sequence workloads
+# (WorkloadShape.tokens_per_sample, tokens_counted_by; ProbeResult.tokens_per_sec), activation bytes
+# per token per layer with and without activation checkpointing (WorkloadShape.activations), the
+# runtime's own memory (ProbeResult.runtime_overhead), a model measured as shallower copies of itself
+# (ProbeResult.extrapolation) and each rank's peak memory (ProbeResult.rank_peak_memory_gib). Older
+# records read as they are: none of these fields is required.
+RESULT_SCHEMA_VERSION = 6
+READABLE_SCHEMA_VERSIONS = (1, 2, 3, 4, 5, 6)
 SOURCES = ("probe", "training run")
 
 BUILTIN_MODELS = ("resnet50", "resnet18", "vit_b_16", "mlp")
@@ -484,6 +488,45 @@ class MemoryFit(BaseModel):
         return min(MAX_BATCH_SIZE, int((memory_gib - self.fixed_gib) / self.per_sample_gib))
 
 
+MAX_TOKENS_PER_SAMPLE = 10**8  # a hundred million tokens in one sample: past any context window
+
+
+class ActivationPoint(BaseModel):
+    """One forward pass counted: the bytes its layers saved for backward at one batch and length."""
+
+    model_config = _STRICT
+
+    batch_size: int = Field(strict=True, gt=0, le=MAX_BATCH_SIZE)
+    sequence_length: int = Field(strict=True, gt=0, le=MAX_TOKENS_PER_SAMPLE)
+    saved_bytes_per_layer: Bytes  # tensors one layer saved for backward, mean over the layers
+    input_bytes_per_layer: Bytes  # one layer's inputs: what activation checkpointing keeps of it
+    saved_bytes_outside_layers: Bytes  # embeddings, head, loss
+
+
+class Activations(BaseModel):
+    """Activation memory of a sequence model, per token and per layer, counted (not timed) on the
+    CPU: the tensors autograd saves for backward in one training step's forward (parameters aside,
+    each storage once), attributed to the repeated layer that saved them, at two or more batch sizes
+    and sequence lengths (run/activations.py). Per layer: fixed + per_token x tokens + per_token_per_
+    position x batch x sequence^2 (attention scores that grow with the length; 0 for a fused
+    attention). With activation checkpointing each layer keeps only its inputs
+    (checkpointed_bytes_per_token_per_layer) and one layer's whole activations live again while it
+    is recomputed in backward."""
+
+    model_config = _STRICT
+
+    layer_class: Text  # the repeated block whose instances are the layers (e.g. "Block")
+    layers: int = Field(strict=True, ge=1, le=100_000)  # how many the counted model had
+    precision: Precision  # the autocast the step ran under
+    points: list[ActivationPoint] = Field(min_length=2, max_length=100)
+    bytes_per_token_per_layer: Bytes
+    bytes_per_token_per_position_per_layer: Bytes = 0.0
+    fixed_bytes_per_layer: Bytes = 0.0  # weights cast for autocast and the like: no token's
+    checkpointed_bytes_per_token_per_layer: Bytes
+    bytes_per_token_outside_layers: Bytes = 0.0
+    note: Text | None = None
+
+
 class WorkloadShape(BaseModel):
     """What the probe learnt about the workload itself, whatever machine ran it."""
 
@@ -510,11 +553,72 @@ class WorkloadShape(BaseModel):
     # optimization). Eager execution dispatches them one by one from the host: with the step's batch,
     # the host floor a GPU estimate meets (advisor/estimate/host_floor.py). None: not counted.
     ops_per_step: Annotated[int, Field(strict=True, gt=0, le=10**9)] | None = None
+    # Sequence workloads (run/batches.py): tokens per sample of the first batch, counted from its
+    # [batch, sequence] ids or by tokens_in_batch(). None: the batches hold no tokens (schema <= 5).
+    tokens_per_sample: Annotated[float, Field(strict=True, gt=0, le=MAX_TOKENS_PER_SAMPLE)] | None = None
+    tokens_counted_by: Literal["batch", "hook"] | None = None
+    activations: Activations | None = None  # None: not counted (not a sequence model, or schema <= 5)
 
     @model_validator(mode="after")
     def _consistent(self) -> WorkloadShape:
         if (self.trainable_parameters or 0) > (self.parameters or 0):
             raise ValueError(f"trainable_parameters {self.trainable_parameters} is above parameters {self.parameters}")
+        if (self.tokens_per_sample is None) != (self.tokens_counted_by is None):
+            raise ValueError("tokens_per_sample and tokens_counted_by come together, or neither")
+        return self
+
+
+class RuntimeOverhead(BaseModel):
+    """Memory the runtime holds beside the tensors, measured on the probing device: the CUDA context
+    (device memory in use before the model was built, less what torch's allocator had reserved) and
+    the allocator's slack at the peak (reserved - allocated); on the host, the process's resident
+    memory before the model was built (interpreter, torch, Lightning)."""
+
+    model_config = _STRICT
+
+    where: Literal["accelerator", "host"]
+    context_gib: MemoryGiB
+    allocator_gib: MemoryGiB | None = None  # None on the host: no caching allocator to read
+    note: Text | None = None
+
+
+class DepthPoint(BaseModel):
+    """A shallower copy of the model measured whole: the figures the extrapolation is drawn from."""
+
+    model_config = _STRICT
+
+    depth: int = Field(strict=True, ge=1, le=100_000)
+    step_s: Annotated[float, Field(strict=True, gt=0, le=MAX_STEP_SECONDS)]  # mean step time
+    parameters: int | None = Field(default=None, strict=True, ge=0, le=MAX_PARAMETERS)
+    flops_per_sample: Annotated[float, Field(strict=True, ge=0)] | None = None
+    memory_traffic_bytes_per_sample: Annotated[float, Field(strict=True, ge=0, le=1e16)] | None = None
+    ops_per_step: Annotated[int, Field(strict=True, ge=0, le=10**9)] | None = None
+    peak_memory_gib: MemoryGiB | None = None
+
+
+class Extrapolation(BaseModel):
+    """The model was too big to measure whole: its parameters were counted on the meta device
+    (nothing allocated) and two shallower copies of the same width were measured; each per-step
+    figure (time, FLOPs, ops, memory, traffic) is the shallower copy's plus (full - depth) layers
+    of the per-layer difference (contract/extrapolate.py). The CI is widened by the extrapolation's
+    measured error (relative_error, benchmarks/depth_extrapolation.py)."""
+
+    model_config = _STRICT
+
+    depth_arg: str = Field(max_length=100, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")  # the constructor argument
+    full_depth: int = Field(strict=True, ge=1, le=100_000)
+    points: list[DepthPoint] = Field(min_length=2, max_length=2)
+    parameters_counted_on: Literal["meta"] = "meta"
+    relative_error: Annotated[float, Field(strict=True, ge=0, le=10)]  # the CI is widened by this share each side
+    error_source: Text  # where relative_error was measured
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Extrapolation:
+        a, b = (p.depth for p in self.points)
+        if not a < b:
+            raise ValueError(f"extrapolation depths {a}, {b}: two different depths, shallower first")
+        if self.full_depth < b:
+            raise ValueError(f"extrapolation full_depth {self.full_depth} is below the depth {b} it was measured at")
         return self
 
 
@@ -623,6 +727,13 @@ class ProbeResult(BaseModel):
     pipeline_samples_per_sec_per_worker: MeasuredRate | None = None
     shape: WorkloadShape | None = None  # None: a schema 1 result
     gpu_and_cpu: GpuAndCpu | None = None  # --cpu-too; None: not measured (and schema 1, 2 results)
+    # Sequence workloads: samples_per_sec x shape.tokens_per_sample (checked below). None: no tokens.
+    tokens_per_sec: Annotated[float, Field(strict=True, gt=0, le=MAX_SAMPLES_PER_SEC * 1e4)] | None = None
+    runtime_overhead: RuntimeOverhead | None = None
+    extrapolation: Extrapolation | None = None  # None: measured whole
+    # Each rank's peak memory (GiB; CUDA max allocated, or the process's peak RSS), rank 0 first: a
+    # sharded run's ranks hold different shares. Empty: one rank, or not gathered (schema <= 5).
+    rank_peak_memory_gib: list[MachineGiB] = Field(default=[], max_length=4096)
     started_at: datetime
     finished_at: datetime = Field(default_factory=lambda: datetime.now(timezone.utc))
 
@@ -656,6 +767,7 @@ class ProbeResult(BaseModel):
         if self.started_at > self.finished_at:
             raise ValueError("started_at is after finished_at")
         self._samples_per_step()
+        self._tokens_agree()
         self._physical()
         self._derived_agree()
         for what in ("matmul", "datasheet"):
@@ -672,6 +784,17 @@ class ProbeResult(BaseModel):
             raise ValueError(f"samples_per_sec x step_time.mean_s is {per_step:.3g} samples per step; a step trains "
                              f"at least one sample and at most {most:g} ({ranks} rank(s) of the largest batch): "
                              "the rate or the step time is in the wrong unit")
+
+    def _tokens_agree(self) -> None:
+        per_sample = self.shape.tokens_per_sample if self.shape is not None else None
+        if self.tokens_per_sec is None:
+            return
+        if per_sample is None:
+            raise ValueError("tokens_per_sec without shape.tokens_per_sample: the tokens it counts are not said")
+        derived = self.samples_per_sec * per_sample
+        if abs(self.tokens_per_sec - derived) > 0.01 * derived:
+            raise ValueError(f"tokens_per_sec {self.tokens_per_sec:.4g} is not samples_per_sec x "
+                             f"shape.tokens_per_sample ({derived:.4g})")
 
     def _physical(self) -> None:
         """No device computes faster than MAX_DEVICE_TFLOPS: the FLOP figures, per device, stay below."""

@@ -18,6 +18,7 @@ from ..contract.result import (
     MemoryFit,
     ProbeConfig,
     ProbeResult,
+    RuntimeOverhead,
     WorkloadShape,
     utilisation,
 )
@@ -67,7 +68,9 @@ def assemble_result(opts: ProbeOptions, accelerator: str, hw: HardwareFingerprin
     shape = WorkloadShape(**(m.model_facts or {}), data_source=pv.data_source,
                           samples_counted_by=pv.samples_counted_by, batch_tunable=pv.batch_tunable,
                           batch_note=pv.batch_note, memory=memory, memory_traffic_bytes_per_sample=traffic,
-                          ops_per_step=ops)
+                          ops_per_step=ops, tokens_per_sample=pv.tokens_per_sample,
+                          tokens_counted_by=pv.tokens_counted_by)
+    tokens_per_sec = m.samples_per_sec * pv.tokens_per_sample if pv.tokens_per_sample else None
     return ProbeResult(
         workload=spec, workload_id=spec.workload_id, instance_type=instance_type,
         instance_type_source=source, hardware=hw, software=hardware.software_versions(),
@@ -79,5 +82,6 @@ def assemble_result(opts: ProbeOptions, accelerator: str, hw: HardwareFingerprin
         devices_in_peak=devices_in_peak, profile_dir=profile_dir, profile_trace=profile_trace,
         contention=m.contention, confirmation=confirmation, reliable=not why, unreliable_reasons=why,
         pipeline_samples_per_sec_per_worker=pv.pipeline_samples_per_sec_per_worker, shape=shape,
-        gpu_and_cpu=gpu_and_cpu,
+        gpu_and_cpu=gpu_and_cpu, tokens_per_sec=tokens_per_sec,
+        runtime_overhead=RuntimeOverhead(**m.runtime_overhead) if m.runtime_overhead else None,
     )

@@ -9,6 +9,15 @@ LightningModule or the DataModule defines the one hook
 (the module's wins), for batches whose samples are not their first tensor's rows (packed
 sequences, a graph batch, tokens counted as samples).
 
+Tokens, for sequence workloads, are counted the same way: a batch whose first tensor holds integer
+ids in two dimensions, [batch, sequence], holds batch x sequence tokens (padding included); any
+other batch holds none (images, features), unless the module or the DataModule defines
+
+    def tokens_in_batch(self, batch) -> int
+
+(the module's wins): the tokens it trains on, for packed or padded batches (count the attention
+mask's ones) or ids in another layout.
+
 The batch size is found and set as Lightning's Tuner.scale_batch_size does (its
 lightning_hasattr / lightning_setattr): the `batch_size` attribute of the module, its hparams, the
 DataModule, its hparams; every holder is set.
@@ -23,6 +32,7 @@ from typing import Any
 import torch
 
 SAMPLES_HOOK = "samples_in_batch"
+TOKENS_HOOK = "tokens_in_batch"
 MAX_DEPTH = 32  # a batch nested deeper is not a batch
 
 
@@ -69,6 +79,43 @@ def samples_counter(module, datamodule=None) -> tuple[Callable[[Any], int | None
         if callable(hook):
             return hook, "hook"
     return leading_dim, "batch"
+
+
+def sequence_tokens(batch: Any) -> int | None:
+    """batch x sequence of a batch whose first tensor is [batch, sequence] integer ids; None for
+    any other (a float or boolean tensor is features, pixels or a mask, not token ids)."""
+    t = first_tensor(batch)
+    if t is None or t.dim() != 2 or t.is_floating_point() or t.is_complex() or t.dtype == torch.bool:
+        return None
+    return t.shape[0] * t.shape[1]
+
+
+def tokens_counter(module, datamodule=None) -> tuple[Callable[[Any], int | None], str]:
+    """How to count a batch's tokens, and by what ("hook" or "batch"); the count is None for a
+    batch that holds no tokens."""
+    for owner in (module, datamodule):
+        hook = getattr(owner, TOKENS_HOOK, None) if owner is not None else None
+        if callable(hook):
+            return hook, "hook"
+    return sequence_tokens, "batch"
+
+
+def tokens_per_sample(batch: Any, samples: int, module, datamodule=None) -> tuple[float | None, str | None]:
+    """The batch's tokens per sample and how they were counted ("hook" or "batch"); (None, None)
+    when the batch holds no tokens. ValueError (one line) when tokens_in_batch() fails or returns
+    what cannot be a count."""
+    count, by = tokens_counter(module, datamodule)
+    try:
+        n = count(batch)
+    except Exception as e:  # noqa: BLE001 - the user's hook: said in one line by the caller
+        raise ValueError(f"{TOKENS_HOOK}() failed: {type(e).__name__}: {e}".splitlines()[0]) from None
+    if n is None and by == "batch":
+        return None, None
+    if isinstance(n, torch.Tensor) and n.numel() == 1:
+        n = int(n.item())
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        raise ValueError(f"{TOKENS_HOOK}() returned {n!r}: a batch's tokens are a whole number of at least 1")
+    return n / samples, by
 
 
 def batch_holders(module, datamodule=None) -> list:

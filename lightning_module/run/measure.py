@@ -81,6 +81,7 @@ def measure(settings: MeasureSettings, config: ProbeConfig, extra_callbacks=(),
         torch.cuda.reset_peak_memory_stats()
     else:
         reset_peak_rss()
+    before = runtime_before(config.accelerator)
     torch.manual_seed(settings.seed)
     module, dm = build_workload(spec, config, settings.seed)
     count, _ = samples_counter(module, dm)
@@ -149,7 +150,34 @@ def measure(settings: MeasureSettings, config: ProbeConfig, extra_callbacks=(),
         # The first step minus an ordinary step is the compiler's share.
         compile_s = max(0.0, t.first_step_seconds - sum(t.step_times) / len(t.step_times))
     return summarise(t, per_step, settings.target_ci, compile_seconds=compile_s, peak_memory_gib=peak,
-                     model_facts=facts)
+                     model_facts=facts, runtime_overhead=runtime_after(config.accelerator, before))
+
+
+def runtime_before(accelerator: str) -> float | None:
+    """GiB the runtime holds before the workload is built: on a GPU, device memory in use that
+    torch's allocator did not reserve (the CUDA context, and any other process's); on the host, the
+    process's resident memory (interpreter, torch, Lightning). None where neither can be read."""
+    if accelerator == "gpu" and torch.cuda.is_available():
+        free, total = torch.cuda.mem_get_info()
+        return max(0.0, (total - free - torch.cuda.memory_reserved()) / 2**30)
+    if accelerator == "cpu":
+        from .devices import rss_gib
+
+        return rss_gib()
+    return None
+
+
+def runtime_after(accelerator: str, before: float | None) -> dict | None:
+    """result.RuntimeOverhead's fields: the context read before, the allocator's slack at the peak."""
+    if before is None:
+        return None
+    if accelerator == "gpu":
+        slack = max(0.0, (torch.cuda.max_memory_reserved() - torch.cuda.max_memory_allocated()) / 2**30)
+        return {"where": "accelerator", "context_gib": before, "allocator_gib": slack,
+                "note": "context: device memory in use before the model was built, less torch's reserve "
+                        "(another process's memory on the device would count here too)"}
+    return {"where": "host", "context_gib": before,
+            "note": "the process's resident memory before the model was built"}
 
 
 def model_facts(module, trainer) -> dict:

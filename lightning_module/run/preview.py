@@ -26,6 +26,7 @@ from .batches import (
     leading_dim,
     read_batch_size,
     samples_counter,
+    tokens_per_sample,
 )
 from .builders import build_workload
 from .data import SyntheticDataModule
@@ -48,6 +49,10 @@ class Preview:
     # Whether channels_last can mean anything: the module has 2-D or 3-D convolutions (a CNN, a
     # vision transformer's patch embedding); not a language model's or a recommender's layers.
     convolutional: bool = False
+    # Tokens per sample of the first batch and how they were counted (batches.tokens_per_sample);
+    # None: the workload's batches hold no tokens.
+    tokens_per_sample: float | None = None
+    tokens_counted_by: str | None = None
 
 
 class _Taken(Exception):
@@ -150,6 +155,10 @@ def preview(spec: WorkloadSpec, own_batch: bool = False) -> Preview:
         what = "samples_in_batch() returned" if counted_by == "hook" else "the first tensor of a batch has leading dimension"
         raise WorkloadError(f"{what} {n!r} on {where}'s first batch: a batch must hold at least one sample"
                             + ("" if counted_by == "hook" else " (or define samples_in_batch(batch) on the module)"))
+    try:
+        tokens, tokens_by = tokens_per_sample(batch, n, module, dm)
+    except ValueError as e:
+        raise WorkloadError(f"{e} on {where}'s first batch") from None
     note = None
     if not tunable:
         note = "no batch_size attribute or hparam on the module or DataModule (Lightning's convention), nor a constructor argument"
@@ -163,4 +172,5 @@ def preview(spec: WorkloadSpec, own_batch: bool = False) -> Preview:
     rate = pipeline_rate(it, count, getattr(loader, "num_workers", 0) or 0)
     del it
     convolutional = any(isinstance(m, (nn.Conv2d, nn.Conv3d)) for m in module.modules())
-    return Preview(source, lead or start, tunable, note, counted_by, workers_note, rate, batch, convolutional)
+    return Preview(source, lead or start, tunable, note, counted_by, workers_note, rate, batch, convolutional,
+                   tokens, tokens_by)

@@ -54,7 +54,7 @@ from ..contract.result import (
 )
 from ..contract.timing import Stopwatch, step_stats, usable_steps
 from . import hardware
-from .batches import read_batch_size, samples_counter
+from .batches import read_batch_size, samples_counter, tokens_per_sample
 from .callbacks import synchronize
 from .devices import peak_rss_gib, rss_gib
 from .measure import model_facts
@@ -152,6 +152,7 @@ class ThroughputCallback(Callback):
         self.clock: Stopwatch | None = None
         self._spec = self._config = None
         self._count, self._counted_by = None, "batch"
+        self._tokens: tuple[float | None, str | None] | None = None  # per sample, counted by; the first batch's
         self._samples = 0  # samples of the timed steps, this rank
         self._flops = self._flop_mode = self._traffic = self._traffic_mode = self._ops = None
         self._base_gib: float | None = None  # memory in use when training started
@@ -196,6 +197,8 @@ class ThroughputCallback(Callback):
         self.clock.start(time.perf_counter(), self._read())
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        if self._tokens is None and self.clock is not None:
+            self._count_tokens(batch, pl_module, trainer.datamodule)
         if self.clock is None or self.clock.steps or not self.count_flops or self._config.compile:
             return
         if self._config.accelerator == "tpu":
@@ -206,6 +209,16 @@ class ThroughputCallback(Callback):
         self._flop_mode.__enter__()
         self._traffic_mode.__enter__()
         self._flop_batch = self._count(batch)
+
+    def _count_tokens(self, batch, pl_module, datamodule) -> None:
+        """The first batch's tokens per sample (batches.tokens_per_sample); a hook that fails is
+        said once and the record has no tokens: the training goes on."""
+        try:
+            n = self._count(batch)
+            self._tokens = tokens_per_sample(batch, n, pl_module, datamodule) if n else (None, None)
+        except Exception as e:  # noqa: BLE001 - the user's hook must never fail the training
+            rank_zero_warn(f"advisor: tokens not counted: {e}")
+            self._tokens = (None, None)
 
     def on_before_optimizer_step(self, trainer, pl_module, optimizer):
         # Manual optimization may step several optimizers in one training_step: counted to its end.
@@ -424,6 +437,7 @@ class ThroughputCallback(Callback):
         instance_type, source = self.instance_type, "given" if self.instance_type else None
         if instance_type is None and (found := hardware.ec2_instance_type()):
             instance_type, source = found, "imds"
+        tokens = self._tokens or (None, None)
         shape = WorkloadShape(
             **facts, data_source="datamodule" if trainer.datamodule is not None else "module",
             samples_counted_by=self._counted_by,
@@ -434,7 +448,7 @@ class ThroughputCallback(Callback):
             memory_traffic_note=(f"counted over the first step's training_step and backward at its batch of "
                                  f"{self._flop_batch} ({cfg.precision}): the weights' traffic shared by its samples, "
                                  "an upper bound" if self._traffic else None),
-            ops_per_step=self._ops)
+            ops_per_step=self._ops, tokens_per_sample=tokens[0], tokens_counted_by=tokens[1])
         pipeline = self._pipeline_rate(trainer) if self.time_pipeline and how == "training ended" else None
         return ProbeResult(
             workload=self._spec, workload_id=self._spec.workload_id, instance_type=instance_type,
@@ -445,6 +459,7 @@ class ThroughputCallback(Callback):
             utilisation_datasheet=util_ds, peak_memory_gib=peak, stop_reason=how, devices_in_peak=devices_in_peak,
             contention=m.contention, reliable=not why, unreliable_reasons=why, shape=shape,
             pipeline_samples_per_sec_per_worker=pipeline, source="training run", started_at=self._started,
+            tokens_per_sec=m.samples_per_sec * tokens[0] if tokens[0] else None,
         )
 
     def _memory_fit(self, pl_module, gpu: bool, batch: int, peak: float | None, facts: dict) -> MemoryFit | None:
