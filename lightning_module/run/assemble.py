@@ -25,6 +25,7 @@ from ..contract.result import (
 from ..contract.timing import step_stats, usable_steps
 from . import hardware
 from .devices import peak_rss_gib
+from .activations import count_activations
 from .peaks import datasheet_peak_tflops, matmul_peak_tflops, per_sample_counts
 from .preview import Preview
 
@@ -69,7 +70,9 @@ def assemble_result(opts: ProbeOptions, accelerator: str, hw: HardwareFingerprin
                           samples_counted_by=pv.samples_counted_by, batch_tunable=pv.batch_tunable,
                           batch_note=pv.batch_note, memory=memory, memory_traffic_bytes_per_sample=traffic,
                           ops_per_step=ops, tokens_per_sample=pv.tokens_per_sample,
-                          tokens_counted_by=pv.tokens_counted_by)
+                          tokens_counted_by=pv.tokens_counted_by,
+                          activations=count_activations(spec, pv.first_batch, config.precision)
+                          if pv.tokens_per_sample else None)
     tokens_per_sec = m.samples_per_sec * pv.tokens_per_sample if pv.tokens_per_sample else None
     return ProbeResult(
         workload=spec, workload_id=spec.workload_id, instance_type=instance_type,
