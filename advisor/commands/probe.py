@@ -69,6 +69,12 @@ def register(sub) -> None:
     w.add_argument("--start-batch-size", type=opt.batch_size, metavar="N",
                    help=f"where the batch-size search starts (default: your module's own batch_size; "
                         f"{_WORKLOAD.batch_size} for the builtin workloads, the articles' toy)")
+    w.add_argument("--depth-arg", metavar="NAME",
+                   help="for a model too big for this machine: the constructor argument that sets its depth "
+                        "(e.g. n_layer); with --depths, two shallower copies are measured and extrapolated")
+    w.add_argument("--depths", type=_depths, metavar="A,B",
+                   help="the two shallower depths measured with --depth-arg (e.g. 2,4); the full depth is "
+                        "the workload's own --depth-arg value")
     d = p.add_argument_group("device")
     d.add_argument("--accelerator", choices=ACCELERATORS, default=defaults.ACCELERATOR)
     d.add_argument("--devices", type=_positive_int, metavar="N",
@@ -115,6 +121,15 @@ def register(sub) -> None:
     add_store_option(o)
     add_format_option(p)
     p.set_defaults(func=handle)
+
+
+def _depths(text: str) -> tuple[int, int]:
+    from lightning_module.contract.extrapolate import DepthError, parse_depths
+
+    try:
+        return parse_depths(text)
+    except DepthError as e:
+        raise argparse.ArgumentTypeError(str(e).removeprefix(f"--depths {text!r}: ")) from None
 
 
 def _spec(args) -> tuple[WorkloadSpec, bool]:
@@ -370,7 +385,13 @@ def _probe(args, stop: SignalStop) -> int:
         instance_type=args.instance_type, profile_dir=args.profile, skip=frozenset(args.skip),
         progress=sys.stderr.isatty(), remeasure_rounds=args.remeasure, confirm_rounds=args.confirm_rounds,
         own_batch_size=own_batch, rank_timeout=args.rank_timeout, cpu_too=args.cpu_too,
+        depth_arg=args.depth_arg, depths=args.depths,
     )
+    if (args.depth_arg is None) != (args.depths is None):
+        raise AdvisorError("--depth-arg and --depths come together: the argument that sets the depth and the two "
+                           "depths to measure")
+    if args.depth_arg is not None and not args.depth_arg.isidentifier():
+        raise AdvisorError(f"--depth-arg {args.depth_arg!r} is not a Python identifier")
     if args.instance_type:
         check_label(args)
     try:

@@ -48,6 +48,10 @@ class ProbeOptions:
     own_batch_size: bool = False  # start from the batch size the user's module or DataModule sets itself
     rank_timeout: float = RANK_TIMEOUT
     cpu_too: bool = False  # also measure the CPU beside the GPU, and both at once (run/cpu_too.py)
+    # A model too big to measure whole: the constructor argument that sets its depth and the two
+    # shallower depths measured instead (run/shallow.py); None: measured whole.
+    depth_arg: str | None = None
+    depths: tuple[int, int] | None = None
 
 
 @dataclass

@@ -53,7 +53,13 @@ class Checked:
 
 def preflight(opts: ProbeOptions) -> Checked:
     """Everything that can be wrong with the request, checked before any training: the accelerator
-    and a look at the workload's data (preview.py)."""
+    and a look at the workload's data (preview.py). With --depths, of the deeper copy (shallow.py):
+    the full model may not fit on this machine."""
+    if opts.depths:
+        from . import shallow
+
+        shallow.full_depth(opts)
+        opts = shallow.deeper_options(opts)
     workloads.check(opts.spec)
     accelerator = resolve_accelerator(opts.accelerator)
     if accelerator == "cpu" and opts.precision == "16-mixed":
@@ -136,7 +142,13 @@ def run_probe(opts: ProbeOptions, on_rung: Callable[[RungResult, RungResult | No
               checked: Checked | None = None) -> ProbeResult | None:
     """Climb the ladder, confirm the winner and return the finished result (raises on a failed
     baseline). `measure_fn(rung, config)` replaces the real measuring (tests); `on_leg` hears each
-    confirmation leg. None on the extra ranks of a DDP run: only rank 0 reports."""
+    confirmation leg. None on the extra ranks of a DDP run: only rank 0 reports. With --depths,
+    the ladder climbs on the deeper copy and the result is extrapolated (shallow.py)."""
+    if opts.depths:
+        from . import shallow
+
+        return shallow.run_shallow(opts, run_probe, on_rung=on_rung, measure_fn=measure_fn, on_leg=on_leg,
+                                   checked=checked)
     started = datetime.now(timezone.utc)
     checked = checked or preflight(opts)
     accelerator, pv = checked.accelerator, checked.preview
