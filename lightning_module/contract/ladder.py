@@ -126,6 +126,7 @@ class Measurement:
     samples_per_step: float | None = None  # counted from the batches (all ranks); None: the configuration's
     model_facts: dict | None = None  # parameters and optimizer state of the trained model (measure.model_facts)
     runtime_overhead: dict | None = None  # the runtime's own memory (result.RuntimeOverhead's fields)
+    rank_peaks: list[float] | None = None  # each rank's peak memory, GiB, rank 0 first; None: one rank
 
     def __post_init__(self) -> None:
         self.ci_high = min(self.ci_high, CI_UNBOUNDED)

@@ -17,28 +17,17 @@ import warnings
 
 import torch
 from lightning.pytorch.callbacks import Callback
-from torch import nn
 from torch.utils.data import DataLoader
 
 from ..contract.extrapolate import activation_terms
 from ..contract.result import ActivationPoint, Activations, ProbeConfig, WorkloadSpec
 from .batches import first_tensor
 from .builders import build_workload
+from .layers import find_layers
 from .callbacks import UnmonitoredSchedulers
 from .peaks import _as_is, _Listed
 
 log = logging.getLogger(__name__)
-
-
-def find_layers(module: nn.Module) -> list[nn.Module]:
-    """The repeated blocks: the longest ModuleList / Sequential of two or more children of one class."""
-    best: list[nn.Module] = []
-    for m in module.modules():
-        if isinstance(m, (nn.ModuleList, nn.Sequential)):
-            kids = list(m.children())
-            if len(kids) >= 2 and len({type(k) for k in kids}) == 1 and len(kids) > len(best):
-                best = kids
-    return best
 
 
 def cut(batch, b: int, s: int):

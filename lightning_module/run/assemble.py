@@ -87,4 +87,5 @@ def assemble_result(opts: ProbeOptions, accelerator: str, hw: HardwareFingerprin
         pipeline_samples_per_sec_per_worker=pv.pipeline_samples_per_sec_per_worker, shape=shape,
         gpu_and_cpu=gpu_and_cpu, tokens_per_sec=tokens_per_sec,
         runtime_overhead=RuntimeOverhead(**m.runtime_overhead) if m.runtime_overhead else None,
+        rank_peak_memory_gib=m.rank_peaks or [],
     )

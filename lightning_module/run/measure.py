@@ -23,7 +23,7 @@ from .batches import leading_dim, samples_counter
 from .builders import build_workload, compiled, xla_trainer_kwargs
 from .callbacks import BatchCap, Progress, StepTimer, UnmonitoredSchedulers, Watch
 from .devices import free_memory, peak_rss_gib, reset_peak_rss
-from .ranks import lost_rank, watched_ddp
+from .ranks import gather_peaks, lost_rank, watched_ddp, watched_fsdp
 from .readers import gpu_state, own_process_tree, usable_cpus
 
 # A step this many times slower than the best configuration's (per sample) cannot win: cut the rung
@@ -35,6 +35,16 @@ MIN_SLOW_STEP_S = 2.0
 
 def samples_per_step(config: ProbeConfig) -> int:
     return config.batch_size * config.devices * config.num_nodes
+
+
+class RankPeaks(Callback):
+    """Each rank's peak memory at the end of training (ranks.gather_peaks): sharded ranks differ."""
+
+    def __init__(self, accelerator: str):
+        self.accelerator, self.peaks = accelerator, None
+
+    def on_train_end(self, trainer, pl_module):
+        self.peaks = gather_peaks(trainer, pl_module.device, self.accelerator)
 
 
 class BatchCheck(Callback):
@@ -57,6 +67,9 @@ def trainer_strategy(config: ProbeConfig, settings: MeasureSettings):
     ranks = config.devices * config.num_nodes
     if ranks > 1 and config.strategy in ("ddp", "auto") and config.accelerator in ("cpu", "gpu"):
         return watched_ddp(config.accelerator, settings.rank_timeout)
+    if config.strategy == "fsdp" and config.accelerator in ("cpu", "gpu"):
+        # torch's FSDP2 (fully_shard): Lightning's "fsdp" (FSDP1) refuses CPU ranks
+        return watched_fsdp(config.accelerator, ranks, settings.rank_timeout)
     return config.strategy
 
 
@@ -110,6 +123,7 @@ def measure(settings: MeasureSettings, config: ProbeConfig, extra_callbacks=(),
         count=count,
     )
     cap = max_steps if max_steps is not None else (warmup + settings.max_steps if settings.max_steps else -1)
+    peaks = RankPeaks(config.accelerator)
     device = (xla_trainer_kwargs() if config.xla else
               {"accelerator": config.accelerator, "devices": config.devices, "num_nodes": config.num_nodes,
                "strategy": trainer_strategy(config, settings)})
@@ -118,7 +132,7 @@ def measure(settings: MeasureSettings, config: ProbeConfig, extra_callbacks=(),
         max_epochs=-1, max_steps=-1, limit_val_batches=0, num_sanity_val_steps=0,
         enable_checkpointing=False, logger=False, enable_model_summary=False,
         enable_progress_bar=False,  # the probe's own line instead (Progress): Lightning's ETA is a whole epoch's
-        callbacks=[timer, BatchCheck(config.batch_size), UnmonitoredSchedulers(),
+        callbacks=[timer, BatchCheck(config.batch_size), UnmonitoredSchedulers(), peaks,
                    *([BatchCap(cap)] if cap > 0 else []), *extra_callbacks,
                    *([Progress(label, timer, samples_per_step(config), sys.stderr)] if settings.progress else [])],
     )
@@ -150,7 +164,8 @@ def measure(settings: MeasureSettings, config: ProbeConfig, extra_callbacks=(),
         # The first step minus an ordinary step is the compiler's share.
         compile_s = max(0.0, t.first_step_seconds - sum(t.step_times) / len(t.step_times))
     return summarise(t, per_step, settings.target_ci, compile_seconds=compile_s, peak_memory_gib=peak,
-                     model_facts=facts, runtime_overhead=runtime_after(config.accelerator, before))
+                     model_facts=facts, runtime_overhead=runtime_after(config.accelerator, before),
+                     rank_peaks=peaks.peaks)
 
 
 def runtime_before(accelerator: str) -> float | None:

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from datetime import timedelta
 
 import torch
-from lightning.pytorch.strategies import DDPStrategy
+from lightning.pytorch.strategies import DDPStrategy, ModelParallelStrategy
 from lightning.pytorch.strategies.launchers.subprocess_script import _SubprocessScriptLauncher
 
 from ..contract.ladder import RankLost
@@ -111,6 +111,76 @@ class WatchedDDP(DDPStrategy):
 def watched_ddp(accelerator: str, rank_timeout_s: float) -> WatchedDDP:
     backend = "nccl" if accelerator == "gpu" else "gloo"
     return WatchedDDP(process_group_backend=backend, timeout=timedelta(seconds=rank_timeout_s))
+
+
+class WatchedFSDP(ModelParallelStrategy):
+    """FSDP2 (torch's fully_shard) on Lightning's ModelParallelStrategy, with the ranks watched and
+    collectives bounded as WatchedDDP's. Lightning's own "fsdp" (FSDP1) needs a GPU; fully_shard also
+    runs on CPU ranks over gloo. A module with its own configure_model() shards itself there; any
+    other is sharded here: each repeated layer (layers.find_layers) one unit, then the rest, every
+    parameter split over the data-parallel ranks (FSDP full shard)."""
+
+    strategy_name = "fsdp"
+
+    def _configure_launcher(self) -> None:
+        if not self.cluster_environment.creates_processes_externally:
+            self._launcher = WatchedLauncher(self.cluster_environment, self.num_processes, self.num_nodes)
+
+    def setup(self, trainer) -> None:
+        from lightning.pytorch.utilities.model_helpers import is_overridden
+
+        if is_overridden("configure_model", self.lightning_module):
+            return super().setup(trainer)
+        from lightning.pytorch.strategies import model_parallel
+        from lightning.pytorch.trainer.states import TrainerFn
+        from torch.distributed.fsdp import fully_shard
+
+        from .layers import find_layers
+
+        mesh = self.device_mesh["data_parallel"]
+        module = self.lightning_module
+        for layer in find_layers(module):
+            if any(p.requires_grad for p in layer.parameters()):
+                fully_shard(layer, mesh=mesh)
+        fully_shard(module, mesh=mesh)
+        # The rest of ModelParallelStrategy.setup, past its demand for a configure_model().
+        self.accelerator.setup(trainer)
+        model_parallel._materialize_distributed_module(self.model, self.root_device)
+        self.model = self.precision_plugin.convert_module(self.model)
+        self.model_to_device()
+        self.barrier()
+        if trainer.state.fn == TrainerFn.FITTING:
+            self.setup_optimizers(trainer)
+        self.setup_precision_plugin()
+        if trainer.state.fn == TrainerFn.FITTING:
+            model_parallel._optimizers_to_device(self.optimizers, self.root_device)
+        return None
+
+
+def watched_fsdp(accelerator: str, ranks: int, rank_timeout_s: float) -> WatchedFSDP:
+    backend = "nccl" if accelerator == "gpu" else "gloo"
+    return WatchedFSDP(data_parallel_size=ranks, tensor_parallel_size=1, process_group_backend=backend,
+                       timeout=timedelta(seconds=rank_timeout_s))
+
+
+def peak_gib(accelerator: str) -> float:
+    """This process's peak: CUDA max allocated on a GPU, else its peak resident memory."""
+    from .devices import peak_rss_gib
+
+    return torch.cuda.max_memory_allocated() / 2**30 if accelerator == "gpu" and torch.cuda.is_available() else peak_rss_gib()
+
+
+def gather_peaks(trainer, device, accelerator: str) -> list[float] | None:
+    """Every rank's peak memory (GiB), rank 0 first: a collective, so every rank calls it; None for
+    one rank, or when the gather fails (the record goes without it)."""
+    if trainer.world_size <= 1:
+        return None
+    try:
+        got = trainer.strategy.all_gather(torch.tensor([peak_gib(accelerator)], dtype=torch.float64, device=device))
+    except Exception as e:  # noqa: BLE001 - a figure to record, never worth failing a run
+        log.warning("the ranks' peak memory could not be gathered: %s", e)
+        return None
+    return [float(x) for x in got.reshape(-1).tolist()]
 
 
 def _is_collective_failure(exc: BaseException) -> bool:

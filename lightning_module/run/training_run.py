@@ -58,6 +58,7 @@ from .batches import read_batch_size, samples_counter, tokens_per_sample
 from .callbacks import synchronize
 from .devices import peak_rss_gib, rss_gib
 from .measure import model_facts
+from .ranks import gather_peaks
 from .peaks import TrafficCounter, datasheet_peak_tflops, flop_counter
 from .preview import pipeline_rate
 from .readers import gpu_state, load_average, own_process_tree, read_now, usable_cpus
@@ -91,6 +92,12 @@ def _check_label(instance_type: str) -> None:
 
 def _strategy(strategy) -> str:
     """Lightning's strategy as the probe's config names it ("auto" for one device, "ddp", ...)."""
+    from lightning.pytorch.strategies import FSDPStrategy
+
+    from .ranks import WatchedFSDP
+
+    if isinstance(strategy, (FSDPStrategy, WatchedFSDP)):  # FSDP1, or the probe's FSDP2 (fully_shard)
+        return "fsdp"
     name = type(strategy).__name__.removesuffix("Strategy").lower()
     return "auto" if name in ("singledevice", "") else name[:100]
 
@@ -152,6 +159,7 @@ class ThroughputCallback(Callback):
         self.clock: Stopwatch | None = None
         self._spec = self._config = None
         self._count, self._counted_by = None, "batch"
+        self._rank_peaks: list[float] | None = None  # each rank's peak memory at the end (ranks.gather_peaks)
         self._tokens: tuple[float | None, str | None] | None = None  # per sample, counted by; the first batch's
         self._samples = 0  # samples of the timed steps, this rank
         self._flops = self._flop_mode = self._traffic = self._traffic_mode = self._ops = None
@@ -275,6 +283,8 @@ class ThroughputCallback(Callback):
     def on_train_end(self, trainer, pl_module):
         self._stop_looking()
         ranks = self._gather(trainer, pl_module) if trainer.world_size > 1 else None
+        # A collective too, on every rank: a sharded run's ranks hold different shares.
+        self._rank_peaks = gather_peaks(trainer, pl_module.device, "gpu" if pl_module.device.type == "cuda" else "cpu")
         self._finish(trainer, pl_module, "training ended", ranks)
 
     def on_exception(self, trainer, pl_module, exception):
@@ -460,6 +470,7 @@ class ThroughputCallback(Callback):
             contention=m.contention, reliable=not why, unreliable_reasons=why, shape=shape,
             pipeline_samples_per_sec_per_worker=pipeline, source="training run", started_at=self._started,
             tokens_per_sec=m.samples_per_sec * tokens[0] if tokens[0] else None,
+            rank_peak_memory_gib=self._rank_peaks or [],
         )
 
     def _memory_fit(self, pl_module, gpu: bool, batch: int, peak: float | None, facts: dict) -> MemoryFit | None:
