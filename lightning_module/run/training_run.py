@@ -92,12 +92,12 @@ def _check_label(instance_type: str) -> None:
 
 def _strategy(strategy) -> str:
     """Lightning's strategy as the probe's config names it ("auto" for one device, "ddp", ...)."""
-    from lightning.pytorch.strategies import FSDPStrategy
+    from lightning.pytorch.strategies import FSDPStrategy, ModelParallelStrategy
 
-    from .ranks import WatchedFSDP
-
-    if isinstance(strategy, (FSDPStrategy, WatchedFSDP)):  # FSDP1, or the probe's FSDP2 (fully_shard)
+    if isinstance(strategy, FSDPStrategy):
         return "fsdp"
+    if isinstance(strategy, ModelParallelStrategy):  # FSDP2 when its mesh is data parallel only
+        return "fsdp" if getattr(strategy, "_tensor_parallel_size", None) == 1 else "model_parallel"
     name = type(strategy).__name__.removesuffix("Strategy").lower()
     return "auto" if name in ("singledevice", "") else name[:100]
 

@@ -2,9 +2,11 @@
 them: this script runs as rank 0 and Lightning's own launcher re-runs it as rank 1. Run by
 test_training_run.py's DDP tests (not collected: no test_ prefix).
 
-    python ddp_training_run.py OUT_DIR equal|uneven
+    python ddp_training_run.py OUT_DIR equal|uneven|fsdp
 
-uneven: rank 1 trains batches of 12 to rank 0's 8, and sleeps 20 ms a step (a slower rank). Each
+uneven: rank 1 trains batches of 12 to rank 0's 8, and sleeps 20 ms a step (a slower rank). fsdp:
+the module shards itself with torch's fully_shard in configure_model(), on Lightning's
+ModelParallelStrategy (data parallel over both ranks), as a user's FSDP2 run does. Each
 rank writes OUT_DIR/rank<N>.json (what its callback did) and asks for its record at
 OUT_DIR/run-rank<N>.json: only rank 0's may exist.
 """
@@ -20,7 +22,7 @@ from pathlib import Path
 
 import lightning.pytorch as pl
 import torch
-from lightning.pytorch.strategies import DDPStrategy
+from lightning.pytorch.strategies import DDPStrategy, ModelParallelStrategy
 from torch.utils.data import DataLoader, TensorDataset
 
 from lightning_module import ThroughputCallback
@@ -53,6 +55,16 @@ class Ranked(pl.LightningModule):
         return torch.optim.SGD(self.parameters(), lr=0.01)
 
 
+class Sharded(Ranked):
+    def configure_model(self):
+        from torch.distributed.fsdp import fully_shard
+
+        for layer in self.net:
+            if any(True for _ in layer.parameters()):
+                fully_shard(layer, mesh=self.device_mesh["data_parallel"])
+        fully_shard(self, mesh=self.device_mesh["data_parallel"])
+
+
 def main() -> None:
     out, mode = Path(sys.argv[1]), sys.argv[2]
     warnings.filterwarnings("ignore")
@@ -60,10 +72,12 @@ def main() -> None:
     rank = int(os.environ.get("LOCAL_RANK", "0"))  # set by Lightning's launcher for the rank it starts
     cb = ThroughputCallback(output=out / f"run-rank{rank}.json", warmup_steps=2, time_pipeline=False,
                             workload="examples.tabular:TabularMLP")  # named by hand: the class is in a script
-    trainer = pl.Trainer(accelerator="cpu", devices=2, strategy=DDPStrategy(process_group_backend="gloo"),
+    strategy = (ModelParallelStrategy(data_parallel_size=2, tensor_parallel_size=1, process_group_backend="gloo")
+                if mode == "fsdp" else DDPStrategy(process_group_backend="gloo"))
+    trainer = pl.Trainer(accelerator="cpu", devices=2, strategy=strategy,
                          max_steps=24, logger=False, enable_checkpointing=False, enable_progress_bar=False,
                          enable_model_summary=False, callbacks=[cb])
-    trainer.fit(Ranked(uneven=mode == "uneven"))
+    trainer.fit(Sharded(uneven=False) if mode == "fsdp" else Ranked(uneven=mode == "uneven"))
     (out / f"rank{rank}.json").write_text(json.dumps({
         "rank": trainer.global_rank, "world_size": trainer.world_size, "written": str(cb.written) if cb.written else None,
         "error": cb.error, "result_id": cb.result.result_id if cb.result else None}))

@@ -85,6 +85,19 @@ def test_plain_ddp_on_two_cpu_ranks(tmp_path):
     assert done.stderr.count("probe: mlp") == 1  # rank 1 trained along, silently: only rank 0 reports
 
 
+def test_fsdp_on_two_cpu_ranks_shards_the_layers_and_records_each_ranks_peak(tmp_path):
+    out = tmp_path / "r.json"
+    argv = [a if a != "ddp" else "fsdp" for a in QUICK]
+    lm = '{"d_model": 16, "heads": 2, "layers": 2, "seq_len": 8, "vocab_size": 50}'
+    done = probe(tmp_path, "--workload", "examples.tinylm:TinyLM", "--init-args", lm, *argv, "--output", str(out),
+                 "--no-store")
+    assert done.returncode == 0, done.stderr
+    r = parse_result(out.read_text())
+    assert r.config.devices == 2 and r.config.strategy == "fsdp" and r.samples_per_sec > 0
+    assert len(r.rank_peak_memory_gib) == 2 and all(g > 0 for g in r.rank_peak_memory_gib)
+    assert r.tokens_per_sec == pytest.approx(r.samples_per_sec * 8)
+
+
 # The timeout covers rank 1's start (torch and Lightning import in it, 10-30 s on a loaded 2-core
 # machine) as well as its steps: under it, a hang is found by the timeout, a death at once.
 @pytest.mark.parametrize("mode, timeout, needle", [

@@ -334,3 +334,14 @@ def test_on_a_gpu_the_fit_is_of_device_memory_from_what_was_allocated_at_the_sta
     assert fit_.per_sample_gib == pytest.approx((9.0 - fit_.fixed_gib) / 64)
     cb._base_gib = None  # an accelerator the callback cannot read (MPS, XLA): one point, no fit
     assert cb._memory_fit(module, False, 64, 9.0, {}).fixed_gib is None
+
+
+def test_an_fsdp_run_on_two_cpu_ranks_records_its_strategy_and_each_ranks_peak(tmp_path):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, str(DDP_SCRIPT), str(tmp_path), "fsdp"], check=False, env=env,
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    r = parse_result((tmp_path / "run-rank0.json").read_bytes())
+    assert r.config.strategy == "fsdp" and r.config.devices == 2
+    assert len(r.rank_peak_memory_gib) == 2 and all(g > 0 for g in r.rank_peak_memory_gib)
+    assert r.rank_peak_memory_gib[0] == pytest.approx(r.peak_memory_gib)  # rank 0's own, first
