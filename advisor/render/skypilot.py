@@ -55,8 +55,15 @@ def entries(rows: list[CandidateRow], budget_usd: float, own_prices: bool) -> tu
     return out, used
 
 
+def strategy_of(row) -> str:
+    """The strategy the task launches: the row's (the strategy search's pick, where rows carry one;
+    fsdp, zero3, ...), else "ddp", what torchrun with one process per GPU runs under Lightning."""
+    return getattr(row, "strategy", None) or "ddp"
+
+
 def run_lines(num_nodes: int) -> list[str]:
-    """torchrun on every node, wired with SkyPilot's node environment variables."""
+    """torchrun on every node (its node count and rank from SkyPilot's environment variables); the
+    script reads the strategy from $STRATEGY (task_yaml's envs)."""
     nproc = "$(( ${SKYPILOT_NUM_GPUS_PER_NODE:-0} > 0 ? SKYPILOT_NUM_GPUS_PER_NODE : 1 ))"
     if num_nodes == 1:
         return [f"torchrun --nproc_per_node={nproc} $TRAIN_SCRIPT"]
@@ -114,6 +121,8 @@ def task_yaml(plan: Plan, rows: Rows) -> str:
                     f"preemption; checkpoint every {job.checkpoint_minutes:g} min, as the advisor assumed.")
     lines = head + [f"name: {_q(plan.workload_id)}", f"num_nodes: {k}", "envs:",
                     f"  TRAIN_SCRIPT: {_q(TRAIN_SCRIPT)}  # your training script (sky launch --env TRAIN_SCRIPT=...)",
+                    f"  STRATEGY: {_q(strategy_of(same[0]))}  # the pick's strategy, for your script: "
+                    "Trainer(strategy=os.environ['STRATEGY'], num_nodes=int(os.environ['SKYPILOT_NUM_NODES']))",
                     "resources:", "  ordered:"]
     for e in ordered:
         lines.append(f"    - infra: {_q(e['infra'])}")

@@ -85,6 +85,16 @@ def test_several_nodes_run_torchrun_with_skypilots_node_variables(cli):
         assert var in task["run"]
     # The run line is valid shell (bash -n parses it without running it).
     subprocess.run(["bash", "-n"], input=task["run"], text=True, check=True)
+    assert task["envs"]["STRATEGY"] == "ddp"  # rows that name no strategy: torchrun's one process per GPU
+
+
+def test_the_task_names_the_picks_strategy_for_the_script():
+    from types import SimpleNamespace
+
+    from advisor.render.skypilot import strategy_of
+
+    assert strategy_of(SimpleNamespace(strategy="fsdp")) == "fsdp"
+    assert strategy_of(SimpleNamespace(strategy=None)) == strategy_of(SimpleNamespace()) == "ddp"
 
 
 def test_with_own_prices_the_ceiling_is_left_out(cli, tmp_path):
