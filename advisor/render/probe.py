@@ -126,6 +126,28 @@ def shape_lines(r) -> list[str]:
     if r.pipeline_samples_per_sec_per_worker:
         lines.append(f"data pipeline: {r.pipeline_samples_per_sec_per_worker:,.0f} samples/s per worker "
                      "(the loader alone, no model)")
+    return lines + token_lines(r)
+
+
+def token_lines(r) -> list[str]:
+    """Tokens, activations, each rank's peak, the runtime's memory and the extrapolation (schema 6)."""
+    s, lines = r.shape, []
+    if s is not None and s.tokens_per_sample and r.tokens_per_sec:
+        by = "tokens_in_batch()" if s.tokens_counted_by == "hook" else "the batch's [batch, sequence] ids"
+        lines.append(f"tokens: {s.tokens_per_sample:,.4g} a sample (counted by {by}), {r.tokens_per_sec:,.0f} tokens/s")
+    if s is not None and (a := s.activations) is not None:
+        lines.append(f"activations: {a.bytes_per_token_per_layer:,.0f} B/token/layer over {a.layers} {a.layer_class} "
+                     f"layers ({a.checkpointed_bytes_per_token_per_layer:,.0f} with activation checkpointing), "
+                     f"{a.bytes_per_token_outside_layers:,.0f} B/token outside them ({a.precision})")
+    if r.rank_peak_memory_gib:
+        lines.append("peak memory by rank: " + ", ".join(f"{g:.3g}" for g in r.rank_peak_memory_gib) + " GiB")
+    if (o := r.runtime_overhead) is not None:
+        lines.append(f"runtime memory: {o.context_gib:.3g} GiB before the model"
+                     + (f", allocator slack {o.allocator_gib:.3g} GiB at the peak" if o.allocator_gib is not None else ""))
+    if (x := r.extrapolation) is not None:
+        a, b = (p.depth for p in x.points)
+        lines.append(f"extrapolated: {x.depth_arg}={x.full_depth} from copies of depth {a} and {b} (parameters counted "
+                     f"on the meta device); the CI widened by {x.relative_error:.0%} each side ({x.error_source})")
     return lines
 
 
