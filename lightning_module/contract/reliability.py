@@ -53,7 +53,9 @@ def pooled(a: Measurement, b: Measurement, samples_per_step: int, target_ci: flo
     per_step = a.samples_per_step or samples_per_step  # counted from the batches where it was
     return summarise(timing, per_step, target_ci, compile_seconds=a.compile_seconds,
                      peak_memory_gib=max(peaks) if peaks else None, remeasured=a.remeasured + 1,
-                     model_facts=a.model_facts)
+                     model_facts=a.model_facts, runtime_overhead=a.runtime_overhead,
+                     rank_peaks=([max(x, y) for x, y in zip(a.rank_peaks, b.rank_peaks)]
+                                 if a.rank_peaks and b.rank_peaks else a.rank_peaks or b.rank_peaks))
 
 
 def measure_until_known(measure_once: Callable[[], Measurement], samples_per_step: int, target_ci: float,
