@@ -114,15 +114,15 @@ def extrapolated(opts: ProbeOptions, deep: ProbeResult, shallow_rate: float, sha
     return ProbeResult.model_validate(data)
 
 
-def run_shallow(opts: ProbeOptions, run_probe, **kw) -> ProbeResult | None:
-    """Probe the deeper copy through `run_probe`, measure the shallower one, extrapolate."""
+def run_shallow(opts: ProbeOptions, run_probe, measure_anywhere, **kw) -> ProbeResult | None:
+    """Probe the deeper copy through `run_probe`, measure the shallower one through
+    `measure_anywhere` (both probe.py's: passed in, so that this module does not import it back)."""
     full = full_depth(opts)
     meta = count_on_meta(opts.spec)
     deep = run_probe(deeper_options(opts), **kw)
     if deep is None:
         return None  # another rank
     from .preview import preview
-    from .probe import measure_anywhere
 
     spec_a = at(opts.spec, opts.depth_arg, opts.depths[0]).model_copy(update={"batch_size": deep.config.batch_size})
     shallow_opts = replace(opts, spec=spec_a, depth_arg=None, depths=None)

@@ -105,6 +105,9 @@ def test_two_shallow_copies_extrapolate_to_the_whole_model():
     assert a is not None and a.layers == 2 and whole.shape.activations.layers == 6
     assert a.bytes_per_token_per_layer == pytest.approx(whole.shape.activations.bytes_per_token_per_layer)
     assert 0 < a.checkpointed_bytes_per_token_per_layer < a.bytes_per_token_per_layer
+    assert {(p.batch_size, p.sequence_length) for p in a.points} == {(1, 4), (1, 8), (2, 4), (2, 8)}
+    # checkpointing keeps a layer's input: [batch, sequence, d_model] fp32, 4 x 16 bytes a token
+    assert a.checkpointed_bytes_per_token_per_layer == pytest.approx(4 * 16)
 
 
 def test_depths_at_or_above_the_full_depth_or_on_a_builtin_are_one_line():
