@@ -121,8 +121,8 @@ def task_yaml(plan: Plan, rows: Rows) -> str:
                     f"preemption; checkpoint every {job.checkpoint_minutes:g} min, as the advisor assumed.")
     lines = head + [f"name: {_q(plan.workload_id)}", f"num_nodes: {k}", "envs:",
                     f"  TRAIN_SCRIPT: {_q(TRAIN_SCRIPT)}  # your training script (sky launch --env TRAIN_SCRIPT=...)",
-                    f"  STRATEGY: {_q(strategy_of(same[0]))}  # the pick's strategy, for your script: "
-                    "Trainer(strategy=os.environ['STRATEGY'], num_nodes=int(os.environ['SKYPILOT_NUM_NODES']))",
+                    (f"  STRATEGY: {_q(strategy_of(same[0]))}  # the pick's strategy, for your script: "
+                     "Trainer(strategy=os.environ['STRATEGY'], num_nodes=int(os.environ['SKYPILOT_NUM_NODES']))"),
                     "resources:", "  ordered:"]
     for e in ordered:
         lines.append(f"    - infra: {_q(e['infra'])}")

@@ -23,8 +23,8 @@ from ..contract.extrapolate import activation_terms
 from ..contract.result import ActivationPoint, Activations, ProbeConfig, WorkloadSpec
 from .batches import first_tensor
 from .builders import build_workload
-from .layers import find_layers
 from .callbacks import UnmonitoredSchedulers
+from .layers import find_layers
 from .peaks import _as_is, _Listed
 
 log = logging.getLogger(__name__)

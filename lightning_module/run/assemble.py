@@ -24,8 +24,8 @@ from ..contract.result import (
 )
 from ..contract.timing import step_stats, usable_steps
 from . import hardware
-from .devices import peak_rss_gib
 from .activations import count_activations
+from .devices import peak_rss_gib
 from .peaks import datasheet_peak_tflops, matmul_peak_tflops, per_sample_counts
 from .preview import Preview
 

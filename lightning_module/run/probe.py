@@ -147,8 +147,8 @@ def run_probe(opts: ProbeOptions, on_rung: Callable[[RungResult, RungResult | No
     if opts.depths:
         from . import shallow
 
-        return shallow.run_shallow(opts, run_probe, measure_anywhere, on_rung=on_rung, measure_fn=measure_fn, on_leg=on_leg,
-                                   checked=checked)
+        return shallow.run_shallow(opts, run_probe, measure_anywhere, on_rung=on_rung, measure_fn=measure_fn,
+                                   on_leg=on_leg, checked=checked)
     started = datetime.now(timezone.utc)
     checked = checked or preflight(opts)
     accelerator, pv = checked.accelerator, checked.preview

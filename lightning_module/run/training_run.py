@@ -58,9 +58,9 @@ from .batches import read_batch_size, samples_counter, tokens_per_sample
 from .callbacks import synchronize
 from .devices import peak_rss_gib, rss_gib
 from .measure import model_facts
-from .ranks import gather_peaks
 from .peaks import TrafficCounter, datasheet_peak_tflops, flop_counter
 from .preview import pipeline_rate
+from .ranks import gather_peaks
 from .readers import gpu_state, load_average, own_process_tree, read_now, usable_cpus
 from .run_workload import TrainingRunError, chosen_args, class_path, cli_optimizers
 

@@ -8,6 +8,7 @@ import json
 
 import pytest
 import torch
+from factories import probe_result
 
 from lightning_module.contract.result import (
     READABLE_SCHEMA_VERSIONS,
@@ -19,7 +20,6 @@ from lightning_module.contract.result import (
 )
 from lightning_module.run.batches import sequence_tokens, tokens_counter, tokens_per_sample
 from lightning_module.run.preview import preview
-from factories import probe_result
 
 TINY_LM = {"d_model": 16, "heads": 2, "layers": 1, "seq_len": 8, "vocab_size": 50, "batch_size": 4}
 
