@@ -92,7 +92,7 @@ def test_two_shallow_copies_extrapolate_to_the_whole_model():
     assert whole.extrapolation is None
     assert ext.samples_per_sec == pytest.approx(whole.samples_per_sec, rel=1e-6)
     lo, hi = ext.samples_per_sec_ci  # the fake's CI is a point: widened by the measured error each side
-    assert lo == pytest.approx(ext.samples_per_sec * (1 - x.relative_error))
+    assert lo == pytest.approx(max(0.0, ext.samples_per_sec * (1 - x.relative_error)))
     assert hi == pytest.approx(ext.samples_per_sec * (1 + x.relative_error))
     from examples.tinylm import TinyLM
 
