@@ -43,6 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from advisor.estimate.evaluate import by_workload, check, external, out_of_fit_ratios
 from advisor.estimate.model import build
+from advisor.estimate.split import NONE
 from advisor.estimate.references import load_references
 from advisor.estimate.throughput import ThroughputModel
 from catalog.io import SNAPSHOT_PATH, load
@@ -193,7 +194,7 @@ def external_check(model, catalog) -> bool:
 
 def workload_transfer(rows, catalog, origin: str, shaped) -> bool:
     """Leave-one-workload-out, before and after workload shapes, in one run."""
-    before = build(rows, catalog, origin, shaped=False)
+    before = build(rows, catalog, origin, shape=NONE)
     print("\nleave-one-workload-out (fitted without the workload, given its shape and one measured device; its "
           "other devices predicted): ratio error and band coverage per workload")
     print(f"  {'workload':28} {'devices':>7} {'pairs':>6}   {'before: |err|':>13} {'covered':>8}   "

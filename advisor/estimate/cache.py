@@ -152,7 +152,7 @@ def _device(d: Device) -> dict:
 def to_json(m: CrossDeviceModel) -> dict:
     f, e, b = m.fit, m.efficiency, m.bands
     return {
-        "origin": m.origin, "shaped": m.shaped,
+        "origin": m.origin, "shape": m.shape,
         "fit": {"theta_m": f.theta_m, "theta_o": f.theta_o, "sigma": f.sigma, "kappa": f.kappa, "level": f.level,
                 "resid": {g: list(v) for g, v in f.resid.items()},
                 "devices": {k: _device(d) for k, d in f.devices.items()}, "rows": f.rows, "rms": f.rms,
@@ -174,4 +174,4 @@ def from_json(body: dict) -> CrossDeviceModel:
     eff = Efficiency(e["loss_per_doubling"], [(a, b, n, x) for a, b, n, x in e["pairs"]])
     points = [Point(**{**p, "device": Device(**p["device"])}) for p in body["points"]]
     skipped = [(row, why) for row, why in body["skipped"]]
-    return CrossDeviceModel(fit, eff, Bands(**body["bands"]), points, skipped, body["origin"], body["shaped"])
+    return CrossDeviceModel(fit, eff, Bands(**body["bands"]), points, skipped, body["origin"], body["shape"])

@@ -19,7 +19,6 @@ from .calibrate import Held, band_scale, distance, leave_one_device_out, weighte
 from .fit import group_weights
 from .model import FLOPS, CrossDeviceModel
 from .points import _row_device
-from .shapes import intensities
 
 
 @dataclass
@@ -82,7 +81,7 @@ class Check:
 
 def check(model: CrossDeviceModel) -> Check:
     # The model as built: with the workloads' shapes when it has them (as its bands were calibrated).
-    held, probe_held = leave_one_device_out(model.points, FLOPS, intensities() if model.shaped else None)
+    held, probe_held = leave_one_device_out(model.points, FLOPS, model.intensities())
     estimable = [h for h in held if h.estimable]
     rows = _rows(estimable, "model")
     lost = _rows([h for h in held if not h.estimable], "model", scale=model.bands.model_scale)
@@ -175,7 +174,7 @@ def by_workload(model: CrossDeviceModel, pooled: bool = False, among: tuple[str,
     transformers)."""
     from .calibrate import coverage, leave_one_workload_out, transfer_scale, transfer_weights
 
-    held = leave_one_workload_out(model.points, intensities() if model.shaped else None)
+    held = leave_one_workload_out(model.points, model.intensities())
     if among:
         held = [h for h in held if h.why[0].startswith(among)]
     out = []

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .points import Device, Point
+from .split import seconds_per_flop
 
 # Coarse grids (0 = the term absent); the best point is then refined between its neighbours.
 THETA_M_GRID = np.concatenate(([0.0], np.logspace(-1, 2.5, 15)))
@@ -169,7 +170,7 @@ def device_offset(dev: Device, theta_m: float, theta_o: float, cpu_ref: float | 
                   channels_ref: float | None = None) -> float:
     if dev.bandwidth is None:
         return -cpu_log_peak(dev.peak, cpu_ref) - cpu_channels_log(dev.channels_per_core, channels_ref)
-    return math.log(1.0 / dev.peak + theta_m * dev.bytes_factor / dev.bandwidth + theta_o)
+    return math.log(float(seconds_per_flop(1.0 / dev.peak, dev.bytes_factor / dev.bandwidth, 1.0, theta_m, theta_o)))
 
 
 REFERENCE_KEY = "_reference_intensity"  # mem_factor's entry holding I_ref itself
@@ -209,11 +210,11 @@ def fit(points: list[Point], intensity: dict[str, float] | None = None, referenc
         d.channels_per_core for d in cpus) else None
     inv_p = np.array([1.0 / p.device.peak if p.device.bandwidth is not None else
                       math.exp(device_offset(p.device, 0.0, 0.0, cpu_ref, ch_ref)) for p in points])
-    has_bw = np.array([p.device.bandwidth is not None for p in points])
-    mem = np.array([factors.get(p.workload, 1.0) * p.device.bytes_factor / p.device.bandwidth
-                    if p.device.bandwidth else 0.0 for p in points])
-    # The fixed part scales with m_w too (below); has_bw carries it, 0 for a CPU.
-    has_bw = has_bw * np.array([factors.get(p.workload, 1.0) for p in points])
+    # split.py's terms per point: the memory system's beta/B and the workload's m_w (0 for a CPU:
+    # no bandwidth figure, so neither the memory nor the fixed term applies).
+    mem = np.array([p.device.bytes_factor / p.device.bandwidth if p.device.bandwidth else 0.0 for p in points])
+    mfac = np.array([factors.get(p.workload, 1.0) if p.device.bandwidth else 0.0 for p in points])
+    has_bw = mfac > 0
     ev = np.array([p.weight for p in points])
     w = group_weights([p.device.group for p in points]) * ev
 
@@ -238,7 +239,7 @@ def fit(points: list[Point], intensity: dict[str, float] | None = None, referenc
     U = u[:, s > s[0] * 1e-10]
 
     def sse_of(tm: np.ndarray, to: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        inner = inv_p[None, :] + tm[:, None] * mem[None, :] + to[:, None] * has_bw[None, :]
+        inner = seconds_per_flop(inv_p[None, :], mem[None, :], mfac[None, :], tm[:, None], to[:, None])
         R = (y[None, :] + np.log(inner)) * sw[None, :]  # target of the linear part, weighted
         resid = R - (R @ U) @ U.T
         return np.einsum("gi,gi->g", resid, resid), R
@@ -254,7 +255,7 @@ def fit(points: list[Point], intensity: dict[str, float] | None = None, referenc
         g = int(np.argmin(sse_of(tm, to)[0]))
         theta_m, theta_o = float(tm[g]), float(to[g])
     _, R = sse_of(np.array([theta_m]), np.array([theta_o]))
-    O = np.log(inv_p + theta_m * mem + theta_o * has_bw)
+    O = np.log(seconds_per_flop(inv_p, mem, mfac, theta_m, theta_o))
     beta, *_ = np.linalg.lstsq(Xw, R[0], rcond=None)
     r = (y + O) - X @ beta  # unweighted residuals in log space
 

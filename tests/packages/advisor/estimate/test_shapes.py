@@ -19,6 +19,7 @@ from advisor.estimate.calibrate import (
 )
 from advisor.estimate.evaluate import by_workload
 from advisor.estimate.model import build
+from advisor.estimate.split import NONE
 from advisor.estimate.predict import UNCALIBRATED
 from advisor.estimate.shapes import INTENSITY_PATH, intensities, intensity_of
 from advisor.estimate.throughput import ThroughputModel
@@ -68,7 +69,7 @@ def test_device_ratios_differ_by_workload(snapshot):
 
 
 def test_the_shared_intensity_model_is_the_one_before_shapes(refs, snapshot):
-    before = build(refs.measurements, snapshot, shaped=False)
+    before = build(refs.measurements, snapshot, shape=NONE)
     after = build(refs.measurements, snapshot)
     assert before.fit.mem_factor == {} and after.fit.mem_factor["efficientnet-b0"] > 4
     dev = next(d for d in after.fit.devices.values() if d.key == "H100")
