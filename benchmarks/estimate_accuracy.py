@@ -89,7 +89,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  theta_m = {f.theta_m:.3f} (memory term; TFLOP/s per GB/s), theta_o = {f.theta_o:.6f} (fixed term; "
           f"a ceiling of {1 / f.theta_o if f.theta_o else math.inf:,.0f} effective TFLOP/s for ResNet-50)")
     print("  m_w = " + ", ".join(f"{w} {v:.2f}" for w, v in sorted(f.mem_factor.items()) if not w.startswith("_")))
-    print(f"  tuned / default stack = {math.exp(f.sigma):.3f}; kappa = "
+    fam = "; ".join(f"{k} {math.exp(v):.3f} (its devices at both stacks {', '.join(f'{math.exp(x):.2f}' for x in f.sigma_band.get(k, ()))})"
+                    for k, v in sorted(f.sigma_family.items()))
+    print(f"  tuned / default stack by architecture family: {fam or 'none (no device at both stacks)'}")
+    print(f"  tuned / default stack = {math.exp(f.sigma):.3f} (other families); kappa = "
           + ", ".join(f"{k} {v:+.3f}" for k, v in f.kappa.items()))
     print("  lambda = " + ", ".join(f"{w} {v:.3f}" for w, v in sorted(f.level.items())))
     print(f"  in-sample rms log residual {f.rms:.3f}; multi-GPU scaling: {model.efficiency.loss_per_doubling:.2%} "
