@@ -118,6 +118,7 @@ class MemoryEstimate:
     terms: list[Term]
     step_terms: list[Term]  # what the optimizer step adds on top of the state instead of the activations
     runtime: Term
+    margin: Term  # what the counted tensors miss, as a share of the peak (calibrated)
     notes: list[str] = field(default_factory=list)
 
     def _sum(self, kinds) -> float:
@@ -137,13 +138,16 @@ class MemoryEstimate:
 
     @property
     def device_gib(self) -> float:
-        """What the device must have: the peak plus the runtime's own (CUDA context)."""
-        return (self.peak_bytes + self.runtime.bytes) / GiB
+        """What the device must have: the peak, the calibrated share the count misses, and the
+        runtime's own (CUDA context)."""
+        return (self.peak_bytes * (1 + self.margin.bytes) + self.runtime.bytes) / GiB
 
     def as_dict(self) -> dict:
         return {"peak_gib": round(self.peak_gib, 3), "device_gib": round(self.device_gib, 3),
                 "terms": [t.as_dict() for t in self.terms], "optimizer_step": [t.as_dict() for t in self.step_terms],
-                "runtime": self.runtime.as_dict(), "notes": list(self.notes)}
+                "runtime": self.runtime.as_dict(),
+                "margin": {"name": self.margin.name, "share": self.margin.bytes, "source": self.margin.source},
+                "notes": list(self.notes)}
 
 
 def _keeps_input(training: Training, name: str) -> bool:
@@ -242,14 +246,21 @@ def estimate(shape: TransformerShape, training: Training, layout: Layout, micro_
         terms.append(Term("state: DDP gradient buckets", trained * prec["grads"] * b["value"], b["source"]))
     if ws > 1:
         # FSDP gathers each block whole (compute dtype) while it runs, with the next one prefetched;
-        # in backward the block's unsharded gradients exist until reduce-scattered.
+        # the root unit (embedding, head, final norm) stays gathered from the forward to the end of
+        # the backward (FSDP does not reshard the root after forward), and its unsharded gradients
+        # wait for the end of the backward to be reduce-scattered; a block's wait for its own end.
         units = c["fsdp_prefetch_units"]["value"]
-        block = shape.block_params() * (1 - 1 / ws)
-        wbytes = 4.0 if training.precision == "32-true" else 2.0  # gathered in the compute dtype
-        terms.append(Term("state: gathered blocks", units * block * wbytes, c["fsdp_prefetch_units"]["source"]))
+        keep = 1 - 1 / ws  # what a device holds beyond its own shard
+        wbytes = 4.0 if training.precision == "32-true" else 2.0
+        terms.append(Term("state: gathered blocks", units * shape.block_params() * keep * wbytes, c["fsdp_prefetch_units"]["source"]))
+        terms.append(Term("state: gathered root unit", shape.embedding_params() * keep * wbytes,
+                          "FSDP keeps the root unit (embedding, head, final norm: litgpt's auto_wrap_policy={Block} leaves "
+                          "them to the root) unsharded from forward to the end of backward (torch FSDP: the root does not "
+                          "reshard after forward)"))
         if training.method == FULL:
-            terms.append(Term("state: a block's unsharded gradients", block * prec["grads"],
-                              "FSDP reduce-scatters a unit's gradients after its backward: one block's whole gradients at a time"))
+            terms.append(Term("state: unsharded gradients (a block, the root)",
+                              (shape.block_params() + shape.embedding_params()) * keep * prec["grads"],
+                              "FSDP reduce-scatters a unit's gradients after its backward: a block's at a time, the root's at the end"))
     if training.method == QLORA:
         terms.append(Term("transient: a dequantized block matrix", max(i * o for i, o in shape.linears().values()) * 2.0,
                           "bitsandbytes dequantizes one NF4 matrix to 16 bits for each matmul"))
@@ -280,7 +291,9 @@ def estimate(shape: TransformerShape, training: Training, layout: Layout, micro_
     notes.append(f"{shape.name}: {n_total / 1e9:.2f}B parameters, {trained / 1e6:.1f}M trained ({training.method}, "
                  f"{training.precision}, {training.optimizer}{', activation checkpointing' if training.checkpointing else ''}); "
                  f"{strategy} on {layout.devices} device(s), micro-batch {micro_batch} x {seq_len} tokens")
-    return MemoryEstimate(terms, step, Term("CUDA context", rt["value"] * GiB, rt["source"]), notes)
+    fm = c["fit_margin"]
+    return MemoryEstimate(terms, step, Term("CUDA context", rt["value"] * GiB, rt["source"]),
+                          Term("uncounted share of the peak", fm["value"], fm["source"]), notes)
 
 
 def largest_micro_batch(shape: TransformerShape, training: Training, layout: Layout, seq_len: int,

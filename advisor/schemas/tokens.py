@@ -17,12 +17,19 @@ class MemoryTerm(Row):
     source: str = Field(description="where the bytes come from")
 
 
+class Margin(Row):
+    name: str
+    share: float = Field(description="of the peak, added before comparing with the device's memory")
+    source: str
+
+
 class Memory(Row):
     peak_gib: float = Field(description="one device's peak, as torch.cuda.max_memory_allocated would count it")
-    device_gib: float = Field(description="what the device must have: the peak and the CUDA context")
+    device_gib: float = Field(description="what the device must have: the peak, the margin and the CUDA context")
     terms: list[MemoryTerm]
     optimizer_step: list[MemoryTerm] = Field(description="added to the state at the optimizer step, instead of the activations")
     runtime: MemoryTerm
+    margin: Margin
     notes: list[str]
 
 
