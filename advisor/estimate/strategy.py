@@ -178,6 +178,7 @@ def what_would_fit(dev: Device, shape: TransformerShape, training: Training, seq
             break
     need = estimate(shape, replace(training, checkpointing=True), Layout(FSDP if dev.per_instance > 1 else DDP,
                     dev.per_instance, dev.per_instance), 1, seq_len).device_gib
-    head = (f"{dev.memory_gib:g} GiB per device; one sequence of {seq_len} tokens needs {need:.1f} GiB on "
-            f"{dev.per_instance} device(s) even sharded with activation checkpointing")
+    where = ("on its one device with activation checkpointing" if dev.per_instance == 1 else
+             f"per device sharded over its {dev.per_instance} devices with activation checkpointing")
+    head = f"{dev.memory_gib:g} GiB per device; one sequence of {seq_len} tokens needs {need:.1f} GiB {where}"
     return head + (": " + ", or ".join(options) if options else f"; nothing fits within {limit} instances")
