@@ -11,8 +11,9 @@ Throughput of one device, tokens/s = peak bf16 FLOP/s x MFU / training FLOPs per
 - Communication: the data-parallel model of advisor/estimate/scaling.py (ring all-reduce, overlapped
   with backward): DDP/ZeRO-1/ZeRO-2 move a gradient all-reduce's bytes once per optimizer step
   (ZeRO-1/2 add nothing over DDP; Rajbhandari et al. 2020, arXiv:1910.02054, section 7); FSDP full
-  shard moves 1.5 times that every micro-batch (gather forward, gather backward, reduce-scatter:
-  section 7.2.2); hybrid shard does FSDP inside an instance and all-reduces its shard across them.
+  shard gathers the weights forward and backward and reduce-scatters the gradients every
+  micro-batch: 1.5 times DDP's bytes when every weight trains (section 7.2.2), the whole frozen
+  base gathered under LoRA; hybrid shard does FSDP inside an instance and all-reduces its shard across them.
 """
 
 from __future__ import annotations
@@ -108,7 +109,10 @@ def per_device_tokens_per_sec(dev: Device, shape: TransformerShape, training: Tr
 
 
 def _efficiency(dev: Device, strategy: str, instances: int, micro_batch: int, seq_len: int, global_tokens: int,
-                per_dev_rate: float, grad_bytes: float) -> float:
+                per_dev_rate: float, grad_bytes: float, weight_bytes: float) -> float:
+    """Communication efficiency. An all-gather or a reduce-scatter of X bytes moves half an
+    all-reduce's: FSDP gathers every weight, frozen ones included, forward and backward
+    (allreduce_seconds(n, W)) and reduce-scatters the trained gradients (allreduce_seconds(n, G) / 2)."""
     n = dev.per_instance * instances
     if n == 1:
         return 1.0
@@ -123,9 +127,10 @@ def _efficiency(dev: Device, strategy: str, instances: int, micro_batch: int, se
     if strategy in (DDP, ZERO1, ZERO2):
         comm = float(allreduce_seconds(n, grad_bytes, link)) / accum  # once per optimizer step
     elif strategy == FSDP:
-        comm = 1.5 * float(allreduce_seconds(n, grad_bytes, link))
+        comm = float(allreduce_seconds(n, weight_bytes, link)) + float(allreduce_seconds(n, grad_bytes, link)) / 2
     else:  # hybrid: FSDP inside the instance, the shard all-reduced across instances once per step
-        comm = 1.5 * float(allreduce_seconds(dev.per_instance, grad_bytes, intra or inter))
+        m = dev.per_instance
+        comm = float(allreduce_seconds(m, weight_bytes, intra or inter)) + float(allreduce_seconds(m, grad_bytes, intra or inter)) / 2
         if instances > 1:
             comm += float(allreduce_seconds(instances, grad_bytes / dev.per_instance, inter)) / accum
     return float(overlap_efficiency(micro_s, comm))
@@ -149,7 +154,7 @@ def plan(dev: Device, shape: TransformerShape, training: Training, seq_len: int,
                 continue
             mid, low, high = per_device_tokens_per_sec(dev, shape, t, seq_len)
             grads = (shape.params() if t.method == FULL else shape.lora_params(t.lora_rank, t.lora_targets)) * 2.0
-            eff = _efficiency(dev, strategy, instances, mb, seq_len, global_tokens, mid, grads)
+            eff = _efficiency(dev, strategy, instances, mb, seq_len, global_tokens, mid, grads, shape.params() * 2.0)
             if eff <= 0:
                 continue
             p = Plan(strategy, ckpt, instances, n, mb, mid * n * eff, low * n * eff, high * n * eff, eff,
