@@ -298,16 +298,21 @@ def estimate(shape: TransformerShape, training: Training, layout: Layout, micro_
 
 def largest_micro_batch(shape: TransformerShape, training: Training, layout: Layout, seq_len: int,
                         device_gib: float, cap: int = 1024) -> int:
-    """The largest micro-batch whose peak fits on a device of `device_gib` (0: not even one sequence)."""
-    def fits(b: int) -> bool:
-        return estimate(shape, training, layout, b, seq_len).device_gib <= device_gib
-    if not fits(1):
+    """The largest micro-batch whose peak fits on a device of `device_gib` (0: not even one sequence).
+    Every activation term grows in proportion to the micro-batch and the state does not, so two
+    estimates give the line; a third confirms the answer (and a fourth the next one's overflow)."""
+    def need(b: int) -> float:
+        return estimate(shape, training, layout, b, seq_len).device_gib
+
+    if need(1) > device_gib:
         return 0
-    lo, hi = 1, 2
-    while hi <= cap and fits(hi):
-        lo, hi = hi, hi * 2
-    hi = min(hi, cap + 1)
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
-    return lo
+    e1, e2 = (estimate(shape, training, layout, b, seq_len) for b in (1, 2))
+    slope = sum(t.bytes for t in e2.terms) - sum(t.bytes for t in e1.terms)
+    base = sum(t.bytes for t in e1.terms) - slope
+    room = (device_gib * GiB - e1.runtime.bytes) / (1 + e1.margin.bytes)
+    b = cap if slope <= 0 else max(1, min(cap, int((room - base) // slope)))
+    while b > 1 and need(b) > device_gib:  # guards the line against rounding
+        b -= 1
+    while b < cap and need(b + 1) <= device_gib:
+        b += 1
+    return b
