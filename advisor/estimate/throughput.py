@@ -30,6 +30,7 @@ from catalog import accelerators as acc
 from catalog.hardware import (
     best_dtype,
     device_count,
+    device_peak_tflops,
     device_kind,
     gpu_spec,
     interconnect,
@@ -182,6 +183,7 @@ class ThroughputModel:
             self.model = self._probes_model(facts)
             measured = []
         self.estimator = Estimator(self.model, catalog, facts.model, self.flops, measured, intensity=facts.intensity)
+        self.max_instances = 4  # what an excluded transformer's "needs N instances" searches past (recommend sets it)
         self.pipeline_rate = self._pipeline_rate()
         self.host_floor = self._host_floor()
 
@@ -367,6 +369,8 @@ class ThroughputModel:
         workload at the smallest batch measured; a note when it holds less than the probe's best
         batch. Only where the fit was measured on the same kind of memory (a GPU's on GPUs, the
         process's on CPU instances)."""
+        if self.facts.transformer is not None and kind == "gpu" and have is not None:
+            return self._transformer_fit(it, have)
         fit = self.facts.memory
         if fit is None or have is None or (fit.where == "accelerator") != (kind != "cpu"):
             return None
@@ -383,6 +387,22 @@ class ThroughputModel:
                     f"below the probe's best {best}: expect less than its throughput per device")
         return None
 
+
+    def _transformer_fit(self, it: InstanceType, have: float) -> Exclusion | str:
+        """A transformer's fit on one instance of the type: the least costly strategy that holds
+        it (a note saying which), else an exclusion saying what would (advisor/estimate/strategy.py)."""
+        from .memory import Training
+        from .strategy import Device, plan, what_would_fit
+
+        shape, seq = self.facts.transformer, self.facts.seq_len or 4096
+        spec = gpu_spec(it)
+        peak = device_peak_tflops(it, best_dtype(it) or "fp32") or (spec.fp32_tflops if spec else None) or 1.0
+        dev = Device(it.name, have, device_count(it), peak, it.interconnect_gbs, sustained_network_gbps(it)[0])
+        p = plan(dev, shape, Training(), seq, 1)
+        if p is None:
+            return Exclusion(it.name, what_would_fit(dev, shape, Training(), seq, self.max_instances))
+        return (f"fits with {p.words}, micro-batch {p.micro_batch} x {seq} tokens "
+                f"({p.memory.device_gib:.1f} GiB per device of {have:g})")
 
     def _reference(self, it: InstanceType):
         """A published figure on this very instance type, all its devices, at the precision and the

@@ -73,3 +73,23 @@ def test_what_would_make_it_fit_names_instances_strategy_and_lora():
     assert words.endswith(", or LoRA fits on one (--finetune lora)")
     lora = what_would_fit(A10G_1, LLAMA3, Training(method="qlora"), 65_536, 1, limit=2)
     assert "nothing fits within 2 instances" in lora and "--finetune" not in lora
+
+
+def test_the_throughput_model_fits_a_transformer_by_strategy_not_by_a_wall(snapshot):
+    from dataclasses import replace
+
+    from recommend_catalogs import NOW
+
+    from advisor.estimate.throughput import Exclusion, ThroughputModel
+    from lightning_module.contract.workload_facts import facts_for
+
+    facts = replace(facts_for("resnet50"), transformer=LLAMA3, seq_len=4096)
+    m = ThroughputModel(snapshot, facts, "resnet50-224px-1000c", now=NOW)
+    small = m.evaluate(snapshot.instance_types["g5.xlarge"])
+    assert isinstance(small, Exclusion)
+    # the snapshot's A10G: 22.35 GiB usable
+    assert small.reason.startswith("22.35 GiB per device; one sequence of 4096 tokens needs ")
+    assert "needs 7 instances with FSDP full shard + activation checkpointing (--max-instances 7)" in small.reason
+    big = m.evaluate(snapshot.instance_types["p5.48xlarge"])
+    assert not isinstance(big, Exclusion)
+    assert any(n.startswith("fits with ZeRO-1, micro-batch 1 x 4096 tokens") for n in big.notes)
