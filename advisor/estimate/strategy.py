@@ -166,14 +166,15 @@ def plan(dev: Device, shape: TransformerShape, training: Training, seq_len: int,
 
 
 def what_would_fit(dev: Device, shape: TransformerShape, training: Training, seq_len: int, max_instances: int,
-                   strategies: tuple[str, ...] = SEARCH_ORDER, limit: int = 64) -> str:
+                   strategies: tuple[str, ...] = SEARCH_ORDER, limit: int = 64, tried: int | None = None) -> str:
     """An excluded type's "what would make it fit": the fewest instances that would, with their
-    strategy, and the lighter fine-tuning methods that would fit on one."""
+    strategy, and the lighter fine-tuning methods that would fit on one. `tried`: the counts
+    already found too few (default: all up to max_instances)."""
     options = []
-    for k in range(max_instances + 1, limit + 1):
+    for k in range((max_instances if tried is None else tried) + 1, limit + 1):
         p = plan(dev, shape, training, seq_len, k, strategies)
         if p is not None:
-            options.append(f"needs {k} instances with {p.words} (--max-instances {k})")
+            options.append(f"needs {k} instances with {p.words}" + (f" (--max-instances {k})" if k > max_instances else ""))
             break
     for method, flag in ((LORA, "lora"), (QLORA, "qlora")):
         if training.method in (method, QLORA):

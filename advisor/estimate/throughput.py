@@ -400,7 +400,10 @@ class ThroughputModel:
         dev = Device(it.name, have, device_count(it), peak, it.interconnect_gbs, sustained_network_gbps(it)[0])
         p = plan(dev, shape, Training(), seq, 1)
         if p is None:
-            return Exclusion(it.name, what_would_fit(dev, shape, Training(), seq, self.max_instances))
+            # This ranking scales whole instances of a workload that fits on one; a type that needs
+            # several sharded instances is ranked by the token path (recommend --model-shape).
+            return Exclusion(it.name, what_would_fit(dev, shape, Training(), seq, self.max_instances, tried=1)
+                             + " (several sharded instances: rank them with recommend --model-shape)")
         return (f"fits with {p.words}, micro-batch {p.micro_batch} x {seq} tokens "
                 f"({p.memory.device_gib:.1f} GiB per device of {have:g})")
 
