@@ -246,8 +246,15 @@ def handle_tokens(args) -> int:
         raise AdvisorError(f"--format {args.format} is not offered for token workloads yet: use table or json")
     if args.file or args.plot:
         raise AdvisorError("--plot and a page file are not offered for token workloads yet")
+    unsupported = [flag for flag, given in (("--prices", args.prices), ("--check-account", args.check_account),
+                                            ("--obtainable-only", args.obtainable_only), ("--probe-budget", args.probe_budget),
+                                            ("--require-dtype", args.require_dtype),
+                                            ("--min-accelerator-memory", args.min_accelerator_memory)) if given]
+    if unsupported:
+        raise AdvisorError(f"{', '.join(unsupported)} not offered for token workloads (--model-shape) yet")
     job = llm_job_from_args(args)
-    advice = advise_llm(load_catalog(args), job, top=args.top)
+    wanted = type_filter(args)
+    advice = advise_llm(load_catalog(args), job, top=args.top, wanted=wanted)
     if args.format == "json":
         from .. import schemas
 

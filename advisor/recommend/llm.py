@@ -104,7 +104,8 @@ def _cheapest_offer(catalog: Catalog, regions: list[str], markets: set[str]) -> 
     return out
 
 
-def advise_llm(catalog: Catalog, job: LlmJob, top: int = 10) -> LlmAdvice:
+def advise_llm(catalog: Catalog, job: LlmJob, top: int = 10, wanted=None) -> LlmAdvice:
+    """`wanted`: the --family/--accelerator/--arch/--min-gpus filter (catalog.filters.TypeFilter), None: all."""
     if job.strategy is not None and job.strategy not in STRATEGIES:
         raise AdvisorError(f"unknown --strategy {job.strategy!r}: one of {', '.join(STRATEGIES)}")
     regions = list(job.regions) or list(catalog.offers)
@@ -113,6 +114,8 @@ def advise_llm(catalog: Catalog, job: LlmJob, top: int = 10) -> LlmAdvice:
     rows: list[LlmRow] = []
     excluded: list[tuple[str, str]] = []
     for name in sorted(offers):
+        if wanted is not None and not wanted(catalog.instance_types[name]):
+            continue
         dev = _device(catalog, name)
         if dev is None:
             continue

@@ -76,3 +76,11 @@ def test_a_pinned_strategy_is_what_every_row_runs(cli):
 def test_presets_are_listed(cli):
     code, out, _ = cli("recommend", "--budget", "1", "--deadline", "1d", "--model-shape", "list")
     assert code == 0 and "llama-3-8b" in out and "litgpt/config.py @" in out
+
+
+def test_type_filters_apply_and_unsupported_options_are_refused(cli):
+    code, out, err = cli(*BASE, "--model-shape", "llama-3-8b", "--tokens", "2e9", "--family", "p5", "--format", "json")
+    assert code == 0, err
+    assert {r["instance_type"].split(".")[0] for r in json.loads(out)["recommendations"]} == {"p5"}
+    code, out, err = cli(*BASE, "--model-shape", "llama-3-8b", "--tokens", "2e9", "--check-account")
+    assert code == 2 and out == "" and "--check-account not offered for token workloads" in err
