@@ -23,6 +23,9 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 
+from catalog import accelerators as acc
+from catalog.hardware import best_dtype, device_count, device_share, gpu_spec, sustained_network_gbps
+from catalog.models import InstanceType
 from lightning_module.contract.transformer_shape import TransformerShape
 
 from .memory import (
@@ -72,6 +75,21 @@ class Device:
     peak_tflops: float  # dense bf16 (or fp16) of one device
     interconnect_gbs: float | None  # between its devices, GB/s per direction
     network_gbps: float | None  # between instances
+
+
+def device_of(it: InstanceType, memory_gib: float | None = None) -> Device | None:
+    """A GPU instance type as the search sees it; None where it has no 16-bit peak the catalog knows
+    (the throughput arithmetic needs one) or no memory figure."""
+    spec = gpu_spec(it)
+    memory = memory_gib if memory_gib is not None else it.accelerator_memory_gib
+    dtype = best_dtype(it)
+    if it.accelerator_kind != "gpu" or spec is None or not memory or dtype not in ("bf16", "fp16"):
+        return None
+    peak = acc.peak_tflops(spec, dtype)
+    if not peak:
+        return None
+    return Device(it.name, memory, device_count(it), peak * device_share(it), it.interconnect_gbs,
+                  sustained_network_gbps(it)[0])
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,6 @@ from catalog import accelerators as acc
 from catalog.hardware import (
     best_dtype,
     device_count,
-    device_peak_tflops,
     device_kind,
     gpu_spec,
     interconnect,
@@ -392,12 +391,13 @@ class ThroughputModel:
         """A transformer's fit on one instance of the type: the least costly strategy that holds
         it (a note saying which), else an exclusion saying what would (advisor/estimate/strategy.py)."""
         from .memory import Training
-        from .strategy import Device, plan, what_would_fit
+        from .strategy import device_of, plan, what_would_fit
 
         shape, seq = self.facts.transformer, self.facts.seq_len or 4096
-        spec = gpu_spec(it)
-        peak = device_peak_tflops(it, best_dtype(it) or "fp32") or (spec.fp32_tflops if spec else None) or 1.0
-        dev = Device(it.name, have, device_count(it), peak, it.interconnect_gbs, sustained_network_gbps(it)[0])
+        dev = device_of(it, have)
+        if dev is None:
+            return Exclusion(it.name, f"no 16-bit peak known for {it.accelerator_model or 'its GPU'}: "
+                                      "the transformer's strategy search cannot rank it")
         p = plan(dev, shape, Training(), seq, 1)
         if p is None:
             # This ranking scales whole instances of a workload that fits on one; a type that needs

@@ -12,13 +12,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
-from catalog.hardware import best_dtype, device_count, device_peak_tflops, gpu_spec, sustained_network_gbps
 from catalog.models import Catalog
 from lightning_module.contract.transformer_shape import TransformerShape
 
 from ..errors import AdvisorError
 from ..estimate.memory import STRATEGIES, Training
-from ..estimate.strategy import SEARCH_ORDER, Device, Plan, plan, what_would_fit
+from ..estimate.strategy import SEARCH_ORDER, Plan, device_of, plan, what_would_fit
 
 FULL_FINETUNE = "full"
 
@@ -80,18 +79,6 @@ class LlmAdvice:
     warnings: list[str] = field(default_factory=list)
 
 
-def _device(catalog: Catalog, name: str) -> Device | None:
-    it = catalog.instance_types[name]
-    if it.accelerator_kind != "gpu" or gpu_spec(it) is None or not it.accelerator_memory_gib:
-        return None
-    dtype = best_dtype(it)
-    peak = device_peak_tflops(it, dtype) if dtype in ("bf16", "fp16") else None
-    if not peak:
-        return None
-    return Device(name, it.accelerator_memory_gib, device_count(it), peak, it.interconnect_gbs,
-                  sustained_network_gbps(it)[0])
-
-
 def _cheapest_offer(catalog: Catalog, regions: list[str], markets: set[str]) -> dict[str, tuple[float, str, str]]:
     out: dict[str, tuple[float, str, str]] = {}
     for r in regions:
@@ -116,7 +103,7 @@ def advise_llm(catalog: Catalog, job: LlmJob, top: int = 10, wanted=None) -> Llm
     for name in sorted(offers):
         if wanted is not None and not wanted(catalog.instance_types[name]):
             continue
-        dev = _device(catalog, name)
+        dev = device_of(catalog.instance_types[name])
         if dev is None:
             continue
         price, region, market = offers[name]
