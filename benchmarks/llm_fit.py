@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import statistics
 import subprocess
 import sys
@@ -76,10 +77,12 @@ def answer_part(budget: str, deadline: str) -> bool:
     for finetune in ("full", "lora"):
         cmd = [sys.executable, "-m", "advisor.cli", "recommend", "--model-shape", "llama-3-8b", "--finetune", finetune,
                "--tokens", "2e9", "--seq-len", "4096", "--budget", budget, "--deadline", deadline, "--top", "8"]
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
         out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PATH": ""})
-        wall = time.perf_counter() - t0
-        print(f"\nanswer: {' '.join(cmd[2:])}  ({wall:.2f} s end to end, target < {ANSWER_TARGET_S:g} s)")
+        wall, c1 = time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (c1.ru_utime - c0.ru_utime) + (c1.ru_stime - c0.ru_stime)
+        print(f"\nanswer: {' '.join(cmd[2:])}  ({wall:.2f} s end to end, {cpu:.2f} s of CPU; "
+              f"target < {ANSWER_TARGET_S:g} s)")
         print(out.stdout.rstrip() or out.stderr.rstrip())
         ranked = [ln for ln in out.stdout.splitlines() if ln[:4].strip().isdigit()]
         ok &= out.returncode == 0 and bool(ranked) and wall < ANSWER_TARGET_S
