@@ -255,7 +255,7 @@ def test_a_leg_too_short_for_its_own_ci():
 
 
 def test_an_unbounded_ci_is_printed_as_such():
-    from advisor.commands.probe import ci_range
+    from advisor.render.probe import ci_range
     from lightning_module.contract.ladder import CI_UNBOUNDED
 
     assert ci_range(2.63, CI_UNBOUNDED) == "2.63-unbounded" and ci_range(1.5, 2.25) == "1.50-2.25"
@@ -316,7 +316,7 @@ def test_a_baseline_that_moved_is_contended_and_states_no_speed_up(cli, tmp_path
     """The probe's one story: on a busy machine the ladder timed its baseline at 922/s and the same
     configuration then ran at ~14,000/s confirming; what is printed and stored is the confirmation's,
     flagged as contended, and no '15x baseline' appears anywhere."""
-    from advisor.commands.probe import summary_lines
+    from advisor.render.probe import summary_lines
     from advisor.store import ResultStore
     from lightning_module.contract.reliability import BASELINE_MOVED, speedup_over_baseline
     from lightning_module.contract.result import WorkloadSpec
@@ -353,7 +353,7 @@ def test_a_baseline_that_moved_is_contended_and_states_no_speed_up(cli, tmp_path
 
 
 def test_a_confirmed_speed_up_is_the_one_printed_and_stored(cli, tmp_path):
-    from advisor.commands.probe import summary_lines
+    from advisor.render.probe import summary_lines
     from advisor.store import ResultStore
     from lightning_module.contract.reliability import speedup_over_baseline
     from lightning_module.contract.result import WorkloadSpec
