@@ -9,6 +9,7 @@ import shlex
 
 from .. import options as opt
 from .. import render
+from ..errors import AdvisorError
 from ..output import FORMATS, add_format_option, warn
 from ..recommend.jobspec import (
     DEFAULT_CONFIDENCE,
@@ -210,7 +211,8 @@ def llm_job_from_args(args):
 def handle_tokens(args) -> int:
     from lightning_module.contract.transformer_shape import PRESETS
 
-    from ..recommend.llm import advise_llm, document_fields, table
+    from ..recommend.llm import advise_llm
+    from ..render.tokens import document_fields, table
 
     if args.model_shape.strip().lower() == "list":
         for name, shape in PRESETS.items():
