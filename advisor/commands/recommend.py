@@ -185,7 +185,7 @@ def handle(args) -> int:
 
 def llm_job_from_args(args):
     """The token workload's job; every check before anything is computed."""
-    from lightning_module.contract.transformer_shape import PRESETS, ShapeError, parse_shape
+    from lightning_module.contract.transformer_shape import ShapeError, parse_shape
 
     from ..estimate.memory import STRATEGY_ALIASES, MemoryModelError, Training
     from ..recommend.jobspec import work_tokens
@@ -236,5 +236,5 @@ def handle_tokens(args) -> int:
 
         schemas.write("recommend-tokens", **document_fields(advice))
     else:
-        print(table(advice, show_excluded=args.show_excluded), end="")
+        table(advice, show_excluded=args.show_excluded)
     return 0

@@ -3,6 +3,10 @@
 
 from __future__ import annotations
 
+import sys
+
+from ..estimate.strategy import STRATEGY_WORDS
+from ..output import emit, say
 from ..recommend.llm import LlmAdvice, LlmJob
 
 FULL_FINETUNE = "full"
@@ -15,27 +19,41 @@ def job_words(job: LlmJob) -> str:
             f"{job.tokens:,.3g} tokens at {job.seq_len} per sequence")
 
 
-def table(advice: LlmAdvice, show_excluded: bool = False) -> str:
+# The columns a narrow terminal leaves out, first to last (named under the table; --wide shows all)
+DROP_ORDER = ("region", "GiB/GPU", "tok/s/GPU", "mb")
+
+
+def table(advice: LlmAdvice, show_excluded: bool = False, stream=None) -> None:
+    """The ranked (type, count, strategy) rows for people, through the shared table fitter: no value
+    is split across lines; a narrow terminal drops DROP_ORDER's columns instead."""
+    stream = stream or sys.stdout
     job = advice.job
-    lines = [job_words(job), f"budget ${job.budget_usd:,.0f}, deadline {job.deadline_hours:,.1f} h, objective {job.objective}"
-             + (f", strategy pinned to {job.strategy}" if job.strategy else ""), ""]
-    head = f"{'#':>3} {'instance type':<16} {'n':>2} {'GPU':<6} {'strategy':<40} {'mb':>3} {'GiB/GPU':>7} {'tok/s/GPU':>9} {'hours':>8} {'cost $':>10} {'$/M tok':>8}"
-    lines.append(head)
-    for r in advice.rows:
-        p = r.plan
-        lines.append(f"{r.rank if r.rank else '-':>3} {r.instance_type:<16} {r.count:>2} {r.accelerator[:6]:<6} {p.words:<40} "
-                     f"{p.micro_batch:>3} {p.memory.device_gib:>7.1f} {p.tokens_per_sec / p.devices:>9,.0f} {r.hours:>8,.1f} "
-                     f"{r.cost_usd:>10,.0f} {r.usd_per_million_tokens:>8.3f}" + ("" if r.feasible else f"  ({r.reason})"))
+    say(job_words(job), stream)
+    say(f"budget ${job.budget_usd:,.0f}, deadline {job.deadline_hours:,.1f} h, objective {job.objective}"
+        + (f", strategy pinned to {job.strategy}" if job.strategy else ""), stream)
+    print(file=stream)
     if not advice.rows:
-        lines.append("  nothing fits on any priced GPU type within --max-instances (see --show-excluded)")
-    elif not any(r.feasible for r in advice.rows):
-        lines.insert(3, "nothing meets both the budget and the deadline; the closest:")
-    lines += ["", "tokens/s: peak bf16 x MFU (torchtitan's published band) / training FLOPs per token; memory: "
-              "advisor/estimate/memory.py (docs/llm-memory.md)"]
+        say("Nothing fits on any priced GPU type within --max-instances (see --show-excluded).", stream)
+    else:
+        if not any(r.feasible for r in advice.rows):
+            say("Nothing meets both the budget and the deadline; the closest:", stream)
+        rows = [{"rank": r.rank or "-", "instance": r.instance_type, "count": r.count,
+                 "GPUs": f"{r.plan.devices} {r.accelerator}", "region": r.region,
+                 "strategy": STRATEGY_WORDS[r.plan.strategy] + (" + AC" if r.plan.checkpointing else ""),
+                 "mb": r.plan.micro_batch, "GiB/GPU": f"{r.plan.memory.device_gib:.1f}",
+                 "tok/s/GPU": f"{r.plan.tokens_per_sec / r.plan.devices:,.0f}", "hours": f"{r.hours:,.1f}",
+                 "USD": f"{r.cost_usd:,.0f}", "$/M tok": f"{r.usd_per_million_tokens:.3f}", "note": r.reason or ""}
+                for r in advice.rows]
+        cols = [c for c in rows[0] if c != "note" or any(r["note"] for r in rows)]
+        emit(rows, "table", cols, stream=stream, notes="note", drop=DROP_ORDER)
+    print(file=stream)
+    say("count: instances; GPUs: all of them; AC: activation checkpointing; mb: micro-batch per GPU. tokens/s: peak bf16 x MFU (torchtitan's "
+        "published band) / training FLOPs per token; memory: advisor/estimate/memory.py (docs/llm-memory.md)", stream)
     if show_excluded and advice.excluded:
-        lines += ["", "excluded:"] + [f"  {n}: {why}" for n, why in advice.excluded]
-    lines += [f"warning: {w}" for w in advice.warnings]
-    return "\n".join(lines) + "\n"
+        print(f"\nExcluded ({len(advice.excluded)}):", file=stream)
+        emit([{"instance_type": n, "reason": w} for n, w in advice.excluded], "table", stream=stream, notes="reason")
+    for w in advice.warnings:
+        say(f"warning: {w}", stream)
 
 
 def document_fields(advice: LlmAdvice) -> dict:
