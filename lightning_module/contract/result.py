@@ -33,10 +33,13 @@ from catalog.models import MAX_DEVICE_MEMORY_GIB, MAX_MEMORY_GIB, NAME_PATTERN, 
 # callback). 4: how a training run's shape was obtained (MemoryFit.derived, WorkloadShape.
 # memory_traffic_note), and the optimizer and lr_scheduler of a LightningCLI config
 # (WorkloadSpec.optimizer, lr_scheduler). 5: the ops a training step dispatches (WorkloadShape.
-# ops_per_step), what bounds a small model's step on a GPU. 6: tokens for sequence workloads
-# (WorkloadShape.tokens_per_sample, tokens_counted_by; ProbeResult.tokens_per_sec), activation bytes
-# per token per layer with and without activation checkpointing (WorkloadShape.activations), the
-# runtime's own memory (ProbeResult.runtime_overhead), a model measured as shallower copies of itself
+# ops_per_step), what bounds a small model's step on a GPU. 6: the traffic of the ops without FLOPs
+# (WorkloadShape.other_traffic_bytes_per_sample), the bandwidth-bound share of a step
+# (advisor/estimate/split.py), and fused attention and dropout counted one way whatever the kernel
+# (run/counting.py); tokens for sequence workloads (WorkloadShape.tokens_per_sample,
+# tokens_counted_by; ProbeResult.tokens_per_sec), activation bytes per token per layer with and
+# without activation checkpointing (WorkloadShape.activations), the runtime's own memory
+# (ProbeResult.runtime_overhead), a model measured as shallower copies of itself
 # (ProbeResult.extrapolation) and each rank's peak memory (ProbeResult.rank_peak_memory_gib). Older
 # records read as they are: none of these fields is required.
 RESULT_SCHEMA_VERSION = 6
@@ -545,6 +548,9 @@ class WorkloadShape(BaseModel):
     # Bytes every op reads and writes per sample, unfused (run/peaks.py TrafficCounter): with
     # flops_per_sample, the workload's arithmetic intensity. None: not counted.
     memory_traffic_bytes_per_sample: Annotated[float, Field(strict=True, gt=0, le=1e16)] | None = None
+    # The part of it moved by the ops without FLOPs (normalisation, softmax, elementwise: bound by
+    # memory bandwidth; run/counting.py StepCounter.other_bytes). None: not counted (before schema 6).
+    other_traffic_bytes_per_sample: Annotated[float, Field(strict=True, gt=0, le=1e16)] | None = None
     # How it was counted when not as the probe counts it (the difference between 2 and 4 samples on
     # the CPU in fp32): a training run counts its first step at its own batch and precision.
     memory_traffic_note: Text | None = None
@@ -592,6 +598,7 @@ class DepthPoint(BaseModel):
     parameters: int | None = Field(default=None, strict=True, ge=0, le=MAX_PARAMETERS)
     flops_per_sample: Annotated[float, Field(strict=True, ge=0)] | None = None
     memory_traffic_bytes_per_sample: Annotated[float, Field(strict=True, ge=0, le=1e16)] | None = None
+    other_traffic_bytes_per_sample: Annotated[float, Field(strict=True, ge=0, le=1e16)] | None = None
     ops_per_step: Annotated[int, Field(strict=True, ge=0, le=10**9)] | None = None
     peak_memory_gib: MemoryGiB | None = None
 

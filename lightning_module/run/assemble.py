@@ -38,7 +38,7 @@ def assemble_result(opts: ProbeOptions, accelerator: str, hw: HardwareFingerprin
     spec = opts.spec
     timing = m.extra
 
-    fps, traffic, ops = per_sample_counts(spec, pv.first_batch)
+    fps, traffic, other_traffic, ops = per_sample_counts(spec, pv.first_batch)
     achieved = m.samples_per_sec * fps / 1e12 if fps else None
     per_device_peak = datasheet_peak_tflops(hw, accelerator, config.precision)
     ranks = config.devices * config.num_nodes
@@ -69,8 +69,8 @@ def assemble_result(opts: ProbeOptions, accelerator: str, hw: HardwareFingerprin
     shape = WorkloadShape(**(m.model_facts or {}), data_source=pv.data_source,
                           samples_counted_by=pv.samples_counted_by, batch_tunable=pv.batch_tunable,
                           batch_note=pv.batch_note, memory=memory, memory_traffic_bytes_per_sample=traffic,
-                          ops_per_step=ops, tokens_per_sample=pv.tokens_per_sample,
-                          tokens_counted_by=pv.tokens_counted_by,
+                          other_traffic_bytes_per_sample=other_traffic, ops_per_step=ops,
+                          tokens_per_sample=pv.tokens_per_sample, tokens_counted_by=pv.tokens_counted_by,
                           activations=count_activations(spec, pv.first_batch, config.precision)
                           if pv.tokens_per_sample else None)
     tokens_per_sec = m.samples_per_sec * pv.tokens_per_sample if pv.tokens_per_sample else None

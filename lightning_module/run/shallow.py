@@ -62,13 +62,14 @@ def extrapolated(opts: ProbeOptions, deep: ProbeResult, shallow_rate: float, sha
     """The deeper copy's result carried to `full` layers (the arithmetic: contract/extrapolate.py)."""
     a, b = opts.depths
     per_step = samples_per_step(deep.config)
-    fa, ta, oa = shallow_counts
+    fa, ta, xa, oa = shallow_counts
     s = deep.shape
     pa = DepthPoint(depth=a, step_s=per_step / shallow_rate, flops_per_sample=fa, memory_traffic_bytes_per_sample=ta,
-                    ops_per_step=oa, peak_memory_gib=shallow_peak)
+                    other_traffic_bytes_per_sample=xa, ops_per_step=oa, peak_memory_gib=shallow_peak)
     pb = DepthPoint(depth=b, step_s=per_step / deep.samples_per_sec, parameters=s.parameters if s else None,
                     flops_per_sample=deep.flops_per_sample, ops_per_step=s.ops_per_step if s else None,
                     memory_traffic_bytes_per_sample=s.memory_traffic_bytes_per_sample if s else None,
+                    other_traffic_bytes_per_sample=s.other_traffic_bytes_per_sample if s else None,
                     peak_memory_gib=deep.peak_memory_gib)
 
     def ext(field: str) -> float | None:
@@ -99,6 +100,7 @@ def extrapolated(opts: ProbeOptions, deep: ProbeResult, shallow_rate: float, sha
             "parameters": params, "trainable_parameters": trainable, "parameter_bytes": pbytes,
             "optimizer_state_bytes": s.optimizer_state_bytes * grow if grow and s.optimizer_state_bytes else None,
             "memory": mem, "memory_traffic_bytes_per_sample": ext("memory_traffic_bytes_per_sample"),
+            "other_traffic_bytes_per_sample": ext("other_traffic_bytes_per_sample"),
             "ops_per_step": round(ops) if ops else None})
     util_ds, _ = utilisation(achieved, deep.peak_tflops_datasheet, "datasheet")
     util_mm, _ = utilisation(achieved, deep.peak_tflops_matmul, "measured matmul")
