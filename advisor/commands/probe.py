@@ -357,12 +357,16 @@ def _probe(args, stop: SignalStop) -> int:
     from lightning_module.contract.ladder import LadderFailed, RankLost
     from lightning_module.run import cpu_too, measure, probe, ranks
     from lightning_module.run.devices import is_global_zero
-    from lightning_module.run.workloads import WorkloadError
+    from lightning_module.run.workloads import WorkloadError, with_defaults
 
     measure.quiet_lightning(verbose=getattr(args, "verbose", 0) > 0)
     if cpu_too.is_extra_rank():
         cpu_too.train_along()  # the CPU rank Lightning started: rank 0 probes and reports
         return 0
+    try:
+        spec = with_defaults(spec)  # the constructors' defaults, recorded: the id is of the arguments as built
+    except WorkloadError as e:
+        raise AdvisorError(str(e)) from None
     opts = defaults.ProbeOptions(
         spec=spec, accelerator=args.accelerator, devices=args.devices, strategy=args.strategy,
         precision=args.precision, tune=args.tune, target_ci=args.target_ci, max_seconds=args.max_seconds,
