@@ -265,7 +265,7 @@ def json_document(plan: Plan, rows: Rows, probe_commands: list[ProbeCommand]) ->
         closest=[] if rows.feasible else records,
         probe_next=[probe_record(p) for p in rows.probes],
         probe_plan=probe_plan_record(rows.probe_summary),
-        probe_commands=[{"argv": c.argv, "purpose": c.purpose} for c in probe_commands],
+        probe_commands=[{"argv": c.argv, "command": c.command, "purpose": c.purpose} for c in probe_commands],
         would_fit_with=[dict(vars(a)) for a in plan.alternatives],
         excluded=exclusion_rows(plan),
         warnings=plan.warnings,

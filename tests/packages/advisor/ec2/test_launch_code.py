@@ -184,4 +184,5 @@ def test_the_probe_plan_names_the_code(tmp_path, monkeypatch):
     argv = probe_commands(job, [row])[0].argv
     assert argv[argv.index("--code") + 1] == "mypkg" and argv[argv.index("--workload") + 1] == "mypkg.lm:TinyLM"
     # --probe-args is one argument that the instance splits back into the probe's own arguments
-    assert shlex.split(argv[argv.index("--probe-args") + 1]) == ["--init-args", '{"d_model": 64}']
+    probe_args = next(a for a in argv if a.startswith("--probe-args=")).split("=", 1)[1]
+    assert shlex.split(probe_args) == ["--init-args", '{"d_model": 64}']
