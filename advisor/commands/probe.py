@@ -14,6 +14,7 @@ from lightning_module.contract import options as defaults
 from lightning_module.contract.ladder import EXTENSION_RUNGS, TUNING_RUNGS
 from lightning_module.contract.reliability import baseline_moved, moved_line, speedup_over_baseline
 from lightning_module.contract.result import BUILTIN_MODELS, WorkloadSpec
+from lightning_module.contract.workload_source import WorkloadSourceError, check_source
 
 from .. import options as opt
 from ..errors import AdvisorError
@@ -340,6 +341,10 @@ def handle(args) -> int:
 def _probe(args, stop: SignalStop) -> int:
     require_probe_extra()
     spec, own_batch = _spec(args)
+    try:  # what the user's source shows is wrong, said before torch is imported (seconds)
+        check_source(spec)
+    except WorkloadSourceError as e:
+        raise AdvisorError(str(e)) from None
     out_path = Path(args.output) if args.output else None
     if out_path is not None and out_path.is_dir():
         raise AdvisorError(f"--output {out_path} is a directory; give a file name")
