@@ -138,7 +138,7 @@ def test_recommend_document(cli, argv):
 
 
 def test_recommend_probe_commands_are_argument_lists(cli):
-    _, out, _ = cli("recommend", "--budget", "500", "--deadline", "2d", "--samples", "1e8",
+    _, out, _ = cli("recommend", "--budget", "500", "--deadline", "2d", "--samples", "3e8",
                        "--workload", "resnet50", "--image-size", "160", "--format", "json")
     cmds = checked(out, "recommend")["probe_commands"]
     assert cmds, "the default job has a probe plan"

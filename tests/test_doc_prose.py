@@ -1,0 +1,39 @@
+"""Prose that explains an output names what the output shows: the README's "why a X comes first"
+and docs/recommend.md's "Reading the example" name the type the README's example table ranks first
+(scripts/regenerate_doc_outputs.py rewrites the table; this test fails until the prose follows)."""
+
+from __future__ import annotations
+
+import re
+
+from test_readme import DOCS, README
+
+EXAMPLE = "$ .venv/bin/advisor recommend --budget 500 --deadline 2d --samples 1e8\n"
+
+
+def first_ranked(text: str) -> str:
+    """The instance type of rank 1 in the table under the README's main example."""
+    after = text[text.index(EXAMPLE):]
+    row = re.search(r"^1\s+(\S+)\s", after, re.MULTILINE)
+    assert row, "the README's main example shows a ranked table"
+    return row.group(1)
+
+
+def test_the_readme_explains_the_row_its_table_ranks_first():
+    text = README.read_text()
+    named = re.findall(r"why an? (\S+?) comes first", text)
+    assert named, "the README's pointer to 'How to read that answer' names the first row"
+    assert set(named) == {first_ranked(text)}
+
+
+def test_reading_the_example_names_the_first_row_and_quotes_no_figures_of_it():
+    page = (DOCS / "recommend.md").read_text()
+    section = page[page.index("## Reading the example"):]
+    section = section[:section.index("\n## ", 5)]
+    m = re.search(r"The first row of \[the README's example\]\([^)]*\) is (?:one|two|three|four) (\S+)", section)
+    assert m and m.group(1) == first_ranked(README.read_text())
+    # Figures of the output (hours, dollars, samples/s, bands) drift each time the table is
+    # regenerated: the prose (outside the console blocks) points at the table instead.
+    prose = re.sub(r"```.*?```", "", section, flags=re.DOTALL)
+    figure = re.search(r"\$\d|\d+(\.\d+)? (hours|h\b)|\d,\d{3}(/s| samples)|\d+-\d[\d,]*\b", prose)
+    assert figure is None, figure
