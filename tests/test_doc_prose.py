@@ -37,3 +37,27 @@ def test_reading_the_example_names_the_first_row_and_quotes_no_figures_of_it():
     prose = re.sub(r"```.*?```", "", section, flags=re.DOTALL)
     figure = re.search(r"\$\d|\d+(\.\d+)? (hours|h\b)|\d,\d{3}(/s| samples)|\d+-\d[\d,]*\b", prose)
     assert figure is None, figure
+
+
+def test_the_readme_callback_example_runs_outside_the_checkout(tmp_path):
+    """Pasted into a project of the reader's own: only the installed packages are importable (no
+    examples/, no checkout on the path), the working directory is elsewhere."""
+    import subprocess
+    import sys
+
+    from test_readme import ROOT, blocks
+
+    site = tmp_path / "site"
+    site.mkdir()
+    for pkg in ("advisor", "catalog", "lightning_module"):  # what pyproject's packages.find installs
+        (site / pkg).symlink_to(ROOT / pkg)
+    work = tmp_path / "project"
+    work.mkdir()
+    (body,) = [b for lang, b in blocks(README.read_text()) if lang == "python" and "ThroughputCallback" in
+               "\n".join(line for _, line in b)]
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHONPATH": str(site),
+           "INSTANCE_ADVISOR_DATA_DIR": str(tmp_path / "data"), "INSTANCE_ADVISOR_CACHE_DIR": str(tmp_path / "cache")}
+    proc = subprocess.run([sys.executable, "-c", "\n".join(line for _, line in body)], cwd=work, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-800:]
+    assert proc.stdout.startswith("training run custom-"), proc.stdout
