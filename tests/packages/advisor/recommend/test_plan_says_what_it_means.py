@@ -10,8 +10,8 @@ import json
 import pytest
 from factories import probe_result
 
-from advisor.recommend import report
 from advisor.recommend.rows import ProbeRow
+from advisor.render import report
 from advisor.store import ResultStore
 
 DEADLINE_H = 72.0
