@@ -60,4 +60,4 @@ def test_the_readme_callback_example_runs_outside_the_checkout(tmp_path):
     proc = subprocess.run([sys.executable, "-c", "\n".join(line for _, line in body)], cwd=work, env=env,
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-800:]
-    assert proc.stdout.startswith("training run custom-"), proc.stdout
+    assert proc.stdout.strip().splitlines()[-1].startswith("training run custom-"), proc.stdout[-300:]
