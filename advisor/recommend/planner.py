@@ -168,6 +168,7 @@ def build_plan(catalog: Catalog, job: JobSpec, measurements: list | None = None,
     facts = workload_facts(spec, matched, measurements)
     measurements = matched
     model = ThroughputModel(catalog, facts, spec.workload_id, job.image_size, measurements, references=references)
+    model.max_instances = job.max_instances
     regions = job.regions or list(catalog.offers)
     wanted = job.type_filter()
 
