@@ -36,7 +36,9 @@ from catalog.models import MAX_DEVICE_MEMORY_GIB, MAX_MEMORY_GIB, NAME_PATTERN, 
 # ops_per_step), what bounds a small model's step on a GPU. 6: the traffic of the ops without FLOPs
 # (WorkloadShape.other_traffic_bytes_per_sample), the bandwidth-bound share of a step
 # (advisor/estimate/split.py), and fused attention and dropout counted one way whatever the kernel
-# (run/counting.py). Older records read as they are: none of these fields is required.
+# (run/counting.py); the constructors' defaults (WorkloadSpec.init_arg_defaults,
+# data_init_arg_defaults), part of the id. Older records read as they are: none of these fields is
+# required.
 RESULT_SCHEMA_VERSION = 6
 READABLE_SCHEMA_VERSIONS = (1, 2, 3, 4, 5, 6)
 SOURCES = ("probe", "training run")
@@ -180,6 +182,12 @@ class WorkloadSpec(BaseModel):
     # the module's configure_optimizers(), so they are part of the id too. None: the module's own.
     optimizer: ClassSpec | None = None
     lr_scheduler: ClassSpec | None = None
+    # The constructors' defaults for the arguments not given (JSON values only; TUNED_ARGS aside),
+    # recorded by the probe and the training-run callback (schema 6): the id names the arguments the
+    # module was built with, so a default spelled out is the same workload, and recommend resolves a
+    # user's arguments against a stored result's defaults without importing the module.
+    init_arg_defaults: InitArgs = {}
+    data_init_arg_defaults: InitArgs = {}
 
     @field_validator("model")
     @classmethod
@@ -198,7 +206,8 @@ class WorkloadSpec(BaseModel):
 
     @model_validator(mode="after")
     def _args_for_own_code(self) -> WorkloadSpec:
-        if self.model in BUILTIN_MODELS and (self.init_args or self.data_init_args):
+        if self.model in BUILTIN_MODELS and (self.init_args or self.data_init_args or self.init_arg_defaults
+                                             or self.data_init_arg_defaults):
             raise ValueError(f"constructor arguments are for your own LightningModule, not the builtin {self.model}")
         if self.data_init_args and not self.datamodule:
             raise ValueError("DataModule constructor arguments given without a DataModule")
@@ -214,13 +223,23 @@ class WorkloadSpec(BaseModel):
         if self.model in BUILTIN_MODELS:
             return f"{self.model}-{self.image_size}px-{self.num_classes}c"
         key = f"{self.model}|{self.datamodule or ''}|{self.image_size}|{self.num_classes}"
-        args = [{k: v for k, v in a.items() if k not in TUNED_ARGS} for a in (self.init_args, self.data_init_args)]
+        args = [{k: v for k, v in a.items() if k not in TUNED_ARGS} for a in self.resolved_args()]
         if any(args):  # no arguments: the id of schema 1, so older results still match
             key += "|" + canonical_json(args)
         for kind in ("optimizer", "lr_scheduler"):  # none: the id of schema 3 and before
             if (c := getattr(self, kind)) is not None:
                 key += f"|{kind}=" + canonical_json(c.model_dump())
         return "custom-" + hashlib.sha256(key.encode()).hexdigest()[:12]
+
+    def resolved_args(self) -> tuple[dict, dict]:
+        """The module's and the DataModule's arguments as built: the defaults, then those given."""
+        return ({**self.init_arg_defaults, **self.init_args}, {**self.data_init_arg_defaults, **self.data_init_args})
+
+    def resolved_against(self, probed: WorkloadSpec) -> WorkloadSpec:
+        """This (a user's) workload with the defaults a probe of the same class recorded: its id is
+        the probed one exactly when the arguments resolve to the same values."""
+        return self.model_copy(update={"init_arg_defaults": probed.init_arg_defaults,
+                                       "data_init_arg_defaults": probed.data_init_arg_defaults})
 
 
 class ProbeConfig(BaseModel):

@@ -262,7 +262,7 @@ def test_the_probe_plan_carries_the_optimizer():
     job = JobSpec(samples=1e6, budget_usd=10, deadline_hours=10, workload="m:C", optimizer=opt, lr_scheduler=sched)
     row = SimpleNamespace(region="us-east-1", market="on-demand", instance_type="g5.xlarge", cpu_too=False)
     launch, _, probe = probe_commands(job, [row])
-    args = launch.argv[launch.argv.index("--probe-args") + 1]
+    args = next(a for a in launch.argv if a.startswith("--probe-args="))
     assert "--optimizer" in args and "--lr-scheduler" in args
     flag = probe.argv.index("--optimizer")
     # What the line passes back names the same workload.
