@@ -12,6 +12,7 @@ from pathlib import Path
 from catalog.io import first_error, save_atomic
 from lightning_module.contract import options as defaults
 from lightning_module.contract.ladder import EXTENSION_RUNGS, TUNING_RUNGS
+from lightning_module.contract.race import RACED
 from lightning_module.contract.reliability import baseline_moved, moved_line, speedup_over_baseline
 from lightning_module.contract.result import BUILTIN_MODELS, WorkloadSpec
 
@@ -97,6 +98,9 @@ def register(sub) -> None:
     m.add_argument("--max-steps", type=opt.whole(1, 10**7), metavar="N", help="timed steps per rung at most")
     m.add_argument("--compile-timeout", type=_positive_float, default=defaults.COMPILE_TIMEOUT, metavar="S",
                    help=f"give up on torch.compile after this long (default {defaults.COMPILE_TIMEOUT:g})")
+    m.add_argument("--race", action=argparse.BooleanOptionalAction, default=defaults.RACE,
+                   help="stop timing a rung as soon as it has clearly won or lost against the best so far, "
+                   "at a stated 5%% false-stop rate (default); --no-race times every rung to --target-ci or --max-seconds")
     m.add_argument("--remeasure", type=_count, default=defaults.REMEASURE_ROUNDS, metavar="N",
                    help="measure a rung again, at most N more times, while its CI is wider than the target "
                    f"and it could still win (default {defaults.REMEASURE_ROUNDS})")
@@ -158,7 +162,7 @@ def rung_doubts(r) -> list[str]:
     out = []
     if r.contention is not None and r.contention.contended:
         out.append(brief(r.contention))
-    if r.ci_target_met is False:
+    if r.ci_target_met is False and r.stop_reason not in RACED:  # a raced rung stopped once its answer was known
         out.append("CI above target" + (f" after {r.remeasured} re-measurement(s)" if r.remeasured else ""))
     return out
 
@@ -174,6 +178,8 @@ def ladder_rows(rungs, confirmation=None) -> list[dict]:
         note = [x for x in (r.error, r.note) if x]
         if r.compile_seconds:
             note.append(f"compile {r.compile_seconds:.0f} s")
+        if r.stop_reason in RACED:
+            note.append(f"raced: {r.stop_reason} after {r.steps_timed} steps")
         if r.remeasured and r.ci_target_met:
             note.append(f"re-measured {r.remeasured}x")
         if moved and k == 0:
@@ -369,7 +375,7 @@ def _probe(args, stop: SignalStop) -> int:
         warmup_steps=args.warmup_steps, max_steps=args.max_steps, compile_timeout=args.compile_timeout,
         instance_type=args.instance_type, profile_dir=args.profile, skip=frozenset(args.skip),
         progress=sys.stderr.isatty(), remeasure_rounds=args.remeasure, confirm_rounds=args.confirm_rounds,
-        own_batch_size=own_batch, rank_timeout=args.rank_timeout, cpu_too=args.cpu_too,
+        own_batch_size=own_batch, rank_timeout=args.rank_timeout, cpu_too=args.cpu_too, race=args.race,
     )
     if args.instance_type:
         check_label(args)

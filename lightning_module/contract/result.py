@@ -34,9 +34,10 @@ from catalog.models import MAX_DEVICE_MEMORY_GIB, MAX_MEMORY_GIB, NAME_PATTERN, 
 # memory_traffic_note), and the optimizer and lr_scheduler of a LightningCLI config
 # (WorkloadSpec.optimizer, lr_scheduler). 5: the ops a training step dispatches (WorkloadShape.
 # ops_per_step), what bounds a small model's step on a GPU. Older records read as they are: none of
-# these fields is required.
-RESULT_SCHEMA_VERSION = 5
-READABLE_SCHEMA_VERSIONS = (1, 2, 3, 4, 5)
+# these fields is required. 6: why each rung's timing stopped (RungResult.stop_reason), a race's
+# "won"/"lost" among them (`advisor probe --race`, contract/race.py).
+RESULT_SCHEMA_VERSION = 6
+READABLE_SCHEMA_VERSIONS = (1, 2, 3, 4, 5, 6)
 SOURCES = ("probe", "training run")
 
 BUILTIN_MODELS = ("resnet50", "resnet18", "vit_b_16", "mlp")
@@ -316,6 +317,9 @@ class RungResult(BaseModel):
     contention: Contention | None = None
     remeasured: Count = 0  # extra measurements pooled in because the CI stayed wider than the target
     ci_target_met: StrictBool | None = None  # None: not known (older results)
+    # Why its timing stopped: "converged" | "time-limit" | "max-steps", or a race's "won" | "lost"
+    # (its answer against the best so far known: contract/race.py). None: older results.
+    stop_reason: Text | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> RungResult:

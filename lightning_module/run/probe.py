@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 
 import torch
 
-from ..contract.ladder import LadderOptions, Measurement, RankLost, run_ladder, worker_counts
+from ..contract.ladder import LadderOptions, Measurement, RankLost, required_gain, run_ladder, worker_counts
 from ..contract.options import MeasureSettings, ProbeOptions
 from ..contract.reliability import confirm, measure_until_known
 from ..contract.result import MemoryFit, ProbeConfig, ProbeResult, RungResult
@@ -165,11 +165,18 @@ def run_probe(opts: ProbeOptions, on_rung: Callable[[RungResult, RungResult | No
         expected = samples_per_step(cfg) / best_sps[-1]
         return max(SLOW_FACTOR * expected, MIN_SLOW_STEP_S)
 
+    def race_threshold(rung: str) -> float | None:
+        """What the rung races against (contract/race.py): the best so far by the rung's gain."""
+        if not opts.race or not best_sps:
+            return None
+        return best_sps[-1] * (1 + required_gain(rung, ladder_opts))
+
     def measure_one(rung: str, cfg: ProbeConfig) -> Measurement:
         if measure_fn is not None:
             once = lambda: measure_fn(rung, cfg)
         else:
-            once = lambda: measure_anywhere(settings, cfg, slow_step_s=slow_limit(cfg), label=rung)
+            raced = replace(settings, race_threshold=race_threshold(rung))
+            once = lambda: measure_anywhere(raced, cfg, slow_step_s=slow_limit(cfg), label=rung)
         # Re-measured only while the rung could still change the decision: its CI reaches the best.
         return measure_until_known(once, samples_per_step(cfg), opts.target_ci, opts.remeasure_rounds,
                                    matters=lambda m: not best_sps or m.ci_high >= best_sps[-1])

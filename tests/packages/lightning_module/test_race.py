@@ -1,0 +1,126 @@
+"""The race (contract/race.py) on simulated step times with known means: its stated false-stop rate
+holds, it stops early where the answer is clear, and the Stopwatch and the re-measuring obey it."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from lightning_module.contract.race import RACE_ALPHA, RACED, Race, look_alpha, t_critical
+from lightning_module.contract.reliability import measure_until_known, summarise
+from lightning_module.contract.timing import Stopwatch, Timing
+
+BATCH = 32
+
+
+def simulate(race: Race, mean_s: float, cv: float, rng: random.Random, max_steps: int = 200,
+             lognormal: bool = False) -> tuple[str | None, int]:
+    """Feed one rung's simulated step times to the race, a look after every step, as the Stopwatch
+    does: its verdict (None: never stopped within max_steps) and the steps it took."""
+    times: list[float] = []
+    for _ in range(max_steps):
+        if lognormal:
+            t = mean_s * rng.lognormvariate(0.0, cv)
+        else:
+            t = max(rng.gauss(mean_s, cv * mean_s), 1e-6)
+        times.append(t)
+        v = race.verdict(times)
+        if v is not None:
+            return v, len(times)
+    return None, len(times)
+
+
+def test_look_alphas_sum_to_the_stated_rate():
+    assert sum(look_alpha(k) for k in range(1, 100_000)) == pytest.approx(RACE_ALPHA, rel=1e-4)
+    assert sum(look_alpha(k) for k in range(1, 100_000)) < RACE_ALPHA
+
+
+@pytest.mark.parametrize("df,alpha,expected", [(2, 0.05, 4.303), (9, 0.05, 2.262), (30, 0.05, 2.042),
+                                               (4, 0.01, 4.604), (10, 0.001, 4.587), (200, 0.05, 1.972)])
+def test_t_critical_matches_the_tables(df, alpha, expected):
+    assert t_critical(df, alpha) == pytest.approx(expected, abs=2e-3)
+
+
+@pytest.mark.parametrize("lognormal", [False, True])
+def test_false_stop_rate_at_the_threshold_is_within_the_stated_rate(lognormal):
+    """The worst case: the rung's true rate is the threshold itself, so every stop is a wrong one
+    (either verdict claims a difference that is not there)."""
+    rng = random.Random(7)
+    mean_s, runs = 0.5, 2000
+    true_mean = mean_s * math.exp(0.1**2 / 2) if lognormal else mean_s  # of mean_s * LogNormal(0, 0.1)
+    race = Race(threshold=BATCH / true_mean, samples_per_step=BATCH)
+    stops = sum(simulate(race, mean_s, 0.1, rng, lognormal=lognormal)[0] is not None for _ in range(runs))
+    assert stops / runs <= RACE_ALPHA
+
+
+def test_no_wrong_verdict_when_the_truth_is_on_one_side():
+    rng = random.Random(11)
+    base_s = 0.5
+    best = BATCH / base_s
+    wrong = 0
+    for _ in range(1000):
+        v, _ = simulate(Race(best, BATCH), base_s / 1.02, 0.15, rng)  # truly 2% faster: "lost" is wrong
+        wrong += v == "lost"
+        v, _ = simulate(Race(best, BATCH), base_s * 1.02, 0.15, rng)  # truly 2% slower: "won" is wrong
+        wrong += v == "won"
+    assert wrong / 2000 <= RACE_ALPHA
+
+
+def test_a_clear_loser_and_a_clear_winner_stop_within_a_few_steps():
+    rng = random.Random(3)
+    best = BATCH / 0.5
+    losers = [simulate(Race(best, BATCH), 0.5 * 1.3, 0.05, rng) for _ in range(200)]
+    winners = [simulate(Race(best, BATCH), 0.5 / 1.3, 0.05, rng) for _ in range(200)]
+    assert all(v == "lost" for v, _ in losers) and all(v == "won" for v, _ in winners)
+    # The unraced rule times such a rung to +-3% (about 13 steps at a 5% spread) or --max-seconds.
+    assert max(n for _, n in losers + winners) <= 6
+
+
+def test_a_rung_inside_the_noise_is_not_stopped_by_the_race():
+    rng = random.Random(5)
+    best = BATCH / 0.5
+    verdicts = [simulate(Race(best, BATCH), 0.5, 0.2, rng, max_steps=30)[0] for _ in range(300)]
+    assert sum(v is not None for v in verdicts) / len(verdicts) <= RACE_ALPHA
+
+
+def test_the_stopwatch_stops_on_the_race_and_says_why():
+    race = Race(threshold=BATCH / 0.5, samples_per_step=BATCH)
+    sw = Stopwatch(warmup_steps=1, target_ci=0.001, max_seconds=1e9, race=race)
+    now = 0.0
+    sw.start(now)
+    times = [0.9, 0.80, 0.82, 0.79, 0.81, 0.80, 0.80, 0.81]  # the first is warm-up; then 60% slower
+    reasons = []
+    for t in times:
+        now += t
+        sw.step(now)
+        reasons.append(sw.stop_reason(now))
+    assert reasons[:3] == [None, None, None] and "lost" in reasons
+    unraced = Stopwatch(warmup_steps=1, target_ci=0.001, max_seconds=1e9)
+    unraced.start(0.0)
+    now = 0.0
+    for t in times:
+        now += t
+        unraced.step(now)
+        assert unraced.stop_reason(now) is None  # --no-race: only the CI target or the time limit
+
+
+def test_a_raced_measurement_is_not_measured_again():
+    calls = []
+
+    def once():
+        calls.append(1)
+        t = Timing(step_times=[0.8, 0.82, 0.79], warmup_steps=1, warmup_seconds=1.0, reason="lost")
+        return summarise(t, BATCH, 0.03)
+
+    m = measure_until_known(once, BATCH, 0.03, rounds=3)
+    assert m.stop_reason in RACED and m.ci_target_met is False and len(calls) == 1
+
+    def unraced():
+        calls.append(1)
+        return summarise(Timing(step_times=[0.8, 0.9, 0.7], reason="time-limit"), BATCH, 0.03)
+
+    calls.clear()
+    measure_until_known(unraced, BATCH, 0.03, rounds=3)
+    assert len(calls) == 4  # re-measured while its CI stays wide
