@@ -219,6 +219,7 @@ def idle_mode(args) -> float | None:
     return speedup
 
 
+CASES = {"bf16": "AVX512_BF16/AMX (native bf16)", "avx2": "AVX2 only (bf16 emulated)", "other": "other"}
 RACE_SPEEDUP = 3.0  # issue 32: the raced ladder's pick in at most a third of the full ladder's time
 RACE_TOLERANCE = 0.03  # ... at a confirmed throughput within 3% of the full ladder's
 
@@ -230,7 +231,7 @@ def race_mode(args) -> None:
 
     hw = hardware.fingerprint()
     case = which_case(hw.isa_flags)
-    print(f"CPU case: {dict(bf16='AVX512_BF16/AMX (native bf16)', avx2='AVX2 only (bf16 emulated)', other='other')[case]}"
+    print(f"CPU case: {CASES[case]}"
           f" ({hw.cpu_model}; ISA {', '.join(hw.isa_flags) or '?'})", flush=True)
     out = {}
     for label, race in (("full", False), ("raced", True)):

@@ -105,8 +105,9 @@ class Race:
         if n < self.min_steps:
             return None
         k = n - self.min_steps + 1
-        mean = statistics.fmean(step_times)
-        half = t_critical(n - 1, look_alpha(k, self.alpha)) * statistics.stdev(step_times) / math.sqrt(n)
+        mean = math.fsum(step_times) / n  # not statistics.stdev: exact fractions, slow at a look per step
+        sd = math.sqrt(math.fsum((x - mean) ** 2 for x in step_times) / (n - 1))
+        half = t_critical(n - 1, look_alpha(k, self.alpha)) * sd / math.sqrt(n)
         low = self.samples_per_step / (mean + half)
         high = self.samples_per_step / (mean - half) if mean > half else math.inf
         return low, high

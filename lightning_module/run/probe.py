@@ -18,8 +18,15 @@ from datetime import datetime, timezone
 
 import torch
 
-from ..contract.ladder import (LadderOptions, Measurement, RankLost, RungSkipped, required_gain, run_ladder,
-                               worker_counts)
+from ..contract.ladder import (
+    LadderOptions,
+    Measurement,
+    RankLost,
+    RungSkipped,
+    required_gain,
+    run_ladder,
+    worker_counts,
+)
 from ..contract.options import MeasureSettings, ProbeOptions
 from ..contract.reliability import confirm, measure_until_known
 from ..contract.result import MemoryFit, ProbeConfig, ProbeResult, RungResult

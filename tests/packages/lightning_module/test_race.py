@@ -15,7 +15,7 @@ from lightning_module.contract.timing import Stopwatch, Timing
 BATCH = 32
 
 
-def simulate(race: Race, mean_s: float, cv: float, rng: random.Random, max_steps: int = 200,
+def simulate(race: Race, mean_s: float, cv: float, rng: random.Random, max_steps: int = 100,
              lognormal: bool = False) -> tuple[str | None, int]:
     """Feed one rung's simulated step times to the race, a look after every step, as the Stopwatch
     does: its verdict (None: never stopped within max_steps) and the steps it took."""
@@ -169,3 +169,27 @@ def test_a_known_loser_is_measured_for_one_step_and_skipped_with_the_reason(monk
         assert calls.count("bf16") == 2 and bf16.kept
     else:
         assert calls.count("bf16") == 1 and not bf16.kept
+
+
+def test_the_ladder_records_why_each_rung_stopped_and_races_a_batch_step_against_its_gain():
+    from factories import fake_measurement
+
+    from lightning_module.contract.ladder import (
+        BATCH_GAIN,
+        LadderOptions,
+        required_gain,
+        run_ladder,
+    )
+    from lightning_module.contract.result import ProbeConfig
+
+    opts = LadderOptions(vision=False, workers_supported=False, half_precision=None)
+    assert required_gain("batch=64", opts) == BATCH_GAIN and required_gain("compile", opts) == 0.0
+
+    def measure(name, cfg):
+        m = fake_measurement(100.0 if name == "baseline" else 60.0, cfg.batch_size)
+        m.stop_reason = "converged" if name == "baseline" else "lost"
+        return m
+
+    lad = run_ladder(ProbeConfig(batch_size=32), measure, opts)
+    reasons = {r.rung: r.stop_reason for r in lad.rungs if r.status == "ok"}
+    assert reasons["baseline"] == "converged" and reasons["compile"] == "lost" and reasons["batch=64"] == "lost"
