@@ -23,6 +23,7 @@ from ..contract.ladder import (
     Measurement,
     RankLost,
     RungSkipped,
+    RungTooSlow,
     required_gain,
     run_ladder,
     worker_counts,
@@ -200,8 +201,11 @@ def run_probe(opts: ProbeOptions, on_rung: Callable[[RungResult, RungResult | No
     def one_step(rung: str, cfg: ProbeConfig, why: str) -> None:
         """Measure one step of a rung known to lose; skip it (RungSkipped) when the step confirms it."""
         short = replace(settings, warmup_steps=0, max_steps=ONE_STEP, target_ci=0.0)
-        m = (measure_fn(rung, cfg) if measure_fn is not None
-             else measure_anywhere(short, cfg, slow_step_s=slow_limit(cfg), label=rung))
+        try:
+            m = (measure_fn(rung, cfg) if measure_fn is not None
+                 else measure_anywhere(short, cfg, slow_step_s=slow_limit(cfg), label=rung))
+        except RungTooSlow as e:  # the step itself ran past the slow limit: the rule held
+            raise RungSkipped(f"{why}: {e}") from e
         threshold = race_threshold(rung)
         if threshold is not None and m.samples_per_sec <= threshold:
             raise RungSkipped(f"{why}: its first step ran at {m.samples_per_sec:,.1f} samples/s against the best "
