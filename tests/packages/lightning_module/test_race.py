@@ -190,6 +190,6 @@ def test_the_ladder_records_why_each_rung_stopped_and_races_a_batch_step_against
         m.stop_reason = "converged" if name == "baseline" else "lost"
         return m
 
-    lad = run_ladder(ProbeConfig(batch_size=32), measure, opts)
+    lad = run_ladder(ProbeConfig(accelerator="cpu", batch_size=32), measure, opts)
     reasons = {r.rung: r.stop_reason for r in lad.rungs if r.status == "ok"}
     assert reasons["baseline"] == "converged" and reasons["compile"] == "lost" and reasons["batch=64"] == "lost"
