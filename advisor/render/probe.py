@@ -123,6 +123,10 @@ def shape_lines(r) -> list[str]:
         lines.append(f"intensity: {r.flops_per_sample / s.memory_traffic_bytes_per_sample:.3g} FLOP/byte "
                      f"({_mb(s.memory_traffic_bytes_per_sample)} of op-level memory traffic per sample, unfused)"
                      + (f"; {s.memory_traffic_note}" if s.memory_traffic_note else ""))
+    if s.other_traffic_bytes_per_sample and r.flops_per_sample:
+        lines.append(f"split intensity: {r.flops_per_sample / s.other_traffic_bytes_per_sample:.3g} FLOP/byte "
+                     f"({_mb(s.other_traffic_bytes_per_sample)} per sample moved by the ops without FLOPs: the "
+                     "bandwidth-bound share the cross-device model reads)")
     if s.ops_per_step:
         lines.append(f"ops: {s.ops_per_step:,} a step (training_step + backward, dispatched one by one: on a GPU "
                      "the host's floor for a small model)")

@@ -33,11 +33,14 @@ from catalog.models import MAX_DEVICE_MEMORY_GIB, MAX_MEMORY_GIB, NAME_PATTERN, 
 # callback). 4: how a training run's shape was obtained (MemoryFit.derived, WorkloadShape.
 # memory_traffic_note), and the optimizer and lr_scheduler of a LightningCLI config
 # (WorkloadSpec.optimizer, lr_scheduler). 5: the ops a training step dispatches (WorkloadShape.
-# ops_per_step), what bounds a small model's step on a GPU. Older records read as they are: none of
-# these fields is required. 6: why each rung's timing stopped (RungResult.stop_reason), a race's
-# "won"/"lost" among them (`advisor probe --race`, contract/race.py).
-RESULT_SCHEMA_VERSION = 6
-READABLE_SCHEMA_VERSIONS = (1, 2, 3, 4, 5, 6)
+# ops_per_step), what bounds a small model's step on a GPU. 6: the traffic of the ops without FLOPs
+# (WorkloadShape.other_traffic_bytes_per_sample), the bandwidth-bound share of a step
+# (advisor/estimate/split.py), and fused attention and dropout counted one way whatever the kernel
+# (run/counting.py). 7: why each rung's timing stopped (RungResult.stop_reason), a race's "won"/"lost"
+# among them (`advisor probe --race`, contract/race.py). Older records read as they are: none of
+# these fields is required.
+RESULT_SCHEMA_VERSION = 7
+READABLE_SCHEMA_VERSIONS = (1, 2, 3, 4, 5, 6, 7)
 SOURCES = ("probe", "training run")
 
 BUILTIN_MODELS = ("resnet50", "resnet18", "vit_b_16", "mlp")
@@ -506,6 +509,9 @@ class WorkloadShape(BaseModel):
     # Bytes every op reads and writes per sample, unfused (run/peaks.py TrafficCounter): with
     # flops_per_sample, the workload's arithmetic intensity. None: not counted.
     memory_traffic_bytes_per_sample: Annotated[float, Field(strict=True, gt=0, le=1e16)] | None = None
+    # The part of it moved by the ops without FLOPs (normalisation, softmax, elementwise: bound by
+    # memory bandwidth; run/counting.py StepCounter.other_bytes). None: not counted (before schema 6).
+    other_traffic_bytes_per_sample: Annotated[float, Field(strict=True, gt=0, le=1e16)] | None = None
     # How it was counted when not as the probe counts it (the difference between 2 and 4 samples on
     # the CPU in fp32): a training run counts its first step at its own batch and precision.
     memory_traffic_note: Text | None = None

@@ -79,8 +79,9 @@ def test_the_record_carries_the_probe_s_shape_fields_each_saying_how(tmp_path):
     # traffic: the probe's counter over the first step, at its batch; an upper bound of the probe's
     # own count (the difference between 2 and 4 samples), which the weights' traffic does not enter
     spec = WorkloadSpec(model="examples.tinylm:TinyLM", init_args=SMALL_LM, batch_size=16)
-    _, probe_traffic, probe_ops = per_sample_counts(spec, first)
+    _, probe_traffic, probe_other, probe_ops = per_sample_counts(spec, first)
     assert s.memory_traffic_bytes_per_sample >= 0.99 * probe_traffic
+    assert s.other_traffic_bytes_per_sample >= 0.99 * probe_other and probe_other < probe_traffic
     # ops: the same counter over the same training_step and backward, so the probe's count within a
     # few ops (the run's own first step does a little more than the probe's closure-only step)
     assert probe_ops > 0 and abs(s.ops_per_step - probe_ops) <= 0.05 * probe_ops
@@ -95,6 +96,7 @@ def test_counting_and_the_pipeline_can_be_turned_off(tmp_path):
         steps=5)
     r = parse_result(out.read_bytes())
     assert r.flops_per_sample is None and r.shape.memory_traffic_bytes_per_sample is None and r.shape.ops_per_step is None
+    assert r.shape.other_traffic_bytes_per_sample is None
     assert r.shape.memory_traffic_note is None and r.pipeline_samples_per_sec_per_worker is None
 
 
