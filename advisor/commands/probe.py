@@ -97,6 +97,9 @@ def register(sub) -> None:
     m.add_argument("--max-steps", type=opt.whole(1, 10**7), metavar="N", help="timed steps per rung at most")
     m.add_argument("--compile-timeout", type=_positive_float, default=defaults.COMPILE_TIMEOUT, metavar="S",
                    help=f"give up on torch.compile after this long (default {defaults.COMPILE_TIMEOUT:g})")
+    m.add_argument("--race", action=argparse.BooleanOptionalAction, default=defaults.RACE,
+                   help="stop timing a rung as soon as it has clearly won or lost against the best so far, "
+                   "at a stated 5%% false-stop rate (default); --no-race times every rung to --target-ci or --max-seconds")
     m.add_argument("--remeasure", type=_count, default=defaults.REMEASURE_ROUNDS, metavar="N",
                    help="measure a rung again, at most N more times, while its CI is wider than the target "
                    f"and it could still win (default {defaults.REMEASURE_ROUNDS})")
@@ -303,7 +306,7 @@ def _probe(args, stop: SignalStop) -> int:
         warmup_steps=args.warmup_steps, max_steps=args.max_steps, compile_timeout=args.compile_timeout,
         instance_type=args.instance_type, profile_dir=args.profile, skip=frozenset(args.skip),
         progress=sys.stderr.isatty(), remeasure_rounds=args.remeasure, confirm_rounds=args.confirm_rounds,
-        own_batch_size=own_batch, rank_timeout=args.rank_timeout, cpu_too=args.cpu_too,
+        own_batch_size=own_batch, rank_timeout=args.rank_timeout, cpu_too=args.cpu_too, race=args.race,
     )
     if args.instance_type:
         check_label(args)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sys
 
+from lightning_module.contract.race import RACED
 from lightning_module.contract.reliability import baseline_moved, moved_line, speedup_over_baseline
 from lightning_module.contract.result import canonical_json
 
@@ -36,7 +37,7 @@ def rung_doubts(r) -> list[str]:
     out = []
     if r.contention is not None and r.contention.contended:
         out.append(brief(r.contention))
-    if r.ci_target_met is False:
+    if r.ci_target_met is False and r.stop_reason not in RACED:  # a raced rung stopped once its answer was known
         out.append("CI above target" + (f" after {r.remeasured} re-measurement(s)" if r.remeasured else ""))
     return out
 
@@ -52,6 +53,8 @@ def ladder_rows(rungs, confirmation=None) -> list[dict]:
         note = [x for x in (r.error, r.note) if x]
         if r.compile_seconds:
             note.append(f"compile {r.compile_seconds:.0f} s")
+        if r.stop_reason in RACED:
+            note.append(f"raced: {r.stop_reason} after {r.steps_timed} steps")
         if r.remeasured and r.ci_target_met:
             note.append(f"re-measured {r.remeasured}x")
         if moved and k == 0:

@@ -37,10 +37,11 @@ from catalog.models import MAX_DEVICE_MEMORY_GIB, MAX_MEMORY_GIB, NAME_PATTERN, 
 # (WorkloadShape.other_traffic_bytes_per_sample), the bandwidth-bound share of a step
 # (advisor/estimate/split.py), and fused attention and dropout counted one way whatever the kernel
 # (run/counting.py); the constructors' defaults (WorkloadSpec.init_arg_defaults,
-# data_init_arg_defaults), part of the id. Older records read as they are: none of these fields is
-# required.
-RESULT_SCHEMA_VERSION = 6
-READABLE_SCHEMA_VERSIONS = (1, 2, 3, 4, 5, 6)
+# data_init_arg_defaults), part of the id. 7: why each rung's timing stopped (RungResult.stop_reason),
+# a race's "won"/"lost" among them (`advisor probe --race`, contract/race.py). Older records read as
+# they are: none of these fields is required.
+RESULT_SCHEMA_VERSION = 7
+READABLE_SCHEMA_VERSIONS = (1, 2, 3, 4, 5, 6, 7)
 SOURCES = ("probe", "training run")
 
 BUILTIN_MODELS = ("resnet50", "resnet18", "vit_b_16", "mlp")
@@ -337,6 +338,9 @@ class RungResult(BaseModel):
     contention: Contention | None = None
     remeasured: Count = 0  # extra measurements pooled in because the CI stayed wider than the target
     ci_target_met: StrictBool | None = None  # None: not known (older results)
+    # Why its timing stopped: "converged" | "time-limit" | "max-steps", or a race's "won" | "lost"
+    # (its answer against the best so far known: contract/race.py). None: older results.
+    stop_reason: Text | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> RungResult:
