@@ -62,8 +62,9 @@ def build_parser() -> Parser:
 def user_errors() -> tuple[type[BaseException], ...]:
     """The library errors that mean bad input: exit 2 with their one line."""
     from catalog.filters import FilterError
-    from catalog.io import CatalogError, FileError
+    from catalog.io import CatalogError
     from lightning_module.contract.result import ResultError
+    from safeio import FileError
 
     return (AdvisorError, CatalogError, FileError, FilterError, ResultError)
 

@@ -9,11 +9,11 @@ import sys
 from contextlib import contextmanager
 from pathlib import Path
 
-from catalog.io import first_error, save_atomic
 from lightning_module.contract import options as defaults
 from lightning_module.contract.ladder import EXTENSION_RUNGS, TUNING_RUNGS
 from lightning_module.contract.reliability import baseline_moved, moved_line, speedup_over_baseline
 from lightning_module.contract.result import BUILTIN_MODELS, WorkloadSpec
+from safeio import first_error, save_atomic
 
 from .. import options as opt
 from ..errors import AdvisorError

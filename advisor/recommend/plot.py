@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from catalog.io import current_umask
+from safeio import current_umask
 
 from ..errors import AdvisorError
 from . import rank as rk

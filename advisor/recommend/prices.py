@@ -24,8 +24,8 @@ from typing import Annotated, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from catalog.io import decode_text, parse_json, read_bytes
 from catalog.models import Catalog
+from safeio import decode_text, parse_json, read_bytes
 
 from ..errors import AdvisorError
 

@@ -26,7 +26,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from catalog.io import decode_text
+from safeio import decode_text
 
 CONFIG_KEYS = ("model", "data", "optimizer", "lr_scheduler", "trainer", "seed_everything", "ckpt_path")
 # Where LightningCLI's shorthand class names are found (jsonargparse resolves a bare name among the

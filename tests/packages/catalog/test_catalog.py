@@ -11,7 +11,8 @@ from checkout import ROOT, SHARED
 
 from advisor.paths import catalog_cache_path
 from catalog.aws.describe import generation_of, parse_network
-from catalog.io import SNAPSHOT_PATH, CatalogError, load, loads, save_atomic
+from catalog.io import SNAPSHOT_PATH, CatalogError, load, loads
+from safeio import save_atomic
 
 # The reference table lives in shared/ beside the checkout (CI clones with it there too).
 REFERENCE_CSV = SHARED / "reference" / "aws-instances.csv"

@@ -1,0 +1,33 @@
+"""Safe reading and writing of the files a user or the network hands the advisor: every file is
+read bounded, decoded by one text rule, parsed with limits (depth, integer length), and every
+failure is one line of the caller's own error type; writes are atomic. It knows nothing of the
+advisor, the catalog or the probe (tests/test_layout.py holds it to that): they all build on it."""
+
+from .errors import FileError, FirstError, first_error
+from .files import (
+                    check_writable,
+                    current_umask,
+                    read_bytes,
+                    read_json_file,
+                    read_text,
+                    save_atomic,
+                    write_atomic,
+)
+from .text import JSON_MAX_DEPTH, JSON_MAX_INT_DIGITS, decode_text, parse_json
+
+__all__ = [
+                    "JSON_MAX_DEPTH",
+                    "JSON_MAX_INT_DIGITS",
+                    "FileError",
+                    "FirstError",
+                    "check_writable",
+                    "current_umask",
+                    "decode_text",
+                    "first_error",
+                    "parse_json",
+                    "read_bytes",
+                    "read_json_file",
+                    "read_text",
+                    "save_atomic",
+                    "write_atomic",
+]
