@@ -43,10 +43,46 @@ def read_json_file(path: str | Path, what: str, limit: int, error: type[Exceptio
     return parse_json(read_bytes(path, what, limit, error), f"{what} {path}", error)
 
 
+# POSIX's portable NAME_MAX and Linux's PATH_MAX, in bytes: past them open() fails with ENAMETOOLONG
+# after the work is done. The file system's own NAME_MAX is used where its folder can be asked.
+NAME_MAX, PATH_MAX = 255, 4096
+
+
+def check_name(path: str | Path, what: str, error: type[Exception] = FileError) -> Path:
+    """A name the user gave for a file, refused in one line before any work: a NUL, a name that is
+    not UTF-8 (it arrives as surrogate escapes, which cannot be printed into a page or a JSON
+    document), a part longer than the file system's NAME_MAX bytes, the whole past PATH_MAX."""
+    text = os.fspath(path)
+    if "\x00" in text:
+        raise error(f"{what} {text!r}: not a usable file name (it holds a NUL character)")
+    try:
+        raw = text.encode("utf-8")
+    except UnicodeEncodeError:
+        shown = text.encode("utf-8", "backslashreplace").decode()
+        raise error(f"{what} {shown}: the file name is not UTF-8 text; choose a name in UTF-8") from None
+    if len(raw) > PATH_MAX:
+        raise error(f"{what} {text[:60]}...: the file name is {len(raw):,} bytes long, past the {PATH_MAX:,} a path may have")
+    path = Path(text)
+    longest = max(path.parts, key=lambda part: len(part.encode()), default="")
+    limit = NAME_MAX
+    folder = path.parent
+    while not folder.is_dir() and folder != folder.parent:
+        folder = folder.parent
+    try:
+        limit = os.pathconf(folder, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        pass
+    if len(longest.encode()) > limit:
+        raise error(f"{what} {text[:60]}...: a part of the name is {len(longest.encode()):,} bytes long, past the "
+                    f"{limit} a file name may have")
+    return path
+
+
 def check_writable(path: str | Path, what: str, error: type[Exception] = FileError) -> Path:
-    """Say now, before minutes of work, that `path` cannot be written: it is a directory, or the
-    nearest existing folder above it is not a writable folder. Creates nothing."""
-    path = Path(path)
+    """Say now, before minutes of work, that `path` cannot be written: its name cannot be
+    (check_name), it is a directory, or the nearest existing folder above it is not a writable
+    folder. Creates nothing."""
+    path = check_name(path, what, error)
     if path.is_dir():
         raise error(f"{what} {path}: that is a directory; give a file name")
     parent = path.parent

@@ -13,7 +13,7 @@ from lightning_module.contract import options as defaults
 from lightning_module.contract.ladder import EXTENSION_RUNGS, TUNING_RUNGS
 from lightning_module.contract.reliability import baseline_moved, moved_line, speedup_over_baseline
 from lightning_module.contract.result import BUILTIN_MODELS, WorkloadSpec
-from safeio import first_error, save_atomic
+from safeio import check_name, first_error, save_atomic
 
 from .. import options as opt
 from ..errors import AdvisorError
@@ -340,7 +340,7 @@ def handle(args) -> int:
 def _probe(args, stop: SignalStop) -> int:
     require_probe_extra()
     spec, own_batch = _spec(args)
-    out_path = Path(args.output) if args.output else None
+    out_path = check_name(args.output, "--output", AdvisorError) if args.output else None
     if out_path is not None and out_path.is_dir():
         raise AdvisorError(f"--output {out_path} is a directory; give a file name")
     if out_path is not None:
