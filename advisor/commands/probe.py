@@ -249,7 +249,9 @@ class SignalStop:
             yield self
         finally:
             for s, h in old.items():
-                signal.signal(s, h)
+                # Stopping: later signals are ignored while the stop unwinds to its status (the
+                # CLI's handler would raise again); the CLI puts the handlers back when it returns.
+                signal.signal(s, signal.SIG_IGN if self.stopping is not None else h)
 
     @contextmanager
     def held(self):

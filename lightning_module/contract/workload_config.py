@@ -65,7 +65,10 @@ def class_ref(path: object, where: str) -> str:
 
 def parse_init_args(text: str, option: str) -> dict:
     """--init-args and friends: a JSON object, read by the one structured reader (depth bounded)."""
-    v = read_document(text, option, "json", WorkloadConfigError)
+    try:
+        v = read_document(text, option, "json", WorkloadConfigError)
+    except WorkloadConfigError as e:
+        raise WorkloadConfigError(f"{e}; give an object such as '{{\"d_model\": 512}}'") from None
     return mapping(v, option, WorkloadConfigError, "a JSON object of constructor arguments, such as "
                    "'{\"d_model\": 512}'")
 

@@ -274,7 +274,7 @@ def test_first_tensor_leading_dim_and_setting_the_batch_size():
     (("--workload", "ownwork:Table", "--init-args", '{"shape": "notensor"}'), "holds no tensor (it is a list of str)"),
     (("--workload", "ownwork:Table", "--init-args", '{"depth": 3}'), "takes no argument 'depth'"),
     (("--workload", "ownwork:Needs"), "needs 'width'"),
-    (("--workload", "ownwork:Table", "--init-args", "{oops"), "--init-args: not JSON"),
+    (("--workload", "ownwork:Table", "--init-args", "{oops"), "--init-args: not valid JSON"),
     (("--workload", "ownwork:Table", "--init-args", "[1]"), "give a JSON object"),
     (("--workload", "resnet18", "--init-args", '{"a": 1}'), "not the builtin resnet18"),
     (("--workload", "ownwork:Table", "--data-init-args", '{"a": 1}'), "need a DataModule"),
@@ -502,7 +502,7 @@ def test_the_probe_counts_the_ops_a_step_dispatches_the_same_every_step(monkeypa
 def test_init_args_nested_past_the_stack_are_one_line_not_an_internal_error():
     from lightning_module.contract.workload_config import WorkloadConfigError, parse_init_args
 
-    with pytest.raises(WorkloadConfigError, match="--init-args: not JSON"):
+    with pytest.raises(WorkloadConfigError, match="--init-args: not valid JSON"):
         parse_init_args("[" * 100_000 + "]" * 100_000, "--init-args")
 
 
