@@ -48,6 +48,8 @@ def _yaml_loader(yaml, where: str):
                 ev = self.peek_event()
                 raise _Refused(f"{where}: YAML alias *{ev.anchor} at line {ev.start_mark.line + 1}: aliases (and "
                                "<< merges) are not read, since a few can stand for billions of values; write the value out")
+            if self.check_event(yaml.ScalarEvent):  # a leaf: depth counts collections, as JSON's does
+                return super().compose_node(parent, index)
             self.depth += 1
             if self.depth > MAX_DEPTH:
                 raise _Refused(_too_deep(where))
