@@ -59,7 +59,7 @@ from .points import (
     instance_device,
 )
 from .predict import UNRELIABLE_WIDEN, Estimator, Measured, measured_from
-from .references import REFERENCE_PATH, ReferenceError, ReferenceSet
+from .references import REFERENCE_PATH, ReferenceFileError, ReferenceSet
 from .scaling import DEFAULT_BATCH, intra_instance
 from .shapes import intensity_of
 
@@ -140,10 +140,10 @@ def cross_device_model(references: str | Path | ReferenceSet, catalog: Catalog) 
                 rows = [m for m in given.measurements if m.instance_type]
             else:
                 model, rows = cached_model(REFERENCE_PATH if origin == BUILTIN else Path(origin), origin, catalog)
-        except ReferenceError:
+        except ReferenceFileError:
             raise
         except ValueError as e:
-            raise ReferenceError(f"reference set {origin}: {e}") from None
+            raise ReferenceFileError(f"reference set {origin}: {e}") from None
         _MODELS[key] = (model, rows, catalog, given)
     return _MODELS[key][:2]
 
@@ -182,6 +182,7 @@ class ThroughputModel:
             self.model = self._probes_model(facts)
             measured = []
         self.estimator = Estimator(self.model, catalog, facts.model, self.flops, measured, intensity=facts.intensity)
+        self.max_instances = 4  # what an excluded transformer's "needs N instances" searches past (recommend sets it)
         self.pipeline_rate = self._pipeline_rate()
         self.host_floor = self._host_floor()
 
@@ -251,7 +252,7 @@ class ThroughputModel:
         try:
             return from_probes(points, facts.model, intensity)
         except ValueError as e:
-            raise ReferenceError(str(e)) from None
+            raise ReferenceFileError(str(e)) from None
 
     def _off_ec2_measured(self, dev: acc.AcceleratorSpec | CpuHost, r) -> Measured:
         """A probe off EC2 as the estimator uses it: a measurement of its device, no instance type."""
@@ -367,6 +368,8 @@ class ThroughputModel:
         workload at the smallest batch measured; a note when it holds less than the probe's best
         batch. Only where the fit was measured on the same kind of memory (a GPU's on GPUs, the
         process's on CPU instances)."""
+        if self.facts.transformer is not None and kind == "gpu" and have is not None:
+            return self._transformer_fit(it, have)
         fit = self.facts.memory
         if fit is None or have is None or (fit.where == "accelerator") != (kind != "cpu"):
             return None
@@ -383,6 +386,26 @@ class ThroughputModel:
                     f"below the probe's best {best}: expect less than its throughput per device")
         return None
 
+
+    def _transformer_fit(self, it: InstanceType, have: float) -> Exclusion | str:
+        """A transformer's fit on one instance of the type: the least costly strategy that holds
+        it (a note saying which), else an exclusion saying what would (advisor/estimate/strategy.py)."""
+        from .memory import Training
+        from .strategy import device_of, plan, what_would_fit
+
+        shape, seq = self.facts.transformer, self.facts.seq_len or 4096
+        dev = device_of(it, have)
+        if dev is None:
+            return Exclusion(it.name, f"no 16-bit peak known for {it.accelerator_model or 'its GPU'}: "
+                                      "the transformer's strategy search cannot rank it")
+        p = plan(dev, shape, Training(), seq, 1)
+        if p is None:
+            # This ranking scales whole instances of a workload that fits on one; a type that needs
+            # several sharded instances is ranked by the token path (recommend --model-shape).
+            return Exclusion(it.name, what_would_fit(dev, shape, Training(), seq, self.max_instances, tried=1)
+                             + " (several sharded instances: rank them with recommend --model-shape)")
+        return (f"fits with {p.words}, micro-batch {p.micro_batch} x {seq} tokens "
+                f"({p.memory.device_gib:.1f} GiB per device of {have:g})")
 
     def _reference(self, it: InstanceType):
         """A published figure on this very instance type, all its devices, at the precision and the

@@ -139,6 +139,7 @@ def build_plan(catalog: Catalog, job: JobSpec, measurements: list | None = None,
     spec = workload_spec(job)
     facts = workload_facts(spec, measurements or [])
     model = ThroughputModel(catalog, facts, spec.workload_id, job.image_size, measurements, references=references)
+    model.max_instances = job.max_instances
     regions = job.regions or list(catalog.offers)
     wanted = job.type_filter()
 

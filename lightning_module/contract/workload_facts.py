@@ -48,6 +48,12 @@ class WorkloadFacts:
     # That probe's loader rate (samples/s, timed alone) where its configuration had no loader
     # workers, so the training process made every batch; None: workers fed it, or not timed.
     ops_loader_rate: float | None = None
+    # A transformer language model's shape (transformer_shape.TransformerShape) and the sequence
+    # length it trains at, where known (a declared shape, or a probe that read it): recommend then
+    # fits it per device with the training-memory model and the strategy search instead of the
+    # memory fit's wall (advisor/estimate/throughput.py, _memory_fit).
+    transformer: Any = None
+    seq_len: int | None = None
 
     def flops_per_sample(self, image_size: int = REFERENCE_IMAGE_SIZE) -> float:
         return self.train_flops_per_sample * (image_size / self.at_image_size) ** 2

@@ -6,21 +6,30 @@ from __future__ import annotations
 
 import json
 import math
+import shlex
 import sys
+from dataclasses import dataclass
 from typing import Any
 
 from catalog.models import RESERVATION_NOTE
 
 from ..estimate.throughput import GPU_AND_CPU
 from ..output import emit, say
-from .jobspec import JobSpec
-from .planner import Plan
-from .probeplan.commands import ProbeCommand
-from .rows import CandidateRow, Outlook, ProbeRow, ProbeSummary, Rows
-from .spot import bucket_label
+from ..recommend.jobspec import JobSpec
+from ..recommend.planner import Plan
+from ..recommend.probeplan.commands import ProbeCommand
+from ..recommend.rows import CandidateRow, Outlook, ProbeRow, ProbeSummary, Rows
+from ..recommend.spot import bucket_label
 
-TABLE_COLUMNS = ("rank", "instance", "count", "region", "market", "samples/s (source)", "time",
-                 "cost USD", "samples/$", "note")
+# The table for people: units in the headers and short words in the cells, so that no value is
+# split across lines down to 80 columns; what a narrow terminal cannot hold is left out in
+# DROP_ORDER (and named under the table), never broken. JSON and CSV keep the long words.
+TABLE_COLUMNS = ("rank", "instance", "count", "region", "market", "samples/s", "hours", "USD", "samples/$",
+                 "note")
+MARKET_WORDS = {"on-demand": "od", "spot": "spot", "spot+od-fallback": "spot+od"}
+SOURCE_WORDS = {"measured": "meas.", "reference": "ref.", "estimated": "est."}
+LEGEND = ("od: on-demand; spot+od: spot, on demand after the first interruption; meas./ref./est.: measured "
+          "by a probe, a published reference figure, estimated")
 CSV_COLUMNS = ("rank", "instance_type", "variant", "count", "region", "market", "samples_per_sec", "throughput_source",
                "throughput_low", "throughput_high", "hours", "hours_pessimistic", "cost_usd",
                "hours_at_confidence", "cost_usd_at_confidence", "samples_per_dollar", "feasible", "reason", "budget_needed_usd", "deadline_needed_hours",
@@ -189,40 +198,71 @@ def exclusion_rows(plan: Plan) -> list[dict[str, Any]]:
     return [{"instance_type": e.instance_type, "reason": e.reason} for e in plan.exclusions]
 
 
-def _display(r: CandidateRow, job: JobSpec) -> dict[str, Any]:
+@dataclass(frozen=True)
+class TimeUnit:
+    """The unit of a table's time columns, chosen by its longest run so that no row reads 0.00."""
+    header: str  # hours | minutes | seconds
+    per_hour: float
+
+    def of(self, h: float) -> str:
+        x = h * self.per_hour
+        if not x < 1e5:
+            return f"{x:,.3g}"
+        return f"{x:,.1f}" if x >= 0.995 else (f"{x:.2g}" if x >= 0.001 else "<0.001")
+
+
+def time_unit(hours: list[float]) -> TimeUnit:
+    longest = max(hours, default=1.0)
+    if longest >= 0.995:
+        return TimeUnit("hours", 1.0)
+    return TimeUnit("minutes", 60.0) if longest * 60 >= 0.995 else TimeUnit("seconds", 3600.0)
+
+
+def _display(r: CandidateRow, job: JobSpec, unit: TimeUnit = TimeUnit("hours", 1.0)) -> dict[str, Any]:
     why = reason(r, job)
     return {
         "rank": r.rank if r.rank is not None else "-",
         "instance": instance_label(r.instance_type, r.variant),
         "count": r.count,
         "region": r.region,
-        "market": r.market,
-        "samples/s (source)": f"{number(r.samples_per_sec)} ({r.throughput_source})",
-        "time": duration(r.hours),
-        "cost USD": money(r.cost_usd),
-        **({} if not job.confidence else {confidence_column("time", job): duration(r.hours_at_confidence),
-                                          confidence_column("cost USD", job): money(r.cost_usd_at_confidence)}),
+        "market": MARKET_WORDS[r.market],
+        "samples/s": f"{number(r.samples_per_sec)} {SOURCE_WORDS[r.throughput_source]}",
+        unit.header: unit.of(r.hours),
+        "USD": money(r.cost_usd),
+        **({} if not job.confidence else {confidence_column(unit.header, job): unit.of(r.hours_at_confidence),
+                                          confidence_column("USD", job): money(r.cost_usd_at_confidence)}),
         "samples/$": f"{r.samples_per_dollar:,.0f}" if math.isfinite(r.samples_per_dollar) else "paid for",
         "note": "; ".join(notes(r) + ([why] if why else [])),
     }
 
 
 def confidence_column(name: str, job: JobSpec) -> str:
-    """The header of a figure at the job's confidence: `time @90%`."""
+    """The header of a figure at the job's confidence: `hours @90%`."""
     return f"{name} @{job.confidence:.0%}"
 
 
-def table_columns(job: JobSpec, feasible: bool = True) -> list[str]:
+def table_columns(job: JobSpec, feasible: bool = True, unit: TimeUnit | None = None) -> list[str]:
     """TABLE_COLUMNS, with the time and cost at the job's confidence after the expected ones. When
     nothing fits, the figures the limits are checked against and what each candidate needs: the
     expected time and cost and samples/$ make way for the 'needs' column (JSON keeps them all)."""
-    cols = list(TABLE_COLUMNS)
+    t = unit.header if unit else "hours"
+    cols = [t if c == "hours" else c for c in TABLE_COLUMNS]
     if job.confidence:
-        at = cols.index("cost USD") + 1
-        cols[at:at] = [confidence_column("time", job), confidence_column("cost USD", job)]
+        at = cols.index("USD") + 1
+        cols[at:at] = [confidence_column(t, job), confidence_column("USD", job)]
         if not feasible:
-            cols = [c for c in cols if c not in ("time", "cost USD", "samples/$")]
+            cols = [c for c in cols if c not in (t, "USD", "samples/$")]
     return cols + ([] if feasible else ["needs"])
+
+
+def drop_order(job: JobSpec, feasible: bool = True) -> list[str]:
+    """The columns a narrow table leaves out, first to last. Ranked: samples/$ (time and cost say
+    it), then the expected time and cost where the figures at the confidence stand beside them,
+    then the region. Nothing fits: the region, the throughput, the market (the notes and the
+    summary say them), so that the options that would make it fit stay whole."""
+    if not feasible:
+        return ["region", "samples/s", "market"]
+    return ["samples/$", *(["hours", "USD"] if job.confidence else []), "region"]
 
 
 def needs(budget_needed_usd: float | None, deadline_needed_hours: float | None) -> str:
@@ -321,8 +361,13 @@ def write(plan: Plan, rows: Rows, fmt: str, *, probe_commands: list[ProbeCommand
         say(line, stream)
     print(file=stream)
     if rs:
-        disp = [_display(r, plan.job) | ({} if feasible else {"needs": needs(r.budget_needed_usd, r.deadline_needed_hours)}) for r in rs]
-        emit(disp, fmt, table_columns(plan.job, feasible), stream=stream, notes="note")
+        unit = time_unit([r.hours_at_confidence if plan.job.confidence else r.hours for r in rs])
+        disp = [_display(r, plan.job, unit) | ({} if feasible else {"needs": needs(r.budget_needed_usd, r.deadline_needed_hours)}) for r in rs]
+        emit(disp, fmt, table_columns(plan.job, feasible, unit), stream=stream, notes="note",
+             drop=[unit.header if c == "hours" else c for c in drop_order(plan.job, feasible)])
+        if fmt == "table":
+            print(file=stream)
+            say(LEGEND, stream)
         if any(short_run(r) for r in rs):
             print(file=stream)
             say(SHORT_RUN_LINE, stream)
@@ -337,18 +382,20 @@ def write(plan: Plan, rows: Rows, fmt: str, *, probe_commands: list[ProbeCommand
         say(PROBE_HEAD, stream)
         if pr:
             emit([{"instance": p.instance_type,
-                   "samples/s now": f"{number(p.throughput_low)}-{number(p.throughput_high)} ({p.throughput_source})",
-                   "region": p.region, "market": p.market, "$/h": f"{p.usd_per_hour:.4g}",
+                   "samples/s now": f"{number(p.throughput_low)}-{number(p.throughput_high)} "
+                                    f"{SOURCE_WORDS[p.throughput_source]}",
+                   "region": p.region, "market": MARKET_WORDS[p.market], "$/h": f"{p.usd_per_hour:.4g}",
                    "probe $": f"{p.probe_cost_usd:.2f}", "changes pick": f"{p.p_change:.0%}",
                    "saves then $": f"{p.saving_if_changed_usd:,.2f}",
                    "why": p.reason + (f"; covers {_covers(p)}" if p.covers else "")}
-                  for p in pr], fmt, stream=stream, notes="why")
+                  for p in pr], fmt, stream=stream, notes="why", drop=["region", "$/h"])
         if pr:
             print(file=stream)
         for line in probe_lines(rows.probe_summary, pr):
             say(line, stream)
-        for cmd in probe_commands:
-            print(f"  {cmd.line()}", file=stream)
+        for cmd in probe_commands:  # the why on a line of its own: the command pastes whole
+            say(cmd.purpose, stream, indent="  # ")
+            print(f"  {shlex.join(cmd.argv)}", file=stream)
     if show_excluded:
         print(f"\nExcluded ({len(plan.exclusions)}):", file=stream)
         emit(exclusion_rows(plan), fmt, ["instance_type", "reason"], stream=stream, notes="reason")
@@ -384,3 +431,26 @@ def _fmt_hours(h: float) -> str:
     if h < 1:
         return f"{math.ceil(round(h * 60, 6)):g}m"
     return f"{math.ceil(round(h * 10, 6)) / 10:g}h"
+
+
+# The registry's renderers (advisor/render/__init__.py FORMATS): a result (plan, rows, probe
+# commands) in each of the formats every command has.
+def render_table(result, context) -> None:
+    _render(result, context, "table")
+
+
+def render_markdown(result, context) -> None:
+    _render(result, context, "markdown")
+
+
+def render_csv(result, context) -> None:
+    _render(result, context, "csv")
+
+
+def render_json(result, context) -> None:
+    _render(result, context, "json")
+
+
+def _render(result, context, fmt: str) -> None:
+    write(result.plan, result.rows, fmt, probe_commands=result.probe_commands, show_excluded=context.show_excluded,
+          stream=context.out)

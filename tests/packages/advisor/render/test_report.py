@@ -10,11 +10,11 @@ import json
 import pytest
 from recommend_catalogs import make_catalog
 
-from advisor.recommend import report
 from advisor.recommend.jobspec import JobSpec
 from advisor.recommend.planner import Plan, build_plan
 from advisor.recommend.probeplan.commands import ProbeCommand, probe_commands
 from advisor.recommend.rows import CandidateRow, ProbeRow, build
+from advisor.render import report
 
 
 def job(**over) -> JobSpec:
@@ -143,7 +143,7 @@ def test_the_report_prints_the_command_lines_it_is_given():
         if fmt == "json":
             assert json.loads(text)["probe_commands"] == [{"argv": ["advisor", "launch", "X Y"], "purpose": "why"}]
         else:
-            assert text.count("advisor launch") == 1 and "  advisor launch 'X Y'   # why" in text
+            assert text.count("advisor launch") == 1 and "  # why\n  advisor launch 'X Y'\n" in text
 
 
 def test_the_json_record_is_the_rows_own_fields_plus_two_in_words():
