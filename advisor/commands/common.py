@@ -11,8 +11,9 @@ from pathlib import Path
 from pydantic import AwareDatetime, BaseModel
 
 from catalog.filters import ARCHS, TypeFilter
-from catalog.io import FileError, load, read_json_file, save_atomic
+from catalog.io import load
 from catalog.models import Catalog
+from safeio import FileError, read_json_file, save_atomic
 
 from .. import options as opt
 from ..errors import AdvisorError

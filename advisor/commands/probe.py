@@ -9,11 +9,11 @@ import sys
 from contextlib import contextmanager
 from pathlib import Path
 
-from catalog.io import first_error, save_atomic
 from lightning_module.contract import options as defaults
 from lightning_module.contract.ladder import EXTENSION_RUNGS, TUNING_RUNGS
 from lightning_module.contract.result import BUILTIN_MODELS, WorkloadSpec
 from lightning_module.contract.workload_source import WorkloadSourceError, check_source
+from safeio import check_name, first_error, save_atomic
 
 from .. import options as opt
 from ..errors import AdvisorError
@@ -178,7 +178,9 @@ class SignalStop:
             yield self
         finally:
             for s, h in old.items():
-                signal.signal(s, h)
+                # Stopping: later signals are ignored while the stop unwinds to its status (the
+                # CLI's handler would raise again); the CLI puts the handlers back when it returns.
+                signal.signal(s, signal.SIG_IGN if self.stopping is not None else h)
 
     @contextmanager
     def held(self):
@@ -273,7 +275,7 @@ def _probe(args, stop: SignalStop) -> int:
         check_source(spec)
     except WorkloadSourceError as e:
         raise AdvisorError(str(e)) from None
-    out_path = Path(args.output) if args.output else None
+    out_path = check_name(args.output, "--output", AdvisorError) if args.output else None
     if out_path is not None and out_path.is_dir():
         raise AdvisorError(f"--output {out_path} is a directory; give a file name")
     if out_path is not None:

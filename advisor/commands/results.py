@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import sys
 
-from catalog.io import FileError, read_bytes
 from lightning_module.contract.reliability import speedup_over_baseline
-from lightning_module.contract.result import BUILTIN_MODELS, ResultError, canonical_json, parse_results
+from lightning_module.contract.result import (
+    BUILTIN_MODELS,
+    ResultError,
+    canonical_json,
+    parse_results,
+)
+from safeio import FileError, read_bytes
 
 from .. import options as opt
 from ..errors import AdvisorError

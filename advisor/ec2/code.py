@@ -115,7 +115,7 @@ def _wheel_has(wheel: Path, top: str) -> bool:
 
 
 def check_requirements(requirements: str) -> None:
-    from catalog.io import FileError, decode_text, read_bytes
+    from safeio import FileError, decode_text, read_bytes
 
     try:
         text = decode_text(read_bytes(requirements, "--requirements", MAX_REQUIREMENTS_BYTES, AdvisorError),

@@ -109,7 +109,7 @@ def workload_spec(job: JobSpec) -> WorkloadSpec:
     except ValueError as e:
         from pydantic import ValidationError
 
-        from catalog.io import first_error
+        from safeio import first_error
 
         if isinstance(e, ValidationError) and first_error(e).loc[:1] != ("model",):
             raise AdvisorError(first_error(e).msg) from None  # the optimizer, its scheduler, the arguments

@@ -19,7 +19,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from catalog.io import check_writable, write_atomic
+from safeio import check_writable, write_atomic
 
 from ..errors import AdvisorError
 from ..recommend.planner import Plan

@@ -16,7 +16,7 @@ import re
 import time
 from typing import Any
 
-from ..io import parse_json
+from safeio import parse_json
 
 # Per attempt: a connection that takes more than CONNECT_TIMEOUT_S to open, or an answer that
 # sends nothing for READ_TIMEOUT_S, is a failed attempt. Real AWS answers the calls made here in

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import uuid
 from datetime import datetime, timedelta, timezone
 from typing import Annotated, Literal
@@ -24,8 +25,8 @@ from pydantic import (
     model_validator,
 )
 
-from catalog.io import first_error, parse_json
 from catalog.models import MAX_DEVICE_MEMORY_GIB, MAX_MEMORY_GIB, NAME_PATTERN, one_line
+from safeio import first_error, parse_json
 
 # 2: the workload's constructor arguments (WorkloadSpec.init_args, data_init_args) and its shape
 # (ProbeResult.shape). 3: the GPU and the CPU training at once (ProbeResult.gpu_and_cpu, `advisor
@@ -424,6 +425,9 @@ MAX_PARAMETERS = 10**13  # ten trillion: past any model trained on one machine's
 Bytes = Annotated[float, Field(strict=True, ge=0, le=1e16)]  # ten petabytes: past any device's memory
 # Memory of one machine (catalog.models' bound): a fit or a peak past it is a unit error.
 MemoryGiB = Annotated[float, Field(strict=True, ge=0, le=MAX_MEMORY_GIB)]
+# The least memory a sample can take: one byte. A per-sample figure between 0 and this is rounding
+# noise (or a hostile file): its largest batch that fits would be past any count.
+ONE_BYTE_GIB = 2.0**-30
 
 
 class MemoryPoint(BaseModel):
@@ -452,6 +456,9 @@ class MemoryFit(BaseModel):
     def _both_or_neither(self) -> MemoryFit:
         if (self.fixed_gib is None) != (self.per_sample_gib is None):
             raise ValueError("a memory fit has both fixed_gib and per_sample_gib, or neither")
+        if self.per_sample_gib is not None and 0 < self.per_sample_gib < ONE_BYTE_GIB:
+            raise ValueError(f"per_sample_gib {self.per_sample_gib:g} is less than one byte a sample: give 0 "
+                             "(nothing grows with the batch) or a figure of at least one byte")
         if self.derived and (self.fixed_gib is None or len(self.points) != 1):
             raise ValueError("a derived memory fit has fixed_gib and per_sample_gib from exactly one point")
         return self
@@ -464,8 +471,9 @@ class MemoryFit(BaseModel):
         note = f"derived from one batch size: fixed = {how}; per sample = (peak - fixed) / {batch}"
         if fixed_gib > peak_gib:
             note += f" (fixed read {fixed_gib:.3g} GiB, above the peak: read as the peak, nothing per sample)"
+        per_sample = (peak_gib - fixed) / batch
         return cls(where=where, points=[MemoryPoint(batch_size=batch, peak_gib=peak_gib)], fixed_gib=fixed,
-                   per_sample_gib=(peak_gib - fixed) / batch, note=note, derived=True)
+                   per_sample_gib=per_sample if per_sample >= ONE_BYTE_GIB else 0.0, note=note, derived=True)
 
     @classmethod
     def fitted(cls, where: str, points: list[tuple[int, float]]) -> MemoryFit:
@@ -486,6 +494,8 @@ class MemoryFit(BaseModel):
         elif fixed < 0:
             slope, fixed = sum(x * y for x, y in zip(xs, ys)) / sum(x * x for x in xs), 0.0
             note = "fitted through 0 (the intercept came out negative)"
+        if 0 < slope < ONE_BYTE_GIB:  # less than a byte a sample: flat, not a figure to divide by
+            slope = 0.0
         return cls(where=where, points=pts, fixed_gib=fixed, per_sample_gib=slope, note=note)
 
     def source_words(self) -> str:
@@ -506,7 +516,9 @@ class MemoryFit(BaseModel):
             return 0
         if self.per_sample_gib <= 0:
             return MAX_BATCH_SIZE
-        return min(MAX_BATCH_SIZE, int((memory_gib - self.fixed_gib) / self.per_sample_gib))
+        # Bounded before int(): a tiny per-sample figure makes the quotient inf, which int() refuses.
+        fits = (memory_gib - self.fixed_gib) / self.per_sample_gib
+        return MAX_BATCH_SIZE if not math.isfinite(fits) or fits >= MAX_BATCH_SIZE else int(fits)
 
 
 class WorkloadShape(BaseModel):

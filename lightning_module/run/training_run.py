@@ -33,8 +33,8 @@ from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.utilities.rank_zero import rank_zero_info, rank_zero_warn
 from pydantic import ValidationError
 
-from catalog.io import check_writable, first_error, save_atomic
 from catalog.models import NAME_PATTERN
+from safeio import check_writable, first_error, save_atomic
 
 from ..contract.contention import ContentionMeter, GpuState
 from ..contract.options import TARGET_CI, WARMUP_STEPS

@@ -275,7 +275,7 @@ def test_launch_checks_the_optimizer_before_any_instance_boots():
     from advisor.errors import AdvisorError
 
     check_probe_args("m:C", ["--optimizer", "AdamW", "--lr-scheduler", '{"class_path": "StepLR", "init_args": {"step_size": 5}}'])
-    with pytest.raises(AdvisorError, match="--probe-args: --optimizer: not JSON"):
+    with pytest.raises(AdvisorError, match="--probe-args: --optimizer: not valid JSON"):
         check_probe_args("m:C", ["--optimizer", '{"class_path": "AdamW",'])
     with pytest.raises(AdvisorError, match="an lr_scheduler needs an optimizer"):
         check_probe_args("m:C", ["--lr-scheduler", "StepLR"])
