@@ -9,7 +9,6 @@ import logging
 import signal
 import sys
 import threading
-from contextlib import contextmanager
 
 from . import __version__
 from .errors import AdvisorError, Terminated
@@ -62,35 +61,66 @@ def build_parser() -> Parser:
 def user_errors() -> tuple[type[BaseException], ...]:
     """The library errors that mean bad input: exit 2 with their one line."""
     from catalog.filters import FilterError
-    from catalog.io import CatalogError, FileError
+    from catalog.io import CatalogError
     from lightning_module.contract.result import ResultError
+    from safeio import FileError
 
     return (AdvisorError, CatalogError, FileError, FilterError, ResultError)
 
 
-def _raise_terminated(signum, frame):
-    raise Terminated(signum)
+class _Signals:
+    """For the command's whole life (parsing included: importing the commands takes a second),
+    the first SIGINT or SIGTERM raises (KeyboardInterrupt, Terminated) and so ends the command in
+    its documented status, 130 or 143, whatever a library (Lightning, a child's set-up) left
+    installed. Every later one is ignored: a second SIGTERM 0.3 s after the first, or a SIGINT
+    after a SIGTERM, must not cut short the unwinding the first began (temporary files removed,
+    nothing half-written) nor change its status. Signals reach the main thread only."""
 
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
-@contextmanager
-def _signals_raise():
-    """For the command's whole run, SIGINT and SIGTERM raise (KeyboardInterrupt, Terminated) and
-    so end in their documented statuses, 130 and 143, whatever a library (Lightning, a child's
-    set-up) left installed; the handlers before are put back after. Signals reach the main thread only."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, _raise_terminated)
-    try:
-        yield
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h if h is not None else signal.SIG_DFL)
+    def __init__(self):
+        self.first: int | None = None
+        self.old: dict = {}
+
+    def _handler(self, signum, frame):
+        if self.first is not None:
+            return  # the first one's stop goes on, to its status
+        self.first = signum
+        if signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        raise Terminated(signum)
+
+    def install(self) -> None:
+        if threading.current_thread() is threading.main_thread():
+            self.old = {s: signal.signal(s, self._handler) for s in self.SIGNALS}
+
+    def uninstall(self, status: int, keep_ignoring: bool) -> None:
+        """Put the handlers back; a process ending by a signal (status 130 or 143, from here or
+        from the probe's own handler) instead ignores both until it has exited, when `keep_ignoring`
+        (the process's own command line: a test calling main() gets its handlers back)."""
+        ending = status in (EXIT_SIGINT, EXIT_SIGTERM)
+        for s, h in self.old.items():
+            signal.signal(s, signal.SIG_IGN if ending and keep_ignoring else (h if h is not None else signal.SIG_DFL))
 
 
 def main(argv: list[str] | None = None) -> int:
+    signals = _Signals()
+    signals.install()
+    status = EXIT_INTERNAL
+    try:
+        status = _main(argv)
+    except KeyboardInterrupt:  # raised outside the command's own handling (while parsing, printing an error)
+        print("advisor: interrupted", file=sys.stderr)
+        status = EXIT_SIGINT
+    except Terminated:
+        print("advisor: terminated", file=sys.stderr)
+        status = EXIT_SIGTERM
+    finally:
+        signals.uninstall(status, keep_ignoring=argv is None)
+    return status
+
+
+def _main(argv: list[str] | None) -> int:
     from .output import error, set_wide
 
     for stream in (sys.stdout, sys.stderr):
@@ -104,8 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     set_wide(getattr(args, "wide", False))
     logging.basicConfig(level=logging.WARNING - 10 * min(args.verbose, 2), format="advisor: %(message)s")
     try:
-        with _signals_raise():
-            return int(args.func(args) or EXIT_OK)
+        return int(args.func(args) or EXIT_OK)
     except user_errors() as e:
         error(str(e))
         return EXIT_USER

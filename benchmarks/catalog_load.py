@@ -20,8 +20,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from catalog.aws.families import facts
-from catalog.io import SNAPSHOT_PATH, load, save_atomic
+from catalog.io import SNAPSHOT_PATH, load
 from catalog.models import SCHEMA_VERSION, Catalog, InstanceType, RegionOffers
+from safeio import save_atomic
 
 TARGET_MS = 150.0
 

@@ -102,7 +102,8 @@ class Bench:
         code, out, err = _cli("results", "export", "--store", store)
         if self._bad(code, err):
             return "failure"
-        for r in json.loads(out):
+        exported = json.loads(out)  # {"schema": "results-export", ..., "results": [...]} (a bare list before)
+        for r in exported["results"] if isinstance(exported, dict) else exported:
             for fmt in ("table", "json"):
                 code, shown, err = _cli("results", "show", r["result_id"], "--store", store, "--format", fmt)
                 if code != 0 or "inf%" in shown or "nan%" in shown.lower() or any(

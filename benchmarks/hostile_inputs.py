@@ -10,6 +10,8 @@ Each case runs the CLI in-process and prints the wall time, the exit status and 
     results import of a result nested 200,000 levels deep / with a 60,000-digit integer
     safe_text on a 50 MB single-line log
     the classes of issue 21 (hostile_classes.py): counts of each outcome per class
+    the classes of issue 34 (hostile_issue34.py): configs, price files, shapes in results, output
+      names, signal sequences sent to a real process
 
     .venv/bin/python benchmarks/hostile_inputs.py [--scale 1.0] [--cases 60]   # --scale 0.01 --cases 5: quick
 """
@@ -30,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from hostile_classes import count_by_class
+from hostile_issue34 import count_issue34
 
 from advisor.cli import main as advisor
 from advisor.output import safe_text
@@ -82,7 +85,7 @@ def main() -> int:
         t0 = time.perf_counter()
         shown = safe_text(log, 500)
         print(f"safe_text on a {size:,}-character line: {time.perf_counter() - t0:.4f} s, {len(shown)} chars shown")
-    failures = count_by_class(args.cases)
+    failures = count_by_class(args.cases) + count_issue34(args.cases)
     return 1 if failures else 0
 
 

@@ -2,6 +2,8 @@
 
     python benchmarks/probe_ladder.py                  # both modes: ~15 min each on a 2-core AVX2 EPYC
     python benchmarks/probe_ladder.py --mode idle      # only the idle run
+    python benchmarks/probe_ladder.py --mode race      # the full ladder (--no-race) and the raced one, one run
+    python benchmarks/probe_ladder.py --mode race --quick   # the same, as a functional smoke (resnet18, 32 px)
     python benchmarks/probe_ladder.py --workload resnet18 --image-size 32 --naive-steps 3 \\
         --max-seconds 1 --confirm-rounds 1 --skip compile      # a smoke run: a minute or two
 
@@ -17,6 +19,10 @@ and prints:
 Load mode starts a CPU-burning process (--burners N) beside the probe and checks that the
 result is flagged contended and that the confirmed speed-up stays within 15% of the idle run's
 (read from the idle run of the same invocation, or from --out DIR/idle.json of an earlier one).
+Race mode (issue 32) runs the full ladder (`--no-race`) and the raced one back to back in the same
+invocation and prints for each: wall time to the pick, the pick, its confirmed throughput, each kept
+rung's CI and why its timing stopped, and the CPU case it ran on (targets: the raced pick's
+confirmed throughput within 3% of the full ladder's, in at most a third of its wall time).
 Do not run it on a machine others are using: it times things.
 """
 
@@ -97,7 +103,7 @@ def which_case(isa_flags: list[str]) -> str:
     return "other"
 
 
-def run_probe(args, label: str):
+def run_probe(args, label: str, race: bool = True):
     from lightning_module.contract.options import ProbeOptions
     from lightning_module.contract.result import WorkloadSpec
     from lightning_module.run import measure, probe
@@ -106,7 +112,7 @@ def run_probe(args, label: str):
     spec = WorkloadSpec(model=args.workload, image_size=args.image_size, batch_size=args.batch_size)
     opts = ProbeOptions(spec=spec, max_seconds=args.max_seconds, warmup_steps=args.warmup_steps,
                         compile_timeout=args.compile_timeout, confirm_rounds=args.confirm_rounds,
-                        remeasure_rounds=args.remeasure, skip=frozenset(s for s in args.skip.split(",") if s))
+                        remeasure_rounds=args.remeasure, race=race, skip=frozenset(s for s in args.skip.split(",") if s))
 
     def on_rung(r, base):
         if r.status == "ok":
@@ -213,6 +219,40 @@ def idle_mode(args) -> float | None:
     return speedup
 
 
+CASES = {"bf16": "AVX512_BF16/AMX (native bf16)", "avx2": "AVX2 only (bf16 emulated)", "other": "other"}
+RACE_SPEEDUP = 3.0  # issue 32: the raced ladder's pick in at most a third of the full ladder's time
+RACE_TOLERANCE = 0.03  # ... at a confirmed throughput within 3% of the full ladder's
+
+
+def race_mode(args) -> None:
+    """The full ladder and the raced one in one run: time to the pick, the pick, what each kept rung
+    knew when it stopped."""
+    from lightning_module.run import hardware
+
+    hw = hardware.fingerprint()
+    case = which_case(hw.isa_flags)
+    print(f"CPU case: {CASES[case]}"
+          f" ({hw.cpu_model}; ISA {', '.join(hw.isa_flags) or '?'})", flush=True)
+    out = {}
+    for label, race in (("full", False), ("raced", True)):
+        result, seconds = run_probe(args, label, race=race)
+        save(args, label, result)
+        out[label] = (result, seconds)
+        c = result.config
+        print(f"[{label}] wall time to the pick: {seconds:.0f} s; pick: {c.precision}, channels_last={c.channels_last}, "
+              f"compile={c.compile}, batch {c.batch_size}, workers {c.num_workers}; confirmed throughput "
+              f"{result.samples_per_sec:.2f} samples/s" + ("" if result.confirmation else " (not confirmed)"), flush=True)
+        for r in result.ladder:
+            if r.kept:
+                print(f"  [{label}] kept {r.rung:<14} {rel_ci(r.ci_low, r.ci_high, r.samples_per_sec)} after "
+                      f"{r.steps_timed} timed steps, stopped: {r.stop_reason or '?'}", flush=True)
+    (full, t_full), (raced, t_raced) = out["full"], out["raced"]
+    gap = abs(raced.samples_per_sec - full.samples_per_sec) / full.samples_per_sec
+    print(f"raced / full wall time: {t_raced / t_full:.2f} (target <= {1 / RACE_SPEEDUP:.2f}: "
+          f"{'met' if t_raced * RACE_SPEEDUP <= t_full else 'NOT met'}); confirmed throughput {gap:.1%} apart "
+          f"(target <= {RACE_TOLERANCE:.0%}: {'met' if gap <= RACE_TOLERANCE else 'NOT met'})")
+
+
 def load_mode(args, idle_speedup: float | None) -> None:
     n = args.burners
     stop_at = time.time() + args.load_limit
@@ -275,7 +315,9 @@ def saved_speedup(args) -> float | None:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--mode", choices=("idle", "load", "both"), default="both")
+    ap.add_argument("--mode", choices=("idle", "load", "both", "race"), default="both")
+    ap.add_argument("--quick", action="store_true",
+                    help="a functional smoke: resnet18 at 32 px, 1 s rungs, 1 A-B round, no compile (no figures)")
     ap.add_argument("--workload", default="resnet50", choices=("resnet50", "resnet18"))
     ap.add_argument("--image-size", type=int, default=224)
     ap.add_argument("--batch-size", type=int, default=32)
@@ -291,12 +333,18 @@ def main() -> int:
     ap.add_argument("--load-limit", type=float, default=1800.0, help="the burners stop after this many seconds")
     ap.add_argument("--out", default="probe_ladder_out", help="where each mode's ProbeResult JSON goes")
     args = ap.parse_args()
+    if args.quick:
+        args.workload, args.image_size, args.naive_skip, args.naive_steps = "resnet18", 32, 1, 3
+        args.max_seconds, args.confirm_rounds, args.remeasure = 1.0, 1, 0
+        args.skip = ",".join(x for x in (args.skip, "compile") if x)
 
     t0 = time.perf_counter()
     idle_speedup = None
     if args.mode in ("idle", "both"):
         idle_speedup = idle_mode(args)
         print(f"idle mode: {time.perf_counter() - t0:.0f} s", flush=True)
+    if args.mode == "race":
+        race_mode(args)
     if args.mode in ("load", "both"):
         t1 = time.perf_counter()
         load_mode(args, idle_speedup)

@@ -16,7 +16,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from .io import read_json_file
+from safeio import read_json_file
+
 from .models import InstanceType
 
 DATA_PATH = Path(__file__).parent / "data" / "accelerators.json"

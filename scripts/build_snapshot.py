@@ -27,8 +27,9 @@ sys.path.insert(0, str(ROOT))
 from catalog.accelerators import cpu_families, lookup
 from catalog.aws.describe import family_of, generation_of, instance_type_from_describe
 from catalog.aws.families import facts
-from catalog.io import SNAPSHOT_PATH, save_atomic
+from catalog.io import SNAPSHOT_PATH
 from catalog.models import SCHEMA_VERSION, Catalog, InstanceType, Offer, RegionOffers
+from safeio import save_atomic
 
 log = logging.getLogger("build_snapshot")
 

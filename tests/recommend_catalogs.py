@@ -68,7 +68,7 @@ def make_catalog(types: dict | None = None, offers: list | None = None, **type_o
 
 
 def write_catalog(path, catalog: Catalog | None = None) -> str:
-    from catalog.io import save_atomic
+    from safeio import save_atomic
 
     save_atomic(catalog or make_catalog(), path)
     return str(path)

@@ -19,7 +19,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 # What a wheel is built from (pyproject.toml's packages and readme); copied, so the build writes
 # its build/ and egg-info into the copy, not the checkout.
-SOURCE = ("pyproject.toml", "README.md", "advisor", "catalog", "lightning_module")
+SOURCE = ("pyproject.toml", "README.md", "advisor", "catalog", "lightning_module", "safeio")
 PROBE_MODULES = ("torch", "torchvision", "lightning", "matplotlib")
 
 

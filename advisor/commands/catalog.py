@@ -161,7 +161,8 @@ def cmd_info(args) -> int:
 
 def cmd_refresh(args) -> int:
     from catalog.clouds import refresher
-    from catalog.io import CatalogError, check_writable, load, save_atomic
+    from catalog.io import CatalogError, load
+    from safeio import check_writable, save_atomic
 
     from ..paths import catalog_cache_path
 

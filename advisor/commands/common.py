@@ -11,8 +11,9 @@ from pathlib import Path
 from pydantic import AwareDatetime, BaseModel
 
 from catalog.filters import ARCHS, TypeFilter
-from catalog.io import FileError, load, read_json_file, save_atomic
+from catalog.io import load
 from catalog.models import Catalog
+from safeio import FileError, read_json_file, save_atomic
 
 from .. import options as opt
 from ..errors import AdvisorError
@@ -67,7 +68,8 @@ class ListAction(argparse.Action):
         setattr(namespace, self.dest, items)
 
 
-def add_list_option(parser, name: str, *, metavar: str, help: str, aliases: tuple[str, ...] = (),
+def add_list_option(parser, name: str, *, metavar: str, help: str,  # noqa: A002 - argparse's own keyword
+                    aliases: tuple[str, ...] = (),
                     normalise=str.lower, choices=None, unique: bool = True) -> None:
     """A list option (`--region R[,R...]`, repeatable). `aliases` are old spellings kept working
     but not shown in --help; an alias ending in 's' also takes space-separated values, as the

@@ -9,10 +9,11 @@ import sys
 from contextlib import contextmanager
 from pathlib import Path
 
-from catalog.io import first_error, save_atomic
 from lightning_module.contract import options as defaults
 from lightning_module.contract.ladder import EXTENSION_RUNGS, TUNING_RUNGS
 from lightning_module.contract.result import BUILTIN_MODELS, WorkloadSpec
+from lightning_module.contract.workload_source import WorkloadSourceError, check_source
+from safeio import check_name, first_error, save_atomic
 
 from .. import options as opt
 from ..errors import AdvisorError
@@ -102,6 +103,9 @@ def register(sub) -> None:
     m.add_argument("--max-steps", type=opt.whole(1, 10**7), metavar="N", help="timed steps per rung at most")
     m.add_argument("--compile-timeout", type=_positive_float, default=defaults.COMPILE_TIMEOUT, metavar="S",
                    help=f"give up on torch.compile after this long (default {defaults.COMPILE_TIMEOUT:g})")
+    m.add_argument("--race", action=argparse.BooleanOptionalAction, default=defaults.RACE,
+                   help="stop timing a rung as soon as it has clearly won or lost against the best so far, "
+                   "at a stated 5%% false-stop rate (default); --no-race times every rung to --target-ci or --max-seconds")
     m.add_argument("--remeasure", type=_count, default=defaults.REMEASURE_ROUNDS, metavar="N",
                    help="measure a rung again, at most N more times, while its CI is wider than the target "
                    f"and it could still win (default {defaults.REMEASURE_ROUNDS})")
@@ -189,7 +193,9 @@ class SignalStop:
             yield self
         finally:
             for s, h in old.items():
-                signal.signal(s, h)
+                # Stopping: later signals are ignored while the stop unwinds to its status (the
+                # CLI's handler would raise again); the CLI puts the handlers back when it returns.
+                signal.signal(s, signal.SIG_IGN if self.stopping is not None else h)
 
     @contextmanager
     def held(self):
@@ -280,7 +286,11 @@ def handle(args) -> int:
 def _probe(args, stop: SignalStop) -> int:
     require_probe_extra()
     spec, own_batch = _spec(args)
-    out_path = Path(args.output) if args.output else None
+    try:  # what the user's source shows is wrong, said before torch is imported (seconds)
+        check_source(spec)
+    except WorkloadSourceError as e:
+        raise AdvisorError(str(e)) from None
+    out_path = check_name(args.output, "--output", AdvisorError) if args.output else None
     if out_path is not None and out_path.is_dir():
         raise AdvisorError(f"--output {out_path} is a directory; give a file name")
     if out_path is not None:
@@ -297,19 +307,23 @@ def _probe(args, stop: SignalStop) -> int:
     from lightning_module.contract.ladder import LadderFailed, RankLost
     from lightning_module.run import cpu_too, measure, probe, ranks
     from lightning_module.run.devices import is_global_zero
-    from lightning_module.run.workloads import WorkloadError
+    from lightning_module.run.workloads import WorkloadError, with_defaults
 
     measure.quiet_lightning(verbose=getattr(args, "verbose", 0) > 0)
     if cpu_too.is_extra_rank():
         cpu_too.train_along()  # the CPU rank Lightning started: rank 0 probes and reports
         return 0
+    try:
+        spec = with_defaults(spec)  # the constructors' defaults, recorded: the id is of the arguments as built
+    except WorkloadError as e:
+        raise AdvisorError(str(e)) from None
     opts = defaults.ProbeOptions(
         spec=spec, accelerator=args.accelerator, devices=args.devices, strategy=args.strategy,
         precision=args.precision, tune=args.tune, target_ci=args.target_ci, max_seconds=args.max_seconds,
         warmup_steps=args.warmup_steps, max_steps=args.max_steps, compile_timeout=args.compile_timeout,
         instance_type=args.instance_type, profile_dir=args.profile, skip=frozenset(args.skip),
         progress=sys.stderr.isatty(), remeasure_rounds=args.remeasure, confirm_rounds=args.confirm_rounds,
-        own_batch_size=own_batch, rank_timeout=args.rank_timeout, cpu_too=args.cpu_too,
+        own_batch_size=own_batch, rank_timeout=args.rank_timeout, cpu_too=args.cpu_too, race=args.race,
         depth_arg=args.depth_arg, depths=args.depths,
     )
     if (args.depth_arg is None) != (args.depths is None):

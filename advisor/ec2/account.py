@@ -22,8 +22,8 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from catalog.aws import call
-from catalog.io import read_json_file
 from catalog.models import RESERVATION_NOTE
+from safeio import read_json_file
 
 from ..errors import AdvisorError
 from ..paths import cache_dir
@@ -147,7 +147,7 @@ class Account:
         """Write what was asked (atomically); a cache that cannot be written is a warning."""
         if not self._dirty or self._cache is None or self.cache_path is None:
             return
-        from catalog.io import FileError, save_atomic
+        from safeio import FileError, save_atomic
 
         try:
             save_atomic(self._cache, self.cache_path)

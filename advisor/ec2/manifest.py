@@ -18,8 +18,8 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
-from catalog.io import first_error, read_json_file, save_atomic
 from catalog.models import NAME_PATTERN, Price, one_line
+from safeio import first_error, read_json_file, save_atomic
 
 from ..errors import AdvisorError
 from ..paths import data_dir
@@ -97,7 +97,7 @@ class RunManifest(BaseModel):
 
 
 def validated(model: type[BaseModel], doc, where: str):
-    """`model` from a parsed JSON document (catalog.io.parse_json's), validated in JSON mode: strict,
+    """`model` from a parsed JSON document (safeio.parse_json's), validated in JSON mode: strict,
     with times as ISO 8601 text; any problem is one AdvisorError line."""
     try:
         return model.model_validate_json(json.dumps(doc))

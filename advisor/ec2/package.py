@@ -42,7 +42,7 @@ def project_root() -> Path | None:
     return None
 
 
-_SOURCE_PARTS = ("pyproject.toml", "README.md", "advisor", "catalog", "lightning_module")
+_SOURCE_PARTS = ("pyproject.toml", "README.md", "advisor", "catalog", "lightning_module", "safeio")
 
 
 def build_wheel(dest: Path) -> Path:

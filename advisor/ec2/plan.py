@@ -119,8 +119,8 @@ def validate_request(req: LaunchRequest) -> None:
             raise AdvisorError(f"--probe-args must not contain {a.split('=', 1)[0]}: launch sets it")
     from pydantic import ValidationError
 
-    from catalog.io import first_error
     from lightning_module.contract.result import WorkloadSpec
+    from safeio import first_error
 
     try:
         WorkloadSpec(model=req.workload)

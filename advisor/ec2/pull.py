@@ -16,9 +16,9 @@ import logging
 import re
 from dataclasses import dataclass, field
 
-from catalog.io import parse_json
 from catalog.models import NAME_PATTERN
 from lightning_module.contract.result import ResultError, parse_result
+from safeio import parse_json
 
 from ..errors import AdvisorError
 from ..output import safe_text, warn

@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from catalog import accelerators as acc
-from catalog.io import FileError, parse_json, read_bytes, write_atomic
+from safeio import FileError, parse_json, read_bytes, write_atomic
 
 from ..paths import cache_dir
 from . import references, shapes

@@ -18,7 +18,6 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from catalog.io import first_error, parse_json, read_bytes
 from catalog.models import MAX_DEVICE_MEMORY_GIB
 from lightning_module.contract.result import (
     MAX_BATCH_SIZE,
@@ -26,6 +25,7 @@ from lightning_module.contract.result import (
     MAX_NUM_CLASSES,
     MeasuredRate,
 )
+from safeio import first_error, parse_json, read_bytes
 
 from ..errors import AdvisorError
 

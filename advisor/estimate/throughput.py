@@ -34,6 +34,7 @@ from catalog.hardware import (
     gpu_spec,
     interconnect,
     sustained_network_gbps,
+    undrivable_gpu,
 )
 from catalog.models import Catalog, InstanceType
 from lightning_module.contract.result import BUILTIN_MODELS
@@ -309,6 +310,8 @@ class ThroughputModel:
             sdk = "Neuron SDK" if kind == "neuron" else "SynapseAI (Habana) SDK"
             return Exclusion(name, f"{it.accelerator_model or kind} needs the {sdk}; the probe cannot drive it, "
                                    "so there is no number without your own measurement")
+        if kind == "gpu" and measured is None and (why := undrivable_gpu(it)) is not None:
+            return Exclusion(name, why)
         need = self.facts.memory_floor_gib(self.image_size)
         if min_memory_gib is not None:
             need = max(need, min_memory_gib)

@@ -24,13 +24,26 @@ from typing import Annotated, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from catalog.io import decode_text, parse_json, read_bytes
 from catalog.models import Catalog
+from safeio import check_name, mapping, read_document_file
 
 from ..errors import AdvisorError
 
 MAX_BYTES = 1 << 20  # a price file is a few lines; past a MiB it is not one
 MAX_USD_PER_HOUR = 10_000.0  # the catalog's own bound on an hourly price
+# A tenth of a cent an hour: below any instance's price (the cheapest spot offers are cents), and
+# a floor that keeps the price's log (the plot's and the page's axes) finite. Capacity paid for
+# already is `reserved`, not a price of 0.
+MIN_USD_PER_HOUR = 0.001
+MAX_RULES = 10_000  # a price file lists families and types: more rules than the catalog has offers is not one
+
+# What each number can mean, said with pydantic's complaint about it (a YAML `yes` is a boolean).
+REASONS = {
+    "usd_per_hour": f" (a price is a number from ${MIN_USD_PER_HOUR} to ${MAX_USD_PER_HOUR:,.0f} an hour; "
+                    "capacity already paid for goes under reserved)",
+    "percent": " (a discount is a number of percent, 0 or more and below 100; true/yes is not one)",
+    "count": " (a whole number of instances, 1 to 10,000; true/yes is not one)",
+}
 
 Market = Literal["on-demand", "spot"]
 Text = Annotated[str, Field(min_length=1, max_length=200)]
@@ -51,12 +64,12 @@ class _Rule(BaseModel):
 
 
 class Discount(_Rule):
-    percent: float = Field(ge=0, lt=100)
+    percent: float = Field(strict=True, ge=0, lt=100)  # strict: `true` (or YAML `yes`) is not 1%
 
 
 class Override(_Rule):
     instance_type: Text
-    usd_per_hour: float = Field(ge=0, le=MAX_USD_PER_HOUR)
+    usd_per_hour: float = Field(strict=True, ge=MIN_USD_PER_HOUR, le=MAX_USD_PER_HOUR)
 
 
 class Reserved(BaseModel):
@@ -64,15 +77,15 @@ class Reserved(BaseModel):
 
     instance_type: Text
     region: Text | None = None  # None: in every region (a Savings Plan-like pool is a discount instead)
-    count: int = Field(ge=1, le=10_000)
+    count: int = Field(strict=True, ge=1, le=10_000)
 
 
 class PriceFile(BaseModel):
     model_config = ConfigDict(extra="forbid", defer_build=True)
 
-    discounts: list[Discount] = []
-    overrides: list[Override] = []
-    reserved: list[Reserved] = []
+    discounts: list[Discount] = Field(default=[], max_length=MAX_RULES)
+    overrides: list[Override] = Field(default=[], max_length=MAX_RULES)
+    reserved: list[Reserved] = Field(default=[], max_length=MAX_RULES)
 
 
 class Prices:
@@ -111,6 +124,9 @@ class Prices:
             if mkt == "on-demand":
                 free[i] = sum(r.count for r in self.doc.reserved
                               if r.instance_type.lower() == name.lower() and (r.region is None or r.region.lower() == region.lower()))
+        # Discounts stacked on discounts can take a price toward 0 (and its log, on the plot's axis,
+        # to -inf): no price paid goes below the floor, or below the list price where that is lower.
+        np.maximum(price, np.minimum(usd_per_hour, MIN_USD_PER_HOUR), out=price)
         return price, free
 
     def describe(self) -> str:
@@ -121,33 +137,15 @@ class Prices:
 
 def load_prices(path: str | Path) -> Prices:
     """Read and check a price file (.yaml/.yml or .json); one AdvisorError line when it is bad."""
-    path = Path(path)
+    path = check_name(path, "price file", AdvisorError)  # its name is printed into the page: UTF-8 only
     where = f"price file {path}"
-    raw = read_bytes(path, "price file", MAX_BYTES, AdvisorError)
-    if path.suffix.lower() in (".yaml", ".yml"):
-        try:
-            import yaml
-        except ImportError:
-            raise AdvisorError(f"{where}: reading YAML needs PyYAML (pip install pyyaml), or write the file as "
-                               ".json") from None
-        text = decode_text(raw, where, AdvisorError)  # the one text rule: UTF-8, a BOM allowed
-        try:
-            doc = yaml.safe_load(text)
-        except yaml.YAMLError as e:
-            mark = getattr(e, "problem_mark", None)
-            at = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""
-            raise AdvisorError(f"{where}: not valid YAML ({getattr(e, 'problem', None) or 'syntax error'}{at})") from None
-    elif path.suffix.lower() == ".json":
-        doc = parse_json(raw, where, AdvisorError)
-    else:
-        raise AdvisorError(f"{where}: give a .yaml, .yml or .json file")
-    if doc is None:
-        doc = {}
-    if not isinstance(doc, dict):
-        raise AdvisorError(f"{where}: expected a mapping with discounts, overrides and/or reserved")
+    doc = read_document_file(path, "price file", MAX_BYTES, AdvisorError)  # limits: size, depth, no aliases
+    doc = mapping({} if doc is None else doc, where, AdvisorError,
+                  "a mapping with discounts, overrides and/or reserved")
     try:
         return Prices(PriceFile.model_validate(doc), str(path))
     except ValidationError as e:
         err = e.errors()[0]
         loc = ".".join(str(p) if isinstance(p, str) else f"#{p + 1}" for p in err["loc"])
-        raise AdvisorError(f"{where}: {loc}: {err['msg']}") from None
+        why = REASONS.get(str(err["loc"][-1]), "") if err["type"] != "extra_forbidden" else ""
+        raise AdvisorError(f"{where}: {loc}: {err['msg']}{why}") from None

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from catalog.io import current_umask
+from safeio import check_name, current_umask
 
 from ..errors import AdvisorError
 from ..recommend import rank as rk
@@ -36,7 +36,7 @@ def check_target(path: str) -> tuple[Path, str]:
     """The file and format --plot writes, refused in one line before anything is computed or
     printed: a folder, an ending matplotlib is not asked to write, a folder that is missing or
     cannot be written, or no matplotlib."""
-    target = Path(path)
+    target = check_name(path, "--plot", AdvisorError)  # length and encoding first
     if target.is_dir():
         raise AdvisorError(f"--plot {path} is a folder: give a file name ending in .png, .svg or .pdf")
     fmt = FORMATS.get(target.suffix.lower())
@@ -178,10 +178,15 @@ def draw(plan: Plan, rows: Rows):
     return fig
 
 
+LOG_FLOOR = 1e-300  # the log axes' ends stay inside [1e-300, 1e300]: finite logs, finite ratios
+
+
 def log_limits(v: np.ndarray) -> tuple[float, float]:
     v = v[np.isfinite(v) & (v > 0)]
     lo, hi = float(v.min()), float(v.max())
-    return lo / 2.0, hi * 2.0
+    # Bounded here, where the log axis is made: half a subnormal is 0 and twice 1e308 is inf, both
+    # outside log10's domain (a $5e-324/h override once ended --format html in "math domain error").
+    return max(lo / 2.0, LOG_FLOOR), min(hi * 2.0, 1.0 / LOG_FLOOR)
 
 
 def _frontier(ax, hours: np.ndarray, cost: np.ndarray, xlim, ylim, within: bool) -> None:

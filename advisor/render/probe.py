@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import sys
 
+from lightning_module.contract.race import RACED
 from lightning_module.contract.reliability import baseline_moved, moved_line, speedup_over_baseline
+from lightning_module.contract.result import canonical_json
 
 from ..output import emit
 
@@ -35,7 +37,7 @@ def rung_doubts(r) -> list[str]:
     out = []
     if r.contention is not None and r.contention.contended:
         out.append(brief(r.contention))
-    if r.ci_target_met is False:
+    if r.ci_target_met is False and r.stop_reason not in RACED:  # a raced rung stopped once its answer was known
         out.append("CI above target" + (f" after {r.remeasured} re-measurement(s)" if r.remeasured else ""))
     return out
 
@@ -51,6 +53,8 @@ def ladder_rows(rungs, confirmation=None) -> list[dict]:
         note = [x for x in (r.error, r.note) if x]
         if r.compile_seconds:
             note.append(f"compile {r.compile_seconds:.0f} s")
+        if r.stop_reason in RACED:
+            note.append(f"raced: {r.stop_reason} after {r.steps_timed} steps")
         if r.remeasured and r.ci_target_met:
             note.append(f"re-measured {r.remeasured}x")
         if moved and k == 0:
@@ -289,6 +293,8 @@ def write_result(r, fmt: str, stream=None) -> None:
         ("result_id", r.result_id),
         ("source", r.source),
         ("workload", f"{r.workload_id} ({r.workload.model}, {r.workload.image_size}px, {r.workload.num_classes} classes)"),
+        ("arguments", "; ".join(f"{what} {canonical_json(a)}" for what, a in zip(("module", "data"), r.workload.resolved_args())
+                                if a)),
         ("instance_type", f"{r.instance_type} ({r.instance_type_source})" if r.instance_type else ""),
         ("config", describe(r.config)),
         ("samples/s", f"{r.samples_per_sec:.2f} (95% CI {ci_range(*r.samples_per_sec_ci)})"),

@@ -305,7 +305,7 @@ def json_document(plan: Plan, rows: Rows, probe_commands: list[ProbeCommand]) ->
         closest=[] if rows.feasible else records,
         probe_next=[probe_record(p) for p in rows.probes],
         probe_plan=probe_plan_record(rows.probe_summary),
-        probe_commands=[{"argv": c.argv, "purpose": c.purpose} for c in probe_commands],
+        probe_commands=[{"argv": c.argv, "command": c.command, "purpose": c.purpose} for c in probe_commands],
         would_fit_with=[dict(vars(a)) for a in plan.alternatives],
         excluded=exclusion_rows(plan),
         warnings=plan.warnings,
@@ -322,6 +322,18 @@ SHORT_RUN_LINE = (f"The rows noted '{SHORT_RUN_NOTE}' run under an hour: booting
 NO_CANDIDATES = "No candidates: every instance type the filters leave was excluded or has no price."
 PROBE_HEAD = ("Probe next (each expected to save more than it costs, the most valuable first given those above it; "
               "a probe re-anchors the estimates of its device's other sizes, and of other devices less):")
+# When a row saves less than it costs (an uncalibrated estimate the ranking rests on is measured first
+# whatever it saves: the worlds drawn from its band cannot price it), the header says so.
+PROBE_HEAD_FIRST = ("Probe next (the first row is measured first whatever it is expected to save: {why}; each "
+                    "after it is expected to save more than it costs, the most valuable first given those above "
+                    "it; a probe re-anchors the estimates of its device's other sizes, and of other devices less):")
+
+
+def probe_head(probes) -> str:
+    """The header over the probe rows: what it claims of each row holds for every row."""
+    if probes and probes[0].gain_usd <= probes[0].probe_cost_usd:
+        return PROBE_HEAD_FIRST.format(why=probes[0].reason)
+    return PROBE_HEAD
 
 
 def head_lines(plan: Plan, rows: Rows) -> list[str]:
@@ -379,7 +391,7 @@ def write(plan: Plan, rows: Rows, fmt: str, *, probe_commands: list[ProbeCommand
     pr = rows.probes
     if rows.candidates:
         print(file=stream)
-        say(PROBE_HEAD, stream)
+        say(probe_head(pr), stream)
         if pr:
             emit([{"instance": p.instance_type,
                    "samples/s now": f"{number(p.throughput_low)}-{number(p.throughput_high)} "

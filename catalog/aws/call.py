@@ -16,7 +16,7 @@ import re
 import time
 from typing import Any
 
-from ..io import parse_json
+from safeio import parse_json
 
 # Per attempt: a connection that takes more than CONNECT_TIMEOUT_S to open, or an answer that
 # sends nothing for READ_TIMEOUT_S, is a failed attempt. Real AWS answers the calls made here in
@@ -160,9 +160,9 @@ def guard(client, deadline: Deadline | None = None) -> None:
     from botocore.exceptions import (
         ClientError,
         ConnectionClosedError,
-        ConnectionError,
         ReadTimeoutError,
     )
+    from botocore.exceptions import ConnectionError as NoConnection  # botocore's, not the builtin
 
     not_aws, too_late, _ = error_classes()
     endpoint = client.meta.endpoint_url
@@ -176,7 +176,7 @@ def guard(client, deadline: Deadline | None = None) -> None:
 
     def needs_retry(attempts, operation, response=None, caught_exception=None, **_):
         # Raised here, the exception ends the call: botocore's retry handler never sees it.
-        if isinstance(caught_exception, (ReadTimeoutError, ConnectionError, ConnectionClosedError)) \
+        if isinstance(caught_exception, (ReadTimeoutError, NoConnection, ConnectionClosedError)) \
                 and attempts >= TIMEOUT_ATTEMPTS:
             raise caught_exception
         if response is not None and response[0].status_code >= 500 and attempts >= SERVER_ERROR_ATTEMPTS:

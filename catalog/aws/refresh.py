@@ -21,7 +21,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..io import CatalogError, first_error, parse_json
+from safeio import first_error, parse_json
+
+from ..io import CatalogError
 from ..models import (
     MAX_USD_PER_HOUR,
     MIN_USD_PER_HOUR,

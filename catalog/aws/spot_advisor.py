@@ -13,7 +13,9 @@ import os
 import time
 from pathlib import Path
 
-from ..io import CatalogError, parse_json, read_bytes
+from safeio import parse_json, read_bytes
+
+from ..io import CatalogError
 from ..models import SAVINGS_PCT_MAX, SAVINGS_PCT_MIN
 
 SPOT_ADVISOR_URL = "https://spot-bid-advisor.s3.amazonaws.com/spot-advisor-data.json"

@@ -125,6 +125,7 @@ class Measurement:
     ci_target_met: bool | None = None
     samples_per_step: float | None = None  # counted from the batches (all ranks); None: the configuration's
     model_facts: dict | None = None  # parameters and optimizer state of the trained model (measure.model_facts)
+    stop_reason: str | None = None  # why timing stopped (timing.stop_reason: "converged", "won", ...)
     runtime_overhead: dict | None = None  # the runtime's own memory (result.RuntimeOverhead's fields)
     rank_peaks: list[float] | None = None  # each rank's peak memory, GiB, rank 0 first; None: one rank
 
@@ -216,6 +217,13 @@ class Ladder:
 Measure = Callable[[str, ProbeConfig], Measurement]
 
 
+def required_gain(rung: str, opts: LadderOptions) -> float:
+    """The fraction by which a rung must beat the best so far to be kept: a batch step's
+    batch_gain, nothing more for the others. The one home of it: the ladder keeps by it and the
+    probe races a rung against it (race.py)."""
+    return opts.batch_gain if rung.startswith("batch=") else 0.0
+
+
 def run_ladder(
     start: ProbeConfig,
     measure: Measure,
@@ -230,7 +238,8 @@ def run_ladder(
             on_rung(rung, lad.rungs[0])  # the baseline (for the baseline itself, too)
         return rung
 
-    def attempt(name: str, config: ProbeConfig, gain: float = 0.0, note: str | None = None) -> RungResult:
+    def attempt(name: str, config: ProbeConfig, note: str | None = None) -> RungResult:
+        gain = required_gain(name, opts)
         try:
             m = measure(name, config)
         except (KeyboardInterrupt, SystemExit, ProbeStopped, RankLost):
@@ -248,6 +257,7 @@ def run_ladder(
             ci_low=m.ci_low, ci_high=m.ci_high, steps_timed=m.steps_timed,
             compile_seconds=m.compile_seconds, kept=kept, peak_memory_gib=m.peak_memory_gib,
             contention=m.contention, remeasured=m.remeasured, ci_target_met=m.ci_target_met, note=note,
+            stop_reason=m.stop_reason,
         )
         if kept:
             lad.best, lad.best_measurement = rung, m
@@ -344,7 +354,7 @@ def _batch_search(lad: Ladder, attempt, opts: LadderOptions) -> None:
     def try_size(bs: int) -> RungResult | None:
         if bs < 1 or bs > opts.max_batch or bs in tried:
             return None
-        tried[bs] = attempt(f"batch={bs}", lad.best.config.model_copy(update={"batch_size": bs}), opts.batch_gain)
+        tried[bs] = attempt(f"batch={bs}", lad.best.config.model_copy(update={"batch_size": bs}))
         return tried[bs]
 
     up, down = try_size(start * 2), try_size(start // 2)

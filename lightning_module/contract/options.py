@@ -21,6 +21,9 @@ REMEASURE_ROUNDS = 1  # extra measurements of a rung whose CI is still wider tha
 # How long a rank of a multi-rank run waits for the others at a collective before the probe ends:
 # above the longest honest step (a first step that compiles, up to COMPILE_TIMEOUT) with a margin.
 RANK_TIMEOUT = 600.0
+# Race each rung against the best so far (contract/race.py): it stops once its answer is known
+# at the stated error rate. --no-race times every rung to the CI target or --max-seconds.
+RACE = True
 CONFIRM_ROUNDS = 3  # A B pairs measured to confirm the winner against the baseline (0: no confirmation)
 
 
@@ -47,6 +50,7 @@ class ProbeOptions:
     confirm_rounds: int = CONFIRM_ROUNDS
     own_batch_size: bool = False  # start from the batch size the user's module or DataModule sets itself
     rank_timeout: float = RANK_TIMEOUT
+    race: bool = RACE
     cpu_too: bool = False  # also measure the CPU beside the GPU, and both at once (run/cpu_too.py)
     # A model too big to measure whole: the constructor argument that sets its depth and the two
     # shallower depths measured instead (run/shallow.py); None: measured whole.
@@ -67,6 +71,7 @@ class MeasureSettings:
     progress: bool = False
     seed: int = 0
     rank_timeout: float = RANK_TIMEOUT
+    race_threshold: float | None = None  # samples/s the rung races against (race.py); None: not raced
 
     @classmethod
     def from_options(cls, opts: ProbeOptions) -> MeasureSettings:

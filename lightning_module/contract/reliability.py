@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from . import contention
 from .ladder import CI_UNBOUNDED, Measurement
 from .options import CONFIRM_ROUNDS, REMEASURE_ROUNDS
+from .race import RACED
 from .result import Confirmation, ProbeConfig
 from .timing import MIN_TIMED_STEPS, Timing, step_rate, t95, usable_steps
 
@@ -35,7 +36,7 @@ def summarise(timing: Timing, samples_per_step: float, target_ci: float, **extra
         steps_timed=len(timing.step_times), extra=timing, contention=timing.contention,
         # As the stopping rule: a CI from fewer than MIN_TIMED_STEPS steps is not known to be narrow.
         ci_target_met=tp.rel_half_width <= target_ci and len(steps) >= MIN_TIMED_STEPS,
-        samples_per_step=samples_per_step, **extra,
+        samples_per_step=samples_per_step, stop_reason=timing.reason, **extra,
     )
 
 
@@ -63,9 +64,11 @@ def measure_until_known(measure_once: Callable[[], Measurement], samples_per_ste
                         matters: Callable[[Measurement], bool] = lambda m: True) -> Measurement:
     """Measure; while the CI is wider than the target and the answer `matters` (the rung could
     still change the ladder's decision), measure again (at most `rounds` more times) and pool the
-    steps. A measurement without a timing to pool is returned as it is."""
+    steps. A measurement without a timing to pool is returned as it is, and so is one a race
+    stopped: its answer against the best so far is known (race.py), however wide its CI."""
     m = measure_once()
-    while m.ci_target_met is False and m.remeasured < rounds and isinstance(m.extra, Timing) and matters(m):
+    while (m.ci_target_met is False and m.remeasured < rounds and isinstance(m.extra, Timing) and matters(m)
+           and m.stop_reason not in RACED):
         m = pooled(m, measure_once(), samples_per_step, target_ci)
     return m
 

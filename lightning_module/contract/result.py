@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import uuid
 from datetime import datetime, timedelta, timezone
 from typing import Annotated, Literal
@@ -24,8 +25,8 @@ from pydantic import (
     model_validator,
 )
 
-from catalog.io import first_error, parse_json
 from catalog.models import MAX_DEVICE_MEMORY_GIB, MAX_MEMORY_GIB, NAME_PATTERN, one_line
+from safeio import first_error, parse_json
 
 # 2: the workload's constructor arguments (WorkloadSpec.init_args, data_init_args) and its shape
 # (ProbeResult.shape). 3: the GPU and the CPU training at once (ProbeResult.gpu_and_cpu, `advisor
@@ -36,14 +37,16 @@ from catalog.models import MAX_DEVICE_MEMORY_GIB, MAX_MEMORY_GIB, NAME_PATTERN, 
 # ops_per_step), what bounds a small model's step on a GPU. 6: the traffic of the ops without FLOPs
 # (WorkloadShape.other_traffic_bytes_per_sample), the bandwidth-bound share of a step
 # (advisor/estimate/split.py), and fused attention and dropout counted one way whatever the kernel
-# (run/counting.py); tokens for sequence workloads (WorkloadShape.tokens_per_sample,
-# tokens_counted_by; ProbeResult.tokens_per_sec), activation bytes per token per layer with and
-# without activation checkpointing (WorkloadShape.activations), the runtime's own memory
-# (ProbeResult.runtime_overhead), a model measured as shallower copies of itself
-# (ProbeResult.extrapolation) and each rank's peak memory (ProbeResult.rank_peak_memory_gib). Older
-# records read as they are: none of these fields is required.
-RESULT_SCHEMA_VERSION = 6
-READABLE_SCHEMA_VERSIONS = (1, 2, 3, 4, 5, 6)
+# (run/counting.py); the constructors' defaults (WorkloadSpec.init_arg_defaults,
+# data_init_arg_defaults), part of the id. 7: why each rung's timing stopped (RungResult.stop_reason),
+# a race's "won"/"lost" among them (`advisor probe --race`, contract/race.py). 8: tokens for sequence
+# workloads (WorkloadShape.tokens_per_sample, tokens_counted_by; ProbeResult.tokens_per_sec),
+# activation bytes per token per layer with and without activation checkpointing
+# (WorkloadShape.activations), the runtime's own memory (ProbeResult.runtime_overhead), a model
+# measured as shallower copies of itself (ProbeResult.extrapolation) and each rank's peak memory
+# (ProbeResult.rank_peak_memory_gib). Older records read as they are: none of these fields is required.
+RESULT_SCHEMA_VERSION = 8
+READABLE_SCHEMA_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8)
 SOURCES = ("probe", "training run")
 
 BUILTIN_MODELS = ("resnet50", "resnet18", "vit_b_16", "mlp")
@@ -185,6 +188,12 @@ class WorkloadSpec(BaseModel):
     # the module's configure_optimizers(), so they are part of the id too. None: the module's own.
     optimizer: ClassSpec | None = None
     lr_scheduler: ClassSpec | None = None
+    # The constructors' defaults for the arguments not given (JSON values only; TUNED_ARGS aside),
+    # recorded by the probe and the training-run callback (schema 6): the id names the arguments the
+    # module was built with, so a default spelled out is the same workload, and recommend resolves a
+    # user's arguments against a stored result's defaults without importing the module.
+    init_arg_defaults: InitArgs = {}
+    data_init_arg_defaults: InitArgs = {}
 
     @field_validator("model")
     @classmethod
@@ -203,7 +212,8 @@ class WorkloadSpec(BaseModel):
 
     @model_validator(mode="after")
     def _args_for_own_code(self) -> WorkloadSpec:
-        if self.model in BUILTIN_MODELS and (self.init_args or self.data_init_args):
+        if self.model in BUILTIN_MODELS and (self.init_args or self.data_init_args or self.init_arg_defaults
+                                             or self.data_init_arg_defaults):
             raise ValueError(f"constructor arguments are for your own LightningModule, not the builtin {self.model}")
         if self.data_init_args and not self.datamodule:
             raise ValueError("DataModule constructor arguments given without a DataModule")
@@ -219,13 +229,23 @@ class WorkloadSpec(BaseModel):
         if self.model in BUILTIN_MODELS:
             return f"{self.model}-{self.image_size}px-{self.num_classes}c"
         key = f"{self.model}|{self.datamodule or ''}|{self.image_size}|{self.num_classes}"
-        args = [{k: v for k, v in a.items() if k not in TUNED_ARGS} for a in (self.init_args, self.data_init_args)]
+        args = [{k: v for k, v in a.items() if k not in TUNED_ARGS} for a in self.resolved_args()]
         if any(args):  # no arguments: the id of schema 1, so older results still match
             key += "|" + canonical_json(args)
         for kind in ("optimizer", "lr_scheduler"):  # none: the id of schema 3 and before
             if (c := getattr(self, kind)) is not None:
                 key += f"|{kind}=" + canonical_json(c.model_dump())
         return "custom-" + hashlib.sha256(key.encode()).hexdigest()[:12]
+
+    def resolved_args(self) -> tuple[dict, dict]:
+        """The module's and the DataModule's arguments as built: the defaults, then those given."""
+        return ({**self.init_arg_defaults, **self.init_args}, {**self.data_init_arg_defaults, **self.data_init_args})
+
+    def resolved_against(self, probed: WorkloadSpec) -> WorkloadSpec:
+        """This (a user's) workload with the defaults a probe of the same class recorded: its id is
+        the probed one exactly when the arguments resolve to the same values."""
+        return self.model_copy(update={"init_arg_defaults": probed.init_arg_defaults,
+                                       "data_init_arg_defaults": probed.data_init_arg_defaults})
 
 
 class ProbeConfig(BaseModel):
@@ -323,6 +343,9 @@ class RungResult(BaseModel):
     contention: Contention | None = None
     remeasured: Count = 0  # extra measurements pooled in because the CI stayed wider than the target
     ci_target_met: StrictBool | None = None  # None: not known (older results)
+    # Why its timing stopped: "converged" | "time-limit" | "max-steps", or a race's "won" | "lost"
+    # (its answer against the best so far known: contract/race.py). None: older results.
+    stop_reason: Text | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> RungResult:
@@ -406,6 +429,9 @@ MAX_PARAMETERS = 10**13  # ten trillion: past any model trained on one machine's
 Bytes = Annotated[float, Field(strict=True, ge=0, le=1e16)]  # ten petabytes: past any device's memory
 # Memory of one machine (catalog.models' bound): a fit or a peak past it is a unit error.
 MemoryGiB = Annotated[float, Field(strict=True, ge=0, le=MAX_MEMORY_GIB)]
+# The least memory a sample can take: one byte. A per-sample figure between 0 and this is rounding
+# noise (or a hostile file): its largest batch that fits would be past any count.
+ONE_BYTE_GIB = 2.0**-30
 
 
 class MemoryPoint(BaseModel):
@@ -434,6 +460,9 @@ class MemoryFit(BaseModel):
     def _both_or_neither(self) -> MemoryFit:
         if (self.fixed_gib is None) != (self.per_sample_gib is None):
             raise ValueError("a memory fit has both fixed_gib and per_sample_gib, or neither")
+        if self.per_sample_gib is not None and 0 < self.per_sample_gib < ONE_BYTE_GIB:
+            raise ValueError(f"per_sample_gib {self.per_sample_gib:g} is less than one byte a sample: give 0 "
+                             "(nothing grows with the batch) or a figure of at least one byte")
         if self.derived and (self.fixed_gib is None or len(self.points) != 1):
             raise ValueError("a derived memory fit has fixed_gib and per_sample_gib from exactly one point")
         return self
@@ -446,8 +475,9 @@ class MemoryFit(BaseModel):
         note = f"derived from one batch size: fixed = {how}; per sample = (peak - fixed) / {batch}"
         if fixed_gib > peak_gib:
             note += f" (fixed read {fixed_gib:.3g} GiB, above the peak: read as the peak, nothing per sample)"
+        per_sample = (peak_gib - fixed) / batch
         return cls(where=where, points=[MemoryPoint(batch_size=batch, peak_gib=peak_gib)], fixed_gib=fixed,
-                   per_sample_gib=(peak_gib - fixed) / batch, note=note, derived=True)
+                   per_sample_gib=per_sample if per_sample >= ONE_BYTE_GIB else 0.0, note=note, derived=True)
 
     @classmethod
     def fitted(cls, where: str, points: list[tuple[int, float]]) -> MemoryFit:
@@ -468,6 +498,8 @@ class MemoryFit(BaseModel):
         elif fixed < 0:
             slope, fixed = sum(x * y for x, y in zip(xs, ys)) / sum(x * x for x in xs), 0.0
             note = "fitted through 0 (the intercept came out negative)"
+        if 0 < slope < ONE_BYTE_GIB:  # less than a byte a sample: flat, not a figure to divide by
+            slope = 0.0
         return cls(where=where, points=pts, fixed_gib=fixed, per_sample_gib=slope, note=note)
 
     def source_words(self) -> str:
@@ -488,7 +520,9 @@ class MemoryFit(BaseModel):
             return 0
         if self.per_sample_gib <= 0:
             return MAX_BATCH_SIZE
-        return min(MAX_BATCH_SIZE, int((memory_gib - self.fixed_gib) / self.per_sample_gib))
+        # Bounded before int(): a tiny per-sample figure makes the quotient inf, which int() refuses.
+        fits = (memory_gib - self.fixed_gib) / self.per_sample_gib
+        return MAX_BATCH_SIZE if not math.isfinite(fits) or fits >= MAX_BATCH_SIZE else int(fits)
 
 
 MAX_TOKENS_PER_SAMPLE = 10**8  # a hundred million tokens in one sample: past any context window

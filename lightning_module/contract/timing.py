@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from .contention import ContentionMeter, GpuState, Reading
+from .race import Race
 from .result import Contention, StepTimeStats
 
 # Two-sided 95% Student t critical values by degrees of freedom; beyond 30 the normal 1.96 is close.
@@ -70,18 +71,22 @@ def stop_reason(
     min_steps: int = MIN_TIMED_STEPS,
     max_steps: int | None = None,
     steps_taken: int | None = None,
+    race: Race | None = None,
 ) -> str | None:
     """Why timing should stop now, or None to keep going.
 
     "converged": the 95% CI half-width of samples/s is within target_ci (a fraction) after at
     least min_steps steps; "time-limit": max_seconds of timed steps have passed (at least two
     steps are kept so there is a spread); "max-steps": the step cap was reached. `step_times` are
-    the steps that count (the clean ones); `steps_taken` all of them, when more.
+    the steps that count (the clean ones); `steps_taken` all of them, when more. With a `race`,
+    "won" or "lost": the rung's answer against the best so far is known (race.py).
     """
     n = len(step_times)
     taken = max(n, steps_taken or 0)
     if max_steps is not None and taken >= max_steps:
         return "max-steps"
+    if race is not None and (verdict := race.verdict(step_times)) is not None:
+        return verdict
     if n >= min_steps and step_rate(step_times, 1).rel_half_width <= target_ci:
         return "converged"
     if elapsed_s >= max_seconds and taken >= 2:
@@ -150,8 +155,9 @@ class Stopwatch:
     whether the stopping rule says to stop."""
 
     def __init__(self, warmup_steps: int, target_ci: float, max_seconds: float, max_steps: int | None = None,
-                 meter: ContentionMeter | None = None):
+                 meter: ContentionMeter | None = None, race: Race | None = None):
         self.warmup_steps = warmup_steps
+        self.race = race  # None: timed to the CI target or the time limit, whatever the best so far
         self.target_ci = target_ci
         self.max_seconds = max_seconds
         self.max_steps = max_steps
@@ -219,7 +225,7 @@ class Stopwatch:
         if not t.step_times:
             return None
         return stop_reason(clean_steps(t), now - self._timed_start, self.target_ci, self.max_seconds,
-                           max_steps=self.max_steps, steps_taken=len(t.step_times))
+                           max_steps=self.max_steps, steps_taken=len(t.step_times), race=self.race)
 
     def finish(self, load_average: float | None = None, own_load: float | None = None,
                gpu: Iterable[GpuState] = ()) -> None:

@@ -22,11 +22,9 @@ are read past; a `model:` without `class_path` gives the arguments of the class 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from catalog.io import decode_text
+from safeio import mapping, read_document, read_document_file
 
 CONFIG_KEYS = ("model", "data", "optimizer", "lr_scheduler", "trainer", "seed_everything", "ckpt_path")
 # Where LightningCLI's shorthand class names are found (jsonargparse resolves a bare name among the
@@ -66,16 +64,23 @@ def class_ref(path: object, where: str) -> str:
 
 
 def parse_init_args(text: str, option: str) -> dict:
+    """--init-args and friends: a JSON object, read by the one structured reader (depth bounded)."""
     try:
-        v = json.loads(text)
-    except RecursionError:  # nested past the stack: not a set of constructor arguments
-        raise WorkloadConfigError(f"{option}: not JSON (nested too deeply); give an object such as "
-                                  "'{\"d_model\": 512}'") from None
-    except ValueError as e:
-        raise WorkloadConfigError(f"{option}: not JSON ({e}); give an object such as '{{\"d_model\": 512}}'") from None
-    if not isinstance(v, dict):
-        raise WorkloadConfigError(f"{option}: give a JSON object of constructor arguments, such as '{{\"d_model\": 512}}'")
-    return v
+        v = read_document(text, option, "json", WorkloadConfigError)
+    except WorkloadConfigError as e:
+        raise WorkloadConfigError(f"{e}; give an object such as '{{\"d_model\": 512}}'") from None
+    return mapping(v, option, WorkloadConfigError, "a JSON object of constructor arguments, such as "
+                   "'{\"d_model\": 512}'")
+
+
+def _arguments(value: dict, where: str, what: str) -> dict:
+    """init_args and dict_kwargs of a section merged, each a mapping (absent or null: none)."""
+    args = {}
+    for key in ("init_args", "dict_kwargs"):
+        part = value.get(key)
+        if part is not None:
+            args.update(mapping(part, f"{where}.{key}", WorkloadConfigError, f"a mapping of the {what}'s arguments"))
+    return args
 
 
 def _section(value: object, where: str) -> tuple[str | None, dict]:
@@ -90,11 +95,8 @@ def _section(value: object, where: str) -> tuple[str | None, dict]:
         extra = set(value) - {"class_path", "init_args", "dict_kwargs"}
         if extra:
             raise WorkloadConfigError(f"{where}: unexpected key(s) {', '.join(sorted(map(str, extra)))} beside class_path and init_args")
-        args = {**(value.get("init_args") or {}), **(value.get("dict_kwargs") or {})}
-        if not isinstance(args, dict):
-            raise WorkloadConfigError(f"{where}.init_args: expected a mapping")
-        return class_ref(value["class_path"], f"{where}.class_path"), args
-    return None, dict(value)  # LightningCLI(MyModel): the section holds the arguments themselves
+        return class_ref(value["class_path"], f"{where}.class_path"), _arguments(value, where, "class")
+    return None, dict(mapping(value, where, WorkloadConfigError))  # LightningCLI(MyModel): the section holds the arguments themselves
 
 
 def optimizer_section(value: object, kind: str, where: str) -> dict:
@@ -118,12 +120,7 @@ def optimizer_section(value: object, kind: str, where: str) -> dict:
     path = path.replace(":", ".")
     if "." not in path:
         path = PLATEAU if (kind, path) == ("lr_scheduler", "ReduceLROnPlateau") else SHORT_NAMES[kind].format(path)
-    args = {}
-    for key in ("init_args", "dict_kwargs"):
-        part = value.get(key) or {}
-        if not isinstance(part, dict):
-            raise WorkloadConfigError(f"{where}.{key}: expected a mapping of the {kind}'s arguments")
-        args.update(part)
+    args = _arguments(value, where, kind)
     if kind == "optimizer" and "params" in args:
         raise WorkloadConfigError(f"{where}.init_args: params are the module's parameters, given by the probe as "
                                   "LightningCLI does; drop it")
@@ -140,26 +137,8 @@ def parse_class_option(text: str, kind: str, option: str) -> dict:
 
 def read_config(path: str) -> UserWorkload:
     """A LightningCLI config file: YAML (PyYAML, which lightning installs), or JSON."""
-    p = Path(path)
-    try:
-        if p.stat().st_size > MAX_CONFIG_BYTES:
-            raise WorkloadConfigError(f"--config {path}: larger than {MAX_CONFIG_BYTES >> 20} MiB; not a config file")
-        raw = p.read_bytes()
-    except OSError as e:
-        raise WorkloadConfigError(f"--config {path}: cannot read it: {e.strerror or e}") from None
-    text = decode_text(raw, f"--config {path}", WorkloadConfigError)  # the one text rule: UTF-8, a BOM allowed
-    if p.suffix == ".json":
-        data = parse_init_args(text, f"--config {path}")
-    else:
-        try:
-            import yaml
-        except ImportError:
-            raise WorkloadConfigError(f"--config {path}: reading YAML needs PyYAML (pip install pyyaml, or "
-                                      "the probe extra); or give the config as JSON") from None
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as e:
-            raise WorkloadConfigError(f"--config {path}: not YAML: {' '.join(str(e).split())[:300]}") from None
+    # YAML (PyYAML, which lightning installs) unless it ends in .json; size, depth and aliases bounded
+    data = read_document_file(path, "--config", MAX_CONFIG_BYTES, WorkloadConfigError, default="yaml")
     if isinstance(data, dict) and "fit" in data and isinstance(data["fit"], dict):
         data = data["fit"]  # the subcommand's section of a whole-CLI config
     if not isinstance(data, dict) or not ({"model", "data"} & set(data)):

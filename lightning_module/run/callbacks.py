@@ -23,6 +23,7 @@ from lightning.pytorch.callbacks import Callback
 from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
 
 from ..contract.contention import ContentionMeter, GpuState, Reading, step_load
+from ..contract.race import Race
 from ..contract.timing import CONTENDED_EXTENSION, Stopwatch, Timing, progress_line, usable_steps
 from .readers import load_average, read_now
 
@@ -140,6 +141,7 @@ class StepTimer(Callback):
         watch: Watch | None = None,
         contended_exc: Callable[[float], Exception] | None = None,
         count: Callable[[object], int | None] | None = None,
+        race: Race | None = None,
     ):
         self.accelerator = accelerator
         self.count = count  # a batch's samples (batches.samples_counter); None: not counted
@@ -149,7 +151,7 @@ class StepTimer(Callback):
         self.watch = watch
         self.contended_exc = contended_exc
         meter = ContentionMeter(watch.cores_in_use, watch.cpus, watch.cpu_bound) if watch else None
-        self.clock = Stopwatch(warmup_steps, target_ci, max_seconds, max_steps, meter)
+        self.clock = Stopwatch(warmup_steps, target_ci, max_seconds, max_steps, meter, race)
         self.alarm = StepAlarm()
         self._gpu: list[GpuState] = []
 

@@ -43,7 +43,7 @@ def measurement_to_json(m: Measurement) -> dict:
         "samples_per_sec": m.samples_per_sec, "ci_low": m.ci_low, "ci_high": m.ci_high,
         "steps_timed": m.steps_timed, "compile_seconds": m.compile_seconds, "peak_memory_gib": m.peak_memory_gib,
         "remeasured": m.remeasured, "ci_target_met": m.ci_target_met,
-        "samples_per_step": m.samples_per_step, "model_facts": m.model_facts,
+        "samples_per_step": m.samples_per_step, "model_facts": m.model_facts, "stop_reason": m.stop_reason,
         "runtime_overhead": m.runtime_overhead, "rank_peaks": m.rank_peaks,
         "timing": _timing_to_json(m.extra) if isinstance(m.extra, Timing) else None,
     }
@@ -57,8 +57,8 @@ def measurement_from_json(d: dict) -> Measurement:
         peak_memory_gib=d.get("peak_memory_gib"), extra=timing,
         contention=timing.contention if timing else None, remeasured=d.get("remeasured", 0),
         ci_target_met=d.get("ci_target_met"), samples_per_step=d.get("samples_per_step"),
-        model_facts=d.get("model_facts"), runtime_overhead=d.get("runtime_overhead"),
-        rank_peaks=d.get("rank_peaks"),
+        model_facts=d.get("model_facts"), stop_reason=d.get("stop_reason"),
+        runtime_overhead=d.get("runtime_overhead"), rank_peaks=d.get("rank_peaks"),
     )
 
 

@@ -182,7 +182,7 @@ def _attention(counter: StepCounter, original):
 
 
 def _dropout(counter: StepCounter, original):
-    def dropout(input, p=0.5, training=True, inplace=False):
+    def dropout(input, p=0.5, training=True, inplace=False):  # noqa: A002 - F.dropout's signature, keywords too
         if not training or inplace or not isinstance(input, torch.Tensor):
             return original(input, p, training, inplace)  # nothing runs, or an in-place one: as it is
         # p == 0 too: a rate of 0 still runs a kernel on some backends (6 ops in one encoder layer's step)

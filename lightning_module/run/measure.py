@@ -17,6 +17,7 @@ from lightning.pytorch.callbacks import Callback
 
 from ..contract.ladder import CompileTimeout, Measurement, RungContended, RungError, RungTooSlow
 from ..contract.options import MeasureSettings
+from ..contract.race import Race
 from ..contract.reliability import summarise
 from ..contract.result import ProbeConfig
 from .batches import leading_dim, samples_counter
@@ -121,6 +122,7 @@ def measure(settings: MeasureSettings, config: ProbeConfig, extra_callbacks=(),
         contended_exc=lambda ran: RungContended(
             f"a step ran {ran:.1f} s while the machine was busy with other work: stopped without a verdict on speed"),
         count=count,
+        race=Race(settings.race_threshold, samples_per_step(config)) if settings.race_threshold else None,
     )
     cap = max_steps if max_steps is not None else (warmup + settings.max_steps if settings.max_steps else -1)
     peaks = RankPeaks(config.accelerator)

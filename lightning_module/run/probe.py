@@ -18,7 +18,16 @@ from datetime import datetime, timezone
 
 import torch
 
-from ..contract.ladder import LadderOptions, Measurement, RankLost, run_ladder, worker_counts
+from ..contract.ladder import (
+    LadderOptions,
+    Measurement,
+    RankLost,
+    RungSkipped,
+    RungTooSlow,
+    required_gain,
+    run_ladder,
+    worker_counts,
+)
 from ..contract.options import MeasureSettings, ProbeOptions
 from ..contract.reliability import confirm, measure_until_known
 from ..contract.result import MemoryFit, ProbeConfig, ProbeResult, RungResult
@@ -43,6 +52,22 @@ def measure_anywhere(settings: MeasureSettings, config: ProbeConfig, **kw) -> Me
     extra = [profiler_callback(kw["profile_dir"], config.accelerator)] if kw.get("profile_dir") else []
     return measure(settings, config, extra_callbacks=extra, max_steps=kw.get("max_steps"),
                    slow_step_s=kw.get("slow_step_s"), label=kw.get("label", ""))
+
+
+def known_losers(accelerator: str, isa_flags: list[str], manufacturer: str | None) -> dict[str, str]:
+    """Rungs known to lose on this hardware, each with why: bf16 on a CPU that converts it to fp32
+    (no AMX, AVX512_BF16 or Arm BF16 in /proc/cpuinfo: catalog.accelerators.cpu_native_bf16). Such
+    a rung is measured for one step, to see the rule hold here, and skipped with the reason
+    instead of timed (an emulated bf16 ResNet-50 step ran 32 s on a 2-core AVX2 EPYC, issue 32).
+    A CPU whose flags were not read (none at all) is not presumed either way."""
+    from catalog.accelerators import cpu_native_bf16
+
+    if accelerator != "cpu" or not isa_flags or cpu_native_bf16(isa_flags, manufacturer):
+        return {}
+    return {"bf16": "bf16 is emulated on this CPU (no amx_bf16, avx512_bf16 or Arm bf16 flag): known to lose"}
+
+
+ONE_STEP = 1  # steps a rung known to lose is measured for before it is skipped
 
 
 @dataclass
@@ -177,11 +202,35 @@ def run_probe(opts: ProbeOptions, on_rung: Callable[[RungResult, RungResult | No
         expected = samples_per_step(cfg) / best_sps[-1]
         return max(SLOW_FACTOR * expected, MIN_SLOW_STEP_S)
 
+    def race_threshold(rung: str) -> float | None:
+        """What the rung races against (contract/race.py): the best so far by the rung's gain."""
+        if not opts.race or not best_sps:
+            return None
+        return best_sps[-1] * (1 + required_gain(rung, ladder_opts))
+
+    losers = known_losers(accelerator, hw.isa_flags, hw.cpu_manufacturer) if opts.race else {}
+
+    def one_step(rung: str, cfg: ProbeConfig, why: str) -> None:
+        """Measure one step of a rung known to lose; skip it (RungSkipped) when the step confirms it."""
+        short = replace(settings, warmup_steps=0, max_steps=ONE_STEP, target_ci=0.0)
+        try:
+            m = (measure_fn(rung, cfg) if measure_fn is not None
+                 else measure_anywhere(short, cfg, slow_step_s=slow_limit(cfg), label=rung))
+        except RungTooSlow as e:  # the step itself ran past the slow limit: the rule held
+            raise RungSkipped(f"{why}: {e}") from e
+        threshold = race_threshold(rung)
+        if threshold is not None and m.samples_per_sec <= threshold:
+            raise RungSkipped(f"{why}: its first step ran at {m.samples_per_sec:,.1f} samples/s against the best "
+                              f"so far's {best_sps[-1]:,.1f}")
+
     def measure_one(rung: str, cfg: ProbeConfig) -> Measurement:
+        if (why := losers.get(rung.split("@")[0])) is not None:
+            one_step(rung, cfg, why)  # the rule did not hold here: the rung is timed as any other
         if measure_fn is not None:
             once = lambda: measure_fn(rung, cfg)
         else:
-            once = lambda: measure_anywhere(settings, cfg, slow_step_s=slow_limit(cfg), label=rung)
+            raced = replace(settings, race_threshold=race_threshold(rung))
+            once = lambda: measure_anywhere(raced, cfg, slow_step_s=slow_limit(cfg), label=rung)
         # Re-measured only while the rung could still change the decision: its CI reaches the best.
         return measure_until_known(once, samples_per_step(cfg), opts.target_ci, opts.remeasure_rounds,
                                    matters=lambda m: not best_sps or m.ci_high >= best_sps[-1])

@@ -33,8 +33,8 @@ from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.utilities.rank_zero import rank_zero_info, rank_zero_warn
 from pydantic import ValidationError
 
-from catalog.io import check_writable, first_error, save_atomic
 from catalog.models import NAME_PATTERN
+from safeio import check_writable, first_error, save_atomic
 
 from ..contract.contention import ContentionMeter, GpuState
 from ..contract.options import TARGET_CI, WARMUP_STEPS
@@ -64,6 +64,7 @@ from .preview import pipeline_rate
 from .ranks import gather_peaks
 from .readers import gpu_state, load_average, own_process_tree, read_now, usable_cpus
 from .run_workload import TrainingRunError, chosen_args, class_path, cli_optimizers
+from .workloads import constructor_defaults
 
 # The machine is looked at every k steps, k chosen so that the looks cost at most this share of
 # the steps' time (a look reads /proc: ~50-90 us on a busy 2-CPU VM, more with many CPUs).
@@ -365,6 +366,9 @@ class ThroughputCallback(Callback):
         # LightningCLI's optimizer: / lr_scheduler: replace the module's own, so they name the workload
         # as they do the probe's (the module's own configure_optimizers(): nothing, as in the probe)
         spec["optimizer"], spec["lr_scheduler"] = cli_optimizers(pl_module, trainer)
+        if own:  # the defaults the id resolves arguments against, as the probe records them
+            spec["init_arg_defaults"] = constructor_defaults(type(pl_module))
+            spec["data_init_arg_defaults"] = constructor_defaults(type(dm)) if spec["datamodule"] else {}
         if model.startswith("__main__:"):
             rank_zero_warn(f"advisor: the workload is named {model}: a class in a script has no importable name; "
                            "pass workload='package.module:Class' for a probe and recommend to find it")

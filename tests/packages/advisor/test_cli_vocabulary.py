@@ -15,8 +15,9 @@ from advisor import __version__
 from advisor.cli import build_parser
 from advisor.commands import common
 from catalog.filters import FilterError, TypeFilter, accelerator_matches
-from catalog.io import SNAPSHOT_PATH, load, save_atomic
+from catalog.io import SNAPSHOT_PATH, load
 from catalog.models import InstanceType
+from safeio import save_atomic
 
 QUIET = ("--max-age", "100000")
 

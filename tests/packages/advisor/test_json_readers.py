@@ -1,4 +1,4 @@
-"""Every JSON file the advisor reads goes through one reader (catalog.io.parse_json): deep nesting,
+"""Every JSON file the advisor reads goes through one reader (safeio.parse_json): deep nesting,
 integers of thousands of digits, bad UTF-8, NaN and oversize files become one line and exit 2,
 never a RecursionError or ValueError traceback, whichever command reads the file."""
 
@@ -16,8 +16,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from schema_check import checked
 
-from catalog.io import CatalogError, FileError, parse_json, read_json_file
+from catalog.io import CatalogError
 from lightning_module.contract.result import ResultError, parse_result, parse_results
+from safeio import FileError, parse_json, read_json_file
 
 _DIR = Path(tempfile.mkdtemp(prefix="json-readers-"))
 GOOD_RESULT = json.loads(probe_result(n=0).model_dump_json())

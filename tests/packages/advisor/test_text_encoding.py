@@ -1,5 +1,5 @@
 """Issue 21: one text rule. Every file the advisor reads is UTF-8 (a BOM allowed), decoded by one
-reader (catalog.io.decode_text) before it is parsed; UTF-16, UTF-32 and invalid UTF-8 are "not
+reader (safeio.decode_text) before it is parsed; UTF-16, UTF-32 and invalid UTF-8 are "not
 UTF-8 text", one line and exit 2, whichever reader meets them (json.loads alone used to detect and
 read UTF-16/32, so results import read what the catalog loader refused)."""
 
@@ -13,7 +13,8 @@ from factories import probe_result
 from schema_check import checked
 
 from advisor.estimate.references import REFERENCE_PATH
-from catalog.io import CatalogError, FileError, decode_text, parse_json, read_json_file, read_text
+from catalog.io import CatalogError
+from safeio import FileError, decode_text, parse_json, read_json_file, read_text
 
 RESULT = probe_result(n=0).model_dump_json()
 SNAPSHOT = (ROOT / "catalog" / "data" / "snapshot.json").read_text()

@@ -11,7 +11,8 @@ from checkout import ROOT
 
 from advisor.paths import catalog_cache_path
 from catalog.aws.describe import generation_of, parse_network
-from catalog.io import SNAPSHOT_PATH, CatalogError, load, loads, save_atomic
+from catalog.io import SNAPSHOT_PATH, CatalogError, load, loads
+from safeio import save_atomic
 
 # A copy of the reference table (tests/data/README.md): a clean clone has no shared/ beside it.
 REFERENCE_CSV = ROOT / "tests" / "data" / "aws-instances.csv"

@@ -17,7 +17,8 @@ from schema_check import checked
 
 from advisor.paths import catalog_cache_path
 from catalog.aws import refresh, spot_advisor
-from catalog.io import SNAPSHOT_PATH, CatalogError, load, save_atomic
+from catalog.io import SNAPSHOT_PATH, CatalogError, load
+from safeio import save_atomic
 
 
 def _price_item(itype: str, usd: str, unit: str = "Hrs", region: str = "us-east-1") -> str:

@@ -274,13 +274,13 @@ def test_first_tensor_leading_dim_and_setting_the_batch_size():
     (("--workload", "ownwork:Table", "--init-args", '{"shape": "notensor"}'), "holds no tensor (it is a list of str)"),
     (("--workload", "ownwork:Table", "--init-args", '{"depth": 3}'), "takes no argument 'depth'"),
     (("--workload", "ownwork:Needs"), "needs 'width'"),
-    (("--workload", "ownwork:Table", "--init-args", "{oops"), "--init-args: not JSON"),
-    (("--workload", "ownwork:Table", "--init-args", "[1]"), "give a JSON object"),
+    (("--workload", "ownwork:Table", "--init-args", "{oops"), "--init-args: not valid JSON"),
+    (("--workload", "ownwork:Table", "--init-args", "[1]"), "expected a JSON object"),
     (("--workload", "resnet18", "--init-args", '{"a": 1}'), "not the builtin resnet18"),
     (("--workload", "ownwork:Table", "--data-init-args", '{"a": 1}'), "need a DataModule"),
     (("--workload", "ownwork:Table", "--datamodule", "ownwork:Data", "--data-init-args", '{"rows": 1}'),
      "datamodule 'ownwork:Data' takes no argument 'rows'"),
-    (("--config", "missing.yaml"), "--config missing.yaml: cannot read it"),
+    (("--config", "missing.yaml"), "--config missing.yaml does not exist"),
 ])
 def test_bad_input_is_one_line_and_exit_2(cli, own, argv, needle):
     code, _, err = cli("probe", *argv, "--no-store")
@@ -298,7 +298,7 @@ def test_a_config_that_does_not_match_the_constructor(cli, own, tmp_path):
     assert code == 2 and "module torch.optim has no SGDD" in err and len(err.strip().splitlines()) == 1
     cfg.write_text("model: [unclosed\n")
     code, _, err = cli("probe", "--config", str(cfg), "--no-store")
-    assert code == 2 and "not YAML" in err
+    assert code == 2 and "not valid YAML" in err
     code, _, err = cli("probe", "--config", "examples/tabular.yaml", "--workload", "ownwork:Table", "--no-store")
     assert code == 2 and "disagree" in err
 
@@ -506,7 +506,7 @@ def test_the_probe_counts_the_ops_a_step_dispatches_the_same_every_step(monkeypa
 def test_init_args_nested_past_the_stack_are_one_line_not_an_internal_error():
     from lightning_module.contract.workload_config import WorkloadConfigError, parse_init_args
 
-    with pytest.raises(WorkloadConfigError, match="--init-args: not JSON"):
+    with pytest.raises(WorkloadConfigError, match="--init-args: JSON nested more than 64 levels"):
         parse_init_args("[" * 100_000 + "]" * 100_000, "--init-args")
 
 

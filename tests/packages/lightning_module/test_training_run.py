@@ -20,6 +20,7 @@ from examples.tinylm import TinyLM
 from lightning_module import ThroughputCallback, TrainingRunError
 from lightning_module.contract.result import MAX_BATCH_SIZE, WorkloadSpec, parse_result
 from lightning_module.run import hardware, training_run
+from lightning_module.run.workloads import constructor_defaults
 
 ROOT = Path(__file__).resolve().parents[3]
 SMALL_LM = {"d_model": 16, "heads": 2, "layers": 1, "seq_len": 16, "vocab_size": 50}
@@ -47,7 +48,10 @@ def test_a_training_run_is_written_as_a_strict_record(tmp_path):
     assert r.source == "training run" and r.ladder == [] and r.stop_reason == "training ended"
     # named as `advisor recommend --workload examples.tinylm:TinyLM --init-args ...` names it
     assert r.workload.model == "examples.tinylm:TinyLM" and r.workload.init_args == SMALL_LM
-    assert r.workload_id == WorkloadSpec(model="examples.tinylm:TinyLM", init_args=SMALL_LM).workload_id
+    # ... with the constructor's defaults the probe records (the id is of the arguments as built)
+    assert r.workload.init_arg_defaults == constructor_defaults(TinyLM)
+    assert r.workload_id == WorkloadSpec(model="examples.tinylm:TinyLM", init_args=SMALL_LM,
+                                         init_arg_defaults=constructor_defaults(TinyLM)).workload_id
     assert r.step_time.n_steps == 12 and r.step_time.warmup_steps == 2
     lo, hi = r.samples_per_sec_ci
     assert lo <= r.samples_per_sec <= hi

@@ -336,8 +336,8 @@ def test_confirmation_on_a_terminal(aws, run_calls, cli, monkeypatch, answer, la
 
 
 def test_plan_table_prices_from_catalog(aws, run_calls, cli, tmp_path):
-    from catalog.io import save_atomic
     from catalog.models import SCHEMA_VERSION, Catalog, InstanceType, RegionOffers
+    from safeio import save_atomic
 
     it = InstanceType(name="g5.xlarge", family="g5", vcpus=4, memory_gib=16, arch="x86_64",
                       accelerator_kind="gpu", accelerator_model="A10G", accelerator_count=1)
