@@ -56,9 +56,9 @@ from ..contract.timing import Stopwatch, step_stats, usable_steps
 from . import hardware
 from .batches import read_batch_size, samples_counter, tokens_per_sample
 from .callbacks import synchronize
+from .counting import StepCounter
 from .devices import peak_rss_gib, rss_gib
 from .measure import model_facts
-from .counting import StepCounter
 from .peaks import datasheet_peak_tflops
 from .preview import pipeline_rate
 from .ranks import gather_peaks
