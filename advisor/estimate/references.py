@@ -34,7 +34,7 @@ from ..errors import AdvisorError
 SCHEMA_VERSION = 3
 READABLE_VERSIONS = (2, 3)
 REFERENCE_PATH = Path(__file__).resolve().parents[1] / "data" / "reference_measurements.json"
-MAX_BYTES = 16 * 2**20  # the shipped table is ~0.5 MiB; a file far larger is not one
+MAX_BYTES = 16 * 2**20  # the shipped table is ~1.1 MiB; a file far larger is not one
 
 # The probe's builtin models (lightning_module.contract.result.BUILTIN_MODELS); rows of these models
 # get the probe's workload id, so a published figure and a probe of the same job line up.
