@@ -23,8 +23,8 @@ __version__ = "0.1.0"
 
 # name -> (module, attribute): each imported on first use.
 _LAZY = {
-    "advise": ("advisor.recommend.advice", "advise"),
-    "Advice": ("advisor.recommend.advice", "Advice"),
+    "advise": ("advisor.advice", "advise"),
+    "Advice": ("advisor.advice", "Advice"),
     "JobSpec": ("advisor.recommend.jobspec", "JobSpec"),
     "parse_deadline": ("advisor.recommend.jobspec", "parse_deadline"),
     "load_catalog": ("advisor.paths", "load_catalog"),
@@ -73,8 +73,8 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names come lazi
     from lightning_module.contract.options import ProbeOptions
     from lightning_module.contract.result import ProbeResult
 
+    from .advice import Advice, advise
     from .errors import AdvisorError
     from .paths import load_catalog
-    from .recommend.advice import Advice, advise
     from .recommend.jobspec import JobSpec, parse_deadline
     from .store import ResultStore

@@ -141,7 +141,7 @@ def report_probe(result, seconds: float, label: str) -> float | None:
     print(f"[{label}] reliable: {result.reliable}" + (f" ({'; '.join(result.unreliable_reasons)})"
                                                       if result.unreliable_reasons else ""))
     if result.contention is not None:
-        from advisor.commands.probe import contention_line
+        from advisor.render.probe import contention_line
 
         print(f"[{label}] contention: contended={result.contention.contended}; {contention_line(result.contention)}")
     return conf.speedup if conf is not None else None
@@ -234,7 +234,7 @@ def load_mode(args, idle_speedup: float | None) -> None:
         idle_speedup = saved_speedup(args)
     idle = saved_config(args)
     if idle is not None:
-        from advisor.commands.probe import describe
+        from advisor.render.probe import describe
 
         same = "the same" if idle == result.config else "a different"
         print(f"winner idle: {describe(idle)}; under load: {describe(result.config)} ({same} configuration)")

@@ -168,7 +168,7 @@ mark("import advisor.cli")
 parser = cli.build_parser()
 mark("build the parser (imports pydantic, the catalog and result models)")
 args = parser.parse_args(sys.argv[1:])
-import advisor.recommend.planner as pl, advisor.recommend.probeplan.inputs as pi, advisor.recommend.report as rp, advisor.estimate.throughput as tp
+import advisor.recommend.planner as pl, advisor.recommend.probeplan.inputs as pi, advisor.render.report as rp, advisor.estimate.throughput as tp
 import advisor.commands.recommend as rc
 mark("import numpy, the planner, estimator, probe plan, report")
 spans = {}

@@ -51,15 +51,6 @@ def best_dtype(it: InstanceType) -> str | None:
     return "fp32" if spec.fp32_tflops else None
 
 
-def device_peak_tflops(it: InstanceType, dtype: str) -> float | None:
-    """Peak of one device (for a CPU instance: the whole host CPU; for a fractional GPU: its share)."""
-    if it.accelerator_kind == "none":
-        return acc.instance_cpu_peak_tflops(it, dtype)
-    spec = gpu_spec(it)
-    peak = acc.peak_tflops(spec, dtype) if spec else None
-    return peak * device_share(it) if peak else peak
-
-
 def device_count(it: InstanceType) -> int:
     return it.accelerator_count if it.accelerator_kind != "none" else 1
 

@@ -4,4 +4,3 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]  # the repository
 TESTS = ROOT / "tests"
-SHARED = ROOT.parent / "shared"  # the project's shared folder beside the checkout, when there is one

@@ -1,8 +1,9 @@
-"""The import graph the layout promises (DESIGN.md, "The three parts"): read from the source, lazy
+"""The import graph the layout promises (docs/layout.md): read from the source, lazy
 and TYPE_CHECKING imports included, so a loop cannot hide behind a function-level import.
 
 - catalog/ imports neither advisor/ nor lightning_module/; lightning_module/ does not import advisor/.
-- Inside advisor/ the flow is commands -> recommend -> {estimate, ec2} -> plumbing, no arrow back.
+- Inside advisor/ the flow is commands -> advice -> render -> {recommend, schemas} -> {estimate, ec2}
+  -> plumbing, no arrow back.
 - No module imports itself back through others.
 """
 
@@ -18,6 +19,8 @@ LAYERS = (
     {"advisor.errors", "advisor.output", "advisor.paths", "advisor.options", "advisor.store"},  # plumbing
     {"advisor.estimate", "advisor.ec2"},
     {"advisor.recommend", "advisor.schemas"},  # schemas: the JSON documents (recommend's reads the JobSpec)
+    {"advisor.render"},  # every way a result is shown: reads the rows and the documents, computes nothing
+    {"advisor.advice"},  # the facade: recommend's answer, shown by render's formats
     {"advisor.commands", "advisor.cli", "advisor.__main__"},
 )
 API = "advisor"  # advisor/__init__.py re-exports the declared API from every layer

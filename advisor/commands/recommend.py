@@ -8,8 +8,8 @@ from __future__ import annotations
 import shlex
 
 from .. import options as opt
-from ..errors import AdvisorError
-from ..output import add_format_option, warn
+from .. import render
+from ..output import FORMATS, add_format_option, warn
 from ..recommend.jobspec import (
     DEFAULT_CONFIDENCE,
     JobSpec,
@@ -96,10 +96,8 @@ def register(sub) -> None:
     p.add_argument("--obtainable-only", action="store_true",
                    help="only candidates the account can get (obtainable yes); implies --check-account")
     p.add_argument("--plot", metavar="FILE", help="write a cost-vs-time plot to FILE.png, .svg or .pdf (needs matplotlib)")
-    add_format_option(p, extra=("skypilot", "html"),
-                      extra_help="skypilot: a SkyPilot task file for the ranked candidates (sky launch / sky jobs "
-                                 "launch); html FILE: the advice as one self-contained page written to FILE (table, "
-                                 "plot, probe plan, sources; it fetches nothing), to open in a browser or send")
+    extra = render.extra_formats(FORMATS)  # the registry's formats past every command's: skypilot, html
+    add_format_option(p, extra=extra, extra_help="; ".join(render.FORMATS[name].help for name in extra))
     p.add_argument("file", nargs="?", metavar="FILE", help="the page --format html writes (after html)")
     p.add_argument("--references", type=opt.path, default="builtin", metavar="builtin|none|FILE",
                    help="published figures estimates are fitted on: builtin (the shipped dataset, default), none "
@@ -134,53 +132,29 @@ def job_from_args(args) -> JobSpec:
 
 def handle(args) -> int:
     job = job_from_args(args)
-    page_target = None
-    if args.format == "html":  # refused before anything is computed or printed
-        if not args.file:
-            raise AdvisorError("--format html writes a page to a file: give its name after html "
-                               "(--format html advice.html)")
-        from ..recommend.page import check_target as check_page
-
-        page_target = check_page(args.file)
-    elif args.file:
-        raise AdvisorError(f"unexpected argument {args.file!r}: only --format html takes a file name "
-                           "(the other formats print to stdout)")
-    if args.plot:  # refused before anything is computed or printed
-        from ..recommend.plot import check_target
+    # A bad --format file, --plot or --prices is refused before anything is computed or printed.
+    page_target = render.check(args.format, args.file)
+    if args.plot:
+        from ..render.plot import check_target
 
         check_target(args.plot)
     prices = None
-    if args.prices:  # refused before anything is computed or printed
+    if args.prices:
         from ..recommend.prices import load_prices
 
         prices = load_prices(args.prices)
     catalog = load_catalog(args)
-    from ..recommend.advice import advise
-    from ..recommend.report import write
+    from ..advice import advise
 
     advice = advise(job, catalog=catalog, store=store_to_read(args), references=args.references,
                     check_account=args.check_account, obtainable_only=args.obtainable_only, top=args.top,
                     program=command_name(), say=warn, prices=prices)
-    if page_target is not None:
-        from datetime import datetime, timezone
-
-        from ..recommend.page import page, write_page
-
-        write_page(str(page_target), page(advice.plan, advice.rows, advice.probe_commands,
-                                          command_line=f"{command_name()} {shlex.join(args.argv)}",
-                                          now=datetime.now(timezone.utc), version=args.advisor_version))
-        print(f"page written to {page_target} (open it in a browser; it fetches nothing)")
-    elif args.format == "skypilot":
-        from ..recommend.skypilot import task_yaml
-
-        print(task_yaml(advice.plan, advice.rows), end="")
-    else:
-        write(advice.plan, advice.rows, args.format, probe_commands=advice.probe_commands,
-              show_excluded=args.show_excluded)
+    advice.show(args.format, show_excluded=args.show_excluded, target=page_target,
+                command_line=f"{command_name()} {shlex.join(args.argv)}", version=args.advisor_version)
     if args.plot:
-        from ..recommend.plot import plot_plan
+        from ..render.plot import plot_plan
 
         plot_plan(advice.plan, advice.rows, args.plot)
-        if args.format in ("table", "html"):
+        if render.FORMATS[args.format].for_people:
             print(f"\nplot written to {args.plot}")
     return 0

@@ -11,19 +11,8 @@ from lightning_module.contract.result import ResultError, parse_results
 from .. import options as opt
 from ..errors import AdvisorError
 from ..output import add_format_option, emit, error, warn
+from ..render.probe import ci_text, write_result
 from .common import add_list_option, add_store_option, open_store, read_store, store_path
-from .probe import (
-    LADDER_COLUMNS,
-    ci_range,
-    ci_text,
-    confirmation_line,
-    contention_line,
-    describe,
-    gpu_and_cpu_line,
-    ladder_rows,
-    reliability_line,
-    shape_lines,
-)
 
 IMPORT_MAX_BYTES = 256 * 2**20  # an export of ~50,000 results; a probe result is a few KiB
 LIST_COLUMNS = ("result_id", "workload_id", "instance_type", "accelerator", "devices", "precision", "batch_size",
@@ -188,51 +177,7 @@ def handle_show(args) -> int:
         raise AdvisorError(f"no result with id {args.result_id!r}: nothing is stored yet")
     with store:
         r = store.get(args.result_id)
-    if args.format == "json":
-        from .. import schemas
-
-        schemas.write("result", result=r)
-        return 0
-    fields = [
-        ("result_id", r.result_id),
-        ("source", r.source),
-        ("workload", f"{r.workload_id} ({r.workload.model}, {r.workload.image_size}px, {r.workload.num_classes} classes)"),
-        ("instance_type", f"{r.instance_type} ({r.instance_type_source})" if r.instance_type else ""),
-        ("config", describe(r.config)),
-        ("samples/s", f"{r.samples_per_sec:.2f} (95% CI {ci_range(*r.samples_per_sec_ci)})"),
-        ("step time", (f"mean {r.step_time.mean_s * 1000:.1f} ms, p10 {r.step_time.p10_s * 1000:.1f}, "
-                       f"p90 {r.step_time.p90_s * 1000:.1f}; {r.step_time.n_steps} steps, "
-                       f"{r.step_time.warmup_steps} warm-up steps ({r.step_time.warmup_seconds:.1f} s) apart")),
-        ("GFLOP/sample", f"{r.flops_per_sample / 1e9:.4g}" if r.flops_per_sample else ""),
-        ("achieved TFLOP/s", f"{r.achieved_tflops:.3g}" if r.achieved_tflops else ""),
-        ("matmul peak", f"{r.peak_tflops_matmul:.3g} TFLOP/s, utilisation {r.utilisation_matmul:.0%}"
-         if r.peak_tflops_matmul and r.utilisation_matmul is not None else ""),
-        ("datasheet peak", f"{r.peak_tflops_datasheet:.3g} TFLOP/s, utilisation {r.utilisation_datasheet:.0%}"
-         if r.peak_tflops_datasheet and r.utilisation_datasheet is not None else ""),
-        ("peak memory", f"{r.peak_memory_gib:.2f} GiB" if r.peak_memory_gib is not None else ""),
-        # the workload's shape, as the probe prints it ("workload: ..." is its "shape" here)
-        *((k.replace("workload", "shape"), v) for k, v in (line.split(": ", 1) for line in shape_lines(r))),
-        ("reliable", reliability_line(r)),
-        ("contention", contention_line(r.contention) if r.contention else ""),
-        ("confirmed", confirmation_line(r.confirmation) if r.confirmation else ""),
-        ("cpu too", gpu_and_cpu_line(r.gpu_and_cpu) if r.gpu_and_cpu else ""),
-        ("profile", r.profile_trace or r.profile_dir or ""),
-        ("cpu", f"{r.hardware.cpu_model}, {r.hardware.physical_cores} cores, {', '.join(r.hardware.isa_flags)}"),
-        ("gpus", ", ".join(f"{g.name} ({g.memory_gib:g} GiB)" for g in r.hardware.gpus)),
-        ("software", f"torch {r.software.torch}, lightning {r.software.lightning}"
-                     + (f", CUDA {r.software.cuda}" if r.software.cuda else "")
-                     + (f", ipex {r.software.ipex}" if r.software.ipex else "")
-                     + (f", zentorch {r.software.zentorch}" if r.software.zentorch else "")
-                     + (f", torch_xla {r.software.torch_xla}" if r.software.torch_xla else "")),
-        ("finished", r.finished_at.isoformat(timespec="seconds")),
-    ]
-    emit([{"field": k, "value": v} for k, v in fields if v], args.format, ("field", "value"))
-    if not r.ladder and args.format in ("table", "markdown"):  # a training run tried nothing
-        print(f"\nno ladder: {'the configuration the run trained with' if r.source == 'training run' else 'none recorded'}")
-        return 0
-    if args.format in ("table", "markdown"):
-        print()
-    emit(ladder_rows(r.ladder, r.confirmation), args.format, LADDER_COLUMNS, notes="note")
+    write_result(r, args.format)
     return 0
 
 

@@ -60,7 +60,7 @@ def folder() -> Path:
 def model_for(path: Path, origin: str, catalog) -> tuple[CrossDeviceModel, list[Measurement]]:
     """(model.build(rows of the reference file at `path`, catalog, origin), the file's rows on an
     AWS instance type), from the cache when an entry for exactly these inputs exists. A file that
-    cannot be read or parsed raises ReferenceError, one that cannot be fitted ValueError, as
+    cannot be read or parsed raises ReferenceFileError, one that cannot be fitted ValueError, as
     without the cache."""
     text = references.file_bytes(path)
     try:

@@ -3,7 +3,7 @@
 `advisor/data/reference_measurements.json` holds one row per figure read in a public source (a
 benchmark table, a vendor README, an article), with the hardware, the workload, the software
 stack and where the figure was read. This module is its schema and loader: a file that is
-missing, not JSON, nested past reason or off-schema is one `ReferenceError` line, never a
+missing, not JSON, nested past reason or off-schema is one `ReferenceFileError` line, never a
 traceback. Cheap to import (pydantic only): `advisor recommend` reads it.
 """
 
@@ -72,7 +72,7 @@ _DATE = re.compile(r"^(\d{4})-(\d{2})(?:-(\d{2}))?$")
 _TORCH = re.compile(r"PyTorch (\d+\.\d+)")
 
 
-class ReferenceError(AdvisorError):
+class ReferenceFileError(AdvisorError):
     """A reference file that cannot be used; the message is one line for the user."""
 
 
@@ -326,8 +326,8 @@ def _load(path: Path) -> ReferenceSet:
 
 
 def file_bytes(path: Path) -> bytes:
-    """A reference file's bytes, or one ReferenceError line (missing, a folder, too large)."""
-    return read_bytes(path, "reference file", MAX_BYTES, ReferenceError)
+    """A reference file's bytes, or one ReferenceFileError line (missing, a folder, too large)."""
+    return read_bytes(path, "reference file", MAX_BYTES, ReferenceFileError)
 
 
 def parse_file(path: Path, text: bytes) -> ReferenceSet:
@@ -335,20 +335,20 @@ def parse_file(path: Path, text: bytes) -> ReferenceSet:
 
 
 def loads(text: str | bytes, where: str = "reference data") -> ReferenceSet:
-    data = parse_json(text, where, ReferenceError)  # the one JSON reader: nesting, huge integers
+    data = parse_json(text, where, ReferenceFileError)  # the one JSON reader: nesting, huge integers
     if not isinstance(data, dict) or "measurements" not in data:
-        raise ReferenceError(f"{where} is not a reference table (no 'measurements' list)")
+        raise ReferenceFileError(f"{where} is not a reference table (no 'measurements' list)")
     if data.get("schema_version") not in READABLE_VERSIONS:
-        raise ReferenceError(f"{where} has schema_version {data.get('schema_version')!r}; this advisor reads "
-                             f"{' and '.join(map(str, READABLE_VERSIONS))} (see docs/estimates.md, 'Reference dataset')")
+        raise ReferenceFileError(f"{where} has schema_version {data.get('schema_version')!r}; this advisor reads "
+                                 f"{' and '.join(map(str, READABLE_VERSIONS))} (see docs/estimates.md, 'Reference dataset')")
     try:
         return ReferenceSet.model_validate(data)
     except ValidationError as e:
         first = first_error(e)
         more = f" (and {first.more} more)" if first.more else ""
-        raise ReferenceError(f"{where}: {_where_in(data, first.loc)}: {first.msg}{more}") from None
+        raise ReferenceFileError(f"{where}: {_where_in(data, first.loc)}: {first.msg}{more}") from None
     except RecursionError:
-        raise ReferenceError(f"{where} is nested too deeply to be a reference table") from None
+        raise ReferenceFileError(f"{where} is nested too deeply to be a reference table") from None
 
 
 def _where_in(data: dict, loc: tuple) -> str:

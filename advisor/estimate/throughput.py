@@ -59,7 +59,7 @@ from .points import (
     instance_device,
 )
 from .predict import UNRELIABLE_WIDEN, Estimator, Measured, measured_from
-from .references import REFERENCE_PATH, ReferenceError, ReferenceSet
+from .references import REFERENCE_PATH, ReferenceFileError, ReferenceSet
 from .scaling import DEFAULT_BATCH, intra_instance
 from .shapes import intensity_of
 
@@ -140,10 +140,10 @@ def cross_device_model(references: str | Path | ReferenceSet, catalog: Catalog) 
                 rows = [m for m in given.measurements if m.instance_type]
             else:
                 model, rows = cached_model(REFERENCE_PATH if origin == BUILTIN else Path(origin), origin, catalog)
-        except ReferenceError:
+        except ReferenceFileError:
             raise
         except ValueError as e:
-            raise ReferenceError(f"reference set {origin}: {e}") from None
+            raise ReferenceFileError(f"reference set {origin}: {e}") from None
         _MODELS[key] = (model, rows, catalog, given)
     return _MODELS[key][:2]
 
@@ -251,7 +251,7 @@ class ThroughputModel:
         try:
             return from_probes(points, facts.model, intensity)
         except ValueError as e:
-            raise ReferenceError(str(e)) from None
+            raise ReferenceFileError(str(e)) from None
 
     def _off_ec2_measured(self, dev: acc.AcceleratorSpec | CpuHost, r) -> Measured:
         """A probe off EC2 as the estimator uses it: a measurement of its device, no instance type."""

@@ -1,7 +1,8 @@
 """The ranking core: every (instance type, count, region, market) candidate at once, in numpy.
 
-Inputs are column arrays (per instance type, and per offer); nothing here knows about pydantic,
-the catalog file or the CLI, so the benchmark can feed it a synthetic 1.2M-candidate problem.
+Inputs are column arrays (per instance type, and per offer) and a plain `Job` (its one tie to the
+pydantic JobSpec is `Job.of`); nothing here reads the catalog file or the CLI, so the benchmark
+can feed it a synthetic 1.2M-candidate problem.
 
 The models it applies live in their own homes: scale-out in advisor.estimate.scaling (all-reduce
 time against step time, overlapped with backward), interruptions in advisor.recommend.spot.

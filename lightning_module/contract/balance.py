@@ -41,11 +41,6 @@ def too_small(shares: list[int]) -> list[int]:
     return [i for i, b in enumerate(shares) if b < MIN_SHARE * total]
 
 
-def rates_seen(shares: list[int], busy_s: list[float]) -> list[float]:
-    """Each rank's samples/s together with the others: its share over its busy time per step."""
-    return [b / t for b, t in zip(shares, busy_s)]
-
-
 def imbalance(busy_s: list[float]) -> float:
     """How much longer the slowest rank is busy than the fastest (0.1: 10%)."""
     return max(busy_s) / min(busy_s) - 1.0

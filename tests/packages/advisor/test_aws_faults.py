@@ -9,8 +9,6 @@ tried TIMEOUT_ATTEMPTS times, then fails in one line."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from aws_fakes import BadEndpoint
 
@@ -63,15 +61,13 @@ def one_line_error(err: str) -> str:
 @pytest.mark.parametrize("command", list(COMMANDS))
 def test_a_misbehaving_endpoint_is_one_line(cli, creds, endpoint, command, advisor_file):
     argv = [a.replace("{advisor}", advisor_file) for a in COMMANDS[command]]
-    t = time.monotonic()
     code, _out, err = cli(*argv)
-    took = time.monotonic() - t
     assert code == 2, err
     line = one_line_error(err)
     assert endpoint.requests >= 1
     if endpoint.mode == "hang":
         assert "did not answer within 1 s (2 attempts)" in line
-        assert took < 15
+        assert endpoint.requests <= 2  # the first call's two attempts, then the command stops
     elif endpoint.mode == "html500":
         assert "the endpoint answered HTTP 503" in line
         assert endpoint.requests <= call.SERVER_ERROR_ATTEMPTS + 1  # retried, but not 8 times
@@ -84,7 +80,6 @@ def test_a_misbehaving_endpoint_is_one_line(cli, creds, endpoint, command, advis
 
 
 def test_account_check_against_a_misbehaving_endpoint_warns_and_ranks(cli, creds, endpoint):
-    t = time.monotonic()
     code, out, err = cli("recommend", "--budget", "5000", "--deadline", "3d", "--samples", "1e8", "--check-account",
                          "--market", "any", "--format", "json")
     assert code == 0 and "Traceback" not in err, err
@@ -93,7 +88,8 @@ def test_account_check_against_a_misbehaving_endpoint_warns_and_ranks(cli, creds
     # one per API, not one per region or candidate: an endpoint that fails stops that API everywhere
     assert len(warnings) == 2, err
     assert '"obtainable": "unknown"' in out and '"obtainable": "yes"' not in out
-    assert time.monotonic() - t < 30
+    # each API's first call with its retries, then that API stops (not once per region or candidate)
+    assert endpoint.requests <= 2 * max(call.TIMEOUT_ATTEMPTS, call.SERVER_ERROR_ATTEMPTS + 1)
 
 
 PARTIAL = {**COMMANDS, "recommend": ("recommend", "--budget", "5000", "--deadline", "3d", "--samples", "1e8",
@@ -134,10 +130,9 @@ def test_the_refresh_has_a_deadline(cli, creds, monkeypatch, advisor_file):
     monkeypatch.setattr(call, "TIMEOUT_ATTEMPTS", 100)  # retries alone would go on for minutes
     monkeypatch.setattr(refresh, "SECONDS_PER_REGION", 3)
     try:
-        t = time.monotonic()
         code, _out, err = cli(*[a.replace("{advisor}", advisor_file) for a in COMMANDS["refresh"]])
         assert code == 2
         assert "gave up after 3 s (the time allowed for the whole command)" in one_line_error(err)
-        assert time.monotonic() - t < 20
+        assert e.requests < 10  # the deadline stopped it: 100 attempts were allowed
     finally:
         e.close()

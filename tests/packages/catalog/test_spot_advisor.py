@@ -8,7 +8,6 @@ says which)."""
 from __future__ import annotations
 
 import json
-import time
 
 import boto3
 import pytest
@@ -82,12 +81,12 @@ def test_good_file(server):
 ])
 def test_bad_answers_are_one_line(server, mode, message):
     server.mode = mode
-    t = time.monotonic()
     with pytest.raises(CatalogError) as e:
         spot_advisor.fetch()
+    # "timed out" for the hang: the 0.5 s socket timeout ended it, not the server's 3 s (no wall time
+    # is asserted: a loaded machine stretches both)
     assert message in str(e.value) and "\n" not in str(e.value)
     assert str(e.value).startswith(f"the Spot Instance Advisor data at {server.url}")
-    assert time.monotonic() - t < 10
 
 
 def test_only_http_urls(monkeypatch):

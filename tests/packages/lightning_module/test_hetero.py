@@ -540,7 +540,8 @@ def test_rebalance_fits_each_ranks_fixed_cost_where_proportional_shares_keep_mis
         return [0.02 + s[0] / 1000, 0.5 + s[1] / 100]
 
     def proportional(history):
-        return balance.split(sum(history[-1][0]), balance.rates_seen(*history[-1]))
+        shares, busy_s = history[-1]  # each rank's rate seen: its share over its busy time
+        return balance.split(sum(shares), [b / t for b, t in zip(shares, busy_s)])
 
     old = _rounds(proportional, busy, [600, 60])
     new = _rounds(balance.rebalance, busy, [600, 60])

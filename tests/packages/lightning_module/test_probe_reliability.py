@@ -150,7 +150,9 @@ def test_an_alarm_on_a_contended_step_is_extended_not_fired():
         while time.perf_counter() - t0 < 5:
             pass
     alarm.disarm()
-    assert len(asked) == 3 and 0.25 < time.perf_counter() - t0 < 2
+    # asked three times, each a full 0.1 s after the last: an interval timer never fires early
+    # (only the lower bound is asserted: a loaded machine can only lengthen the intervals)
+    assert len(asked) == 3 and min(b - a for a, b in zip([t0, *asked], asked)) >= 0.1 * 0.99
 
 
 def test_measure_does_not_cut_a_slow_step_the_machine_was_contended_for(monkeypatch, user_module):
@@ -176,8 +178,10 @@ def test_measure_does_not_cut_a_slow_step_the_machine_was_contended_for(monkeypa
                                warmup_steps=1, max_seconds=30)
     with pytest.raises(RungContended) as err:
         measure.measure(settings, ProbeConfig(accelerator="cpu", batch_size=4), slow_step_s=0.5)
+    import sleepy2
+
     ran = float(str(err.value).split("a step ran ")[1].split(" s ")[0])
-    assert 0.9 < ran < 4.9  # twice the limit, and still before the 5 s step ended
+    assert ran >= 0.9 and max(sleepy2.SLEPT) < 3  # past twice the limit, and the 5 s step was cut in its sleep
     assert classify(err.value)[0] == "contended"
 
 
@@ -251,7 +255,7 @@ def test_a_leg_too_short_for_its_own_ci():
 
 
 def test_an_unbounded_ci_is_printed_as_such():
-    from advisor.commands.probe import ci_range
+    from advisor.render.probe import ci_range
     from lightning_module.contract.ladder import CI_UNBOUNDED
 
     assert ci_range(2.63, CI_UNBOUNDED) == "2.63-unbounded" and ci_range(1.5, 2.25) == "1.50-2.25"
@@ -312,7 +316,7 @@ def test_a_baseline_that_moved_is_contended_and_states_no_speed_up(cli, tmp_path
     """The probe's one story: on a busy machine the ladder timed its baseline at 922/s and the same
     configuration then ran at ~14,000/s confirming; what is printed and stored is the confirmation's,
     flagged as contended, and no '15x baseline' appears anywhere."""
-    from advisor.commands.probe import summary_lines
+    from advisor.render.probe import summary_lines
     from advisor.store import ResultStore
     from lightning_module.contract.reliability import BASELINE_MOVED, speedup_over_baseline
     from lightning_module.contract.result import WorkloadSpec
@@ -349,7 +353,7 @@ def test_a_baseline_that_moved_is_contended_and_states_no_speed_up(cli, tmp_path
 
 
 def test_a_confirmed_speed_up_is_the_one_printed_and_stored(cli, tmp_path):
-    from advisor.commands.probe import summary_lines
+    from advisor.render.probe import summary_lines
     from advisor.store import ResultStore
     from lightning_module.contract.reliability import speedup_over_baseline
     from lightning_module.contract.result import WorkloadSpec

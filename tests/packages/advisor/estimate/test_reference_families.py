@@ -11,7 +11,7 @@ import pytest
 
 from advisor.estimate.calibrate import efficiency_from_pairs
 from advisor.estimate.points import reference_points
-from advisor.estimate.references import REFERENCE_PATH, ReferenceError, load_references, loads
+from advisor.estimate.references import REFERENCE_PATH, ReferenceFileError, load_references, loads
 
 # The families schema 3 added, and the least rows each holds (what was read for issue 31).
 NEW_FAMILIES = {"decoder-lm": 150, "detection": 30, "seq2seq": 30, "speech": 60, "recommender": 30}
@@ -92,7 +92,7 @@ def test_rate_units_say_what_a_figure_counts(rows):
 # -- validation ----------------------------------------------------------------------------------
 
 def _bad(data: dict) -> str:
-    with pytest.raises(ReferenceError) as e:
+    with pytest.raises(ReferenceFileError) as e:
         loads(json.dumps(data), where="refs.json")
     msg = str(e.value)
     assert "\n" not in msg and msg.startswith("refs.json")

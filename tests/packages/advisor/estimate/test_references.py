@@ -11,7 +11,7 @@ import pytest
 from checkout import ROOT
 
 from advisor.cli import main
-from advisor.estimate.references import REFERENCE_PATH, ReferenceError, load_references, loads
+from advisor.estimate.references import REFERENCE_PATH, ReferenceFileError, load_references, loads
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +81,7 @@ def test_ids_unique_and_builtin_workload_ids(refs):
 # -- bad files -------------------------------------------------------------------------------------
 
 def _bad(text: str | bytes) -> str:
-    with pytest.raises(ReferenceError) as e:
+    with pytest.raises(ReferenceFileError) as e:
         loads(text, where="refs.json")
     msg = str(e.value)
     assert "\n" not in msg and msg.startswith("refs.json")
@@ -139,16 +139,16 @@ def test_duplicate_ids_are_refused():
 
 
 def test_missing_directory_and_oversize_files(tmp_path, monkeypatch):
-    with pytest.raises(ReferenceError, match="does not exist"):
+    with pytest.raises(ReferenceFileError, match="does not exist"):
         load_references(tmp_path / "nope.json")
-    with pytest.raises(ReferenceError, match="is a directory"):
+    with pytest.raises(ReferenceFileError, match="is a directory"):
         load_references(tmp_path)
     from advisor.estimate import references
 
     monkeypatch.setattr(references, "MAX_BYTES", 1000)
     big = tmp_path / "big.json"
     big.write_text(REFERENCE_PATH.read_text())
-    with pytest.raises(ReferenceError, match="larger than"):
+    with pytest.raises(ReferenceFileError, match="larger than"):
         load_references(big)
 
 

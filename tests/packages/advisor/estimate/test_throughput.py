@@ -377,12 +377,12 @@ def test_an_unreliable_probe_gets_a_wider_band_and_a_note(snapshot):
 
 
 def test_references_none_needs_probes_on_enough_device_models(snapshot):
-    from advisor.estimate.references import ReferenceError
+    from advisor.estimate.references import ReferenceFileError
 
-    with pytest.raises(ReferenceError, match=r"at least 4 device models \(you have none\)"):
+    with pytest.raises(ReferenceFileError, match=r"at least 4 device models \(you have none\)"):
         model(catalog=snapshot, references="none")
     probes = [probe_result(n, 700.0, accelerator="gpu", precision="16-mixed") for n in ("g5.xlarge", "g6.xlarge")]
-    with pytest.raises(ReferenceError, match=r"you have 2: A10, L4\); probe 2 more device model"):
+    with pytest.raises(ReferenceFileError, match=r"you have 2: A10, L4\); probe 2 more device model"):
         model(probes, catalog=snapshot, references="none")
 
 

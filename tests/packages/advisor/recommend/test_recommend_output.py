@@ -17,8 +17,8 @@ from recommend_catalogs import make_catalog, write_catalog
 from advisor.recommend import rank as rk
 from advisor.recommend.jobspec import JobSpec
 from advisor.recommend.planner import build_plan
-from advisor.recommend.report import duration, money
 from advisor.recommend.rows import build
+from advisor.render.report import duration, money
 
 SNAPSHOT_JOB = ["--budget", "500", "--deadline", "2d", "--samples", "1e8"]
 
@@ -204,7 +204,7 @@ def non_dominated(h: np.ndarray, c: np.ndarray) -> set[tuple[float, float]]:
 
 
 def test_the_frontier_drawn_is_the_pareto_set_of_the_points_drawn():
-    from advisor.recommend.plot import figures, plot_points
+    from advisor.render.plot import figures, plot_points
 
     for plan in plans():
         rows = build(plan)
@@ -229,7 +229,7 @@ def test_rank_labels_do_not_overlap_each_other_or_the_labelled_points():
     import matplotlib.pyplot as plt
     from matplotlib.text import Annotation
 
-    from advisor.recommend.plot import draw, figures
+    from advisor.render.plot import draw, figures
 
     for plan in plans():
         hours, cost = figures(plan.candidates)
@@ -255,7 +255,7 @@ def test_rank_labels_do_not_overlap_each_other_or_the_labelled_points():
 
 
 def test_plot_of_a_hand_made_plan_has_its_options_ringed():
-    from advisor.recommend.plot import figures, plot_points
+    from advisor.render.plot import figures, plot_points
 
     for confidence in (0, 0.9):
         plan = build_plan(make_catalog(), JobSpec(samples=1e7, budget_usd=1000, deadline_hours=48, objective="pareto",

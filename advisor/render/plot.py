@@ -19,10 +19,10 @@ import numpy as np
 from catalog.io import current_umask
 
 from ..errors import AdvisorError
-from . import rank as rk
-from .planner import Plan
+from ..recommend import rank as rk
+from ..recommend.planner import Plan
+from ..recommend.rows import Rows
 from .report import duration, instance_label, money
-from .rows import Rows
 
 # Enough to see the shape of the cloud without drawing 1.2M points.
 MAX_POINTS_PER_SOURCE = 4000

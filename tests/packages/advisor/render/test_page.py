@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 from html_dom import parse
 
-from advisor.recommend import page as page_mod
-from advisor.recommend import svgplot
+from advisor.render import page as page_mod
+from advisor.render import svgplot
 
 JOB = ("recommend", "--budget", "500", "--deadline", "2d", "--samples", "1e8")
 

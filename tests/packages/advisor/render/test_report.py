@@ -10,11 +10,11 @@ import json
 import pytest
 from recommend_catalogs import make_catalog
 
-from advisor.recommend import report
 from advisor.recommend.jobspec import JobSpec
 from advisor.recommend.planner import Plan, build_plan
 from advisor.recommend.probeplan.commands import ProbeCommand, probe_commands
 from advisor.recommend.rows import CandidateRow, ProbeRow, build
+from advisor.render import report
 
 
 def job(**over) -> JobSpec:

@@ -13,11 +13,11 @@ from catalog.models import RESERVATION_NOTE
 
 from ..estimate.throughput import GPU_AND_CPU
 from ..output import emit, say
-from .jobspec import JobSpec
-from .planner import Plan
-from .probeplan.commands import ProbeCommand
-from .rows import CandidateRow, Outlook, ProbeRow, ProbeSummary, Rows
-from .spot import bucket_label
+from ..recommend.jobspec import JobSpec
+from ..recommend.planner import Plan
+from ..recommend.probeplan.commands import ProbeCommand
+from ..recommend.rows import CandidateRow, Outlook, ProbeRow, ProbeSummary, Rows
+from ..recommend.spot import bucket_label
 
 TABLE_COLUMNS = ("rank", "instance", "count", "region", "market", "samples/s (source)", "time",
                  "cost USD", "samples/$", "note")
@@ -384,3 +384,26 @@ def _fmt_hours(h: float) -> str:
     if h < 1:
         return f"{math.ceil(round(h * 60, 6)):g}m"
     return f"{math.ceil(round(h * 10, 6)) / 10:g}h"
+
+
+# The registry's renderers (advisor/render/__init__.py FORMATS): a result (plan, rows, probe
+# commands) in each of the formats every command has.
+def render_table(result, context) -> None:
+    _render(result, context, "table")
+
+
+def render_markdown(result, context) -> None:
+    _render(result, context, "markdown")
+
+
+def render_csv(result, context) -> None:
+    _render(result, context, "csv")
+
+
+def render_json(result, context) -> None:
+    _render(result, context, "json")
+
+
+def _render(result, context, fmt: str) -> None:
+    write(result.plan, result.rows, fmt, probe_commands=result.probe_commands, show_excluded=context.show_excluded,
+          stream=context.out)

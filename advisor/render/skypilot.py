@@ -15,9 +15,9 @@ from __future__ import annotations
 import json
 import math
 
-from .planner import Plan
+from ..recommend.planner import Plan
+from ..recommend.rows import CandidateRow, Rows
 from .report import duration, instance_label, money, summary_line
-from .rows import CandidateRow, Rows
 
 MAX_ENTRIES = 8  # resources.ordered entries: past a handful SkyPilot's failover is slow to reach them
 MASTER_PORT = 29500  # torchrun's default rendezvous port
@@ -125,3 +125,8 @@ def task_yaml(plan: Plan, rows: Rows) -> str:
         lines += ["  job_recovery:", "    strategy: FAILOVER", "    max_restarts_on_errors: 0"]
     lines += ["run: |"] + [f"  {ln}" for ln in run_lines(k)]
     return "\n".join(lines) + "\n"
+
+
+def render(result, context) -> None:
+    """`--format skypilot` (advisor/render/__init__.py FORMATS): the task on the context's stream."""
+    print(task_yaml(result.plan, result.rows), end="", file=context.out)

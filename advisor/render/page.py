@@ -22,10 +22,10 @@ from typing import Any
 from catalog.io import check_writable, write_atomic
 
 from ..errors import AdvisorError
+from ..recommend.planner import Plan
+from ..recommend.probeplan.commands import ProbeCommand
+from ..recommend.rows import Rows
 from . import report
-from .planner import Plan
-from .probeplan.commands import ProbeCommand
-from .rows import Rows
 from .svgplot import drawable, svg
 
 CSS = """
@@ -309,3 +309,14 @@ def _left_out(rs: list) -> str:
     return (f" Not drawn: {len(rs)} row{'s' if len(rs) > 1 else ''} ({', '.join(f'{r.count} x {report.instance_label(r.instance_type, r.variant)}' for r in rs)})"
             " whose time or cost a log axis cannot show (capacity already paid for costs $0; no throughput figure "
             "means no time).")
+
+
+def render(result, context) -> None:
+    """`--format html FILE` (advisor/render/__init__.py FORMATS): the page written to the context's
+    target (render.check has checked it), and where it went said on its stream."""
+    from datetime import timezone
+
+    write_page(str(context.target), page(result.plan, result.rows, result.probe_commands,
+                                         command_line=context.command_line,
+                                         now=context.now or datetime.now(timezone.utc), version=context.version))
+    print(f"page written to {context.target} (open it in a browser; it fetches nothing)", file=context.out)

@@ -11,16 +11,16 @@ from typing import TYPE_CHECKING, Any
 
 from catalog.models import Catalog
 
-from .jobspec import JobSpec
-from .obtainable import with_account_facts
-from .planner import Plan, build_plan, workload_spec
-from .prices import Prices, load_prices
-from .probeplan.commands import ProbeCommand, probe_commands
-from .report import json_text
-from .rows import CandidateRow, Rows, build
+from . import render
+from .recommend.jobspec import JobSpec
+from .recommend.obtainable import with_account_facts
+from .recommend.planner import Plan, build_plan, workload_spec
+from .recommend.prices import Prices, load_prices
+from .recommend.probeplan.commands import ProbeCommand, probe_commands
+from .recommend.rows import CandidateRow, Rows, build
 
 if TYPE_CHECKING:  # the store's module is imported only when a store is read (sqlite3 is not free)
-    from ..store import ResultStore
+    from .store import ResultStore
 
 # --obtainable-only ranks this many times `top` candidates before dropping those not obtainable
 OBTAINABLE_POOL = 5
@@ -45,7 +45,20 @@ class Advice:
 
     def to_dict(self) -> dict[str, Any]:
         """The document `advisor recommend --format json` prints."""
+        from .render.report import json_text
+
         return json.loads(json_text(self.plan, self.rows, self.probe_commands))
+
+    def show(self, fmt: str = "table", **context: Any) -> None:
+        """Print (or, for html, write) the advice in format `fmt`, any of advisor.render.FORMATS, as
+        `advisor recommend --format fmt` does; `context` are advisor.render.Context's fields
+        (stream, show_excluded, target: the file html writes, checked by advisor.render.check)."""
+        if fmt not in render.FORMATS:
+            from .errors import AdvisorError
+
+            raise AdvisorError(f"unknown format {fmt!r}: one of {', '.join(render.FORMATS)}")
+        context["target"] = render.check(fmt, context.get("target"))  # html needs a file; the others take none
+        render.show(self, fmt, **context)
 
 
 def advise(job: JobSpec, *, catalog: Catalog | None = None, store: ResultStore | str | Path | None = None,
@@ -64,7 +77,7 @@ def advise(job: JobSpec, *, catalog: Catalog | None = None, store: ResultStore |
     if isinstance(prices, (str, Path)):
         prices = load_prices(prices)
     if catalog is None:
-        from ..paths import load_catalog
+        from .paths import load_catalog
 
         catalog = load_catalog()
     spec = workload_spec(job)  # its id picks the measurements; build_plan checks the filters
@@ -78,7 +91,7 @@ def advise(job: JobSpec, *, catalog: Catalog | None = None, store: ResultStore |
     measurements = []
     if store is not None:
         if isinstance(store, (str, Path)):
-            from ..store import ResultStore
+            from .store import ResultStore
 
             opened = ResultStore(Path(store), readonly=True)
         else:

@@ -10,10 +10,10 @@ from html import escape
 
 import numpy as np
 
-from .planner import Plan
+from ..recommend.planner import Plan
+from ..recommend.rows import CandidateRow, Rows
 from .plot import STYLES, figures, log_limits, plot_points
 from .report import duration, instance_label, money
-from .rows import CandidateRow, Rows
 
 # The page's cloud: enough to see its shape, few enough that the page stays small (~100 B a point).
 POINTS_PER_SOURCE = 1500
