@@ -97,7 +97,8 @@ def advise(job: JobSpec, *, catalog: Catalog | None = None, store: ResultStore |
         else:
             opened = store
         try:
-            measurements = opened.results(workload_id=spec.workload_id)
+            # every result of the class: build_plan resolves the arguments against their defaults
+            measurements = [r for r in opened.results() if r.workload.model == spec.model]
             said(opened.invalid_warnings())
         finally:
             if opened is not store:

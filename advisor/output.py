@@ -103,12 +103,15 @@ def emit(
     stream=None,
     floatfmt: str = "g",
     notes: str | None = None,
+    drop: Sequence[str] = (),
 ) -> None:
     """Write rows for people (table, markdown) or as csv (`--format json` is a document of its own
     schema: advisor/schemas/). `columns` picks and orders the columns. The plain table fits width(stream): the widest
     columns wrap first (a `; `-separated note between its parts, other text between words); the
     column named `notes`, when it would be narrower than NOTES_LEAST, becomes a marker ([1], [2],
-    ...) and its text is printed under the table. json, csv and markdown keep every cell whole."""
+    ...) and its text is printed under the table. `drop` names columns a narrow table leaves out,
+    in that order, rather than split a value across lines; the table names them under it. json,
+    csv and markdown keep every cell whole."""
     stream = stream or sys.stdout
     if fmt == "json":
         raise ValueError("--format json prints a document of its schema (advisor.schemas.write), not rows")
@@ -128,12 +131,29 @@ def emit(
         stream.write(tabulate(table, headers=headers, tablefmt="github", floatfmt=floatfmt,
                               disable_numparse=True) + "\n")
         return
-    stream.write(fit_table(headers, table, width(stream), cols.index(notes) if notes in cols else None))
+    stream.write(fit_table(headers, table, width(stream), cols.index(notes) if notes in cols else None,
+                           [cols.index(c) for c in drop if c in cols]))
 
 
-def fit_table(headers: list[str], table: list[list[str]], room: int | None, notes_at: int | None = None) -> str:
+def fit_table(headers: list[str], table: list[list[str]], room: int | None, notes_at: int | None = None,
+              drop: Sequence[int] = (), footer: str = "") -> str:
     """A plain table (header, dashes, rows; two spaces between columns) within `room` columns
     (None: every cell on its line). See emit for how it is made to fit."""
+    if room is not None and drop:
+        # Leave out the `drop` columns, fewest first, until every value fits whole on its line
+        for k in range(len(drop) + 1):
+            keep = [i for i in range(len(headers)) if i not in drop[:k]]
+            if _whole_fits([headers[i] for i in keep], [[row[i] for i in keep] for row in table], room,
+                           keep.index(notes_at) if notes_at in keep else None):
+                break
+        else:
+            keep = list(range(len(headers)))  # nothing fits whole: every column, values broken
+        if len(keep) < len(headers):
+            left_out = ", ".join(headers[i] for i in drop if i not in keep)
+            return fit_table([headers[i] for i in keep], [[row[i] for i in keep] for row in table], room,
+                             keep.index(notes_at) if notes_at in keep else None,
+                             footer=wrap_words(f"Not shown at {room} columns: {left_out} (--wide shows every column).",
+                                               room))
     natural = [max(_longest_line(x) for x in [h, *(row[i] for row in table)]) for i, h in enumerate(headers)]
     under: list[str] = []
     widths = natural
@@ -184,8 +204,21 @@ def fit_table(headers: list[str], table: list[list[str]], room: int | None, note
     wraps = [wrap_text if i == notes_at else wrap_words for i in range(len(headers))]
     for row in table:
         lines += _block(row, widths, wraps)
-    out = "\n".join(line.rstrip() for line in lines) + "\n"
+    out = "\n".join(line.rstrip() for line in lines) + "\n" + (footer + "\n" if footer else "")
     return out + ("\n" + "\n".join(under) + "\n" if under else "")
+
+
+def _whole_fits(headers: list[str], table: list[list[str]], room: int, notes_at: int | None) -> bool:
+    """Whether every cell but the notes fits on one line within `room` (headers may wrap): the
+    notes wrap in their column when NOTES_LEAST is left for them, else go under the table."""
+    cells = [max([_header_least(h), *(_longest_line(row[i]) for row in table)]) for i, h in enumerate(headers)]
+    if notes_at is None:
+        return _total(cells) <= room
+    notes = [row[notes_at] for row in table]
+    natural = max([len(headers[notes_at]), *(_longest_line(n) for n in notes)])
+    marks = max(len(headers[notes_at]), len(f"[{sum(map(bool, notes))}]"))
+    others = _total(cells[:notes_at] + cells[notes_at + 1:]) + len(GAP)
+    return others + min(natural, max(NOTES_LEAST, len(headers[notes_at]), marks)) <= room or others + marks <= room
 
 
 def _records(headers: list[str], table: list[list[str]], room: int, notes_at: int | None) -> str:

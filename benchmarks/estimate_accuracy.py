@@ -19,14 +19,21 @@
    |error| of the predicted vs published ratio to the measured device (each target device
    weighted equally) and the coverage of the transfer band (its scale calibrated without that
    workload). Targets: <= 20% and >= 80% on at least 4 workloads, a transformer among them.
-5. `--external`: published ResNet-50 mixed-precision figures that are not in the dataset
+5. `--ratios`: for every device pair that two or more workloads were published on (each inside one
+   table), leave-one-workload-out: each workload's predicted vs published ratio, the predicted and
+   published spread across the pair's workloads (max / min ratio) and Spearman's rank correlation,
+   before (the memory term on every op's bytes, split.ALL) and after (on the bytes of the ops
+   without FLOPs, split.SPLIT), in the same run. Targets on pairs with >= 4 workloads: median
+   |error| <= 12%, predicted spread within 25% of the published, rank correlation >= 0.6; and
+   leave-one-device-out no worse than 12.6% / 84% (the figures before the split).
+6. `--external`: published ResNet-50 mixed-precision figures that are not in the dataset
    (benchmarks/external_figures.json, read by nothing else), predicted by the model fitted on the
    dataset as an estimate from references is, each at its own stack and GPU count: median |error|
    and band coverage, per source and over all. A model fitted to its own rows fails here.
 
 Accuracy only (no timing): safe to run on a busy machine.
 
-    .venv/bin/python benchmarks/estimate_accuracy.py [--references FILE] [--by-workload] [--external]
+    .venv/bin/python benchmarks/estimate_accuracy.py [--references FILE] [--by-workload] [--ratios] [--external]
 """
 
 from __future__ import annotations
@@ -41,8 +48,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from advisor.estimate.evaluate import by_workload, check, external, out_of_fit_ratios
+from advisor.estimate.evaluate import by_workload, check, device_pair_ratios, external, out_of_fit_ratios
 from advisor.estimate.model import build
+from advisor.estimate.split import ALL, NONE, SPLIT
 from advisor.estimate.references import load_references
 from advisor.estimate.throughput import ThroughputModel
 from catalog.io import SNAPSHOT_PATH, load
@@ -62,6 +70,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--references", help="a reference file (default: the shipped dataset)")
     ap.add_argument("--by-workload", action="store_true",
                     help="leave-one-workload-out per workload, shared intensity (before) vs per-workload (after)")
+    ap.add_argument("--ratios", action="store_true",
+                    help="leave-one-workload-out device ratios per device pair, before (all bytes) and after (the split)")
     ap.add_argument("--external", action="store_true",
                     help=f"check against published figures not in the dataset ({EXTERNAL_PATH.name})")
     args = ap.parse_args(argv)
@@ -79,7 +89,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  theta_m = {f.theta_m:.3f} (memory term; TFLOP/s per GB/s), theta_o = {f.theta_o:.6f} (fixed term; "
           f"a ceiling of {1 / f.theta_o if f.theta_o else math.inf:,.0f} effective TFLOP/s for ResNet-50)")
     print("  m_w = " + ", ".join(f"{w} {v:.2f}" for w, v in sorted(f.mem_factor.items()) if not w.startswith("_")))
-    print(f"  tuned / default stack = {math.exp(f.sigma):.3f}; kappa = "
+    fam = "; ".join(f"{k} {math.exp(v):.3f} (its devices at both stacks {', '.join(f'{math.exp(x):.2f}' for x in f.sigma_band.get(k, ()))})"
+                    for k, v in sorted(f.sigma_family.items()))
+    print(f"  tuned / default stack by architecture family: {fam or 'none (no device at both stacks)'}")
+    print(f"  tuned / default stack = {math.exp(f.sigma):.3f} (other families); kappa = "
           + ", ".join(f"{k} {v:+.3f}" for k, v in f.kappa.items()))
     print("  lambda = " + ", ".join(f"{w} {v:.3f}" for w, v in sorted(f.level.items())))
     print(f"  in-sample rms log residual {f.rms:.3f}; multi-GPU scaling: {model.efficiency.loss_per_doubling:.2%} "
@@ -159,9 +172,60 @@ def main(argv: list[str] | None = None) -> int:
               f"{derived.samples_per_sec / e.samples_per_sec:.2f}x the estimate, {inside} its band")
     if args.by_workload:
         ok &= workload_transfer(refs.measurements, catalog, args.references or "builtin", model)
+    if args.ratios:
+        ok &= ratio_check(refs.measurements, catalog, args.references or "builtin", model)
     if args.external:
         ok &= external_check(model, catalog)
     return 0 if ok else 1
+
+
+# --ratios targets (issue 31), on device pairs with at least RATIO_MIN_WORKLOADS workloads
+RATIO_MIN_WORKLOADS = 4
+RATIO_ERROR, RATIO_SPREAD, RATIO_RANK = 0.12, 0.25, 0.6
+LODO_BEFORE = (0.126, 0.84)  # leave-one-device-out median |error| and coverage before the split
+
+
+def ratio_check(rows, catalog, origin: str, after) -> bool:
+    """Leave-one-workload-out device ratios per pair, before and after the split, in one run."""
+    before = build(rows, catalog, origin, shape=ALL)
+    print("\ndevice ratios by workload, leave-one-workload-out (each workload fitted out, its intensity given; "
+          "published: one table's per-device ratio, the geometric mean over tables)")
+    old = {(p.pair, r.workload): r for p in device_pair_ratios(before) for r in p.ratios}
+    ok = True
+    targeted = 0
+    for pc in device_pair_ratios(after):
+        b = [old[(pc.pair, r.workload)] for r in pc.ratios]
+        bp = type(pc)(pc.pair, b)
+        targets = len(pc.ratios) >= RATIO_MIN_WORKLOADS
+        print(f"  {pc.pair[0]} / {pc.pair[1]}: {len(pc.ratios)} workloads"
+              + (" (targeted)" if targets else " (under 4 workloads: reported, not targeted)"))
+        print(f"    {'workload':28} {'published':>9} {'before':>8} {'after':>8} {'tables':>6}")
+        for r, o in zip(pc.ratios, b):
+            print(f"    {r.workload[:28]:28} {r.published:9.3f} {o.predicted:8.3f} {r.predicted:8.3f} {r.tables:6d}")
+        rows_out = []
+        for name, p in (("before", bp), ("after", pc)):
+            spread_err = p.predicted_spread / p.published_spread - 1.0
+            rho = p.rank_correlation
+            met = (p.median_abs_error <= RATIO_ERROR and abs(spread_err) <= RATIO_SPREAD
+                   and (math.isnan(rho) or rho >= RATIO_RANK))
+            rows_out.append(met)
+            print(f"    {name:6}: median |error| {p.median_abs_error:6.1%}, spread predicted {p.predicted_spread:.3f} vs "
+                  f"published {p.published_spread:.3f} ({spread_err:+.0%}), rank correlation "
+                  f"{'n/a (< 3 workloads)' if math.isnan(rho) else f'{rho:+.2f}'}"
+                  + (f": {'met' if met else 'NOT met'}" if targets else ""))
+        if targets:
+            targeted += 1
+            ok &= rows_out[1]
+    if not targeted:
+        print("  no device pair has 4 or more workloads: the ratio targets cannot be checked on this data")
+    for m, name in ((before, "before"), (after, "after")):
+        s = check(m).summary()
+        print(f"  leave-one-device-out {name}: {s['median_abs_error']:.1%} / {s['coverage']:.0%}")
+    s = check(after).summary()
+    lodo = s["median_abs_error"] <= LODO_BEFORE[0] + 1e-9 and s["coverage"] >= LODO_BEFORE[1] - 1e-9
+    print(f"  leave-one-device-out target (no worse than {LODO_BEFORE[0]:.1%} / {LODO_BEFORE[1]:.0%}): "
+          f"{'met' if lodo else 'NOT met'}")
+    return ok and lodo and targeted > 0
 
 
 def external_check(model, catalog) -> bool:
@@ -193,7 +257,7 @@ def external_check(model, catalog) -> bool:
 
 def workload_transfer(rows, catalog, origin: str, shaped) -> bool:
     """Leave-one-workload-out, before and after workload shapes, in one run."""
-    before = build(rows, catalog, origin, shaped=False)
+    before = build(rows, catalog, origin, shape=NONE)
     print("\nleave-one-workload-out (fitted without the workload, given its shape and one measured device; its "
           "other devices predicted): ratio error and band coverage per workload")
     print(f"  {'workload':28} {'devices':>7} {'pairs':>6}   {'before: |err|':>13} {'covered':>8}   "

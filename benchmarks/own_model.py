@@ -80,7 +80,7 @@ def floor_check() -> None:
 
     quiet_lightning()
     spec = WorkloadSpec(model="resnet50", batch_size=4)
-    _, _, ops = per_sample_counts(spec, preview(spec).first_batch)
+    *_, ops = per_sample_counts(spec, preview(spec).first_batch)
     if ops:
         at = ", ".join(f"{b}: {hf.HostFloor(ops, b).samples_per_sec:,.0f}/s" for b in (32, 64, 128, 256, 512))
         print(f"  resnet50 (torchvision, {ops} ops a step counted here): floor per GPU at batch {at}")

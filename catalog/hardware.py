@@ -32,6 +32,30 @@ def gpu_spec(it: InstanceType) -> acc.AcceleratorSpec | None:
     return acc.lookup(it.accelerator_model, mem)
 
 
+# The GPU architectures PyTorch's published aarch64 (arm64) CUDA wheels carry kernels for: its
+# aarch64 wheel build sets TORCH_CUDA_ARCH_LIST="8.0;9.0;10.0;11.0;12.0;12.1" (CUDA 12.9), source
+# below; earlier commits of the same script: "9.0" (CUDA 12.6), "9.0;10.0;12.0" (CUDA 12.8). No
+# 7.x in any: sm_80 code runs on 8.6 and 8.9 (CUDA's binary compatibility within a major version,
+# derived), none runs on a Turing (7.5: the T4G of g5g) or a Volta (7.0), which get "no kernel image
+# is available for execution on the device".
+ARM64_CUDA_ARCHITECTURES = ("Ampere", "Ada Lovelace", "Hopper", "Blackwell")
+ARM64_CUDA_SOURCE = ("https://github.com/pytorch/pytorch/blob/04c5727d0cd4a683768e3b503daf94a6a4c6547d/"
+                     ".ci/aarch64_linux/aarch64_ci_build.sh")
+
+
+def undrivable_gpu(it: InstanceType) -> str | None:
+    """Why the probe's stack (PyTorch's published CUDA wheels) cannot drive this instance's GPU, or
+    None: an arm64 host's GPU of an architecture PyTorch's aarch64 CUDA wheels carry no kernels for."""
+    spec = gpu_spec(it)
+    if it.arch != "arm64" or spec is None or spec.kind != "gpu" or spec.architecture is None:
+        return None
+    if spec.architecture in ARM64_CUDA_ARCHITECTURES:
+        return None
+    return (f"{it.accelerator_model} ({spec.architecture}) behind an arm64 host: PyTorch publishes no aarch64 CUDA "
+            f"build with kernels for it (its aarch64 wheels target {', '.join(ARM64_CUDA_ARCHITECTURES)}: "
+            f"{ARM64_CUDA_SOURCE}), so the probe cannot drive it and there is no number without your own measurement")
+
+
 def device_share(it: InstanceType) -> float:
     """Share of the device's compute the instance gets: 1, or a g6f's GpuPartitionSize."""
     return it.accelerator_fraction or 1.0

@@ -3,10 +3,12 @@
 reference dataset's, counted the way the probe counts a user's own model.
 
 The probe (lightning_module/run/peaks.py per_sample_counts) runs training steps on the CPU under
-torch.utils.flop_counter.FlopCounterMode (matmul/conv FLOPs, 2 per MAC; its flop_counter counts a
-grouped convolution's backward right) and TrafficCounter (the bytes every aten op reads and
-writes, unfused, fp32): FLOPs per sample over FLOP_SAMPLES samples, bytes per additional sample
-between FLOP_SAMPLES and twice that (a step's weight traffic is its batch's). This script does the same for each workload's torch definition, random
+its StepCounter (lightning_module/run/counting.py: matmul/conv FLOPs, 2 per MAC, a grouped
+convolution's backward counted right; the bytes every aten op reads and writes, unfused, fp32, and
+the part of them the ops without FLOPs move; fused attention at its mathematical FLOPs and a fused
+kernel's traffic, dropout not counted, whatever kernel runs): FLOPs per sample over FLOP_SAMPLES
+samples, bytes per additional sample between FLOP_SAMPLES and twice that (a step's weight
+traffic is its batch's). This script does the same for each workload's torch definition, random
 init, no weights and no download: torchvision's for the ResNets, ViT-B/16 and EfficientNets; a
 torchvision ResNet with groups=32, width 4 for ResNeXt101-32x4d, plus a squeeze-excitation block for
 SE-ResNeXt101-32x4d; a BERT encoder written here from nn.TransformerEncoderLayer. Workloads whose
@@ -30,12 +32,8 @@ from torch import nn
 from torchvision.models.resnet import Bottleneck, ResNet
 
 from lightning_module.contract.result import WorkloadSpec
-from lightning_module.run.peaks import (
-    FLOP_SAMPLES,
-    TrafficCounter,
-    flop_counter,
-    per_sample_traffic,
-)
+from lightning_module.run.counting import StepCounter
+from lightning_module.run.peaks import FLOP_SAMPLES, per_sample_traffic
 from lightning_module.run.workloads import build_net
 
 IMAGE = 224
@@ -155,23 +153,25 @@ UNSHAPED = {
      for size in ("125m", "350m", "760m", "1b", "3b", "7b", "13b", "30b", "70b")}
 
 
-def count(loss_of) -> tuple[float, float]:
-    """(train FLOPs, memory traffic bytes) per sample, as the probe counts: FLOPs over FLOP_SAMPLES
-    samples, traffic per additional sample between FLOP_SAMPLES and twice that (per_sample_traffic)."""
+def count(loss_of) -> tuple[float, float, float]:
+    """(train FLOPs, memory traffic bytes, the traffic of the ops without FLOPs) per sample, as the
+    probe counts: FLOPs over FLOP_SAMPLES samples, traffic per additional sample between
+    FLOP_SAMPLES and twice that (per_sample_traffic)."""
     module = getattr(loss_of, "module", None) or loss_of.__self__
 
-    def once(n: int) -> tuple[float, float]:
+    def once(n: int) -> StepCounter:
         module.zero_grad(set_to_none=True)  # a second backward would add into the first's gradients
         torch.manual_seed(0)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            with flop_counter() as flops, TrafficCounter() as traffic:
+            with StepCounter() as c:
                 loss_of(n).backward()
-        return flops.get_total_flops(), traffic.bytes
+        return c
 
-    f, small = once(FLOP_SAMPLES)
-    _, large = once(2 * FLOP_SAMPLES)
-    return f / FLOP_SAMPLES, per_sample_traffic((FLOP_SAMPLES, small), (2 * FLOP_SAMPLES, large))
+    small, large = once(FLOP_SAMPLES), once(2 * FLOP_SAMPLES)
+    pair = ((FLOP_SAMPLES, small), (2 * FLOP_SAMPLES, large))
+    return (small.flops / FLOP_SAMPLES, per_sample_traffic(*((n, c.bytes) for n, c in pair)),
+            per_sample_traffic(*((n, c.other_bytes) for n, c in pair)))
 
 
 def main() -> None:
@@ -179,13 +179,18 @@ def main() -> None:
     out = {}
     for name in names:
         how, make = DEFINITIONS[name]
-        f, b = count(make())
-        out[name] = {"train_flops_per_sample": f, "traffic_bytes_per_sample": b, "intensity": round(f / b, 3),
+        f, b, o = count(make())
+        out[name] = {"train_flops_per_sample": f, "traffic_bytes_per_sample": b, "other_traffic_bytes_per_sample": o,
+                     "intensity": round(f / b, 3), "split_intensity": round(f / o, 3),
                      "derived": f"counted by scripts/measure_workload_intensity.py: {how}; forward + backward on "
-                                f"{FLOP_SAMPLES} and {2 * FLOP_SAMPLES} samples under the probe's flop_counter (FlopCounterMode, grouped-conv backward counted right) and TrafficCounter "
-                                "(unfused fp32 bytes); FLOPs per sample, bytes per additional sample (what a step moves once, "
-                                "its weights, is shared by its batch); intensity = FLOPs / bytes"}
-        print(f"{name}: {f / 1e9:.2f} GFLOP, {b / 1e9:.2f} GB, intensity {f / b:.2f}", file=sys.stderr)
+                                f"{FLOP_SAMPLES} and {2 * FLOP_SAMPLES} samples under the probe's StepCounter "
+                                "(lightning_module/run/counting.py: matmul/conv/attention FLOPs, unfused fp32 bytes, "
+                                "fused attention and dropout counted one way whatever the kernel); FLOPs per sample, "
+                                "bytes per additional sample (what a step moves once, its weights, is shared by its "
+                                "batch); intensity = FLOPs / bytes; split_intensity = FLOPs / the bytes of the ops "
+                                "without FLOPs (advisor/estimate/split.py)"}
+        print(f"{name}: {f / 1e9:.2f} GFLOP, {b / 1e9:.2f} GB ({o / 1e9:.2f} GB other), intensity {f / b:.2f}, "
+              f"split {f / o:.2f}", file=sys.stderr)
     json.dump({"about": "Arithmetic intensity (training FLOPs per byte of memory traffic, per sample) of the "
                         "workloads the cross-device model knows, counted as the probe counts a user's model. "
                         "Regenerate with scripts/measure_workload_intensity.py.",

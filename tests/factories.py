@@ -23,14 +23,16 @@ def probe_result(instance_type: str | None = "c7i.2xlarge", samples_per_sec: flo
                  accelerator: str = "cpu", devices: int = 1, num_nodes: int = 1, precision: str = "bf16-mixed",
                  model: str = "resnet50", ci: float = 0.02, finished_at: datetime | None = None,
                  torch: str = "2.15.0", lightning: str | None = None, flops_per_sample: float | None = None,
-                 result_id: str | None = None, gpus: tuple[str, ...] = ()) -> ProbeResult:
+                 result_id: str | None = None, gpus: tuple[str, ...] = (),
+                 spec: WorkloadSpec | None = None) -> ProbeResult:
     """A probe of `model` on `instance_type` at samples_per_sec + n. `n` numbers a series: the nth
     result finished n minutes after T0, so a series has distinct figures and sorts by n. `ci`: the
-    95% CI's relative half-width. `gpus`: the fingerprint's GPU names."""
+    95% CI's relative half-width. `gpus`: the fingerprint's GPU names. `spec`: the workload in full
+    (its arguments and recorded defaults), in place of `model`."""
     sps = samples_per_sec + n
     half = sps * ci
     finished = finished_at or T0 + timedelta(minutes=n, seconds=30)
-    spec = WorkloadSpec(model=model)
+    spec = spec or WorkloadSpec(model=model)
     cfg = ProbeConfig(accelerator=accelerator, devices=devices, num_nodes=num_nodes, precision=precision,
                       channels_last=True, batch_size=32)
     base = ProbeConfig(accelerator=accelerator, devices=devices, num_nodes=num_nodes, batch_size=32)

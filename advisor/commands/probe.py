@@ -13,6 +13,7 @@ from catalog.io import first_error, save_atomic
 from lightning_module.contract import options as defaults
 from lightning_module.contract.ladder import EXTENSION_RUNGS, TUNING_RUNGS
 from lightning_module.contract.result import BUILTIN_MODELS, WorkloadSpec
+from lightning_module.contract.workload_source import WorkloadSourceError, check_source
 
 from .. import options as opt
 from ..errors import AdvisorError
@@ -265,6 +266,10 @@ def handle(args) -> int:
 def _probe(args, stop: SignalStop) -> int:
     require_probe_extra()
     spec, own_batch = _spec(args)
+    try:  # what the user's source shows is wrong, said before torch is imported (seconds)
+        check_source(spec)
+    except WorkloadSourceError as e:
+        raise AdvisorError(str(e)) from None
     out_path = Path(args.output) if args.output else None
     if out_path is not None and out_path.is_dir():
         raise AdvisorError(f"--output {out_path} is a directory; give a file name")
@@ -282,12 +287,16 @@ def _probe(args, stop: SignalStop) -> int:
     from lightning_module.contract.ladder import LadderFailed, RankLost
     from lightning_module.run import cpu_too, measure, probe, ranks
     from lightning_module.run.devices import is_global_zero
-    from lightning_module.run.workloads import WorkloadError
+    from lightning_module.run.workloads import WorkloadError, with_defaults
 
     measure.quiet_lightning(verbose=getattr(args, "verbose", 0) > 0)
     if cpu_too.is_extra_rank():
         cpu_too.train_along()  # the CPU rank Lightning started: rank 0 probes and reports
         return 0
+    try:
+        spec = with_defaults(spec)  # the constructors' defaults, recorded: the id is of the arguments as built
+    except WorkloadError as e:
+        raise AdvisorError(str(e)) from None
     opts = defaults.ProbeOptions(
         spec=spec, accelerator=args.accelerator, devices=args.devices, strategy=args.strategy,
         precision=args.precision, tune=args.tune, target_ci=args.target_ci, max_seconds=args.max_seconds,

@@ -9,6 +9,7 @@ import shlex
 
 from .. import options as opt
 from .. import render
+from ..errors import AdvisorError
 from ..output import FORMATS, add_format_option, warn
 from ..recommend.jobspec import (
     DEFAULT_CONFIDENCE,
@@ -99,6 +100,24 @@ def register(sub) -> None:
     extra = render.extra_formats(FORMATS)  # the registry's formats past every command's: skypilot, html
     add_format_option(p, extra=extra, extra_help="; ".join(render.FORMATS[name].help for name in extra))
     p.add_argument("file", nargs="?", metavar="FILE", help="the page --format html writes (after html)")
+    llm = p.add_argument_group("token workloads (a transformer language model; docs/llm-memory.md)")
+    llm.add_argument("--model-shape", type=opt.text, metavar="SHAPE",
+                     help="the model: a preset (llama-3-8b, mistral-7b, llama-2-7b, ...: 'advisor recommend --model-shape list'), a "
+                          "preset with fields changed (llama-3-8b,n_layers=40) or every field (d_model=4096,n_layers=32,"
+                          "n_heads=32,n_kv_heads=8,d_ff=14336,vocab=128256); ranks (type, count, strategy) by tokens")
+    llm.add_argument("--tokens", metavar="N", help="tokens to train on (2e9, 2B); or --samples with --seq-len")
+    llm.add_argument("--seq-len", type=opt.whole(1, 1_048_576), metavar="L", help="tokens per sequence (default 4096)")
+    llm.add_argument("--finetune", choices=("full", "lora", "qlora"), default="full",
+                     help="full (default): every weight trains; lora: a frozen 16-bit base with adapters; qlora: the base in 4 bits")
+    llm.add_argument("--lora-rank", type=opt.whole(1, 4096), default=8, metavar="R", help="LoRA rank (default 8, on query and value)")
+    llm.add_argument("--strategy", choices=("ddp", "zero1", "zero2", "zero3", "fsdp", "hybrid"),
+                     help="pin the strategy (default: the least costly that fits; zero3 is fsdp full shard)")
+    llm.add_argument("--precision", choices=("bf16-true", "bf16-mixed", "16-mixed", "32-true"), default="bf16-true",
+                     help="what the weights, gradients and optimizer state are kept in (default bf16-true)")
+    llm.add_argument("--optimizer-kind", choices=("adamw", "adamw8bit", "sgd"), default="adamw",
+                     help="adamw (default), adamw8bit (bitsandbytes), sgd (with momentum): its state per parameter")
+    llm.add_argument("--global-batch-tokens", type=opt.whole(1, 2**40), default=2**20, metavar="T",
+                     help="tokens per optimizer step across all devices (default 1048576): how often gradients are exchanged")
     p.add_argument("--references", type=opt.path, default="builtin", metavar="builtin|none|FILE",
                    help="published figures estimates are fitted on: builtin (the shipped dataset, default), none "
                         "(estimate from your probes alone; the calibration still applies) or a file in the same "
@@ -131,6 +150,10 @@ def job_from_args(args) -> JobSpec:
 
 
 def handle(args) -> int:
+    if args.model_shape is not None:
+        return handle_tokens(args)
+    if args.tokens is not None:
+        raise AdvisorError("--tokens counts a token workload: name the model with --model-shape (or use --samples)")
     job = job_from_args(args)
     # A bad --format file, --plot or --prices is refused before anything is computed or printed.
     page_target = render.check(args.format, args.file)
@@ -157,4 +180,61 @@ def handle(args) -> int:
         plot_plan(advice.plan, advice.rows, args.plot)
         if render.FORMATS[args.format].for_people:
             print(f"\nplot written to {args.plot}")
+    return 0
+
+
+def llm_job_from_args(args):
+    """The token workload's job; every check before anything is computed."""
+    from lightning_module.contract.transformer_shape import ShapeError, parse_shape
+
+    from ..estimate.memory import STRATEGY_ALIASES, MemoryModelError, Training
+    from ..recommend.jobspec import work_tokens
+    from ..recommend.llm import LlmJob
+
+    try:
+        shape = parse_shape(args.model_shape)
+        training = Training(method=args.finetune, precision=args.precision, optimizer=args.optimizer_kind,
+                            lora_rank=args.lora_rank)
+    except (ShapeError, MemoryModelError) as e:
+        raise AdvisorError(str(e)) from None
+    seq_len = args.seq_len or 4096
+    tokens = work_tokens(args.tokens, args.samples, seq_len if args.samples or args.epochs else args.seq_len,
+                         args.epochs, args.dataset_size)
+    if args.objective == "pareto":
+        raise AdvisorError("--objective pareto is not offered for token workloads yet: use cheapest or fastest")
+    strategy = STRATEGY_ALIASES.get(args.strategy, args.strategy) if args.strategy else None
+    return LlmJob(shape, training, seq_len, tokens, parse_budget(args.budget),
+                  parse_deadline(args.deadline).total_seconds() / 3600, args.objective, args.max_instances, strategy,
+                  tuple(args.region or ()), args.market, args.global_batch_tokens, args.setup_minutes)
+
+
+def handle_tokens(args) -> int:
+    from lightning_module.contract.transformer_shape import PRESETS
+
+    from ..recommend.llm import advise_llm
+    from ..render.tokens import document_fields, table
+
+    if args.model_shape.strip().lower() == "list":
+        for name, shape in PRESETS.items():
+            print(f"{name:<24} {shape.params() / 1e9:6.2f}B  {shape.source}")
+        return 0
+    if args.format not in ("table", "json"):
+        raise AdvisorError(f"--format {args.format} is not offered for token workloads yet: use table or json")
+    if args.file or args.plot:
+        raise AdvisorError("--plot and a page file are not offered for token workloads yet")
+    unsupported = [flag for flag, given in (("--prices", args.prices), ("--check-account", args.check_account),
+                                            ("--obtainable-only", args.obtainable_only), ("--probe-budget", args.probe_budget),
+                                            ("--require-dtype", args.require_dtype),
+                                            ("--min-accelerator-memory", args.min_accelerator_memory)) if given]
+    if unsupported:
+        raise AdvisorError(f"{', '.join(unsupported)} not offered for token workloads (--model-shape) yet")
+    job = llm_job_from_args(args)
+    wanted = type_filter(args)
+    advice = advise_llm(load_catalog(args), job, top=args.top, wanted=wanted)
+    if args.format == "json":
+        from .. import schemas
+
+        schemas.write("recommend-tokens", **document_fields(advice))
+    else:
+        table(advice, show_excluded=args.show_excluded)
     return 0

@@ -6,7 +6,7 @@ import sys
 
 from catalog.io import FileError, read_bytes
 from lightning_module.contract.reliability import speedup_over_baseline
-from lightning_module.contract.result import ResultError, parse_results
+from lightning_module.contract.result import BUILTIN_MODELS, ResultError, canonical_json, parse_results
 
 from .. import options as opt
 from ..errors import AdvisorError
@@ -15,7 +15,7 @@ from ..render.probe import ci_text, write_result
 from .common import add_list_option, add_store_option, open_store, read_store, store_path
 
 IMPORT_MAX_BYTES = 256 * 2**20  # an export of ~50,000 results; a probe result is a few KiB
-LIST_COLUMNS = ("result_id", "workload_id", "instance_type", "accelerator", "devices", "precision", "batch_size",
+LIST_COLUMNS = ("result_id", "workload_id", "workload", "init_args", "data_init_args", "instance_type", "accelerator", "devices", "precision", "batch_size",
                 "samples_per_sec", "ci_low", "ci_high", "speedup_over_baseline", "source", "finished_at")
 # The people's table: accelerator, precision and batch in one column that wraps, so it fits 100 columns.
 TABLE_COLUMNS = ("id", "workload", "instance_type", "config", "samples/s", "ci", "x baseline", "finished")
@@ -92,15 +92,17 @@ def register(sub) -> None:
 
 def _add_filters(parser) -> None:
     add_list_option(parser, "--workload", metavar="ID", normalise=str.strip,
-                    help="only these workload ids (e.g. resnet50-224px-1000c)")
+                    help="only these workloads: a workload id (e.g. resnet50-224px-1000c), or a model "
+                         "(resnet50, package.module:Class) for every result of it, whatever its arguments")
     add_list_option(parser, "--instance-type", metavar="TYPE", help="only these instance types")
 
 
 def _selected(store, args) -> list:
     """The stored results the --workload / --instance-type filters keep, newest first."""
     one = lambda xs: xs[0] if len(xs) == 1 else None  # a single value filters in SQL
-    return [r for r in store.results(one(args.workload), one(args.instance_type))
-            if (not args.workload or r.workload_id in args.workload)
+    ids = [w for w in args.workload or () if ":" not in w and w not in BUILTIN_MODELS]
+    return [r for r in store.results(one(ids) if ids == args.workload else None, one(args.instance_type))
+            if (not args.workload or r.workload_id in args.workload or r.workload.model in args.workload)
             and (not args.instance_type or r.instance_type in args.instance_type)]
 
 
@@ -109,6 +111,9 @@ def list_row(r) -> dict:
     return {
         "result_id": r.result_id,
         "workload_id": r.workload_id,
+        "workload": r.workload.model,
+        "init_args": r.workload.resolved_args()[0],
+        "data_init_args": r.workload.resolved_args()[1],
         "instance_type": r.instance_type,
         "accelerator": r.config.accelerator,
         "devices": r.config.devices,
@@ -128,7 +133,7 @@ def table_row(row: dict) -> dict:
     x = row["speedup_over_baseline"]
     acc = row["accelerator"] + (f" x{row['devices']}" if row["devices"] > 1 else "")
     return {
-        "id": row["result_id"][:12], "workload": row["workload_id"], "instance_type": row["instance_type"] or "",
+        "id": row["result_id"][:12], "workload": _workload_cell(row), "instance_type": row["instance_type"] or "",
         # A training run's source in its config cell: the table keeps to 100 columns.
         "config": f"{acc}, {row['precision']}, batch {row['batch_size']}"
                   + (f" ({row['source']})" if row["source"] != "probe" else ""),
@@ -137,6 +142,15 @@ def table_row(row: dict) -> dict:
         "x baseline": round(x, 2) if x is not None else None,
         "finished": row["finished_at"].strftime("%Y-%m-%d %H:%M"),
     }
+
+
+def _workload_cell(row: dict) -> str:
+    """The id, and for a user's own module its class and the arguments it was built with."""
+    if row["workload_id"].startswith(row["workload"]):  # a builtin: the id says it all
+        return row["workload_id"]
+    args = ", ".join(f"{k}={canonical_json(v)}" for k, v in sorted(row["init_args"].items()))
+    data = ", ".join(f"{k}={canonical_json(v)}" for k, v in sorted(row["data_init_args"].items()))
+    return f"{row['workload_id']} {row['workload']}({args})" + (f" data({data})" if data else "")
 
 
 def _stored(args) -> tuple[list, int]:
@@ -161,7 +175,11 @@ def handle_list(args) -> int:
         schemas.write("results-list", results=rows)
         return 0
     if not rows and args.format in ("table", "markdown"):
+        filters = [f"{name} {', '.join(v)}" for name, v in (("--workload", args.workload),
+                                                            ("--instance-type", args.instance_type)) if v]
         print(f"no valid results ({invalid} invalid skipped)" if invalid else
+              f"no stored result matches {' and '.join(filters)} (a workload is an id or a model, e.g. "
+              "resnet50 or package.module:Class)" if filters else
               "no results stored yet: run 'advisor probe' or 'advisor results import FILE'", file=sys.stderr)
         return 0
     if args.format == "csv":

@@ -6,7 +6,9 @@ names it as one of:
   copy of the folder without .git, virtual environments and build output, so the checkout stays
   clean);
 - a wheel file (.whl) of it;
-- the package folder itself (with __init__.py): shipped as it is and put on PYTHONPATH.
+- the package folder itself (with __init__.py): shipped as it is and put on PYTHONPATH;
+- a folder of modules (what `advisor probe` imported through PYTHONPATH: the workload's module
+  `gan.py`, or its package `gan/`, inside): shipped as it is and itself put on PYTHONPATH.
 With `--requirements FILE` (pip's format) for what it imports beyond torch and Lightning, and the
 file a `--probe-args "--config FILE"` names, it goes up as one bundle (code.tar.gz) beside the
 advisor's wheel; the instance unpacks it, installs the wheel and the requirements under the same
@@ -41,7 +43,7 @@ _LOCAL_LINE = re.compile(r"^\s*(-e|--editable|-r|--requirement|-c|--constraint|\
 
 @dataclass(frozen=True)
 class Code:
-    """What --code names, checked: its kind ("project" | "wheel" | "package") and path."""
+    """What --code names, checked: its kind ("project" | "wheel" | "package" | "modules") and path."""
 
     kind: str
     path: Path
@@ -89,9 +91,12 @@ def check_code(code: str | None, workload: str, requirements: str | None = None,
         if top is not None and path.resolve().name != top:
             raise AdvisorError(f"--code {code}: ships the package {path.resolve().name!r}; --workload {workload} "
                                f"imports {top!r} (give the folder {top}/, or the project above it)")
+    elif top is not None and ((path / f"{top}.py").is_file() or (path / top).is_dir()):
+        got = Code("modules", path)
     else:
-        raise AdvisorError(f"--code {code}: neither a project (pyproject.toml or setup.py), a wheel, nor a package "
-                           "folder (__init__.py)")
+        raise AdvisorError(f"--code {code}: neither a project (pyproject.toml or setup.py), a wheel, a package "
+                           "folder (__init__.py)"
+                           + (f", nor a folder holding {top}.py or {top}/ for --workload {workload}" if top else ""))
     if requirements is not None:
         check_requirements(requirements)
     if config is not None and not Path(config).is_file():
@@ -130,8 +135,7 @@ def _build_wheel(project: Path, dest: Path) -> Path:
     import sys
 
     src = dest / "src"
-    size = sum(f.stat().st_size for f in project.rglob("*") if f.is_file() and not _ignored(f, project))
-    if size > MAX_TREE_BYTES:
+    if (size := _tree_bytes(project)) > MAX_TREE_BYTES:
         raise AdvisorError(f"--code {project}: {size >> 20} MiB of files is more than code; build a wheel "
                            "(python -m build --wheel) and give --code dist/NAME.whl")
     shutil.copytree(project, src, ignore=shutil.ignore_patterns(*IGNORED))
@@ -146,6 +150,10 @@ def _build_wheel(project: Path, dest: Path) -> Path:
         raise AdvisorError(f"--code {project}: building its wheel failed: {tail[0][:300]}; build it yourself and "
                            "give --code dist/NAME.whl")
     return wheels[0]
+
+
+def _tree_bytes(root: Path) -> int:
+    return sum(f.stat().st_size for f in root.rglob("*") if f.is_file() and not _ignored(f, root))
 
 
 def _ignored(f: Path, root: Path) -> bool:
@@ -172,8 +180,11 @@ def build_bundle(code: Code, dest: Path, requirements: str | None = None, config
 
     bundle = dest / BUNDLE_NAME
     with tarfile.open(bundle, "w:gz") as tar:
-        if code.kind == "package":
-            tar.add(code.path, arcname=f"src/{code.path.resolve().name}",
+        if code.kind in ("package", "modules"):  # src/ is what the instance puts on PYTHONPATH
+            if code.kind == "modules" and (size := _tree_bytes(code.path)) > MAX_TREE_BYTES:
+                raise AdvisorError(f"--code {code.path}: {size >> 20} MiB of files is more than code: give the "
+                                   "package folder, or a wheel of the project")
+            tar.add(code.path, arcname="src" if code.kind == "modules" else f"src/{code.path.resolve().name}",
                     filter=lambda ti: None if any(_match(p) for p in Path(ti.name).parts) else ti)
         else:
             wheel = code.path if code.kind == "wheel" else _build_wheel(code.path, dest)
@@ -217,6 +228,8 @@ def code_path_hint(workload: str) -> str:
     except (ImportError, ValueError):
         spec = None
     locations = list(getattr(spec, "submodule_search_locations", None) or []) if spec is not None else []
+    if not locations and spec is not None and spec.origin and spec.origin.endswith(".py"):
+        locations = [str(Path(spec.origin).parent)]  # a top-level module: the folder of modules holding it
     if not locations or "site-packages" in Path(locations[0]).parts:
         return "YOUR_PACKAGE"  # not found, or installed: the project's folder or a wheel is the user's to name
     where = Path(locations[0])

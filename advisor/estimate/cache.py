@@ -152,11 +152,12 @@ def _device(d: Device) -> dict:
 def to_json(m: CrossDeviceModel) -> dict:
     f, e, b = m.fit, m.efficiency, m.bands
     return {
-        "origin": m.origin, "shaped": m.shaped,
+        "origin": m.origin, "shape": m.shape,
         "fit": {"theta_m": f.theta_m, "theta_o": f.theta_o, "sigma": f.sigma, "kappa": f.kappa, "level": f.level,
                 "resid": {g: list(v) for g, v in f.resid.items()},
                 "devices": {k: _device(d) for k, d in f.devices.items()}, "rows": f.rows, "rms": f.rms,
-                "mem_factor": f.mem_factor, "cpu_ref": f.cpu_ref, "cpu_channels_ref": f.cpu_channels_ref},
+                "mem_factor": f.mem_factor, "cpu_ref": f.cpu_ref, "cpu_channels_ref": f.cpu_channels_ref,
+                "sigma_family": f.sigma_family, "sigma_band": {k: list(v) for k, v in f.sigma_band.items()}},
         "efficiency": {"loss_per_doubling": e.loss_per_doubling, "pairs": [list(p) for p in e.pairs]},
         "bands": dict(vars(b)),
         "points": [{**vars(p), "device": _device(p.device)} for p in m.points],
@@ -169,9 +170,9 @@ def from_json(body: dict) -> CrossDeviceModel:
     fit = Fit(f["theta_m"], f["theta_o"], f["sigma"], dict(f["kappa"]), dict(f["level"]),
               {g: (float(mean), float(n)) for g, (mean, n) in f["resid"].items()},
               {k: Device(**d) for k, d in f["devices"].items()}, f["rows"], f["rms"], dict(f["mem_factor"]), f["cpu_ref"],
-              f["cpu_channels_ref"])
+              f["cpu_channels_ref"], dict(f["sigma_family"]), {k: (lo, hi) for k, (lo, hi) in f["sigma_band"].items()})
     e = body["efficiency"]
     eff = Efficiency(e["loss_per_doubling"], [(a, b, n, x) for a, b, n, x in e["pairs"]])
     points = [Point(**{**p, "device": Device(**p["device"])}) for p in body["points"]]
     skipped = [(row, why) for row, why in body["skipped"]]
-    return CrossDeviceModel(fit, eff, Bands(**body["bands"]), points, skipped, body["origin"], body["shaped"])
+    return CrossDeviceModel(fit, eff, Bands(**body["bands"]), points, skipped, body["origin"], body["shape"])

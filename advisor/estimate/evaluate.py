@@ -16,10 +16,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from .calibrate import Held, band_scale, distance, leave_one_device_out, weighted_quantile
-from .fit import group_weights
+from .fit import fit, group_weights
 from .model import FLOPS, CrossDeviceModel, shaped_transfers
 from .points import _row_device
-from .shapes import intensities
 
 
 @dataclass
@@ -82,7 +81,7 @@ class Check:
 
 def check(model: CrossDeviceModel) -> Check:
     # The model as built: with the workloads' shapes when it has them (as its bands were calibrated).
-    held, probe_held = leave_one_device_out(model.points, FLOPS, intensities() if model.shaped else None)
+    held, probe_held = leave_one_device_out(model.points, FLOPS, model.intensities())
     estimable = [h for h in held if h.estimable]
     rows = _rows(estimable, "model")
     lost = _rows([h for h in held if not h.estimable], "model", scale=model.bands.model_scale)
@@ -176,7 +175,7 @@ def by_workload(model: CrossDeviceModel, pooled: bool = False, among: tuple[str,
     transformers)."""
     from .calibrate import coverage, leave_one_workload_out, transfer_scale, transfer_weights
 
-    shapes = intensities() if model.shaped else None
+    shapes = model.intensities()
     held = leave_one_workload_out(model.points, shapes)
     if among:
         held = [h for h in held if h.why[0].startswith(among)]
@@ -240,3 +239,108 @@ def external(model: CrossDeviceModel, rows, catalog) -> tuple[list[ExternalRow],
         out.append(ExternalRow(m.id, dev.key, m.gpus, m.stack, m.per_device_sps, pred, pred * math.exp(-w),
                                pred * math.exp(w), m.source.label()))
     return out, skipped
+
+
+@dataclass
+class WorkloadRatio:
+    """One workload's device ratio a/b, published within one table and predicted with the workload
+    fitted out (leave-one-workload-out: its shape and the other workloads' rows only)."""
+
+    pair: tuple[str, str]  # (device a, device b) keys, a the one of the larger peak
+    workload: str
+    published: float  # a / b per device, the geometric mean over the tables that publish both
+    predicted: float
+    tables: int
+
+    @property
+    def error(self) -> float:
+        return self.predicted / self.published - 1.0
+
+
+@dataclass
+class PairCheck:
+    pair: tuple[str, str]
+    ratios: list[WorkloadRatio]
+
+    @property
+    def median_abs_error(self) -> float:
+        return float(np.median([abs(r.error) for r in self.ratios]))
+
+    @property
+    def published_spread(self) -> float:
+        """max / min published ratio across the pair's workloads."""
+        xs = [r.published for r in self.ratios]
+        return max(xs) / min(xs)
+
+    @property
+    def predicted_spread(self) -> float:
+        xs = [r.predicted for r in self.ratios]
+        return max(xs) / min(xs)
+
+    @property
+    def rank_correlation(self) -> float:
+        """Spearman's rho between predicted and published ratios (nan under three workloads)."""
+        if len(self.ratios) < 3:
+            return float("nan")
+        return spearman([r.predicted for r in self.ratios], [r.published for r in self.ratios])
+
+
+def spearman(x, y) -> float:
+    """Spearman's rank correlation (ties take their mean rank); nan where one side has no spread."""
+    rx, ry = _ranks(np.asarray(x, float)), _ranks(np.asarray(y, float))
+    if rx.std() == 0 or ry.std() == 0:
+        return float("nan")
+    return float(np.corrcoef(rx, ry)[0, 1])
+
+
+def _ranks(x: np.ndarray) -> np.ndarray:
+    order = np.argsort(x, kind="mergesort")
+    ranks = np.empty(len(x))
+    ranks[order] = np.arange(len(x), dtype=float)
+    for v in np.unique(x):  # ties: their mean rank
+        same = x == v
+        ranks[same] = ranks[same].mean()
+    return ranks
+
+
+def device_pair_ratios(model: CrossDeviceModel, min_workloads: int = 2) -> list[PairCheck]:
+    """For every device pair that two or more workloads were published on (inside one table each:
+    one source, stack and precision), each workload's ratio a/b, published against predicted with
+    that workload fitted out (its intensity given, its level cancels in the ratio)."""
+    from .calibrate import PROBED_KINDS
+
+    intensity = model.intensities()
+    published: dict[tuple[tuple[str, str], str], list[float]] = {}
+    devices: dict[str, object] = {}
+    for suite in sorted({p.suite for p in model.points}):
+        rows = [p for p in model.points if p.suite == suite and p.device.kind in PROBED_KINDS]
+        by_key: dict[str, list[float]] = {}
+        for p in rows:
+            by_key.setdefault(p.device.key, []).append(math.log(p.sps))
+            devices[p.device.key] = p.device
+        keys = sorted(by_key)
+        for i, a in enumerate(keys):
+            for b in keys[i + 1:]:
+                hi, lo = sorted((a, b), key=lambda k: (devices[k].peak, k), reverse=True)
+                r = float(np.median(by_key[hi])) - float(np.median(by_key[lo]))
+                published.setdefault(((hi, lo), rows[0].workload), []).append(r)
+    by_pair: dict[tuple[str, str], list[str]] = {}
+    for pair, w in published:
+        by_pair.setdefault(pair, []).append(w)
+    pairs = {pair: ws for pair, ws in by_pair.items() if len(set(ws)) >= min_workloads}
+    fits: dict[str, object] = {}
+    out = []
+    for pair, ws in sorted(pairs.items()):
+        ratios = []
+        for w in sorted(set(ws)):
+            if w not in fits:
+                fits[w] = fit([p for p in model.points if p.workload != w], intensity)
+            f = fits[w]
+            shape = (intensity or {}).get(w)
+            a, b = (devices[k] for k in pair)
+            pred = f.log_predict(a, w, "tuned", level=0.0, intensity=shape) - \
+                f.log_predict(b, w, "tuned", level=0.0, intensity=shape)
+            pub = published[(pair, w)]
+            ratios.append(WorkloadRatio(pair, w, math.exp(float(np.mean(pub))), math.exp(pred), len(pub)))
+        out.append(PairCheck(pair, ratios))
+    return out

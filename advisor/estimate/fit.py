@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .points import Device, Point
+from .split import seconds_per_flop
 
 # Coarse grids (0 = the term absent); the best point is then refined between its neighbours.
 THETA_M_GRID = np.concatenate(([0.0], np.logspace(-1, 2.5, 15)))
@@ -95,6 +96,17 @@ class Fit:
     mem_factor: dict[str, float] = field(default_factory=dict)
     cpu_ref: float | None = None  # the CPU anchors' counted peak (geometric mean), TFLOP/s; None: no CPU fitted
     cpu_channels_ref: float | None = None  # their DDR channels per socket core (geometric mean); None: unknown
+    # architecture family -> log(tuned / default) fitted on its own rows, for a family with a device
+    # published at both stacks (stack_factors); any other family takes sigma, the rest's
+    sigma_family: dict[str, float] = field(default_factory=dict)
+    # family -> (lowest, highest) tuned/default gap, log, of its devices published at both stacks
+    sigma_band: dict[str, tuple[float, float]] = field(default_factory=dict)
+
+    def stack_log(self, dev: Device) -> float:
+        """log(tuned / default) on this device: its architecture family's, else the pooled sigma (0: a CPU)."""
+        if dev.kind == "cpu":
+            return 0.0
+        return self.sigma_family.get(dev.family or "", self.sigma)
 
     def factor(self, workload: str | None, intensity: float | None = None) -> float:
         """m_w for a workload: from a given intensity (a user's probe), else the fit's, else 1."""
@@ -115,7 +127,7 @@ class Fit:
         """log per-device samples/s; `level` overrides the workload's (another workload, or probes),
         `intensity` the workload's shape (a user's own workload, from its probe)."""
         lam = self.level[workload] if level is None else level
-        y = lam + (self.sigma if stack == "tuned" and dev.kind != "cpu" else 0.0) + self.kappa.get(dev.kind, 0.0) \
+        y = lam + (self.stack_log(dev) if stack == "tuned" else 0.0) + self.kappa.get(dev.kind, 0.0) \
             - self.offset(dev, workload, intensity)
         key = own_key(dev.group, workload)
         key = key if key in self.resid else dev.group
@@ -141,6 +153,8 @@ class Fit:
             "m_workload": {w: round(v, 3) for w, v in sorted(self.mem_factor.items()) if w != REFERENCE_KEY},
             "theta_m": round(self.theta_m, 4), "theta_o": round(self.theta_o, 6),
             "tuned_over_default": round(math.exp(self.sigma), 3),
+            "tuned_over_default_by_family": {k: {"factor": round(math.exp(v), 3), "devices_at_both": [
+                round(math.exp(x), 3) for x in self.sigma_band.get(k, ())]} for k, v in sorted(self.sigma_family.items())},
             "kappa": {k: round(v, 3) for k, v in self.kappa.items()},
             "cpu_scaling": {"exponent": CPU_SCALING, "anchor_peak_tflops": None if self.cpu_ref is None else
                             round(self.cpu_ref, 3), "channels_exponent": round(CPU_CHANNELS_EXPONENT, 3),
@@ -169,7 +183,7 @@ def device_offset(dev: Device, theta_m: float, theta_o: float, cpu_ref: float | 
                   channels_ref: float | None = None) -> float:
     if dev.bandwidth is None:
         return -cpu_log_peak(dev.peak, cpu_ref) - cpu_channels_log(dev.channels_per_core, channels_ref)
-    return math.log(1.0 / dev.peak + theta_m * dev.bytes_factor / dev.bandwidth + theta_o)
+    return math.log(float(seconds_per_flop(1.0 / dev.peak, dev.bytes_factor / dev.bandwidth, 1.0, theta_m, theta_o)))
 
 
 REFERENCE_KEY = "_reference_intensity"  # mem_factor's entry holding I_ref itself
@@ -196,7 +210,22 @@ def fit(points: list[Point], intensity: dict[str, float] | None = None, referenc
     """Least squares over all points (reference rows, not probes). `intensity`: workload -> FLOPs
     per byte (shapes.intensities()); None fits one shared intensity (the model before shapes).
     A point's weight is its device's share (each device counts once) x its own evidence weight
-    (a derived figure less than a read one)."""
+    (a derived figure less than a read one).
+
+    The stack factor: per architecture family with a device published at both stacks, its own
+    (stack_families); the tuned rows of any other family have no contrast of their own to fit it
+    on, so they take the mean of those families' factors (a second pass, that factor held fixed)."""
+    first = _fit(points, intensity, reference)
+    rest = [p for p in points if p.stack == "tuned" and p.device.kind != "cpu"
+            and p.device.family not in first.sigma_family]
+    if not first.sigma_family or not rest:
+        return first
+    pooled = float(np.mean(list(first.sigma_family.values())))
+    return _fit(points, intensity, reference, rest_sigma=pooled)
+
+
+def _fit(points: list[Point], intensity: dict[str, float] | None, reference: str,
+         rest_sigma: float | None = None) -> Fit:
     if not points:
         raise ValueError("nothing to fit")
     n = len(points)
@@ -209,11 +238,11 @@ def fit(points: list[Point], intensity: dict[str, float] | None = None, referenc
         d.channels_per_core for d in cpus) else None
     inv_p = np.array([1.0 / p.device.peak if p.device.bandwidth is not None else
                       math.exp(device_offset(p.device, 0.0, 0.0, cpu_ref, ch_ref)) for p in points])
-    has_bw = np.array([p.device.bandwidth is not None for p in points])
-    mem = np.array([factors.get(p.workload, 1.0) * p.device.bytes_factor / p.device.bandwidth
-                    if p.device.bandwidth else 0.0 for p in points])
-    # The fixed part scales with m_w too (below); has_bw carries it, 0 for a CPU.
-    has_bw = has_bw * np.array([factors.get(p.workload, 1.0) for p in points])
+    # split.py's terms per point: the memory system's beta/B and the workload's m_w (0 for a CPU:
+    # no bandwidth figure, so neither the memory nor the fixed term applies).
+    mem = np.array([p.device.bytes_factor / p.device.bandwidth if p.device.bandwidth else 0.0 for p in points])
+    mfac = np.array([factors.get(p.workload, 1.0) if p.device.bandwidth else 0.0 for p in points])
+    has_bw = mfac > 0
     ev = np.array([p.weight for p in points])
     w = group_weights([p.device.group for p in points]) * ev
 
@@ -225,8 +254,19 @@ def fit(points: list[Point], intensity: dict[str, float] | None = None, referenc
     # already describes the probe's stack.
     tuned = np.array([p.stack == "tuned" and p.device.kind != "cpu" for p in points], float)
     has_sigma = 0 < tuned.sum() < n
-    if has_sigma:
-        cols.append(tuned)
+    # Per architecture family where one of its devices was published at both stacks: how much a
+    # tuned stack buys is a generation's matter (NHWC and DALI gained the A100 ~1.6x over Lambda's
+    # NCHW runs, timm's NHWC the RTX 3090 1.26-1.47x); the rest share one factor.
+    fams = stack_families(points) if has_sigma else []
+    in_fam = np.array([p.device.family in fams for p in points])
+    rest = tuned * ~in_fam
+    fam_cols = [tuned * np.array([p.device.family == fa for p in points]) for fa in fams]
+    has_rest = has_sigma and rest.sum() > 0 and rest_sigma is None
+    if rest_sigma is not None:  # held at the families' mean (fit's second pass)
+        y = y - rest_sigma * rest
+    if has_rest:
+        cols.append(rest)
+    cols += fam_cols
     # A kind's offset is only identified beside GPUs: a CPU-only set has no separate scale.
     kind_cols = [k for k in kinds if any(p.device.kind == "gpu" for p in points)]
     cols += [np.array([p.device.kind == k for p in points], float) for k in kind_cols]
@@ -238,7 +278,7 @@ def fit(points: list[Point], intensity: dict[str, float] | None = None, referenc
     U = u[:, s > s[0] * 1e-10]
 
     def sse_of(tm: np.ndarray, to: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        inner = inv_p[None, :] + tm[:, None] * mem[None, :] + to[:, None] * has_bw[None, :]
+        inner = seconds_per_flop(inv_p[None, :], mem[None, :], mfac[None, :], tm[:, None], to[:, None])
         R = (y[None, :] + np.log(inner)) * sw[None, :]  # target of the linear part, weighted
         resid = R - (R @ U) @ U.T
         return np.einsum("gi,gi->g", resid, resid), R
@@ -254,14 +294,18 @@ def fit(points: list[Point], intensity: dict[str, float] | None = None, referenc
         g = int(np.argmin(sse_of(tm, to)[0]))
         theta_m, theta_o = float(tm[g]), float(to[g])
     _, R = sse_of(np.array([theta_m]), np.array([theta_o]))
-    O = np.log(inv_p + theta_m * mem + theta_o * has_bw)
+    O = np.log(seconds_per_flop(inv_p, mem, mfac, theta_m, theta_o))
     beta, *_ = np.linalg.lstsq(Xw, R[0], rcond=None)
     r = (y + O) - X @ beta  # unweighted residuals in log space
 
     level = {wl: float(beta[i]) for i, wl in enumerate(workloads)}
     k = len(workloads)
-    sigma = float(beta[k]) if has_sigma else 0.0
-    k += int(has_sigma)
+    sigma = float(beta[k]) if has_rest else 0.0
+    k += int(has_rest)
+    sigma_family = {fa: float(beta[k + i]) for i, fa in enumerate(fams)}
+    k += len(fams)
+    if not has_rest and sigma_family:  # other families take the families' mean
+        sigma = float(np.mean(list(sigma_family.values())))
     kappa = {"gpu": 0.0} | {kd: float(beta[k + i]) for i, kd in enumerate(kind_cols)}
     sums: dict[str, list[tuple[float, float]]] = {}
     shaped: dict[str, list[tuple[float, float]]] = {}
@@ -282,7 +326,33 @@ def fit(points: list[Point], intensity: dict[str, float] | None = None, referenc
         devices.setdefault(p.device.key, p.device)
     res |= _family_residuals(devices.values(), res)
     rms = float(np.sqrt(np.sum(w * r**2) / np.sum(w)))
-    return Fit(theta_m, theta_o, sigma, kappa, level, res, devices, n, rms, factors, cpu_ref, ch_ref)
+    return Fit(theta_m, theta_o, sigma, kappa, level, res, devices, n, rms, factors, cpu_ref, ch_ref, sigma_family,
+               _stack_bands(points, r, sigma_family))
+
+
+def stack_families(points: list[Point]) -> list[str]:
+    """Architecture families with a device (group) published at both the tuned and the default stack."""
+    stacks: dict[tuple[str, str], set[str]] = {}
+    for p in points:
+        if p.device.kind != "cpu" and p.device.family:
+            stacks.setdefault((p.device.family, p.device.group), set()).add(p.stack)
+    return sorted({fa for (fa, _), st in stacks.items() if len(st) == 2})
+
+
+def _stack_bands(points: list[Point], r: np.ndarray, sigma_family: dict[str, float]) -> dict[str, tuple[float, float]]:
+    """Per family, the lowest and highest log tuned/default gap of its devices at both stacks: the
+    family's factor plus that device's mean tuned residual less its mean default residual."""
+    out: dict[str, tuple[float, float]] = {}
+    for fa, sig in sigma_family.items():
+        gaps = []
+        for g in sorted({p.device.group for p in points if p.device.family == fa}):
+            t = [ri for p, ri in zip(points, r) if p.device.group == g and p.stack == "tuned"]
+            d = [ri for p, ri in zip(points, r) if p.device.group == g and p.stack == "default"]
+            if t and d:
+                gaps.append(sig + float(np.mean(t)) - float(np.mean(d)))
+        if gaps:
+            out[fa] = (min(gaps), max(gaps))
+    return out
 
 
 def _family_residuals(devices, res: dict[str, tuple[float, float]]) -> dict[str, tuple[float, float]]:

@@ -28,6 +28,7 @@ from .calibrate import (
 from .fit import Fit, fit
 from .points import Point, reference_points
 from .shapes import intensities
+from .split import NONE, SPLIT
 
 FLOPS = {name: f.train_flops_per_sample for name, f in FACTS.items()}
 
@@ -55,7 +56,17 @@ class CrossDeviceModel:
     points: list[Point]
     skipped: list[tuple[str, str]] = field(default_factory=list)
     origin: str = "builtin"
-    shaped: bool = True  # per-workload intensity (False: one shared intensity, the model before shapes)
+    # split.SPLIT: each workload's split intensity; split.ALL: every op's bytes (before the split);
+    # split.NONE: one shared intensity (the model before workload shapes)
+    shape: str = SPLIT
+
+    @property
+    def shaped(self) -> bool:
+        return self.shape != NONE
+
+    def intensities(self) -> dict[str, float] | None:
+        """The workload intensities the model was fitted with (None: one shared)."""
+        return intensities(self.shape)
 
     def describe(self) -> dict:
         return {**self.fit.describe(), "reference": self.origin,
@@ -63,15 +74,15 @@ class CrossDeviceModel:
                 "band_scale": round(self.bands.model_scale, 3), "probe_band_scale": round(self.bands.probe_scale, 3)}
 
 
-def build(rows, catalog: Catalog | None, origin: str = "builtin", shaped: bool = True) -> CrossDeviceModel:
-    """The model of a reference set; `shaped` False gives every workload one intensity (the model
-    before workload shapes, kept for benchmarks/estimate_accuracy.py's before/after)."""
+def build(rows, catalog: Catalog | None, origin: str = "builtin", shape: str = SPLIT) -> CrossDeviceModel:
+    """The model of a reference set; `shape` split.ALL or split.NONE give the models before the split
+    and before workload shapes (kept for benchmarks/estimate_accuracy.py's before/after)."""
     eff = efficiency_from_pairs(rows)
     points, skipped = reference_points(rows, catalog, eff)
     if not points:
         raise ValueError("no reference row can be fitted (see 'advisor references check')")
-    shape = intensities() if shaped else None
-    return CrossDeviceModel(fit(points, shape), eff, compute_bands(points, shape), points, skipped, origin, shaped)
+    given = intensities(shape)
+    return CrossDeviceModel(fit(points, given), eff, compute_bands(points, given), points, skipped, origin, shape)
 
 
 # --references none: the model's shape (theta_m, theta_o) and the workload's level fitted on your
@@ -90,10 +101,10 @@ def from_probes(points: list[Point], workload: str, intensity: float | None) -> 
         raise ValueError(f"--references none fits the model on your probes alone, which needs probes of {workload} on at "
                          f"least {MIN_PROBED_DEVICES} device models (you have {have}); probe "
                          f"{MIN_PROBED_DEVICES - len(groups)} more device model(s), or use --references builtin")
-    shape = {workload: intensity} if intensity else None
-    bands = compute_bands(points, shape)
-    return CrossDeviceModel(fit(points, shape, reference=workload), Efficiency(0.0, []), bands, points, [],
-                            "none (your probes alone)", shaped=shape is not None)
+    given = {workload: intensity} if intensity else None
+    bands = compute_bands(points, given)
+    return CrossDeviceModel(fit(points, given, reference=workload), Efficiency(0.0, []), bands, points, [],
+                            "none (your probes alone)", shape=SPLIT if given else NONE)
 
 
 def shaped_transfers(held: list, intensity: dict[str, float] | None) -> list:

@@ -159,16 +159,21 @@ class Estimator:
         w = bands.model_scale * (1.0 + d)
         # The ladder keeps its best rung: where channels_last does not pay, the probe still gets
         # the NCHW default level, tuned/default below the estimate.
-        stack = max(f.sigma, 0.0) if dev.kind != "cpu" else 0.0
+        stack = max(f.stack_log(dev), 0.0)
+        # Above: a tuned stack bought more on some of the generation's devices than its fitted
+        # factor (the A100: DLE's NHWC + DALI 1.72x Lambda's NCHW, the family 1.30x): the upper end
+        # reaches the most it bought on any of them.
+        above = max(0.0, f.sigma_band.get(dev.family or "", (0.0, 0.0))[1] - f.stack_log(dev)) if dev.kind != "cpu" else 0.0
         basis = self._basis(dev, precision, mid) | {
             "band": {"log_half_width": round(w, 3), "distance": round(d, 2), "extrapolation": why or ["inside the fitted range"],
-                     "stack_spread": round(math.exp(stack), 3),
+                     "stack_spread": round(math.exp(stack), 3), "stack_above": round(math.exp(above), 3),
                      "calibrated": f"leave-one-device-out: covers {bands.coverage_model:.0%} of held-out figures "
                                    f"(target {bands.share:.0%}); band = x/exp({bands.model_scale:.3f} x (1 + distance)), "
-                                   "lower end / the tuned/default stack ratio"},
+                                   "lower end / the generation's tuned/default stack ratio, upper end x the most a tuned "
+                                   "stack bought on one of its devices over that ratio"},
         }
         notes = [f"extrapolated: {'; '.join(why)}"] if d >= 1 else []
-        est = Estimate(math.exp(mid), math.exp(mid - stack - w), math.exp(mid + w), precision, basis, notes)
+        est = Estimate(math.exp(mid), math.exp(mid - stack - w), math.exp(mid + w + above), precision, basis, notes)
         if dev.kind == "cpu" and f.cpu_ref:
             _cpu_bracket(est, dev.peak / f.cpu_ref, "the published CPU rows' counted peak")
             _channels_band(est, dev, None, f.cpu_channels_ref, "the published CPU rows'")

@@ -34,6 +34,7 @@ from catalog.hardware import (
     gpu_spec,
     interconnect,
     sustained_network_gbps,
+    undrivable_gpu,
 )
 from catalog.models import Catalog, InstanceType
 from lightning_module.contract.result import BUILTIN_MODELS
@@ -182,6 +183,7 @@ class ThroughputModel:
             self.model = self._probes_model(facts)
             measured = []
         self.estimator = Estimator(self.model, catalog, facts.model, self.flops, measured, intensity=facts.intensity)
+        self.max_instances = 4  # what an excluded transformer's "needs N instances" searches past (recommend sets it)
         self.pipeline_rate = self._pipeline_rate()
         self.host_floor = self._host_floor()
 
@@ -308,6 +310,8 @@ class ThroughputModel:
             sdk = "Neuron SDK" if kind == "neuron" else "SynapseAI (Habana) SDK"
             return Exclusion(name, f"{it.accelerator_model or kind} needs the {sdk}; the probe cannot drive it, "
                                    "so there is no number without your own measurement")
+        if kind == "gpu" and measured is None and (why := undrivable_gpu(it)) is not None:
+            return Exclusion(name, why)
         need = self.facts.memory_floor_gib(self.image_size)
         if min_memory_gib is not None:
             need = max(need, min_memory_gib)
@@ -367,6 +371,8 @@ class ThroughputModel:
         workload at the smallest batch measured; a note when it holds less than the probe's best
         batch. Only where the fit was measured on the same kind of memory (a GPU's on GPUs, the
         process's on CPU instances)."""
+        if self.facts.transformer is not None and kind == "gpu" and have is not None:
+            return self._transformer_fit(it, have)
         fit = self.facts.memory
         if fit is None or have is None or (fit.where == "accelerator") != (kind != "cpu"):
             return None
@@ -383,6 +389,26 @@ class ThroughputModel:
                     f"below the probe's best {best}: expect less than its throughput per device")
         return None
 
+
+    def _transformer_fit(self, it: InstanceType, have: float) -> Exclusion | str:
+        """A transformer's fit on one instance of the type: the least costly strategy that holds
+        it (a note saying which), else an exclusion saying what would (advisor/estimate/strategy.py)."""
+        from .memory import Training
+        from .strategy import device_of, plan, what_would_fit
+
+        shape, seq = self.facts.transformer, self.facts.seq_len or 4096
+        dev = device_of(it, have)
+        if dev is None:
+            return Exclusion(it.name, f"no 16-bit peak known for {it.accelerator_model or 'its GPU'}: "
+                                      "the transformer's strategy search cannot rank it")
+        p = plan(dev, shape, Training(), seq, 1)
+        if p is None:
+            # This ranking scales whole instances of a workload that fits on one; a type that needs
+            # several sharded instances is ranked by the token path (recommend --model-shape).
+            return Exclusion(it.name, what_would_fit(dev, shape, Training(), seq, self.max_instances, tried=1)
+                             + " (several sharded instances: rank them with recommend --model-shape)")
+        return (f"fits with {p.words}, micro-batch {p.micro_batch} x {seq} tokens "
+                f"({p.memory.device_gib:.1f} GiB per device of {have:g})")
 
     def _reference(self, it: InstanceType):
         """A published figure on this very instance type, all its devices, at the precision and the

@@ -164,3 +164,22 @@ def work_samples(samples: str | None, epochs: str | None, dataset_size: str | No
     if total > MAX_SAMPLES:
         raise AdvisorError(f"--epochs x --dataset-size is {total:.3g} samples; at most {MAX_SAMPLES:.0e} can be planned")
     return float(total)
+
+
+MAX_TOKENS = 1e15  # a thousand trillion: past any training run
+
+
+def work_tokens(tokens: str | None, samples: str | None, seq_len: int | None, epochs: str | None = None,
+                dataset_size: str | None = None) -> float:
+    """Tokens to train on, for a token workload: --tokens N, or --samples N (or --epochs with
+    --dataset-size) with --seq-len: a sample of a packed sequence is seq_len tokens."""
+    if tokens is not None:
+        if samples is not None or epochs is not None or dataset_size is not None:
+            raise AdvisorError("give either --tokens or --samples (--epochs with --dataset-size) with --seq-len, not both")
+        return parse_amount(tokens, "--tokens", 1, MAX_TOKENS, whole=True)
+    if seq_len is None:
+        raise AdvisorError("say how much work in tokens: --tokens N, or --samples N with --seq-len L")
+    n = work_samples(samples, epochs, dataset_size)
+    if n * seq_len > MAX_TOKENS:
+        raise AdvisorError(f"--samples x --seq-len is {n * seq_len:.3g} tokens; at most {MAX_TOKENS:.0e} can be planned")
+    return n * seq_len

@@ -14,7 +14,7 @@ import numpy as np
 
 from catalog.hardware import sustained_network_gbps
 from catalog.models import Catalog
-from lightning_module.contract.result import WorkloadSpec
+from lightning_module.contract.result import WorkloadSpec, canonical_json
 from lightning_module.contract.workload_facts import facts_for, facts_from_probes
 
 from ..errors import AdvisorError
@@ -117,14 +117,42 @@ def workload_spec(job: JobSpec) -> WorkloadSpec:
                         "probed 'package.module:LightningModuleClass'") from None
 
 
-def workload_facts(spec: WorkloadSpec, measurements: list):
-    """A builtin's measured table, or for a user's own module what its probes say."""
+def probed_workload(spec: WorkloadSpec, measurements: list) -> tuple[WorkloadSpec, list]:
+    """The user's workload resolved against the stored results of its class (newest first), and the
+    results it names: each result's recorded constructor defaults fill in the arguments the user did
+    not give, so no module is imported; the first whose id then matches decides."""
+    for r in measurements:
+        if r.workload.model == spec.model and (s := spec.resolved_against(r.workload)).workload_id == r.workload_id:
+            return s, [m for m in measurements if m.workload_id == s.workload_id]
+    return spec, [m for m in measurements if m.workload_id == spec.workload_id]
+
+
+def _probed_arguments(spec: WorkloadSpec, measurements: list) -> str:
+    """What the stored results of the class were probed with, one entry per workload id."""
+    seen: dict[str, str] = {}
+    for r in measurements:
+        w = r.workload
+        if w.model == spec.model and r.workload_id not in seen:
+            given, data = w.resolved_args()
+            seen[r.workload_id] = (f"{r.workload_id}: {canonical_json(given)}"
+                                   + (f" data {canonical_json(data)}" if data else "")
+                                   + f", {w.image_size}px, {w.num_classes} classes")
+    return "; ".join(list(seen.values())[:5])
+
+
+def workload_facts(spec: WorkloadSpec, measurements: list, stored: list | None = None):
+    """A builtin's measured table, or for a user's own module what its probes say. `stored`: every
+    result of the class, for a message that lists what was probed when none matches."""
     facts = facts_for(spec.model)
     if facts is not None:
         return facts
     if not measurements:
+        others = _probed_arguments(spec, stored or [])
         raise AdvisorError(f"no probe results for workload {spec.model!r} (id {spec.workload_id}) in the results "
-                        f"store: run 'advisor probe --workload {spec.model}' (same --datamodule, --init-args, --config, --image-size, "
+                        + (f"store with these arguments; it was probed with: {others} (arguments as built, defaults "
+                           "filled in): give those with --init-args / --config, or " if others else
+                           "store: ")
+                        + f"run 'advisor probe --workload {spec.model}' (same --datamodule, --init-args, --config, --image-size, "
                         "--num-classes) on at least one machine first")
     return facts_from_probes(spec.model, spec.image_size, measurements)
 
@@ -136,9 +164,11 @@ def build_plan(catalog: Catalog, job: JobSpec, measurements: list | None = None,
     check_filters(catalog, job)
     if prices is not None:
         prices.check(catalog)
-    spec = workload_spec(job)
-    facts = workload_facts(spec, measurements or [])
+    spec, matched = probed_workload(workload_spec(job), measurements or [])
+    facts = workload_facts(spec, matched, measurements)
+    measurements = matched
     model = ThroughputModel(catalog, facts, spec.workload_id, job.image_size, measurements, references=references)
+    model.max_instances = job.max_instances
     regions = job.regions or list(catalog.offers)
     wanted = job.type_filter()
 

@@ -283,7 +283,7 @@ def page(plan: Plan, rows: Rows, probe_commands: list[ProbeCommand], *, command_
                   (f"<p>Every candidate evaluated is in the cloud (a sample where there are many); the rows of the "
                   f"table are the marked points, with their throughput band as bars.{_left_out(left_out)}</p>")]
     if rows.candidates:
-        parts += ["<h2>Probe next</h2>", f"<p>{escape(report.PROBE_HEAD)}</p>"]
+        parts += ["<h2>Probe next</h2>", f"<p>{escape(report.probe_head(rows.probes))}</p>"]
         if rows.probes:
             parts.append(probe_table(doc))
         parts += [f"<p>{escape(line)}</p>" for line in report.probe_lines(rows.probe_summary, rows.probes)]

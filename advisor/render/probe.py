@@ -7,6 +7,7 @@ from __future__ import annotations
 import sys
 
 from lightning_module.contract.reliability import baseline_moved, moved_line, speedup_over_baseline
+from lightning_module.contract.result import canonical_json
 
 from ..output import emit
 
@@ -120,6 +121,10 @@ def shape_lines(r) -> list[str]:
         lines.append(f"intensity: {r.flops_per_sample / s.memory_traffic_bytes_per_sample:.3g} FLOP/byte "
                      f"({_mb(s.memory_traffic_bytes_per_sample)} of op-level memory traffic per sample, unfused)"
                      + (f"; {s.memory_traffic_note}" if s.memory_traffic_note else ""))
+    if s.other_traffic_bytes_per_sample and r.flops_per_sample:
+        lines.append(f"split intensity: {r.flops_per_sample / s.other_traffic_bytes_per_sample:.3g} FLOP/byte "
+                     f"({_mb(s.other_traffic_bytes_per_sample)} per sample moved by the ops without FLOPs: the "
+                     "bandwidth-bound share the cross-device model reads)")
     if s.ops_per_step:
         lines.append(f"ops: {s.ops_per_step:,} a step (training_step + backward, dispatched one by one: on a GPU "
                      "the host's floor for a small model)")
@@ -263,6 +268,8 @@ def write_result(r, fmt: str, stream=None) -> None:
         ("result_id", r.result_id),
         ("source", r.source),
         ("workload", f"{r.workload_id} ({r.workload.model}, {r.workload.image_size}px, {r.workload.num_classes} classes)"),
+        ("arguments", "; ".join(f"{what} {canonical_json(a)}" for what, a in zip(("module", "data"), r.workload.resolved_args())
+                                if a)),
         ("instance_type", f"{r.instance_type} ({r.instance_type_source})" if r.instance_type else ""),
         ("config", describe(r.config)),
         ("samples/s", f"{r.samples_per_sec:.2f} (95% CI {ci_range(*r.samples_per_sec_ci)})"),

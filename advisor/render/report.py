@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import json
 import math
+import shlex
 import sys
+from dataclasses import dataclass
 from typing import Any
 
 from catalog.models import RESERVATION_NOTE
@@ -19,8 +21,15 @@ from ..recommend.probeplan.commands import ProbeCommand
 from ..recommend.rows import CandidateRow, Outlook, ProbeRow, ProbeSummary, Rows
 from ..recommend.spot import bucket_label
 
-TABLE_COLUMNS = ("rank", "instance", "count", "region", "market", "samples/s (source)", "time",
-                 "cost USD", "samples/$", "note")
+# The table for people: units in the headers and short words in the cells, so that no value is
+# split across lines down to 80 columns; what a narrow terminal cannot hold is left out in
+# DROP_ORDER (and named under the table), never broken. JSON and CSV keep the long words.
+TABLE_COLUMNS = ("rank", "instance", "count", "region", "market", "samples/s", "hours", "USD", "samples/$",
+                 "note")
+MARKET_WORDS = {"on-demand": "od", "spot": "spot", "spot+od-fallback": "spot+od"}
+SOURCE_WORDS = {"measured": "meas.", "reference": "ref.", "estimated": "est."}
+LEGEND = ("od: on-demand; spot+od: spot, on demand after the first interruption; meas./ref./est.: measured "
+          "by a probe, a published reference figure, estimated")
 CSV_COLUMNS = ("rank", "instance_type", "variant", "count", "region", "market", "samples_per_sec", "throughput_source",
                "throughput_low", "throughput_high", "hours", "hours_pessimistic", "cost_usd",
                "hours_at_confidence", "cost_usd_at_confidence", "samples_per_dollar", "feasible", "reason", "budget_needed_usd", "deadline_needed_hours",
@@ -189,40 +198,71 @@ def exclusion_rows(plan: Plan) -> list[dict[str, Any]]:
     return [{"instance_type": e.instance_type, "reason": e.reason} for e in plan.exclusions]
 
 
-def _display(r: CandidateRow, job: JobSpec) -> dict[str, Any]:
+@dataclass(frozen=True)
+class TimeUnit:
+    """The unit of a table's time columns, chosen by its longest run so that no row reads 0.00."""
+    header: str  # hours | minutes | seconds
+    per_hour: float
+
+    def of(self, h: float) -> str:
+        x = h * self.per_hour
+        if not x < 1e5:
+            return f"{x:,.3g}"
+        return f"{x:,.1f}" if x >= 0.995 else (f"{x:.2g}" if x >= 0.001 else "<0.001")
+
+
+def time_unit(hours: list[float]) -> TimeUnit:
+    longest = max(hours, default=1.0)
+    if longest >= 0.995:
+        return TimeUnit("hours", 1.0)
+    return TimeUnit("minutes", 60.0) if longest * 60 >= 0.995 else TimeUnit("seconds", 3600.0)
+
+
+def _display(r: CandidateRow, job: JobSpec, unit: TimeUnit = TimeUnit("hours", 1.0)) -> dict[str, Any]:
     why = reason(r, job)
     return {
         "rank": r.rank if r.rank is not None else "-",
         "instance": instance_label(r.instance_type, r.variant),
         "count": r.count,
         "region": r.region,
-        "market": r.market,
-        "samples/s (source)": f"{number(r.samples_per_sec)} ({r.throughput_source})",
-        "time": duration(r.hours),
-        "cost USD": money(r.cost_usd),
-        **({} if not job.confidence else {confidence_column("time", job): duration(r.hours_at_confidence),
-                                          confidence_column("cost USD", job): money(r.cost_usd_at_confidence)}),
+        "market": MARKET_WORDS[r.market],
+        "samples/s": f"{number(r.samples_per_sec)} {SOURCE_WORDS[r.throughput_source]}",
+        unit.header: unit.of(r.hours),
+        "USD": money(r.cost_usd),
+        **({} if not job.confidence else {confidence_column(unit.header, job): unit.of(r.hours_at_confidence),
+                                          confidence_column("USD", job): money(r.cost_usd_at_confidence)}),
         "samples/$": f"{r.samples_per_dollar:,.0f}" if math.isfinite(r.samples_per_dollar) else "paid for",
         "note": "; ".join(notes(r) + ([why] if why else [])),
     }
 
 
 def confidence_column(name: str, job: JobSpec) -> str:
-    """The header of a figure at the job's confidence: `time @90%`."""
+    """The header of a figure at the job's confidence: `hours @90%`."""
     return f"{name} @{job.confidence:.0%}"
 
 
-def table_columns(job: JobSpec, feasible: bool = True) -> list[str]:
+def table_columns(job: JobSpec, feasible: bool = True, unit: TimeUnit | None = None) -> list[str]:
     """TABLE_COLUMNS, with the time and cost at the job's confidence after the expected ones. When
     nothing fits, the figures the limits are checked against and what each candidate needs: the
     expected time and cost and samples/$ make way for the 'needs' column (JSON keeps them all)."""
-    cols = list(TABLE_COLUMNS)
+    t = unit.header if unit else "hours"
+    cols = [t if c == "hours" else c for c in TABLE_COLUMNS]
     if job.confidence:
-        at = cols.index("cost USD") + 1
-        cols[at:at] = [confidence_column("time", job), confidence_column("cost USD", job)]
+        at = cols.index("USD") + 1
+        cols[at:at] = [confidence_column(t, job), confidence_column("USD", job)]
         if not feasible:
-            cols = [c for c in cols if c not in ("time", "cost USD", "samples/$")]
+            cols = [c for c in cols if c not in (t, "USD", "samples/$")]
     return cols + ([] if feasible else ["needs"])
+
+
+def drop_order(job: JobSpec, feasible: bool = True) -> list[str]:
+    """The columns a narrow table leaves out, first to last. Ranked: samples/$ (time and cost say
+    it), then the expected time and cost where the figures at the confidence stand beside them,
+    then the region. Nothing fits: the region, the throughput, the market (the notes and the
+    summary say them), so that the options that would make it fit stay whole."""
+    if not feasible:
+        return ["region", "samples/s", "market"]
+    return ["samples/$", *(["hours", "USD"] if job.confidence else []), "region"]
 
 
 def needs(budget_needed_usd: float | None, deadline_needed_hours: float | None) -> str:
@@ -265,7 +305,7 @@ def json_document(plan: Plan, rows: Rows, probe_commands: list[ProbeCommand]) ->
         closest=[] if rows.feasible else records,
         probe_next=[probe_record(p) for p in rows.probes],
         probe_plan=probe_plan_record(rows.probe_summary),
-        probe_commands=[{"argv": c.argv, "purpose": c.purpose} for c in probe_commands],
+        probe_commands=[{"argv": c.argv, "command": c.command, "purpose": c.purpose} for c in probe_commands],
         would_fit_with=[dict(vars(a)) for a in plan.alternatives],
         excluded=exclusion_rows(plan),
         warnings=plan.warnings,
@@ -282,6 +322,18 @@ SHORT_RUN_LINE = (f"The rows noted '{SHORT_RUN_NOTE}' run under an hour: booting
 NO_CANDIDATES = "No candidates: every instance type the filters leave was excluded or has no price."
 PROBE_HEAD = ("Probe next (each expected to save more than it costs, the most valuable first given those above it; "
               "a probe re-anchors the estimates of its device's other sizes, and of other devices less):")
+# When a row saves less than it costs (an uncalibrated estimate the ranking rests on is measured first
+# whatever it saves: the worlds drawn from its band cannot price it), the header says so.
+PROBE_HEAD_FIRST = ("Probe next (the first row is measured first whatever it is expected to save: {why}; each "
+                    "after it is expected to save more than it costs, the most valuable first given those above "
+                    "it; a probe re-anchors the estimates of its device's other sizes, and of other devices less):")
+
+
+def probe_head(probes) -> str:
+    """The header over the probe rows: what it claims of each row holds for every row."""
+    if probes and probes[0].gain_usd <= probes[0].probe_cost_usd:
+        return PROBE_HEAD_FIRST.format(why=probes[0].reason)
+    return PROBE_HEAD
 
 
 def head_lines(plan: Plan, rows: Rows) -> list[str]:
@@ -321,8 +373,13 @@ def write(plan: Plan, rows: Rows, fmt: str, *, probe_commands: list[ProbeCommand
         say(line, stream)
     print(file=stream)
     if rs:
-        disp = [_display(r, plan.job) | ({} if feasible else {"needs": needs(r.budget_needed_usd, r.deadline_needed_hours)}) for r in rs]
-        emit(disp, fmt, table_columns(plan.job, feasible), stream=stream, notes="note")
+        unit = time_unit([r.hours_at_confidence if plan.job.confidence else r.hours for r in rs])
+        disp = [_display(r, plan.job, unit) | ({} if feasible else {"needs": needs(r.budget_needed_usd, r.deadline_needed_hours)}) for r in rs]
+        emit(disp, fmt, table_columns(plan.job, feasible, unit), stream=stream, notes="note",
+             drop=[unit.header if c == "hours" else c for c in drop_order(plan.job, feasible)])
+        if fmt == "table":
+            print(file=stream)
+            say(LEGEND, stream)
         if any(short_run(r) for r in rs):
             print(file=stream)
             say(SHORT_RUN_LINE, stream)
@@ -334,21 +391,23 @@ def write(plan: Plan, rows: Rows, fmt: str, *, probe_commands: list[ProbeCommand
     pr = rows.probes
     if rows.candidates:
         print(file=stream)
-        say(PROBE_HEAD, stream)
+        say(probe_head(pr), stream)
         if pr:
             emit([{"instance": p.instance_type,
-                   "samples/s now": f"{number(p.throughput_low)}-{number(p.throughput_high)} ({p.throughput_source})",
-                   "region": p.region, "market": p.market, "$/h": f"{p.usd_per_hour:.4g}",
+                   "samples/s now": f"{number(p.throughput_low)}-{number(p.throughput_high)} "
+                                    f"{SOURCE_WORDS[p.throughput_source]}",
+                   "region": p.region, "market": MARKET_WORDS[p.market], "$/h": f"{p.usd_per_hour:.4g}",
                    "probe $": f"{p.probe_cost_usd:.2f}", "changes pick": f"{p.p_change:.0%}",
                    "saves then $": f"{p.saving_if_changed_usd:,.2f}",
                    "why": p.reason + (f"; covers {_covers(p)}" if p.covers else "")}
-                  for p in pr], fmt, stream=stream, notes="why")
+                  for p in pr], fmt, stream=stream, notes="why", drop=["region", "$/h"])
         if pr:
             print(file=stream)
         for line in probe_lines(rows.probe_summary, pr):
             say(line, stream)
-        for cmd in probe_commands:
-            print(f"  {cmd.line()}", file=stream)
+        for cmd in probe_commands:  # the why on a line of its own: the command pastes whole
+            say(cmd.purpose, stream, indent="  # ")
+            print(f"  {shlex.join(cmd.argv)}", file=stream)
     if show_excluded:
         print(f"\nExcluded ({len(plan.exclusions)}):", file=stream)
         emit(exclusion_rows(plan), fmt, ["instance_type", "reason"], stream=stream, notes="reason")

@@ -22,6 +22,7 @@ JSON_DIR = Path(__file__).parent / "json"
 # NAME -> (module of this package, model class, what prints it)
 SCHEMAS: dict[str, tuple[str, str, str]] = {
     "recommend": ("recommend", "RecommendDocument", "advisor recommend --format json"),
+    "recommend-tokens": ("tokens", "RecommendTokensDocument", "advisor recommend --model-shape ... --format json"),
     "result": ("results", "ResultDocument", "advisor results show ID --format json, advisor probe --format json"),
     "results-list": ("results", "ResultsListDocument", "advisor results list --format json"),
     "results-export": ("results", "ResultsExportDocument", "advisor results export --format json"),

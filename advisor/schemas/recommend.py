@@ -113,6 +113,7 @@ class Command(Row):
     """A command to run: its arguments (no shell quoting needed), and what it is for."""
 
     argv: list[str]
+    command: str = Field(description="the same command as one shell line (argv shell-quoted), to paste")
     purpose: str
 
 

@@ -39,10 +39,14 @@ class ModelDescription(Row):
 
     form: str
     m_workload: dict[str, float] = Field(
-        description="per workload: its memory factor, the reference workload's arithmetic intensity over its own")
+        description="per workload: its memory factor, the reference workload's split intensity over its own")
     theta_m: float
     theta_o: float
-    tuned_over_default: float
+    tuned_over_default: float = Field(description="tuned / default stack of the architecture families without a "
+                                                  "device published at both stacks")
+    tuned_over_default_by_family: dict[str, dict] = Field(
+        description="per architecture family with a device at both stacks: its fitted factor and its devices' gaps "
+                    "(devices_at_both: the lowest and highest)")
     kappa: dict[str, float] = Field(description="per device kind")
     rows: int = Field(description="reference rows fitted")
     devices: int
@@ -103,7 +107,9 @@ class NotFitted(Row):
 class ReferencesCheckDocument(BaseModel):
     model_config = DOC
     schema_name: Literal["references-check"] = schema_field("references-check")
-    schema_version: Literal[1] = version_field(1)
+    # 2: model.tuned_over_default_by_family (the stack factor per architecture family); m_workload
+    # is the split intensity's (advisor/estimate/split.py)
+    schema_version: Literal[2] = version_field(2)
     model: ModelDescription
     held_out: Literal["device", "probe"] = Field(
         description="device: leave-one-device-out; probe (--probe): one row of another device re-anchors")

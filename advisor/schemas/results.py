@@ -17,6 +17,10 @@ class ResultRow(Row):
 
     result_id: str
     workload_id: str
+    workload: str = Field(description="the model: a builtin name or the user's 'package.module:Class'")
+    init_args: dict = Field(description="the LightningModule's constructor arguments as built (its recorded "
+                                        "defaults filled in; results of schema 5 and before: those given)")
+    data_init_args: dict = Field(description="the DataModule's, likewise")
     instance_type: str | None = Field(description="null when the probe ran off EC2 and none was given")
     accelerator: str = Field(description="cpu, gpu, ... as the probe ran it")
     devices: int

@@ -33,10 +33,14 @@ from catalog.models import MAX_DEVICE_MEMORY_GIB, MAX_MEMORY_GIB, NAME_PATTERN, 
 # callback). 4: how a training run's shape was obtained (MemoryFit.derived, WorkloadShape.
 # memory_traffic_note), and the optimizer and lr_scheduler of a LightningCLI config
 # (WorkloadSpec.optimizer, lr_scheduler). 5: the ops a training step dispatches (WorkloadShape.
-# ops_per_step), what bounds a small model's step on a GPU. Older records read as they are: none of
-# these fields is required.
-RESULT_SCHEMA_VERSION = 5
-READABLE_SCHEMA_VERSIONS = (1, 2, 3, 4, 5)
+# ops_per_step), what bounds a small model's step on a GPU. 6: the traffic of the ops without FLOPs
+# (WorkloadShape.other_traffic_bytes_per_sample), the bandwidth-bound share of a step
+# (advisor/estimate/split.py), and fused attention and dropout counted one way whatever the kernel
+# (run/counting.py); the constructors' defaults (WorkloadSpec.init_arg_defaults,
+# data_init_arg_defaults), part of the id. Older records read as they are: none of these fields is
+# required.
+RESULT_SCHEMA_VERSION = 6
+READABLE_SCHEMA_VERSIONS = (1, 2, 3, 4, 5, 6)
 SOURCES = ("probe", "training run")
 
 BUILTIN_MODELS = ("resnet50", "resnet18", "vit_b_16", "mlp")
@@ -178,6 +182,12 @@ class WorkloadSpec(BaseModel):
     # the module's configure_optimizers(), so they are part of the id too. None: the module's own.
     optimizer: ClassSpec | None = None
     lr_scheduler: ClassSpec | None = None
+    # The constructors' defaults for the arguments not given (JSON values only; TUNED_ARGS aside),
+    # recorded by the probe and the training-run callback (schema 6): the id names the arguments the
+    # module was built with, so a default spelled out is the same workload, and recommend resolves a
+    # user's arguments against a stored result's defaults without importing the module.
+    init_arg_defaults: InitArgs = {}
+    data_init_arg_defaults: InitArgs = {}
 
     @field_validator("model")
     @classmethod
@@ -196,7 +206,8 @@ class WorkloadSpec(BaseModel):
 
     @model_validator(mode="after")
     def _args_for_own_code(self) -> WorkloadSpec:
-        if self.model in BUILTIN_MODELS and (self.init_args or self.data_init_args):
+        if self.model in BUILTIN_MODELS and (self.init_args or self.data_init_args or self.init_arg_defaults
+                                             or self.data_init_arg_defaults):
             raise ValueError(f"constructor arguments are for your own LightningModule, not the builtin {self.model}")
         if self.data_init_args and not self.datamodule:
             raise ValueError("DataModule constructor arguments given without a DataModule")
@@ -212,13 +223,23 @@ class WorkloadSpec(BaseModel):
         if self.model in BUILTIN_MODELS:
             return f"{self.model}-{self.image_size}px-{self.num_classes}c"
         key = f"{self.model}|{self.datamodule or ''}|{self.image_size}|{self.num_classes}"
-        args = [{k: v for k, v in a.items() if k not in TUNED_ARGS} for a in (self.init_args, self.data_init_args)]
+        args = [{k: v for k, v in a.items() if k not in TUNED_ARGS} for a in self.resolved_args()]
         if any(args):  # no arguments: the id of schema 1, so older results still match
             key += "|" + canonical_json(args)
         for kind in ("optimizer", "lr_scheduler"):  # none: the id of schema 3 and before
             if (c := getattr(self, kind)) is not None:
                 key += f"|{kind}=" + canonical_json(c.model_dump())
         return "custom-" + hashlib.sha256(key.encode()).hexdigest()[:12]
+
+    def resolved_args(self) -> tuple[dict, dict]:
+        """The module's and the DataModule's arguments as built: the defaults, then those given."""
+        return ({**self.init_arg_defaults, **self.init_args}, {**self.data_init_arg_defaults, **self.data_init_args})
+
+    def resolved_against(self, probed: WorkloadSpec) -> WorkloadSpec:
+        """This (a user's) workload with the defaults a probe of the same class recorded: its id is
+        the probed one exactly when the arguments resolve to the same values."""
+        return self.model_copy(update={"init_arg_defaults": probed.init_arg_defaults,
+                                       "data_init_arg_defaults": probed.data_init_arg_defaults})
 
 
 class ProbeConfig(BaseModel):
@@ -502,6 +523,9 @@ class WorkloadShape(BaseModel):
     # Bytes every op reads and writes per sample, unfused (run/peaks.py TrafficCounter): with
     # flops_per_sample, the workload's arithmetic intensity. None: not counted.
     memory_traffic_bytes_per_sample: Annotated[float, Field(strict=True, gt=0, le=1e16)] | None = None
+    # The part of it moved by the ops without FLOPs (normalisation, softmax, elementwise: bound by
+    # memory bandwidth; run/counting.py StepCounter.other_bytes). None: not counted (before schema 6).
+    other_traffic_bytes_per_sample: Annotated[float, Field(strict=True, gt=0, le=1e16)] | None = None
     # How it was counted when not as the probe counts it (the difference between 2 and 4 samples on
     # the CPU in fp32): a training run counts its first step at its own batch and precision.
     memory_traffic_note: Text | None = None

@@ -37,7 +37,8 @@ class WorkloadFacts:
     state_bytes: float | None = None  # weights + fp32 gradients + optimizer state, as measured
     memory: Any = None  # result.MemoryFit: peak memory against batch size
     best_batch: int | None = None  # that probe's winning batch per device
-    # Training FLOPs per byte of memory traffic (result.WorkloadShape's count); None: not counted here
+    # Training FLOPs per byte the ops without FLOPs move (result.WorkloadShape's counts: the split
+    # intensity, advisor/estimate/split.py); None: not counted here
     # (a builtin's is in advisor/data/workload_intensity.json)
     intensity: float | None = None
     # The ops one training step dispatches (result.WorkloadShape.ops_per_step) and the batch of the
@@ -48,6 +49,12 @@ class WorkloadFacts:
     # That probe's loader rate (samples/s, timed alone) where its configuration had no loader
     # workers, so the training process made every batch; None: workers fed it, or not timed.
     ops_loader_rate: float | None = None
+    # A transformer language model's shape (transformer_shape.TransformerShape) and the sequence
+    # length it trains at, where known (a declared shape, or a probe that read it): recommend then
+    # fits it per device with the training-memory model and the strategy search instead of the
+    # memory fit's wall (advisor/estimate/throughput.py, _memory_fit).
+    transformer: Any = None
+    seq_len: int | None = None
 
     def flops_per_sample(self, image_size: int = REFERENCE_IMAGE_SIZE) -> float:
         return self.train_flops_per_sample * (image_size / self.at_image_size) ** 2
@@ -78,10 +85,12 @@ def facts_from_probes(model: str, image_size: int, results: list) -> WorkloadFac
     that fitted one across batch sizes, else of the newest that derived one (a training run)."""
     flops = next((r.flops_per_sample for r in results if r.flops_per_sample), float("nan"))
     shaped = next((r for r in results if getattr(r, "shape", None) is not None and r.shape.parameters is not None), None)
-    # The newest probe that counted both FLOPs and memory traffic gives the arithmetic intensity.
+    # The newest probe that counted both FLOPs and the traffic of its ops without FLOPs gives the
+    # split intensity (advisor/estimate/split.py); one from before result schema 6 counted every op's
+    # bytes only, another quantity: its workload is unshaped until probed again.
     counted = next((r for r in results if r.flops_per_sample and getattr(r, "shape", None) is not None
-                    and r.shape.memory_traffic_bytes_per_sample), None)
-    intensity = counted.flops_per_sample / counted.shape.memory_traffic_bytes_per_sample if counted else None
+                    and r.shape.other_traffic_bytes_per_sample), None)
+    intensity = counted.flops_per_sample / counted.shape.other_traffic_bytes_per_sample if counted else None
     # The newest probe that counted its step's ops, at its own best batch.
     ops = next((r for r in results if getattr(r, "shape", None) is not None and r.shape.ops_per_step), None)
     dispatch = {"ops_per_step": ops.shape.ops_per_step, "ops_batch": ops.config.batch_size,

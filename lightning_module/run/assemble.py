@@ -36,7 +36,7 @@ def assemble_result(opts: ProbeOptions, accelerator: str, hw: HardwareFingerprin
     spec = opts.spec
     timing = m.extra
 
-    fps, traffic, ops = per_sample_counts(spec, pv.first_batch)
+    fps, traffic, other_traffic, ops = per_sample_counts(spec, pv.first_batch)
     achieved = m.samples_per_sec * fps / 1e12 if fps else None
     per_device_peak = datasheet_peak_tflops(hw, accelerator, config.precision)
     ranks = config.devices * config.num_nodes
@@ -67,7 +67,7 @@ def assemble_result(opts: ProbeOptions, accelerator: str, hw: HardwareFingerprin
     shape = WorkloadShape(**(m.model_facts or {}), data_source=pv.data_source,
                           samples_counted_by=pv.samples_counted_by, batch_tunable=pv.batch_tunable,
                           batch_note=pv.batch_note, memory=memory, memory_traffic_bytes_per_sample=traffic,
-                          ops_per_step=ops)
+                          other_traffic_bytes_per_sample=other_traffic, ops_per_step=ops)
     return ProbeResult(
         workload=spec, workload_id=spec.workload_id, instance_type=instance_type,
         instance_type_source=source, hardware=hw, software=hardware.software_versions(),

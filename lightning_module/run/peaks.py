@@ -9,14 +9,13 @@ import warnings
 
 import torch
 from lightning.pytorch.callbacks import Callback
-from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten
 from torch.utils.data import DataLoader, Dataset
 
 from ..contract.result import ProbeConfig, WorkloadSpec
 from .batches import leading_dim, samples_counter
 from .builders import build_workload
 from .callbacks import UnmonitoredSchedulers, synchronize
+from .counting import StepCounter
 
 log = logging.getLogger(__name__)
 
@@ -34,59 +33,6 @@ def shrink(batch, n: int):
     return apply_to_collection(batch, torch.Tensor, lambda t: t[:n] if t.dim() and t.shape[0] == lead else t)
 
 
-def _conv_backward_flop(grad_out_shape, x_shape, w_shape, _bias, _stride, _padding, _dilation, transposed,
-                        _output_padding, _groups, output_mask, out_shape=None, **kwargs) -> int:
-    """A convolution's backward: the forward's FLOPs once for the input gradient and once for the
-    weight gradient. torch's own formula ignores `groups` (a depthwise 3x3 backward over 64
-    channels read 65x its forward, EfficientNet-B0 32 GFLOP per sample instead of ~2.4); the weight
-    shape [out, in / groups, k...] already carries the grouping, so the forward's count is right."""
-    from torch.utils.flop_counter import conv_flop_count
-
-    once = conv_flop_count(list(x_shape), list(w_shape), list(grad_out_shape), transposed)
-    return once * (int(bool(output_mask[0])) + int(bool(output_mask[1])))
-
-
-def flop_counter():
-    """torch.utils.flop_counter.FlopCounterMode with the grouped-convolution backward counted right."""
-    from torch.utils.flop_counter import FlopCounterMode
-
-    return FlopCounterMode(display=False, custom_mapping={torch.ops.aten.convolution_backward: _conv_backward_flop})
-
-
-class TrafficCounter(TorchDispatchMode):
-    """Memory traffic as an unfused execution moves it: for every aten op, the bytes of its tensor
-    inputs (read) and outputs (written), views aside (they move nothing). Fusion and caches make a
-    real run move less, so this is an upper bound, the same way on every device: FLOPs / these
-    bytes is the workload's arithmetic intensity at the op level. `ops` counts the same ops: what
-    eager execution dispatches one by one (on a GPU about one kernel launch each), the host's work
-    that bounds a small model's step on a GPU (advisor/estimate/host_floor.py)."""
-
-    def __init__(self):
-        super().__init__()
-        self.bytes = 0
-        self.ops = 0
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        if not getattr(func, "is_view", False):
-            self.ops += 1
-            for t in tree_flatten((args, kwargs or {}, out))[0]:
-                if isinstance(t, torch.Tensor):
-                    self.bytes += tensor_bytes(t)
-        return out
-
-
-def tensor_bytes(t: torch.Tensor) -> int:
-    """What a tensor holds: a sparse one (an embedding's sparse=True gradient) its indices and
-    values, not the dense size it stands for (a 10M-row table's gradient is a few rows)."""
-    if t.layout == torch.sparse_coo:
-        return tensor_bytes(t._indices()) + tensor_bytes(t._values())
-    if t.layout != torch.strided:  # CSR and the like: their parts' storage
-        return sum(tensor_bytes(p) for p in (t.crow_indices(), t.col_indices(), t.values())) \
-            if t.layout == torch.sparse_csr else 0
-    return t.numel() * t.element_size()
-
-
 def per_sample_traffic(small: tuple[int, float], large: tuple[int, float] | None) -> float:
     """Bytes per sample from counts at two sample counts (n, bytes): the difference, so that what
     every step moves once whatever its batch (weights, their gradients, the optimizer's state)
@@ -100,13 +46,13 @@ def per_sample_traffic(small: tuple[int, float], large: tuple[int, float] | None
 
 
 class _StepCounts(Callback):
-    """FLOPs, traffic and ops of each step, from on_train_batch_start to on_train_batch_end: the module's
+    """FLOPs, traffic (all, and that of the ops without FLOPs) and ops of each step (counting.StepCounter), from on_train_batch_start to on_train_batch_end: the module's
     training_step and its backward, as Lightning runs them (manual optimization included:
     self.optimizers(), manual_backward and self.log need a Trainer)."""
 
     def __init__(self):
-        self.counts: list[tuple[float, float, int]] = []
-        self._modes: tuple | None = None
+        self.counts: list[tuple[float, float, float, int]] = []  # (flops, bytes, other bytes, ops)
+        self._counter: StepCounter | None = None
 
     def on_train_start(self, trainer, pl_module):
         # Forward and backward are counted, not the update: each optimizer's step runs only the
@@ -116,24 +62,25 @@ class _StepCounts(Callback):
             opt.step = _closure_only
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
-        self._modes = (flop_counter(), TrafficCounter())
-        for m in self._modes:
-            m.__enter__()
+        self._counter = StepCounter().__enter__()
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
-        flops, traffic = self._modes
+        c = self._counter
         self.close()
-        self.counts.append((flops.get_total_flops(), traffic.bytes, traffic.ops))
+        self.counts.append((c.flops, c.bytes, c.other_bytes, c.ops))
 
     def close(self) -> None:
-        if self._modes is not None:
-            for m in reversed(self._modes):
-                m.__exit__(None, None, None)
-            self._modes = None
+        if self._counter is not None:
+            self._counter.__exit__(None, None, None)
+            self._counter = None
 
 
-def per_sample_counts(spec: WorkloadSpec, batch) -> tuple[float | None, float | None, int | None]:
-    """Forward + backward FLOPs and memory traffic (TrafficCounter) of one sample, and the ops one
+NOT_COUNTED = (None, None, None, None)
+
+
+def per_sample_counts(spec: WorkloadSpec, batch) -> tuple[float | None, float | None, float | None, int | None]:
+    """Forward + backward FLOPs, memory traffic and the traffic of the ops without FLOPs
+    (counting.StepCounter) of one sample, and the ops one
     step dispatches, counted by torch on the CPU in a Trainer on the first samples of a batch (the
     preview's first): a warm-up step (lazy layers are made there), then FLOP_SAMPLES and 2 x
     FLOP_SAMPLES samples; FLOPs divided by the samples, traffic per additional sample
@@ -148,7 +95,7 @@ def per_sample_counts(spec: WorkloadSpec, batch) -> tuple[float | None, float | 
         small = shrink(batch, FLOP_SAMPLES)
         n = count(small)
         if not n:
-            return None, None, None
+            return NOT_COUNTED
         steps = [small, small]
         large = shrink(batch, 2 * FLOP_SAMPLES) if (leading_dim(batch) or 0) >= 2 * FLOP_SAMPLES else None
         if large is not None:
@@ -165,15 +112,17 @@ def per_sample_counts(spec: WorkloadSpec, batch) -> tuple[float | None, float | 
             warnings.simplefilter("ignore")
             trainer.fit(module, datamodule=dm)
         if len(counts.counts) < 2:
-            return None, None, None
-        flops, moved, ops = counts.counts[1]
-        traffic = moved / n
+            return NOT_COUNTED
+        flops, moved, other, ops = counts.counts[1]
+        traffic, other_traffic = moved / n, other / n
         if large is not None and len(counts.counts) > 2:
-            traffic = per_sample_traffic((n, moved), (count(large), counts.counts[2][1]))
-        return flops / n or None, traffic or None, ops or None
+            m = count(large)
+            traffic = per_sample_traffic((n, moved), (m, counts.counts[2][1]))
+            other_traffic = per_sample_traffic((n, other), (m, counts.counts[2][2]))
+        return flops / n or None, traffic or None, other_traffic or None, ops or None
     except Exception as e:  # noqa: BLE001 - the counts are optional: never fail the probe on them
         log.warning("FLOPs not counted: %s: %s", type(e).__name__, str(e).splitlines()[0] if str(e) else "")
-        return None, None, None
+        return NOT_COUNTED
     finally:
         counts.close()
 

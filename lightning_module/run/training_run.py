@@ -58,10 +58,12 @@ from .batches import read_batch_size, samples_counter
 from .callbacks import synchronize
 from .devices import peak_rss_gib, rss_gib
 from .measure import model_facts
-from .peaks import TrafficCounter, datasheet_peak_tflops, flop_counter
+from .counting import StepCounter
+from .peaks import datasheet_peak_tflops
 from .preview import pipeline_rate
 from .readers import gpu_state, load_average, own_process_tree, read_now, usable_cpus
 from .run_workload import TrainingRunError, chosen_args, class_path, cli_optimizers
+from .workloads import constructor_defaults
 
 # The machine is looked at every k steps, k chosen so that the looks cost at most this share of
 # the steps' time (a look reads /proc: ~50-90 us on a busy 2-CPU VM, more with many CPUs).
@@ -153,7 +155,7 @@ class ThroughputCallback(Callback):
         self._spec = self._config = None
         self._count, self._counted_by = None, "batch"
         self._samples = 0  # samples of the timed steps, this rank
-        self._flops = self._flop_mode = self._traffic = self._traffic_mode = self._ops = None
+        self._flops = self._counter = self._traffic = self._other_traffic = self._ops = None
         self._base_gib: float | None = None  # memory in use when training started
         self._sync = None  # waits for the device before a clock read; None on the CPU (nothing queued)
         self._every, self._read_cost, self._reads = 1, 0.0, 0
@@ -201,15 +203,13 @@ class ThroughputCallback(Callback):
         if self._config.accelerator == "tpu":
             return
         # The first step is warm-up: counting it costs nothing that is timed. The probe's counters
-        # (peaks.py), over training_step and backward (the optimizer's step is no sample's).
-        self._flop_mode, self._traffic_mode = flop_counter(), TrafficCounter()
-        self._flop_mode.__enter__()
-        self._traffic_mode.__enter__()
+        # (counting.py), over training_step and backward (the optimizer's step is no sample's).
+        self._counter = StepCounter().__enter__()
         self._flop_batch = self._count(batch)
 
     def on_before_optimizer_step(self, trainer, pl_module, optimizer):
         # Manual optimization may step several optimizers in one training_step: counted to its end.
-        if self._flop_mode is not None and pl_module.automatic_optimization:
+        if self._counter is not None and pl_module.automatic_optimization:
             self._end_counts()
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
@@ -217,7 +217,7 @@ class ThroughputCallback(Callback):
         clock = self.clock
         if clock is None or self._done:
             return
-        if self._flop_mode is not None:  # no optimizer step in this batch (gradient accumulation)
+        if self._counter is not None:  # no optimizer step in this batch (gradient accumulation)
             self._end_counts()
         if self._sync is not None:
             self._sync()
@@ -265,10 +265,9 @@ class ThroughputCallback(Callback):
         self._finish(trainer, pl_module, "training ended", ranks)
 
     def on_exception(self, trainer, pl_module, exception):
-        if self._flop_mode is not None:
-            self._traffic_mode.__exit__(None, None, None)
-            self._flop_mode.__exit__(None, None, None)
-            self._flop_mode = self._traffic_mode = None
+        if self._counter is not None:
+            self._counter.__exit__(None, None, None)
+            self._counter = None
         self._stop_looking()
         # No collective here: another rank may be gone. Rank 0's figures stand for every rank's.
         self._finish(trainer, pl_module, f"interrupted ({type(exception).__name__})")
@@ -302,14 +301,13 @@ class ThroughputCallback(Callback):
             self._gpu.append(g)
 
     def _end_counts(self) -> None:
-        flops, traffic = self._flop_mode, self._traffic_mode
-        self._flop_mode = self._traffic_mode = None
-        traffic.__exit__(None, None, None)
-        flops.__exit__(None, None, None)
-        n, total = self._flop_batch, flops.get_total_flops()
-        self._flops = total / n if n and total else None
-        self._traffic = traffic.bytes / n if n and traffic.bytes else None
-        self._ops = traffic.ops or None
+        c, self._counter = self._counter, None
+        c.__exit__(None, None, None)
+        n = self._flop_batch
+        self._flops = c.flops / n if n and c.flops else None
+        self._traffic = c.bytes / n if n and c.bytes else None
+        self._other_traffic = c.other_bytes / n if n and c.other_bytes else None
+        self._ops = c.ops or None
 
     def _pipeline_rate(self, trainer) -> float | None:
         """The training loader timed alone, as the probe times it (preview.pipeline_rate): samples/s
@@ -345,6 +343,9 @@ class ThroughputCallback(Callback):
         # LightningCLI's optimizer: / lr_scheduler: replace the module's own, so they name the workload
         # as they do the probe's (the module's own configure_optimizers(): nothing, as in the probe)
         spec["optimizer"], spec["lr_scheduler"] = cli_optimizers(pl_module, trainer)
+        if own:  # the defaults the id resolves arguments against, as the probe records them
+            spec["init_arg_defaults"] = constructor_defaults(type(pl_module))
+            spec["data_init_arg_defaults"] = constructor_defaults(type(dm)) if spec["datamodule"] else {}
         if model.startswith("__main__:"):
             rank_zero_warn(f"advisor: the workload is named {model}: a class in a script has no importable name; "
                            "pass workload='package.module:Class' for a probe and recommend to find it")
@@ -430,7 +431,7 @@ class ThroughputCallback(Callback):
             batch_tunable=(tunable := read_batch_size(pl_module, trainer.datamodule) is not None),
             batch_note=None if tunable else "no batch_size attribute or hparam on the module or DataModule (Lightning's convention)",
             memory=self._memory_fit(pl_module, gpu, min(max(1, round(own)), MAX_BATCH_SIZE), peak, facts),
-            memory_traffic_bytes_per_sample=self._traffic,
+            memory_traffic_bytes_per_sample=self._traffic, other_traffic_bytes_per_sample=self._other_traffic,
             memory_traffic_note=(f"counted over the first step's training_step and backward at its batch of "
                                  f"{self._flop_batch} ({cfg.precision}): the weights' traffic shared by its samples, "
                                  "an upper bound" if self._traffic else None),

@@ -11,7 +11,7 @@ import sys
 from types import MethodType
 from typing import Any
 
-from ..contract.result import BUILTIN_MODELS, ClassSpec, WorkloadSpec
+from ..contract.result import BUILTIN_MODELS, TUNED_ARGS, ClassSpec, WorkloadSpec
 
 
 class WorkloadError(ValueError):
@@ -87,6 +87,34 @@ def default_of(cls, name: str) -> Any:
     except (TypeError, ValueError):
         return None
     return None if p is None or p.default is inspect.Parameter.empty else p.default
+
+
+def constructor_defaults(cls) -> dict[str, Any]:
+    """The constructor's defaults that JSON can say (a tuple as the list a config gives), the tuned
+    arguments aside: what the id resolves a user's arguments against (WorkloadSpec.init_arg_defaults).
+    An object default is left out: a config names its value by class_path, never the same JSON."""
+    try:
+        params = inspect.signature(cls).parameters
+    except (TypeError, ValueError):
+        return {}
+    out: dict[str, Any] = {}
+    for name, p in params.items():
+        if p.kind not in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) or p.default is p.empty or name in TUNED_ARGS:
+            continue
+        try:
+            out[name] = json.loads(json.dumps(p.default, allow_nan=False))
+        except (TypeError, ValueError):
+            continue
+    return out
+
+
+def with_defaults(spec: WorkloadSpec) -> WorkloadSpec:
+    """The workload with its constructors' defaults recorded (a builtin has none)."""
+    if is_builtin(spec):
+        return spec
+    module_cls, dm_cls = user_classes(spec)
+    return spec.model_copy(update={"init_arg_defaults": constructor_defaults(module_cls),
+                                   "data_init_arg_defaults": constructor_defaults(dm_cls) if dm_cls else {}})
 
 
 def check_args(cls, args: dict[str, Any], what: str, ref: str, offered: tuple[str, ...] = ()) -> None:

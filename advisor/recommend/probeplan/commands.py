@@ -18,9 +18,17 @@ class ProbeCommand:
     argv: list[str]  # run as is (no shell); the first is how the advisor is called
     purpose: str
 
+    @property
+    def command(self) -> str:
+        """The shell line that runs argv (each argument quoted as the shell needs)."""
+        return shlex.join(self.argv)
+
+    def __str__(self) -> str:  # print(advice.probe_commands[0]) prints the line to paste
+        return self.command
+
     def line(self) -> str:
         """For people: the shell line, then what it is for."""
-        return f"{shlex.join(self.argv)}   # {self.purpose}"
+        return f"{self.command}   # {self.purpose}"
 
 
 def probe_commands(job: JobSpec, probes: list[ProbeRow], program: str = "advisor") -> list[ProbeCommand]:
@@ -47,7 +55,8 @@ def probe_commands(job: JobSpec, probes: list[ProbeRow], program: str = "advisor
 
     def extra(cpu_too: bool) -> list[str]:
         args = shape + (["--cpu-too"] if cpu_too else [])
-        out = ["--probe-args", shlex.join(args)] if args else []
+        # --probe-args=VALUE: a value starting with "--" is read as an option of its own otherwise
+        out = [f"--probe-args={shlex.join(args)}"] if args else []
         if is_custom(job.workload):  # the instances need the user's code (advisor/ec2/code.py)
             out += ["--code", code_path_hint(job.workload)]
         return out

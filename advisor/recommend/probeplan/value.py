@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ...estimate.band import split_normal_sds
+from ...estimate.band import band_z, split_normal_sds
 from .. import rank as rk
 from .picks import Picks
 
@@ -314,12 +314,25 @@ def _dominated(econ: Economics, idx: np.ndarray, pick: int | None) -> np.ndarray
     return out
 
 
-def _options(w: _Worlds, sub: Economics, bel: Beliefs, in_play: np.ndarray) -> list[int]:
-    """The probes worth comparing: per device, its cheapest probe, whether or not the type could
-    be picked itself (it re-anchors the others); per sibling group in play, the type holding the
-    group's best candidate (it tells that size too)."""
+def band_pickable(sub: Economics, bel: Beliefs) -> np.ndarray:
+    """Per type: whether some candidate of it fits the budget and the deadline at a figure in its
+    band (its top, the best case shown): a type that fits at none could never be picked, so it is
+    never a probe the plan proposes, whatever its re-anchoring would tell of others (the plan's
+    rows are the types to try)."""
+    up = np.exp(band_z() * bel.sd_high)[sub.type_idx]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        fits = sub.fits(*sub.at(slice(None), up))
+    out = np.zeros(len(bel.probe_usd), dtype=bool)
+    out[sub.type_idx[fits]] = True
+    return out
+
+
+def _options(w: _Worlds, sub: Economics, bel: Beliefs, in_play: np.ndarray, pickable: np.ndarray) -> list[int]:
+    """The probes worth comparing, among the types that could be picked at a figure in their band:
+    per device, its cheapest probe (it re-anchors the others); per sibling group in play, the type
+    holding the group's best candidate (it tells that size too)."""
     out: set[int] = set()
-    can = np.flatnonzero(np.isfinite(bel.probe_usd) & ~bel.measured)
+    can = np.flatnonzero(np.isfinite(bel.probe_usd) & ~bel.measured & pickable)
     dev = np.unique(bel.device, return_inverse=True)[1]
     for d in _distinct(dev[can]):
         mine = can[dev[can] == d]
@@ -363,7 +376,8 @@ def plan(econ: Economics, bel: Beliefs, pick: int | None, budget_usd: float | No
         rate = (sub.cost_fix + sub.cost_var) / (fix + var)
         usd_per_unit = float(rate[pick_i] if pick_i >= 0 else np.median(rate[np.isfinite(rate)]))
     in_play = _distinct(sub.type_idx)
-    options = _options(w, sub, bel, in_play)
+    pickable = band_pickable(sub, bel)
+    options = _options(w, sub, bel, in_play, pickable)
     chosen: list[int] = []
     probes: list[PlannedProbe] = []
     spent = wait = 0.0
@@ -404,7 +418,7 @@ def plan(econ: Economics, bel: Beliefs, pick: int | None, budget_usd: float | No
         wait = wt
         cur_pick, cur_loss = p, lo
 
-    if first is not None and np.isfinite(bel.probe_usd[first[0]]) and first[0] in in_play:
+    if first is not None and np.isfinite(bel.probe_usd[first[0]]) and first[0] in in_play and pickable[first[0]]:
         t, wt = first[0], float(bel.probe_hours[first[0]])
         picks = w.picks.after([], [t], np.array([wt]))
         lo = w.loss(picks, np.array([[wt]]))[0]

@@ -126,18 +126,53 @@ def test_recommend_fits_100_columns_and_json_csv_do_not_change(cli, monkeypatch,
         assert cli("recommend", *job, "--format", fmt)[1] == narrow
 
 
-@pytest.mark.parametrize("job", [JOBS[0], JOBS[1], [*JOBS[0], "--market", "any", "--top", "8"]])
-def test_recommend_at_100_columns_splits_no_word_of_a_cell(cli, monkeypatch, job):
-    """With the confidence columns shown the table is the widest: a source like '(reference)' used
-    to be split 'refe | rence'; names and numbers now break after their punctuation instead."""
-    monkeypatch.setenv("COLUMNS", "100")
-    out = cli("recommend", *job)[1]
-    fits(out)
-    doc = json.loads(cli("recommend", *job, "--format", "json")[1])
-    rows = doc["recommendations"] or doc["closest"]
-    assert rows and "@90%" in out
-    for source in {r["throughput_source"] for r in rows}:
-        assert f"({source})" in out
+def split_values(out: str) -> list[str]:
+    """The lines of every table in `out` that carry part of a value split from its row: a line under
+    a table's dashes that starts with a space and has text left of the table's last column (the
+    notes, which may wrap in their own column). An empty list: every value whole on its row's line."""
+    bad, last = [], None
+    for ln in lines_of(out):
+        if set(ln.replace(" ", "")) == {"-"} and ln.startswith("-"):
+            last = ln.rstrip().rfind("  -") + 2 if "  -" in ln else 0  # where the last column starts
+            continue
+        if last is None or not ln.strip() or ln.startswith("Not shown at"):
+            last = None
+            continue
+        if ln[0] == " " and ln[:last].strip():
+            bad.append(ln)
+    return bad
+
+
+def test_split_values_finds_a_split_value():
+    table = fit_table(["rank", "market", "note"], [["1", "spot+od-fallback", "a; b"]], 20, notes_at=2)
+    assert split_values(table)  # 'spot+od-' / 'fallback': the check can fail
+    assert not split_values(fit_table(["instance", "note"], [["g5.xlarge", LONG_NOTE]], 60, notes_at=1))
+
+
+@pytest.mark.parametrize("room", [80, 100])
+@pytest.mark.parametrize("job", [*JOBS, [*JOBS[0], "--market", "any", "--top", "8"], [*JOBS[0], "--confidence", "0"]],
+                         ids=["main", "spot", "nothing-fits", "pareto-excluded", "any-market", "point"])
+def test_recommend_splits_no_value_down_to_80_columns(cli, monkeypatch, job, room):
+    """Units in the headers, short words in the cells (od, spot+od; est., meas., ref.); what does
+    not fit is left out in report.drop_order and named under the table, never broken."""
+    monkeypatch.setenv("COLUMNS", str(room))
+    code, out, err = cli("recommend", *job)
+    assert code == 0, err
+    fits(out, room)
+    assert split_values(out) == [], out
+    for dropped in (ln for ln in lines_of(out) if ln.startswith("Not shown at")):
+        assert dropped.startswith(f"Not shown at {room} columns: ")
+    wide = cli("recommend", *job, "--wide")[1]
+    assert "Not shown at" not in wide and "samples/$" in wide
+
+
+def test_the_commands_to_paste_stand_on_lines_of_their_own(cli, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    out = cli("recommend", *JOBS[0])[1]
+    commands = [ln for ln in lines_of(out) if ln.startswith("  advisor ")]
+    assert commands and all("#" not in ln for ln in commands)  # the why is on the line above
+    above = [lines_of(out)[lines_of(out).index(c) - 1] for c in commands]
+    assert all(ln.startswith("  # ") for ln in above)
 
 
 @pytest.mark.parametrize("argv", [

@@ -227,7 +227,8 @@ def test_a_config_with_an_optimizer_is_probed_filed_and_found_by_recommend(cli, 
                                                  "init_args": {"lr": 0.0006, "weight_decay": 0.1}}
     assert r.workload.lr_scheduler.class_path == "torch.optim.lr_scheduler.CosineAnnealingLR"
     assert r.shape.optimizer_state_bytes == pytest.approx(2 * r.shape.parameter_bytes, rel=0.01)
-    assert r.schema_version == RESULT_SCHEMA_VERSION == 5
+    assert r.schema_version == RESULT_SCHEMA_VERSION == 6
+    assert 0 < r.shape.other_traffic_bytes_per_sample < r.shape.memory_traffic_bytes_per_sample
     base = ("recommend", "--budget", "100", "--deadline", "2d", "--samples", "1e6", "--store", db, "--format", "json")
     code, text, err = cli(*base, "--config", "examples/tinylm.yaml")
     assert code == 0, err
@@ -261,7 +262,7 @@ def test_the_probe_plan_carries_the_optimizer():
     job = JobSpec(samples=1e6, budget_usd=10, deadline_hours=10, workload="m:C", optimizer=opt, lr_scheduler=sched)
     row = SimpleNamespace(region="us-east-1", market="on-demand", instance_type="g5.xlarge", cpu_too=False)
     launch, _, probe = probe_commands(job, [row])
-    args = launch.argv[launch.argv.index("--probe-args") + 1]
+    args = next(a for a in launch.argv if a.startswith("--probe-args="))
     assert "--optimizer" in args and "--lr-scheduler" in args
     flag = probe.argv.index("--optimizer")
     # What the line passes back names the same workload.

@@ -429,18 +429,21 @@ def test_the_memory_fit():
 
 
 def test_the_traffic_counter_counts_what_ops_read_and_write_and_not_views():
-    from lightning_module.run.peaks import TrafficCounter
+    from lightning_module.run.counting import StepCounter
 
     a, b = torch.randn(4, 8), torch.randn(16, 8)
-    with TrafficCounter() as t:
+    with StepCounter() as t:
         bt = b.t()  # a view: nothing moves
         torch.mm(a, bt)  # reads 4x8 and 8x16, writes 4x16 float32
-    assert t.bytes == 4 * (32 + 128 + 64)
+        a.relu()  # no FLOPs: its bytes are the bandwidth-bound share
+    assert t.bytes == 4 * (32 + 128 + 64) + 4 * (32 + 32)
+    assert t.matmul_bytes == 4 * (32 + 128 + 64) and t.other_bytes == 4 * (32 + 32)
+    assert t.flops == 2 * 4 * 8 * 16
 
 
 def test_a_grouped_convolutions_backward_counts_its_groups():
     """torch's own formula ignores `groups`: a depthwise backward read 65x its forward."""
-    from lightning_module.run.peaks import flop_counter
+    from lightning_module.run.counting import flop_counter
 
     x = torch.randn(2, 64, 16, 16, requires_grad=True)
     for conv in (torch.nn.Conv2d(64, 64, 3, padding=1, groups=64), torch.nn.Conv2d(64, 32, 3, padding=1)):
@@ -466,10 +469,11 @@ def test_the_probe_counts_a_small_mlps_traffic_without_its_weights():
 
     spec = WorkloadSpec(model="mlp", image_size=32, num_classes=10, batch_size=8)
     batch = (torch.randint(0, 255, (8, 3, 32, 32), dtype=torch.uint8), torch.randint(0, 10, (8,)))
-    flops, traffic, ops = per_sample_counts(spec, batch)
+    flops, traffic, other, ops = per_sample_counts(spec, batch)
     # The first layer's weights (3072 x 64 fp32, ~0.8 MB) are read and their gradient written
     # every step: per sample the traffic is far below them.
     assert flops and traffic and traffic < 3072 * 64 * 4 / 2
+    assert other and other < traffic  # the matmuls' bytes are not the bandwidth-bound share
     assert ops and ops > 0
 
 
@@ -489,10 +493,10 @@ def test_the_probe_counts_the_ops_a_step_dispatches_the_same_every_step(monkeypa
     monkeypatch.setattr(peaks, "_StepCounts", Kept)
     spec = WorkloadSpec(model="mlp", image_size=32, num_classes=10, batch_size=8)
     batch = (torch.randint(0, 255, (8, 3, 32, 32), dtype=torch.uint8), torch.randint(0, 10, (8,)))
-    _, _, ops = peaks.per_sample_counts(spec, batch)
-    per_step = [c[2] for c in seen[0].counts]
+    *_, ops = peaks.per_sample_counts(spec, batch)
+    per_step = [c[3] for c in seen[0].counts]
     assert len(per_step) == 3 and per_step[1] == per_step[2] == ops > 10
-    with peaks.TrafficCounter() as t:
+    with peaks.StepCounter() as t:
         a = torch.randn(4, 8)
         a.view(2, 16), a.t()  # views: no op dispatched to a kernel
         torch.mm(a, a.t())

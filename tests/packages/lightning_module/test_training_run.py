@@ -20,6 +20,7 @@ from examples.tinylm import TinyLM
 from lightning_module import ThroughputCallback, TrainingRunError
 from lightning_module.contract.result import MAX_BATCH_SIZE, WorkloadSpec, parse_result
 from lightning_module.run import hardware, training_run
+from lightning_module.run.workloads import constructor_defaults
 
 ROOT = Path(__file__).resolve().parents[3]
 SMALL_LM = {"d_model": 16, "heads": 2, "layers": 1, "seq_len": 16, "vocab_size": 50}
@@ -47,7 +48,10 @@ def test_a_training_run_is_written_as_a_strict_record(tmp_path):
     assert r.source == "training run" and r.ladder == [] and r.stop_reason == "training ended"
     # named as `advisor recommend --workload examples.tinylm:TinyLM --init-args ...` names it
     assert r.workload.model == "examples.tinylm:TinyLM" and r.workload.init_args == SMALL_LM
-    assert r.workload_id == WorkloadSpec(model="examples.tinylm:TinyLM", init_args=SMALL_LM).workload_id
+    # ... with the constructor's defaults the probe records (the id is of the arguments as built)
+    assert r.workload.init_arg_defaults == constructor_defaults(TinyLM)
+    assert r.workload_id == WorkloadSpec(model="examples.tinylm:TinyLM", init_args=SMALL_LM,
+                                         init_arg_defaults=constructor_defaults(TinyLM)).workload_id
     assert r.step_time.n_steps == 12 and r.step_time.warmup_steps == 2
     lo, hi = r.samples_per_sec_ci
     assert lo <= r.samples_per_sec <= hi
@@ -79,8 +83,9 @@ def test_the_record_carries_the_probe_s_shape_fields_each_saying_how(tmp_path):
     # traffic: the probe's counter over the first step, at its batch; an upper bound of the probe's
     # own count (the difference between 2 and 4 samples), which the weights' traffic does not enter
     spec = WorkloadSpec(model="examples.tinylm:TinyLM", init_args=SMALL_LM, batch_size=16)
-    _, probe_traffic, probe_ops = per_sample_counts(spec, first)
+    _, probe_traffic, probe_other, probe_ops = per_sample_counts(spec, first)
     assert s.memory_traffic_bytes_per_sample >= 0.99 * probe_traffic
+    assert s.other_traffic_bytes_per_sample >= 0.99 * probe_other and probe_other < probe_traffic
     # ops: the same counter over the same training_step and backward, so the probe's count within a
     # few ops (the run's own first step does a little more than the probe's closure-only step)
     assert probe_ops > 0 and abs(s.ops_per_step - probe_ops) <= 0.05 * probe_ops
@@ -95,6 +100,7 @@ def test_counting_and_the_pipeline_can_be_turned_off(tmp_path):
         steps=5)
     r = parse_result(out.read_bytes())
     assert r.flops_per_sample is None and r.shape.memory_traffic_bytes_per_sample is None and r.shape.ops_per_step is None
+    assert r.shape.other_traffic_bytes_per_sample is None
     assert r.shape.memory_traffic_note is None and r.pipeline_samples_per_sec_per_worker is None
 
 

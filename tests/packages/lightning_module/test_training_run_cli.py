@@ -16,6 +16,7 @@ from advisor.commands.probe import _spec
 from lightning_module import ThroughputCallback
 from lightning_module.contract.result import WorkloadSpec, parse_result
 from lightning_module.run import hardware
+from lightning_module.run.workloads import with_defaults
 
 SMALL_LM = {"d_model": 16, "heads": 2, "layers": 1, "seq_len": 16, "vocab_size": 50}
 CONFIG = f"""\
@@ -38,7 +39,7 @@ def off_ec2(monkeypatch):
 
 def probe_id(*argv: str) -> str:
     """The id `advisor probe ARGV` files its result under (no probe run)."""
-    return _spec(build_parser().parse_args(["probe", *argv]))[0].workload_id
+    return with_defaults(_spec(build_parser().parse_args(["probe", *argv]))[0]).workload_id  # as _probe files it
 
 
 def run_cli(tmp_path, *args: str, **cli_kw):
@@ -85,7 +86,7 @@ def test_the_module_s_own_configure_optimizers_keeps_the_old_id(tmp_path):
     init = json.dumps(SMALL_LM)
     r = run_cli(tmp_path, "--model=examples.tinylm.TinyLM", f"--model.init_args={init}")
     assert r.workload.optimizer is None and r.workload.lr_scheduler is None
-    assert r.workload_id == WorkloadSpec(model="examples.tinylm:TinyLM", init_args=SMALL_LM).workload_id
+    assert r.workload_id == with_defaults(WorkloadSpec(model="examples.tinylm:TinyLM", init_args=SMALL_LM)).workload_id
     assert r.workload_id == probe_id("--workload", "examples.tinylm:TinyLM", "--init-args", init)
 
 

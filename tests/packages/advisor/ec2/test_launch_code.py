@@ -184,4 +184,27 @@ def test_the_probe_plan_names_the_code(tmp_path, monkeypatch):
     argv = probe_commands(job, [row])[0].argv
     assert argv[argv.index("--code") + 1] == "mypkg" and argv[argv.index("--workload") + 1] == "mypkg.lm:TinyLM"
     # --probe-args is one argument that the instance splits back into the probe's own arguments
-    assert shlex.split(argv[argv.index("--probe-args") + 1]) == ["--init-args", '{"d_model": 64}']
+    probe_args = next(a for a in argv if a.startswith("--probe-args=")).split("=", 1)[1]
+    assert shlex.split(probe_args) == ["--init-args", '{"d_model": 64}']
+
+
+def test_a_folder_of_modules_is_shipped_onto_the_instance_s_python_path(tmp_path, monkeypatch):
+    """What `advisor probe` imported through PYTHONPATH (gan.py in a plain folder) is --code too:
+    the folder itself goes up as src/, which the instance puts on PYTHONPATH; the hint names it."""
+    from advisor.ec2.code import build_bundle
+
+    mods = tmp_path / "models"
+    mods.mkdir()
+    (mods / "gan.py").write_text("class TinyGAN: pass\n")
+    (mods / "helpers.py").write_text("X = 1\n")
+    code = check_code(str(mods), "gan:TinyGAN")
+    assert code.kind == "modules"
+    out = tmp_path / "out"
+    out.mkdir()
+    with tarfile.open(build_bundle(code, out, top="gan")) as tar:
+        assert {"src/gan.py", "src/helpers.py"} <= set(tar.getnames())
+    monkeypatch.syspath_prepend(str(mods))
+    monkeypatch.chdir(tmp_path)
+    assert code_path_hint("gan:TinyGAN") == "models"
+    with pytest.raises(AdvisorError, match="nor a folder holding gan.py or gan/"):
+        check_code(str(tmp_path / "out"), "gan:TinyGAN")

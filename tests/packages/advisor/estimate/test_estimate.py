@@ -199,7 +199,9 @@ def test_a_device_without_rows_takes_its_architecture_siblings_residual_and_one_
     # The siblings' (the L4 and the two cards) mean residual against the fit, 3 devices counting 3 / (3 + 2).
     sib = [f.resid[g][0] for g in ("L4", *boost)]
     assert factor == pytest.approx(math.exp(sum(sib) / 3 * 3 / 5), rel=1e-9)
-    assert factor > 1.05  # the siblings ran above the model, and so does the L40S now
+    # the siblings ran above the model, and so does the L40S now (less than before the stack factor per
+    # family: the boosted cards, published at both stacks, fit the Ada family its own)
+    assert factor > 1.03
     assert f.family_factor(gpu_device(acc.get("RTX4090"), "16-mixed")) == (1.0, None)  # rows of its own
     t4 = gpu_device(acc.get("T4"), "16-mixed")
     assert f.family_factor(t4) == (1.0, None)  # the T4's group has its own rows here

@@ -19,6 +19,7 @@ from advisor.estimate.calibrate import (
 )
 from advisor.estimate.evaluate import by_workload
 from advisor.estimate.model import build, shaped_transfers
+from advisor.estimate.split import ALL, NONE
 from advisor.estimate.predict import UNCALIBRATED
 from advisor.estimate.shapes import INTENSITY_PATH, intensities, intensity_of
 from advisor.estimate.throughput import ThroughputModel
@@ -37,6 +38,10 @@ def test_every_workload_is_shaped_with_how_or_unshaped_with_why(refs):
     for w, v in shaped.items():
         assert v["derived"].startswith("counted by scripts/measure_workload_intensity.py")
         assert v["intensity"] == pytest.approx(v["train_flops_per_sample"] / v["traffic_bytes_per_sample"], rel=1e-3)
+        # the split: FLOPs per byte of the ops without FLOPs, a part of every op's bytes
+        assert v["split_intensity"] == pytest.approx(v["train_flops_per_sample"] / v["other_traffic_bytes_per_sample"],
+                                                     rel=1e-3)
+        assert 0 < v["other_traffic_bytes_per_sample"] < v["traffic_bytes_per_sample"]
     assert all(len(why) > 20 for why in unshaped.values())
     # The builtins' FLOPs are the probe's own count (lightning_module/contract/workload_facts.py).
     for w in ("resnet50", "resnet18"):
@@ -46,6 +51,10 @@ def test_every_workload_is_shaped_with_how_or_unshaped_with_why(refs):
                                                                          rel=0.06)
     # Depthwise convolutions: EfficientNet moves far more bytes per FLOP than ResNet-50.
     assert intensities()["efficientnet-b0"] < intensities()["resnet50"] / 3
+    # A transformer's bytes are mostly its matmuls' (fused attention moves no score matrix): the
+    # split sets it further from ResNet-50 than every op's bytes did.
+    split, every = intensities(), intensities(ALL)
+    assert split["bert-large"] / split["resnet50"] > every["bert-large"] / every["resnet50"]
 
 
 def test_a_users_intensity_comes_from_its_probe():
@@ -68,7 +77,7 @@ def test_device_ratios_differ_by_workload(snapshot):
 
 
 def test_the_shared_intensity_model_is_the_one_before_shapes(refs, snapshot):
-    before = build(refs.measurements, snapshot, shaped=False)
+    before = build(refs.measurements, snapshot, shape=NONE)
     after = build(refs.measurements, snapshot)
     assert before.fit.mem_factor == {} and after.fit.mem_factor["efficientnet-b0"] > 4
     dev = next(d for d in after.fit.devices.values() if d.key == "H100")

@@ -13,6 +13,7 @@ from advisor.estimate.calibrate import leave_one_device_out
 from advisor.estimate.evaluate import by_workload, check, external
 from advisor.estimate.fit import own_key
 from advisor.estimate.model import FLOPS, build
+from advisor.estimate.split import NONE
 from advisor.estimate.references import load_references
 from advisor.estimate.shapes import intensities
 
@@ -74,7 +75,7 @@ def test_leave_one_device_out_checks_the_model_as_built(model, refs, snapshot):
     assert rows[h.point.label] == pytest.approx(math.exp(h.log_pred))
     other = next(x for x in shared if x.point.label == h.point.label)
     assert other.log_pred != pytest.approx(h.log_pred)
-    before = build(refs.measurements, snapshot, shaped=False)
+    before = build(refs.measurements, snapshot, shape=NONE)
     assert {r.row: r.predicted for r in check(before).rows}[h.point.label] == pytest.approx(math.exp(other.log_pred))
 
 

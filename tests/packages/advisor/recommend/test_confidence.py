@@ -134,7 +134,7 @@ def test_the_cli_shows_and_checks_the_figures_at_the_confidence(cli):
             "--market", "any")
     code, out, err = cli(*args)
     assert code == 0, err
-    assert "confidence 90%" in out.splitlines()[0] and "time @90%" in out and "cost USD @90%" in out
+    assert "confidence 90%" in out.splitlines()[0] and "hours @90%" in out and "USD @90%" in out
     code, out, _ = cli(*args, "--format", "json")
     doc = json.loads(out)
     rows = doc["recommendations"]

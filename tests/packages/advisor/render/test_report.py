@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
+import shlex
 
 import pytest
 from recommend_catalogs import make_catalog
@@ -110,10 +111,11 @@ def test_probe_commands_group_the_probes_by_region_and_market():
     cmds = probe_commands(job(image_size=160, num_classes=10), probes)
     assert cmds[0].argv == ["advisor", "launch", "--instance-type", "g5.xlarge,g4dn.xlarge", "--region", "us-east-1",
                             "--market", "on-demand", "--workload", "resnet50",
-                            "--probe-args", "--image-size 160 --num-classes 10", "--s3", "s3://BUCKET/prefix"]
+                            "--probe-args=--image-size 160 --num-classes 10", "--s3", "s3://BUCKET/prefix"]
     assert cmds[0].line().startswith("advisor launch --instance-type g5.xlarge,g4dn.xlarge --region us-east-1 "
-                                     "--market on-demand --workload resnet50 --probe-args '--image-size 160 "
+                                     "--market on-demand --workload resnet50 '--probe-args=--image-size 160 "
                                      "--num-classes 10' --s3 s3://BUCKET/prefix   # probe g5.xlarge, g4dn.xlarge")
+    assert str(cmds[0]) == cmds[0].command == shlex.join(cmds[0].argv)  # print() of one is the line to paste
     assert cmds[1].argv[:6] == ["advisor", "launch", "--instance-type", "g6.xlarge", "--region", "us-west-2"]
     assert cmds[2].argv[3:8] == ["g5g.xlarge", "--region", "us-east-1", "--market", "spot"]
     assert cmds[-2].argv == ["advisor", "results", "pull", "s3://BUCKET/prefix"]
@@ -125,9 +127,9 @@ def test_probe_commands_group_the_probes_by_region_and_market():
 def test_a_type_where_the_cpu_might_add_is_probed_with_cpu_too():
     gain = dataclasses.replace(probe("g6.48xlarge", "us-east-1"), cpu_too=True)
     cmds = probe_commands(job(), [probe("g5.xlarge", "us-east-1"), gain])
-    assert cmds[0].argv[:4] == ["advisor", "launch", "--instance-type", "g5.xlarge"] and "--probe-args" not in cmds[0].argv
+    assert cmds[0].argv[:4] == ["advisor", "launch", "--instance-type", "g5.xlarge"] and not any(a.startswith("--probe-args") for a in cmds[0].argv)
     assert cmds[1].argv[:4] == ["advisor", "launch", "--instance-type", "g6.48xlarge"]
-    assert cmds[1].argv[cmds[1].argv.index("--probe-args") + 1] == "--cpu-too" and "--cpu-too" in cmds[1].purpose
+    assert "--probe-args=--cpu-too" in cmds[1].argv and "--cpu-too" in cmds[1].purpose
     assert cmds[-1].argv == ["advisor", "probe", "--workload", "resnet50"]
     assert cmds[-1].purpose.endswith("(add --cpu-too on g6.48xlarge)")
 
@@ -141,9 +143,10 @@ def test_the_report_prints_the_command_lines_it_is_given():
         report.write(plan, rows, fmt, probe_commands=[ProbeCommand(["advisor", "launch", "X Y"], "why")], stream=out)
         text = out.getvalue()
         if fmt == "json":
-            assert json.loads(text)["probe_commands"] == [{"argv": ["advisor", "launch", "X Y"], "purpose": "why"}]
+            assert json.loads(text)["probe_commands"] == [{"argv": ["advisor", "launch", "X Y"], "command": "advisor launch 'X Y'",
+                                                                 "purpose": "why"}]
         else:
-            assert text.count("advisor launch") == 1 and "  advisor launch 'X Y'   # why" in text
+            assert text.count("advisor launch") == 1 and "  # why\n  advisor launch 'X Y'\n" in text
 
 
 def test_the_json_record_is_the_rows_own_fields_plus_two_in_words():
@@ -156,3 +159,22 @@ def test_the_json_record_is_the_rows_own_fields_plus_two_in_words():
     own = {f.name for f in fields(CandidateRow)}
     assert set(report.RECORD_FIELDS) - set(report.DERIVED_FIELDS) <= own
     assert set(report.CSV_COLUMNS) <= set(report.RECORD_FIELDS)
+
+
+def test_every_printed_probe_command_parses_as_the_advisor_reads_it():
+    """Pasted, each line is read by the advisor's own parser: a --probe-args value that starts with
+    "--" (--cpu-too alone was "expected one argument", exit 2) reaches launch whole."""
+    from advisor.cli import build_parser
+
+    gain = dataclasses.replace(probe("g6.48xlarge", "us-east-1"), cpu_too=True)
+    j = job(workload="seg.models:UNet", init_args={"width": 64})
+    for c in probe_commands(j, [probe("g5.xlarge", "us-east-1"), gain]):
+        argv = shlex.split(c.command)
+        assert argv == c.argv
+        ns = build_parser().parse_args(argv[1:])
+        if argv[1] == "launch":
+            assert shlex.split(ns.probe_args)[:2] == ["--init-args", '{"width": 64}']
+            assert ns.code and ns.workload == "seg.models:UNet"
+    assert ns.workload == "seg.models:UNet" and ns.init_args  # the last: advisor probe
+    assert shlex.split(build_parser().parse_args(shlex.split(probe_commands(j, [gain])[0].command)[1:]).probe_args)[-1] \
+        == "--cpu-too"

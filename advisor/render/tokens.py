@@ -1,0 +1,75 @@
+"""A token workload's answer (advisor/recommend/llm.py: LlmAdvice) as text and as the
+`recommend-tokens` document's fields: reads the advice, computes nothing."""
+
+from __future__ import annotations
+
+import sys
+
+from ..estimate.strategy import STRATEGY_WORDS
+from ..output import emit, say
+from ..recommend.llm import LlmAdvice, LlmJob
+
+FULL_FINETUNE = "full"
+
+
+def job_words(job: LlmJob) -> str:
+    t = job.training
+    return (f"{job.shape.name} ({job.shape.params() / 1e9:.2f}B parameters), {t.method} fine-tune"
+            + (f" r={t.lora_rank}" if t.method != FULL_FINETUNE else "") + f", {t.precision}, {t.optimizer}; "
+            f"{job.tokens:,.3g} tokens at {job.seq_len} per sequence")
+
+
+# The columns a narrow terminal leaves out, first to last (named under the table; --wide shows all)
+DROP_ORDER = ("region", "GiB/GPU", "tok/s/GPU", "mb")
+
+
+def table(advice: LlmAdvice, show_excluded: bool = False, stream=None) -> None:
+    """The ranked (type, count, strategy) rows for people, through the shared table fitter: no value
+    is split across lines; a narrow terminal drops DROP_ORDER's columns instead."""
+    stream = stream or sys.stdout
+    job = advice.job
+    say(job_words(job), stream)
+    say(f"budget ${job.budget_usd:,.0f}, deadline {job.deadline_hours:,.1f} h, objective {job.objective}"
+        + (f", strategy pinned to {job.strategy}" if job.strategy else ""), stream)
+    print(file=stream)
+    if not advice.rows:
+        say("Nothing fits on any priced GPU type within --max-instances (see --show-excluded).", stream)
+    else:
+        if not any(r.feasible for r in advice.rows):
+            say("Nothing meets both the budget and the deadline; the closest:", stream)
+        rows = [{"rank": r.rank or "-", "instance": r.instance_type, "count": r.count,
+                 "GPUs": f"{r.plan.devices} {r.accelerator}", "region": r.region,
+                 "strategy": STRATEGY_WORDS[r.plan.strategy] + (" + AC" if r.plan.checkpointing else ""),
+                 "mb": r.plan.micro_batch, "GiB/GPU": f"{r.plan.memory.device_gib:.1f}",
+                 "tok/s/GPU": f"{r.plan.tokens_per_sec / r.plan.devices:,.0f}", "hours": f"{r.hours:,.1f}",
+                 "USD": f"{r.cost_usd:,.0f}", "$/M tok": f"{r.usd_per_million_tokens:.3f}", "note": r.reason or ""}
+                for r in advice.rows]
+        cols = [c for c in rows[0] if c != "note" or any(r["note"] for r in rows)]
+        emit(rows, "table", cols, stream=stream, notes="note", drop=DROP_ORDER)
+    print(file=stream)
+    say("count: instances; GPUs: all of them; AC: activation checkpointing; mb: micro-batch per GPU. tokens/s: peak bf16 x MFU (torchtitan's "
+        "published band) / training FLOPs per token; memory: advisor/estimate/memory.py (docs/llm-memory.md)", stream)
+    if show_excluded and advice.excluded:
+        print(f"\nExcluded ({len(advice.excluded)}):", file=stream)
+        emit([{"instance_type": n, "reason": w} for n, w in advice.excluded], "table", stream=stream, notes="reason")
+    for w in advice.warnings:
+        say(f"warning: {w}", stream)
+
+
+def document_fields(advice: LlmAdvice) -> dict:
+    job = advice.job
+    t = job.training
+    return {
+        "model_shape": {"name": job.shape.name, "parameters": job.shape.params(), "source": job.shape.source,
+                        "d_model": job.shape.d_model, "n_layers": job.shape.n_layers, "n_heads": job.shape.n_heads,
+                        "n_kv_heads": job.shape.n_kv_heads, "d_ff": job.shape.d_ff, "vocab": job.shape.vocab},
+        "training": {"method": t.method, "precision": t.precision, "optimizer": t.optimizer, "lora_rank": t.lora_rank,
+                     "lora_targets": list(t.lora_targets)},
+        "tokens": job.tokens, "seq_len": job.seq_len, "budget_usd": job.budget_usd, "deadline_hours": job.deadline_hours,
+        "objective": job.objective, "max_instances": job.max_instances, "strategy": job.strategy,
+        "global_batch_tokens": job.global_batch_tokens,
+        "feasible": any(r.feasible for r in advice.rows),
+        "recommendations": [r.as_dict() for r in advice.rows],
+        "excluded": [{"instance_type": n, "reason": w} for n, w in advice.excluded],
+        "warnings": list(advice.warnings),
+    }

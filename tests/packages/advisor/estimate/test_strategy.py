@@ -1,0 +1,95 @@
+"""The strategy search: the least costly strategy that fits, its throughput arithmetic, and what
+an excluded type is told would make it fit."""
+
+from __future__ import annotations
+
+import pytest
+
+from advisor.estimate.memory import Training
+from advisor.estimate.strategy import Device, flops_per_token, per_device_tokens_per_sec, plan, what_would_fit
+from lightning_module.contract.transformer_shape import parse_shape
+
+LLAMA3 = parse_shape("llama-3-8b")
+A10G_1 = Device("g5.xlarge", 24, 1, 125.0, None, 10.0)
+A10G_8 = Device("g5.48xlarge", 24, 8, 125.0, 32.0, 100.0)
+H100_8 = Device("p5.48xlarge", 80, 8, 989.0, 450.0, 3200.0)
+
+
+def test_flops_per_token_is_palms_count():
+    s = 4096
+    n = LLAMA3.params()
+    attn = 12 * 32 * 4096 * s
+    assert flops_per_token(LLAMA3, Training(), s) == 6 * n + attn
+    assert flops_per_token(LLAMA3, Training(method="lora"), s) == 4 * n + attn  # no weight gradients
+    assert flops_per_token(LLAMA3, Training(checkpointing=True), s) == pytest.approx(8 * n + attn * 4 / 3)
+
+
+def test_per_device_rate_is_peak_times_mfu_over_flops():
+    mid, low, high = per_device_tokens_per_sec(H100_8, LLAMA3, Training(), 4096)
+    f = flops_per_token(LLAMA3, Training(), 4096)
+    assert mid == pytest.approx(989e12 * 0.44 / f)
+    assert low < mid < high
+    q, _, _ = per_device_tokens_per_sec(H100_8, LLAMA3, Training(method="qlora"), 4096)
+    lora, _, _ = per_device_tokens_per_sec(H100_8, LLAMA3, Training(method="lora"), 4096)
+    assert q == pytest.approx(lora * 0.62)
+
+
+def test_an_8b_full_fine_tune_does_not_fit_one_24_gib_gpu_but_a_sharded_instance_of_eight():
+    assert plan(A10G_1, LLAMA3, Training(), 4096, 1) is None
+    p = plan(A10G_8, LLAMA3, Training(), 4096, 1)
+    assert p is not None and p.strategy in ("zero2", "fsdp") and p.devices == 8
+    assert p.memory.device_gib <= 24
+
+
+def test_the_cheapest_strategy_in_communication_wins_where_several_fit():
+    p = plan(H100_8, LLAMA3, Training(), 4096, 1)
+    assert p.strategy == "zero1" and not p.checkpointing  # DDP does not fit 80 GiB; ZeRO-1 moves no more bytes than DDP
+
+
+def test_checkpointing_only_where_nothing_fits_without_it():
+    p = plan(A10G_8, LLAMA3, Training(), 4096, 1)
+    without = plan(A10G_8, LLAMA3, Training(), 4096, 1, strategies=(p.strategy,))
+    assert without.checkpointing == p.checkpointing
+    assert p.checkpointing  # 24 GiB cannot hold 4,096 tokens of 8B activations beside the state
+
+
+def test_a_pinned_strategy_is_the_only_one_tried():
+    p = plan(H100_8, LLAMA3, Training(), 4096, 1, strategies=("fsdp",))
+    assert p.strategy == "fsdp"
+    assert plan(A10G_8, LLAMA3, Training(), 4096, 1, strategies=("ddp",)) is None
+
+
+def test_hybrid_needs_several_instances_of_several_devices():
+    assert plan(H100_8, LLAMA3, Training(), 4096, 1, strategies=("hybrid",)) is None
+    assert plan(H100_8, LLAMA3, Training(), 4096, 2, strategies=("hybrid",)).strategy == "hybrid"
+
+
+def test_what_would_make_it_fit_names_instances_strategy_and_lora():
+    words = what_would_fit(A10G_1, LLAMA3, Training(), 4096, 4)
+    assert words.startswith("24 GiB per device; one sequence of 4096 tokens needs ")
+    assert "GiB on its one device with activation checkpointing" in words
+    # the fewest instances that hold it, and the lighter method: the 16 GB frozen base and 4,096 tokens fit 24 GiB
+    assert "needs 6 instances with FSDP full shard + activation checkpointing (--max-instances 6)" in words
+    assert words.endswith(", or LoRA fits on one (--finetune lora)")
+    lora = what_would_fit(A10G_1, LLAMA3, Training(method="qlora"), 65_536, 1, limit=2)
+    assert "nothing fits within 2 instances" in lora and "--finetune" not in lora
+
+
+def test_the_throughput_model_fits_a_transformer_by_strategy_not_by_a_wall(snapshot):
+    from dataclasses import replace
+
+    from recommend_catalogs import NOW
+
+    from advisor.estimate.throughput import Exclusion, ThroughputModel
+    from lightning_module.contract.workload_facts import facts_for
+
+    facts = replace(facts_for("resnet50"), transformer=LLAMA3, seq_len=4096)
+    m = ThroughputModel(snapshot, facts, "resnet50-224px-1000c", now=NOW)
+    small = m.evaluate(snapshot.instance_types["g5.xlarge"])
+    assert isinstance(small, Exclusion)
+    # the snapshot's A10G: 22.35 GiB usable
+    assert small.reason.startswith("22.35 GiB per device; one sequence of 4096 tokens needs ")
+    assert "needs 7 instances with FSDP full shard + activation checkpointing (--max-instances 7)" in small.reason
+    big = m.evaluate(snapshot.instance_types["p5.48xlarge"])
+    assert not isinstance(big, Exclusion)
+    assert any(n.startswith("fits with ZeRO-1, micro-batch 1 x 4096 tokens") for n in big.notes)
