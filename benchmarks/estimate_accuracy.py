@@ -50,8 +50,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from advisor.estimate.evaluate import by_workload, check, device_pair_ratios, external, out_of_fit_ratios
 from advisor.estimate.model import build
-from advisor.estimate.split import ALL, NONE, SPLIT
 from advisor.estimate.references import load_references
+from advisor.estimate.split import ALL, NONE
 from advisor.estimate.throughput import ThroughputModel
 from catalog.io import SNAPSHOT_PATH, load
 from lightning_module.contract.workload_facts import FACTS

@@ -6,9 +6,8 @@ from __future__ import annotations
 import json
 import statistics
 
-from benchmarks.llm_fit import FIGURES, MEDIAN_TARGET, training_of
-
 from advisor.estimate.memory import Layout, estimate
+from benchmarks.llm_fit import FIGURES, MEDIAN_TARGET, training_of
 from lightning_module.contract.transformer_shape import PRESETS
 
 DATA = json.loads(FIGURES.read_text())

@@ -38,7 +38,7 @@ def probe(tmp_path, *args):
     """The probe in a fresh interpreter (in the folder of the user's module, as they run it)."""
     env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
     p = subprocess.run([sys.executable, "-c", RUN, "probe", "--no-store", *args], cwd=tmp_path, env=env,
-                       capture_output=True, text=True, timeout=300)
+                       capture_output=True, text=True, timeout=300, check=False)
     last = p.stdout.strip().splitlines()[-1].split()
     return int(last[1]), last[2] == "True", p.stderr
 

@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import json
 
-from catalog.hardware import ARM64_CUDA_SOURCE, undrivable_gpu
-
 from advisor.paths import load_catalog
+from catalog.hardware import ARM64_CUDA_SOURCE, undrivable_gpu
 
 
 def test_an_arm64_turing_is_undrivable_and_says_why_with_its_source():

@@ -6,9 +6,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from lightning_module.run.counting import StepCounter, attention_flops, flop_counter  # noqa: E402
+from lightning_module.run.counting import StepCounter, attention_flops, flop_counter
 
 
 def _layer_counts(dropout: float, backend: SDPBackend | None) -> tuple[float, int, int, int]:

@@ -19,9 +19,9 @@ from advisor.estimate.calibrate import (
 )
 from advisor.estimate.evaluate import by_workload
 from advisor.estimate.model import build, shaped_transfers
-from advisor.estimate.split import ALL, NONE
 from advisor.estimate.predict import UNCALIBRATED
 from advisor.estimate.shapes import INTENSITY_PATH, intensities, intensity_of
+from advisor.estimate.split import ALL, NONE
 from advisor.estimate.throughput import ThroughputModel
 from advisor.store import ResultStore
 from lightning_module.contract.result import BUILTIN_MODELS

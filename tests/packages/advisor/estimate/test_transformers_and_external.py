@@ -13,9 +13,9 @@ from advisor.estimate.calibrate import leave_one_device_out
 from advisor.estimate.evaluate import by_workload, check, external
 from advisor.estimate.fit import own_key
 from advisor.estimate.model import FLOPS, build
-from advisor.estimate.split import NONE
 from advisor.estimate.references import load_references
 from advisor.estimate.shapes import intensities
+from advisor.estimate.split import NONE
 
 EXTERNAL = Path(__file__).resolve().parents[4] / "benchmarks" / "external_figures.json"
 

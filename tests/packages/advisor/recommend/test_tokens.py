@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from advisor.recommend.jobspec import work_tokens
 from advisor.errors import AdvisorError
+from advisor.recommend.jobspec import work_tokens
 from tests.schema_check import checked
 
 BASE = ("recommend", "--budget", "5000", "--deadline", "3d", "--region", "us-east-1")
