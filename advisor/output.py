@@ -1,6 +1,7 @@
 """Print rows for people (table, markdown) or for pipes (csv; json is a document of its schema:
 advisor/schemas/), and every piece of text from outside (S3 keys and logs, result ids, catalog
-provenance, file contents in error messages) through safe_text, so nothing printed can move the cursor, clear the screen or flood the terminal."""
+provenance, file contents in error messages) through safe_text, so nothing printed can move the cursor,
+clear the screen or flood the terminal."""
 
 from __future__ import annotations
 

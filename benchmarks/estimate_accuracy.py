@@ -80,8 +80,10 @@ def main(argv: list[str] | None = None) -> int:
     model = build(refs.measurements, catalog, args.references or "builtin")
     result = check(model)
     f = model.fit
-    print(f"reference dataset: {len(refs.measurements)} rows; fitted {f.rows} rows on {len({d.group for d in f.devices.values()})} devices "
-          f"({len(model.skipped)} not fitted: other framework or precision, no peak figures, multi-node, ladder rungs, MLPerf ceilings)")
+    print(f"reference dataset: {len(refs.measurements)} rows; fitted {f.rows} rows "
+          f"on {len({d.group for d in f.devices.values()})} devices "
+          f"({len(model.skipped)} not fitted: other framework or precision, no peak figures, multi-node, "
+          "ladder rungs, MLPerf ceilings)")
     print(f"machine: {platform.machine()} {platform.python_version()} (accuracy only, no timing)")
     print()
     print("fitted model: per-device samples/s = exp(lambda_w + sigma*[tuned] + kappa_kind) / "
@@ -89,7 +91,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  theta_m = {f.theta_m:.3f} (memory term; TFLOP/s per GB/s), theta_o = {f.theta_o:.6f} (fixed term; "
           f"a ceiling of {1 / f.theta_o if f.theta_o else math.inf:,.0f} effective TFLOP/s for ResNet-50)")
     print("  m_w = " + ", ".join(f"{w} {v:.2f}" for w, v in sorted(f.mem_factor.items()) if not w.startswith("_")))
-    fam = "; ".join(f"{k} {math.exp(v):.3f} (its devices at both stacks {', '.join(f'{math.exp(x):.2f}' for x in f.sigma_band.get(k, ()))})"
+    fam = "; ".join(f"{k} {math.exp(v):.3f} "
+                    f"(its devices at both stacks {', '.join(f'{math.exp(x):.2f}' for x in f.sigma_band.get(k, ()))})"
                     for k, v in sorted(f.sigma_family.items()))
     print(f"  tuned / default stack by architecture family: {fam or 'none (no device at both stacks)'}")
     print(f"  tuned / default stack = {math.exp(f.sigma):.3f} (other families); kappa = "
@@ -166,7 +169,8 @@ def main(argv: list[str] | None = None) -> int:
         e = ts[1]
         spread = e.basis.get("band", {}).get("stack_spread", 1.0)
         inside = "inside" if e.low <= derived.samples_per_sec <= e.high else "OUTSIDE"
-        print(f"\none A10G, three sizes: g5.xlarge / g5.2xlarge / g5.4xlarge {' / '.join(f'{t.samples_per_sec:,.0f} ({t.source})' for t in ts)}"
+        print("\none A10G, three sizes: g5.xlarge / g5.2xlarge / g5.4xlarge "
+              f"{' / '.join(f'{t.samples_per_sec:,.0f} ({t.source})' for t in ts)}"
               f"; band {e.low:,.0f}-{e.high:,.0f}, NCHW default level {e.samples_per_sec / spread:,.0f}; the derived "
               f"g5.2xlarge figure {derived.samples_per_sec:,.0f} ({derived.id}, a weak anchor) is "
               f"{derived.samples_per_sec / e.samples_per_sec:.2f}x the estimate, {inside} its band")

@@ -119,7 +119,8 @@ def price_cases(rnd: random.Random, n: int) -> list[tuple[str, str]]:
             k, v = rest.split(": ")
             out.append((json.dumps({sec: [{k: v, key: rnd.choice([True, False])}]}), ".json"))
         elif kind == "nest":
-            out.append((f"{sec}: " + _nest(rnd.choice(["flow", "flow map", "block"]), rnd.choice([1000, 100_000])) + "\n", ".yaml"))
+            out.append((f"{sec}: " + _nest(rnd.choice(["flow", "flow map", "block"]), rnd.choice([1000, 100_000])) + "\n",
+                        ".yaml"))
         else:
             out.append((_bomb(rnd.randint(3, 9), rnd.randint(3, 9)) + f"{sec}: *a2\n", ".yaml"))
     return out

@@ -131,7 +131,8 @@ def main() -> int:
                     print("  " + line)
             bs, measured, fitted = held_out(out)
             if fitted is None:
-                print(f"  held out: batch {bs}: {measured:.4f} GiB measured; no fit ({shape['memory'] and shape['memory']['note']})")
+                print(f"  held out: batch {bs}: {measured:.4f} GiB measured; "
+                      f"no fit ({shape['memory'] and shape['memory']['note']})")
             else:
                 err = abs(fitted - measured) / measured
                 print(f"  held out: batch {bs}: fit {fitted:.4f} GiB, measured {measured:.4f} GiB: error {err:.1%} "

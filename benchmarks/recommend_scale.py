@@ -43,7 +43,8 @@ def synthetic_tables(seed: int = 0):
     samples_per_sec = rng.lognormal(5, 1.5, N_TYPES)
     spread = rng.uniform(1.05, 3.5, N_TYPES)
     types = rk.TypeTable(
-        names=[f"x{i}.large" for i in range(N_TYPES)], samples_per_sec=samples_per_sec, low=samples_per_sec / spread, high=samples_per_sec * spread,
+        names=[f"x{i}.large" for i in range(N_TYPES)], samples_per_sec=samples_per_sec, low=samples_per_sec / spread,
+        high=samples_per_sec * spread,
         source=rng.integers(0, 3, N_TYPES), step_s=128 / samples_per_sec, intra_s=np.zeros(N_TYPES),
         inter_unit_s=2 * FACTS["resnet50"].gradient_bytes() / (rng.choice([12.5, 25, 50, 100, 400], N_TYPES) * 1e9 / 8),
     )
@@ -168,7 +169,8 @@ mark("import advisor.cli")
 parser = cli.build_parser()
 mark("build the parser (imports pydantic, the catalog and result models)")
 args = parser.parse_args(sys.argv[1:])
-import advisor.recommend.planner as pl, advisor.recommend.probeplan.inputs as pi, advisor.render.report as rp, advisor.estimate.throughput as tp
+import advisor.recommend.planner as pl, advisor.recommend.probeplan.inputs as pi  # noqa: E401
+import advisor.render.report as rp, advisor.estimate.throughput as tp  # noqa: E401
 import advisor.commands.recommend as rc
 mark("import numpy, the planner, estimator, probe plan, report")
 spans = {}

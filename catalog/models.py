@@ -82,11 +82,13 @@ class InstanceType(BaseModel):
     accelerator_kind: AcceleratorKind = "none"
     accelerator_model: Text | None = None
     accelerator_count: int = Field(default=0, ge=0, le=1024)
-    accelerator_memory_gib: float | None = Field(default=None, ge=0.1, le=MAX_DEVICE_MEMORY_GIB)  # per device (for a fractional GPU: its partition's); 24576 would be MiB
+    # per device (for a fractional GPU: its partition's); 24576 would be MiB
+    accelerator_memory_gib: float | None = Field(default=None, ge=0.1, le=MAX_DEVICE_MEMORY_GIB)
     # Share of one device the instance gets: g6f/gr6f partition an L4 (GpuPartitionSize 0.125-0.5,
     # accelerator_count 1). None: whole devices.
     accelerator_fraction: float | None = Field(default=None, gt=0, lt=1, allow_inf_nan=False)
-    network_gbps: float | None = Field(default=None, ge=0.01, le=100_000)  # the sustained figure; "Up to 10 Gigabit" -> 10, up_to=True
+    # the sustained figure; "Up to 10 Gigabit" -> 10, up_to=True
+    network_gbps: float | None = Field(default=None, ge=0.01, le=100_000)
     network_up_to: bool = False
     # What hours of all-reduce get (catalog.aws.describe.baseline_gbps): the instance's own figure when
     # it is a fixed one; for "Up to N Gigabit" the smaller of the cards' baseline and N

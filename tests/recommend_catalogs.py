@@ -12,7 +12,8 @@ NOW = T0  # the tests' "now": results made by factories.probe_result are fresh
 # Specs as AWS describes them (describe_instance_types); network in Gbit/s.
 TYPES = {
     "c7i.2xlarge": {"family": "c7i", "vcpus": 8, "memory_gib": 16, "arch": "x86_64", "cpu_manufacturer": "Intel",
-                        "cpu_model": "Intel Xeon Platinum 8488C", "cpu_clock_ghz": 3.2, "network_gbps": 12.5, "network_up_to": True},
+                        "cpu_model": "Intel Xeon Platinum 8488C", "cpu_clock_ghz": 3.2, "network_gbps": 12.5,
+                        "network_up_to": True},
     "c7i.8xlarge": {"family": "c7i", "vcpus": 32, "memory_gib": 64, "arch": "x86_64", "cpu_manufacturer": "Intel",
                         "cpu_model": "Intel Xeon Platinum 8488C", "cpu_clock_ghz": 3.2, "network_gbps": 12.5},
     "g5.2xlarge": {"family": "g5", "vcpus": 8, "memory_gib": 32, "arch": "x86_64", "cpu_manufacturer": "AMD",
@@ -28,7 +29,8 @@ TYPES = {
                          "cpu_clock_ghz": 3.0, "accelerator_kind": "gpu", "accelerator_model": "A100", "accelerator_count": 8,
                          "accelerator_memory_gib": 40, "network_gbps": 400, "efa": True},
     "trn1.2xlarge": {"family": "trn1", "vcpus": 8, "memory_gib": 32, "arch": "x86_64", "cpu_manufacturer": "Intel",
-                         "cpu_clock_ghz": 3.5, "accelerator_kind": "neuron", "accelerator_model": "Trainium", "accelerator_count": 1,
+                         "cpu_clock_ghz": 3.5, "accelerator_kind": "neuron", "accelerator_model": "Trainium",
+                         "accelerator_count": 1,
                          "accelerator_memory_gib": 32, "network_gbps": 12.5},
 }
 

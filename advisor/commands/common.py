@@ -115,7 +115,8 @@ def type_filter(args) -> TypeFilter:
 # The catalog
 
 def add_catalog_options(parser) -> None:
-    parser.add_argument("--catalog", type=opt.path, metavar="FILE", help="catalog file to read (default: the refreshed cache, else the shipped snapshot)")
+    parser.add_argument("--catalog", type=opt.path, metavar="FILE",
+                        help="catalog file to read (default: the refreshed cache, else the shipped snapshot)")
     parser.add_argument("--max-age", type=opt.days, default=None, metavar="DAYS",
                         help=f"warn (once a day) when the catalog is older than this (default: ${MAX_AGE_ENV}, "
                              f"else {DEFAULT_MAX_AGE_DAYS:g})")

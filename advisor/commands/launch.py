@@ -52,7 +52,8 @@ def register(sub) -> None:
     p.add_argument("--subnet", help="subnet id (default: the default VPC's); it needs a route to the internet for pip")
     p.add_argument("--security-group", help="security group id (no inbound rules are needed)")
     p.add_argument("--iam-instance-profile", metavar="NAME", help="instance profile to attach (not needed for the uploads)")
-    p.add_argument("--package", metavar="PATH_OR_SPEC", help="a wheel file or a pip requirement (default: a wheel built from this installation's source)")
+    p.add_argument("--package", metavar="PATH_OR_SPEC",
+                   help="a wheel file or a pip requirement (default: a wheel built from this installation's source)")
     p.add_argument("--code", metavar="PATH", help="your own code, for --workload package.module:Class: your project folder "
                    "(built into a wheel), a wheel of it, or its package folder (shipped as is)")
     p.add_argument("--requirements", metavar="FILE", help="a pip requirements file for your code (installed on each "

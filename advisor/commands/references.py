@@ -147,7 +147,8 @@ def handle_check(args) -> int:
         lost = sorted({r.device for r in result.not_estimable})
         say(f"not counted (no other anchor of their kind to fit on): {', '.join(lost)}")
     say(f"{len(result.skipped)} of {len(refs.measurements)} rows are not fitted "
-          "(other framework or precision, no peak figures, multi-node, MLPerf ceilings): 'references check --format json' lists why")
+          "(other framework or precision, no peak figures, multi-node, MLPerf ceilings): "
+          "'references check --format json' lists why")
     return 0
 
 

@@ -20,7 +20,8 @@ from ..render.probe import ci_text, write_result
 from .common import add_list_option, add_store_option, open_store, read_store, store_path
 
 IMPORT_MAX_BYTES = 256 * 2**20  # an export of ~50,000 results; a probe result is a few KiB
-LIST_COLUMNS = ("result_id", "workload_id", "workload", "init_args", "data_init_args", "instance_type", "accelerator", "devices", "precision", "batch_size",
+LIST_COLUMNS = ("result_id", "workload_id", "workload", "init_args", "data_init_args", "instance_type", "accelerator", "devices",
+                "precision", "batch_size",
                 "samples_per_sec", "ci_low", "ci_high", "speedup_over_baseline", "source", "finished_at")
 # The people's table: accelerator, precision and batch in one column that wraps, so it fits 100 columns.
 TABLE_COLUMNS = ("id", "workload", "instance_type", "config", "samples/s", "ci", "x baseline", "finished")

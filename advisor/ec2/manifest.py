@@ -57,7 +57,8 @@ class LaunchEntry(BaseModel):
     instance_type: str = Field(pattern=NAME_PATTERN)
     arch: Literal["x86_64", "arm64"]
     ami: AwsId
-    root_device: Annotated[str, Field(max_length=128), AfterValidator(one_line)] | None = None  # set when DeleteOnTermination had to be overridden
+    # set when DeleteOnTermination had to be overridden
+    root_device: Annotated[str, Field(max_length=128), AfterValidator(one_line)] | None = None
     root_volume_gib: int | None = Field(default=None, ge=1, le=MAX_VOLUME_GIB)
     # other EBS devices (GiB) whose DeleteOnTermination was overridden
     kept_volumes: dict[Annotated[str, Field(max_length=128), AfterValidator(one_line)],
@@ -85,7 +86,8 @@ class RunManifest(BaseModel):
     workload: Annotated[str, Field(min_length=1, max_length=300), AfterValidator(one_line)]
     probe_args: list[Annotated[str, Field(max_length=4096), AfterValidator(one_line)]] = Field(default=[], max_length=1000)
     max_minutes: int = Field(ge=MIN_MINUTES, le=MAX_WATCHDOG_MINUTES)
-    package: Annotated[str, Field(min_length=1, max_length=4096), AfterValidator(one_line)]  # the S3 key of the uploaded wheel, or the pip requirement spec
+    # the S3 key of the uploaded wheel, or the pip requirement spec
+    package: Annotated[str, Field(min_length=1, max_length=4096), AfterValidator(one_line)]
     code: S3Key | None = None  # the S3 key of the user's own code (launch --code), when shipped
     entries: list[LaunchEntry] = Field(default=[], max_length=MAX_ENTRIES)
 

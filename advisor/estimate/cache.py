@@ -49,7 +49,8 @@ KEEP = 8  # entries kept (a team's own reference files each have theirs); the ol
 MAX_BYTES = 16 * 2**20
 # The modules whose code computes the model (or the rows and devices it is computed from).
 SOURCES = ("advisor.estimate.model", "advisor.estimate.fit", "advisor.estimate.calibrate",
-           "advisor.estimate.points", "advisor.estimate.cache", "advisor.estimate.references", "advisor.estimate.shapes", "catalog.accelerators",
+           "advisor.estimate.points", "advisor.estimate.cache", "advisor.estimate.references", "advisor.estimate.shapes",
+           "catalog.accelerators",
            "catalog.hardware", "catalog.models", "lightning_module.contract.workload_facts")
 
 

@@ -147,7 +147,8 @@ def estimate(it: InstanceType, gpus: tuple[float, float, float], batch: int, cpu
     t_lo, t_hi = together(g_low, cpu.low, e_lo, x_lo), together(g_high, cpu.high, e_hi, x_hi)
     basis = {"from": f"{left} vCPUs' estimate, {src}", "cpu_vcpus": left, "loader_vcpus": loaders,
              "cpu_samples_per_sec": round(cpu.per_device, 2), "cpu_low": round(cpu.low, 2), "cpu_high": round(cpu.high, 2),
-             "combining_efficiency": [round(e_lo, 3), round(e_mid, 3), round(e_hi, 3)], "exchange_gbs": [round(x_lo, 3), round(x_mid, 3), round(x_hi, 3)],
+             "combining_efficiency": [round(e_lo, 3), round(e_mid, 3), round(e_hi, 3)],
+             "exchange_gbs": [round(x_lo, 3), round(x_mid, 3), round(x_hi, 3)],
              "gradient_bytes": gradient_bytes, "batch_per_device": batch,
              "model": "together = (B + e C T) / (T + gradient bytes / exchange rate), T = B / G"}
     return GpuAndCpuGain(mid, min(low, mid), max(high, mid), "estimated", basis,

@@ -137,7 +137,8 @@ class Estimator:
             return "no peak FLOP/s or memory bandwidth for this device (CPU clock or accelerator spec missing)"
         known = self.model.fit.knows(dev.kind)
         # A probe of another kind says nothing calibrated about this one unless the fit knows both.
-        probes = [p for p in self._probes if p is not None and (p[0].kind == dev.kind or (known and self.model.fit.knows(p[0].kind)))]
+        probes = [p for p in self._probes
+                  if p is not None and (p[0].kind == dev.kind or (known and self.model.fit.knows(p[0].kind)))]
         if not known and not probes:
             what = "CPU" if dev.kind == "cpu" else dev.kind
             return (f"no published row and no probe on any {what}: an estimate across device kinds is not "

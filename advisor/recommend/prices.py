@@ -123,7 +123,8 @@ class Prices:
                         price[i] *= 1 - d.percent / 100
             if mkt == "on-demand":
                 free[i] = sum(r.count for r in self.doc.reserved
-                              if r.instance_type.lower() == name.lower() and (r.region is None or r.region.lower() == region.lower()))
+                              if r.instance_type.lower() == name.lower()
+                              and (r.region is None or r.region.lower() == region.lower()))
         # Discounts stacked on discounts can take a price toward 0 (and its log, on the plot's axis,
         # to -inf): no price paid goes below the floor, or below the list price where that is lower.
         np.maximum(price, np.minimum(usd_per_hour, MIN_USD_PER_HOUR), out=price)

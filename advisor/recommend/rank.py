@@ -87,7 +87,8 @@ class Job:
     loss_hours: float  # per interruption (spot.loss_hours)
     max_instances: int
     setup_hours: float = 0.0  # per run, on every instance: boot, install, data staging (billed, not training)
-    confidence: float = 0.0  # 0: rank on the point estimate; else P of the chance constraint (the user default: jobspec.DEFAULT_CONFIDENCE)
+    # 0: rank on the point estimate; else P of the chance constraint (the user default: jobspec.DEFAULT_CONFIDENCE)
+    confidence: float = 0.0
 
     @classmethod
     def of(cls, job: JobSpec) -> Job:

@@ -168,7 +168,8 @@ def draw(plan: Plan, rows: Rows):
     tags = [f"#{n + 1}" if rows.feasible else f"~{n + 1}" for n in range(len(shown))]
     if shown:
         head = "best options" if rows.feasible else "nothing feasible; closest"
-        lines = [f"{t} {r.count}x {instance_label(r.instance_type, r.variant)}, {r.market}:\n    {duration(r.hours)}, ${money(r.cost_usd)}"
+        lines = [f"{t} {r.count}x {instance_label(r.instance_type, r.variant)}, {r.market}:\n"
+                 f"    {duration(r.hours)}, ${money(r.cost_usd)}"
                  # one $ a line: two would start matplotlib's mathtext
                  + (f" ({duration(r.hours_at_confidence)}, {money(r.cost_usd_at_confidence)} at {job.confidence:.0%})"
                     if job.confidence else "") for t, r in zip(tags, shown)]

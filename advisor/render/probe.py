@@ -262,7 +262,8 @@ def summary_lines(result, saved, out_path) -> list[str]:
         lines.append(f"compute: {r.flops_per_sample / 1e9:.4g} GFLOP/sample, {r.achieved_tflops:.3g} TFLOP/s"
                      + (f" = {'; '.join(util)}" if util else ""))
     if r.peak_memory_gib is not None:
-        lines.append(f"peak memory: {r.peak_memory_gib:.2f} GiB ({'GPU allocated' if r.config.accelerator == 'gpu' else 'process RSS'})")
+        measured = "GPU allocated" if r.config.accelerator == "gpu" else "process RSS"
+        lines.append(f"peak memory: {r.peak_memory_gib:.2f} GiB ({measured})")
     lines.extend(shape_lines(r))
     where = r.instance_type or "unknown instance type"
     lines.append(f"machine: {where}; {r.hardware.cpu_model or 'unknown CPU'}"

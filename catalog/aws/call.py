@@ -240,7 +240,8 @@ def explain(e: BaseException, doing: str, *, denied_hint: str = "") -> str:
         msg = _line(str(err.get("Message") or ""))[:300]
         if code.isdigit():  # no AWS error: botocore's code is the HTTP status
             what = "an HTML error page" if "<html" in msg.lower() else (msg[:120] or "no message")
-            return f"{doing}: the endpoint answered HTTP {code} ({what}); try again later, or check AWS_ENDPOINT_URL and any proxy"
+            return (f"{doing}: the endpoint answered HTTP {code} ({what}); "
+                    "try again later, or check AWS_ENDPOINT_URL and any proxy")
         if code in DENIED:
             return f"{doing}: AWS refused ({code}{': ' + msg if msg else ''}){'; ' + denied_hint if denied_hint else ''}"
         if code in THROTTLED:
@@ -251,7 +252,8 @@ def explain(e: BaseException, doing: str, *, denied_hint: str = "") -> str:
     if isinstance(e, not_aws):
         return f"{doing}: {e}; check AWS_ENDPOINT_URL, the region and any proxy"
     if isinstance(e, ResponseParserError):
-        return f"{doing}: the endpoint's answer could not be read as an AWS response; check AWS_ENDPOINT_URL, the region and any proxy"
+        return (f"{doing}: the endpoint's answer could not be read as an AWS response; "
+                "check AWS_ENDPOINT_URL, the region and any proxy")
     if isinstance(e, (ReadTimeoutError, Closed)):
         url = getattr(e, "kwargs", {}).get("endpoint_url", "the AWS endpoint")
         return (f"{doing}: {url} accepted the connection but did not answer within {READ_TIMEOUT_S} s "

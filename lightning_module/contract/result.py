@@ -91,7 +91,8 @@ def _measured_rate(v: float) -> float:
     return v
 
 
-MeasuredRate = Annotated[float, Field(strict=True, allow_inf_nan=False), AfterValidator(_measured_rate)]  # a rate that was measured
+# a rate that was measured
+MeasuredRate = Annotated[float, Field(strict=True, allow_inf_nan=False), AfterValidator(_measured_rate)]
 # A step longer than a day: nothing times enough of them for a CI (the launch watchdog's longest
 # run is a day, --max-minutes 1440); a longer one is a unit error (ms read as s, or a stopped clock).
 MAX_STEP_SECONDS = 86400.0
@@ -167,7 +168,8 @@ class ClassSpec(BaseModel):
 
     model_config = _STRICT
 
-    class_path: str = Field(max_length=300, pattern=r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$")  # package.module.Class
+    # package.module.Class
+    class_path: str = Field(max_length=300, pattern=r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$")
     init_args: InitArgs = {}
 
 
@@ -574,7 +576,8 @@ class WorkloadShape(BaseModel):
     trainable_parameters: int | None = Field(default=None, strict=True, ge=0, le=MAX_PARAMETERS)
     parameter_bytes: Bytes | None = None  # as stored while training (fp32 master weights under mixed precision)
     optimizer_state_bytes: Bytes | None = None  # the optimizer's tensors after the first steps; None: not read
-    data_source: Literal["datamodule", "module", "synthetic"]  # --datamodule, the module's train_dataloader(), or synthetic images
+    # --datamodule, the module's train_dataloader(), or synthetic images
+    data_source: Literal["datamodule", "module", "synthetic"]
     samples_counted_by: Literal["batch", "hook"] = "batch"  # the first tensor's leading dimension, or samples_in_batch()
     batch_tunable: StrictBool = True
     batch_note: Text | None = None  # why the batch size cannot be changed
@@ -754,7 +757,8 @@ class ProbeResult(BaseModel):
     # the user's own Trainer. Both are measurements; older records were all probes.
     source: Literal["probe", "training run"] = "probe"
     stop_reason: Text | None = None  # why the winning rung stopped timing: "converged" | "time-limit" | "max-steps"
-    devices_in_peak: int = Field(strict=True, default=1, ge=1, le=10**6)  # how many devices the peak figures cover (all ranks together)
+    # how many devices the peak figures cover (all ranks together)
+    devices_in_peak: int = Field(strict=True, default=1, ge=1, le=10**6)
     profile_dir: Text | None = None  # where --profile wrote the TensorBoard trace
     profile_trace: Text | None = None  # the same trace as one Chrome/Perfetto JSON file
     contention: Contention | None = None  # the winner's final measurement
@@ -783,7 +787,8 @@ class ProbeResult(BaseModel):
     def _iso_text(cls, v, info):
         # Lax pydantic reads a number as seconds since 1970: a time here is ISO 8601 text.
         if isinstance(v, (bool, int, float)):
-            raise ValueError(f"{info.field_name} must be an ISO 8601 time, not the number {v!r}")  # noqa: TRY004 (pydantic reports ValueErrors)
+            # pydantic reports ValueErrors, hence not a TypeError
+            raise ValueError(f"{info.field_name} must be an ISO 8601 time, not the number {v!r}")  # noqa: TRY004
         return v
 
     @field_validator("started_at", "finished_at")

@@ -177,7 +177,9 @@ def parse_shape(text: str) -> TransformerShape:
             raise ShapeError(f"unknown model-shape field {k!r}")
     if base is not None:
         name = given.pop("name", base.name + ("*" if given else ""))
-        return replace(base, name=name, source=base.source + (" with " + ", ".join(f"{k}={v}" for k, v in given.items()) if given else ""), **given)
+        return replace(base, name=name,
+                       source=base.source + (" with " + ", ".join(f"{k}={v}" for k, v in given.items()) if given else ""),
+                       **given)
     missing = [f for f in ("d_model", "n_layers", "n_heads", "d_ff", "vocab") if f not in given]
     if missing:
         raise ShapeError("a declared model shape needs " + ", ".join(missing))

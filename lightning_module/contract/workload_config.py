@@ -94,9 +94,11 @@ def _section(value: object, where: str) -> tuple[str | None, dict]:
     if "class_path" in value:
         extra = set(value) - {"class_path", "init_args", "dict_kwargs"}
         if extra:
-            raise WorkloadConfigError(f"{where}: unexpected key(s) {', '.join(sorted(map(str, extra)))} beside class_path and init_args")
+            raise WorkloadConfigError(f"{where}: unexpected key(s) {', '.join(sorted(map(str, extra)))} "
+                                      "beside class_path and init_args")
         return class_ref(value["class_path"], f"{where}.class_path"), _arguments(value, where, "class")
-    return None, dict(mapping(value, where, WorkloadConfigError))  # LightningCLI(MyModel): the section holds the arguments themselves
+    # LightningCLI(MyModel): the section holds the arguments themselves
+    return None, dict(mapping(value, where, WorkloadConfigError))
 
 
 def optimizer_section(value: object, kind: str, where: str) -> dict:
@@ -112,7 +114,8 @@ def optimizer_section(value: object, kind: str, where: str) -> dict:
                                   f"init_args: {{...}}}}")
     extra = set(value) - {"class_path", "init_args", "dict_kwargs"}
     if extra:
-        raise WorkloadConfigError(f"{where}: unexpected key(s) {', '.join(sorted(map(str, extra)))} beside class_path and init_args")
+        raise WorkloadConfigError(f"{where}: unexpected key(s) {', '.join(sorted(map(str, extra)))} "
+                                  "beside class_path and init_args")
     path = value["class_path"]
     if not isinstance(path, str) or not all(p.isidentifier() for p in path.replace(":", ".").split(".")):
         raise WorkloadConfigError(f"{where}.class_path {path!r} is not a class name such as "

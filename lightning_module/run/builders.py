@@ -44,7 +44,8 @@ class ProbeModule(pl.LightningModule):
         return opt
 
 
-def build_workload(spec: WorkloadSpec, config: ProbeConfig, seed: int = 0) -> tuple[pl.LightningModule, pl.LightningDataModule | None]:
+def build_workload(spec: WorkloadSpec, config: ProbeConfig,
+                   seed: int = 0) -> tuple[pl.LightningModule, pl.LightningDataModule | None]:
     """The module and its DataModule (None: the module's own train_dataloader() feeds it), the
     batch size set Lightning's way (batches.set_batch_size) as well as offered to the constructors."""
     if workloads.is_builtin(spec):

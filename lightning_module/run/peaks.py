@@ -46,7 +46,8 @@ def per_sample_traffic(small: tuple[int, float], large: tuple[int, float] | None
 
 
 class _StepCounts(Callback):
-    """FLOPs, traffic (all, and that of the ops without FLOPs) and ops of each step (counting.StepCounter), from on_train_batch_start to on_train_batch_end: the module's
+    """FLOPs, traffic (all, and that of the ops without FLOPs) and ops of each step (counting.StepCounter),
+    from on_train_batch_start to on_train_batch_end: the module's
     training_step and its backward, as Lightning runs them (manual optimization included:
     self.optimizers(), manual_backward and self.log need a Trainer)."""
 

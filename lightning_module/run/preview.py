@@ -119,7 +119,8 @@ def preview(spec: WorkloadSpec, own_batch: bool = False) -> Preview:
         return Preview(source, start, True, None, "batch", None, rate, batch, workloads.is_vision(spec))
 
     module_cls, dm_cls = workloads.user_classes(spec)
-    by_constructor = workloads.accepts(module_cls, "batch_size") or (dm_cls is not None and workloads.accepts(dm_cls, "batch_size"))
+    by_constructor = (workloads.accepts(module_cls, "batch_size")
+                      or (dm_cls is not None and workloads.accepts(dm_cls, "batch_size")))
     if own_batch:
         module = workloads.build_user_module(spec, None)
         dm = workloads.build_user_datamodule(spec, None, 0, False) if dm_cls is not None else None
@@ -161,7 +162,8 @@ def preview(spec: WorkloadSpec, own_batch: bool = False) -> Preview:
         raise WorkloadError(f"{e} on {where}'s first batch") from None
     note = None
     if not tunable:
-        note = "no batch_size attribute or hparam on the module or DataModule (Lightning's convention), nor a constructor argument"
+        note = ("no batch_size attribute or hparam on the module or DataModule (Lightning's convention), "
+                "nor a constructor argument")
     elif lead != start:
         tunable, note = False, f"batch_size is set to {start}, but the loader yields batches of {lead}"
     workers_note = None

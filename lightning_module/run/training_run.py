@@ -383,7 +383,8 @@ class ThroughputCallback(Callback):
     def _configuration(self, trainer, pl_module) -> ProbeConfig:
         accelerator = _ACCELERATORS.get(type(trainer.accelerator).__name__)
         if accelerator is None:
-            raise TrainingRunError(f"accelerator {type(trainer.accelerator).__name__} is not one the advisor ranks (cpu, cuda, mps, xla)")
+            raise TrainingRunError(f"accelerator {type(trainer.accelerator).__name__} "
+                                   "is not one the advisor ranks (cpu, cuda, mps, xla)")
         precision = str(trainer.precision)
         if precision not in _PRECISIONS:
             raise TrainingRunError(f"precision {trainer.precision} is not one the advisor ranks by "
@@ -453,7 +454,8 @@ class ThroughputCallback(Callback):
             **facts, data_source="datamodule" if trainer.datamodule is not None else "module",
             samples_counted_by=self._counted_by,
             batch_tunable=(tunable := read_batch_size(pl_module, trainer.datamodule) is not None),
-            batch_note=None if tunable else "no batch_size attribute or hparam on the module or DataModule (Lightning's convention)",
+            batch_note=None if tunable
+            else "no batch_size attribute or hparam on the module or DataModule (Lightning's convention)",
             memory=self._memory_fit(pl_module, gpu, min(max(1, round(own)), MAX_BATCH_SIZE), peak, facts),
             memory_traffic_bytes_per_sample=self._traffic, other_traffic_bytes_per_sample=self._other_traffic,
             memory_traffic_note=(f"counted over the first step's training_step and backward at its batch of "

@@ -146,7 +146,8 @@ def instantiate(value: Any) -> Any:
         try:
             return cls(**args)
         except Exception as e:  # noqa: BLE001
-            raise WorkloadError(f"{value['class_path']} could not be constructed: {type(e).__name__}: {e}".splitlines()[0]) from None
+            msg = f"{value['class_path']} could not be constructed: {type(e).__name__}: {e}"
+            raise WorkloadError(msg.splitlines()[0]) from None
     if isinstance(value, list):
         return [instantiate(v) for v in value]
     if isinstance(value, dict):

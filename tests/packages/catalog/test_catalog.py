@@ -177,7 +177,9 @@ def test_bad_price(bad):
     d = _snapshot_dict()
     d["offers"]["us-east-1"]["usd_per_hour"][0] = bad
     text = json.dumps(d).replace('"NaN"', "NaN")
-    with pytest.raises(CatalogError, match=r"usd_per_hour.0 \(\S+ (on-demand|spot)\): Input should be (greater than or equal to 0.000001|a finite number)"):
+    with pytest.raises(CatalogError,
+                       match=r"usd_per_hour.0 \(\S+ (on-demand|spot)\): "
+                             r"Input should be (greater than or equal to 0.000001|a finite number)"):
         loads(text)
 
 
@@ -206,7 +208,8 @@ def test_show_from_cli_uses_snapshot(cli):
     assert code == 0
     rows = json.loads(out)["offers"]
     assert {r["instance_type"] for r in rows} == {f"g6e.{s}" for s in
-                                                  ("xlarge", "2xlarge", "4xlarge", "8xlarge", "12xlarge", "16xlarge", "24xlarge", "48xlarge")}
+                                                  ("xlarge", "2xlarge", "4xlarge", "8xlarge", "12xlarge", "16xlarge", "24xlarge",
+                                                   "48xlarge")}
     r = next(r for r in rows if r["instance_type"] == "g6e.xlarge" and r["market"] == "on-demand")
     assert r["usd_per_hour"] == 1.861 and r["accelerator"] == "1x L40S"
     assert "days old" in err  # the snapshot is older than --max-age 30

@@ -99,11 +99,16 @@ def test_spot_history_via_moto_gives_per_az_stats():
 def test_spot_stats_keeps_only_the_latest_price_per_az():
     t0 = datetime(2025, 11, 1, tzinfo=timezone.utc)
     hist = [
-        {"InstanceType": "g5.xlarge", "AvailabilityZone": "us-east-1a", "ProductDescription": "Linux/UNIX", "SpotPrice": "0.90", "Timestamp": t0},
-        {"InstanceType": "g5.xlarge", "AvailabilityZone": "us-east-1a", "ProductDescription": "Linux/UNIX", "SpotPrice": "0.40", "Timestamp": t0 + timedelta(hours=2)},
-        {"InstanceType": "g5.xlarge", "AvailabilityZone": "us-east-1b", "ProductDescription": "Linux/UNIX", "SpotPrice": "0.50", "Timestamp": t0},
-        {"InstanceType": "g5.xlarge", "AvailabilityZone": "us-east-1c", "ProductDescription": "Linux/UNIX", "SpotPrice": "0.70", "Timestamp": t0},
-        {"InstanceType": "g5.xlarge", "AvailabilityZone": "us-east-1c", "ProductDescription": "Windows", "SpotPrice": "0.10", "Timestamp": t0},
+        {"InstanceType": "g5.xlarge", "AvailabilityZone": "us-east-1a", "ProductDescription": "Linux/UNIX", "SpotPrice": "0.90",
+         "Timestamp": t0},
+        {"InstanceType": "g5.xlarge", "AvailabilityZone": "us-east-1a", "ProductDescription": "Linux/UNIX", "SpotPrice": "0.40",
+         "Timestamp": t0 + timedelta(hours=2)},
+        {"InstanceType": "g5.xlarge", "AvailabilityZone": "us-east-1b", "ProductDescription": "Linux/UNIX", "SpotPrice": "0.50",
+         "Timestamp": t0},
+        {"InstanceType": "g5.xlarge", "AvailabilityZone": "us-east-1c", "ProductDescription": "Linux/UNIX", "SpotPrice": "0.70",
+         "Timestamp": t0},
+        {"InstanceType": "g5.xlarge", "AvailabilityZone": "us-east-1c", "ProductDescription": "Windows", "SpotPrice": "0.10",
+         "Timestamp": t0},
     ]
     s = refresh.spot_stats(hist)["g5.xlarge"]
     assert (s["min"], s["median"], s["az_count"]) == (0.40, 0.50, 3)
@@ -287,7 +292,8 @@ def test_capacity_block_note_from_describe_instance_types(cli, monkeypatch):
     # moto ships AWS's real DescribeInstanceTypes records: p5.48xlarge lists "capacity-block" in
     # SupportedUsageClasses, g6e.xlarge does not; refresh keeps them, recommend says so
     client, _stub = _stub_pricing("us-east-1", [[_price_item("p5.48xlarge", "55.04"), _price_item("g6e.xlarge", "1.861"),
-                                                  _price_item("c7i.2xlarge", "0.357")]])  # c7i: published figures to estimate from
+                                                  # c7i: published figures to estimate from
+                                                  _price_item("c7i.2xlarge", "0.357")]])
     monkeypatch.setattr(refresh, "pricing_client", lambda session, deadline=None: client)
     code, _out, err = cli("catalog", "refresh", "--regions", "us-east-1", "--families", "p5,g6e,c7i")
     assert code == 0, err

@@ -134,7 +134,8 @@ def test_cpu_too_through_the_cli_with_a_cpu_standing_in_for_the_gpu(tmp_path, mo
     assert done.returncode == 0, done.stderr
     r = parse_result(out.read_text())
     g = r.gpu_and_cpu
-    assert g is not None and r.schema_version == RESULT_SCHEMA_VERSION and len(g.ranks) == 2 and 1 <= g.rounds <= 4 + 1  # + the after-backward twin
+    # + the after-backward twin
+    assert g is not None and r.schema_version == RESULT_SCHEMA_VERSION and len(g.ranks) == 2 and 1 <= g.rounds <= 4 + 1
     assert sum(x.batch_size for x in g.ranks) > 32  # the CPU's share comes on top of the GPU's batch
     assert all(x.samples_per_sec_alone > 0 and x.busy_seconds > 0 for x in g.ranks)
     assert g.efficiency == pytest.approx(g.samples_per_sec / sum(x.samples_per_sec_alone for x in g.ranks))

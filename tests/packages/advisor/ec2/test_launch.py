@@ -44,7 +44,8 @@ def aws(monkeypatch, tmp_path):
         put_public_parameter(DLAMI.format(arch="x86_64", v="2.9"), amis["x86_64"])
         put_public_parameter(DLAMI.format(arch="x86_64", v="2.8"), amis["old"])
         put_public_parameter(DLAMI.format(arch="arm64", v="2.9"), amis["arm64"])
-        put_public_parameter("/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id", amis["old"])
+        put_public_parameter("/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id",
+                             amis["old"])
         wheel = tmp_path / "instance_advisor-0.1.0-py3-none-any.whl"
         wheel.write_bytes(b"PK\x05\x06" + b"\0" * 18)  # an empty zip: the instances are not real
         creds = boto3.Session().get_credentials()  # mock_aws sets its own fake ones
@@ -183,7 +184,8 @@ def test_second_of_three_failing_does_not_stop_the_others(aws, run_calls, cli):
     assert m.entries[0].instance_id and m.entries[2].instance_id
     failed_lines = [ln for ln in err.splitlines() if "launch failed" in ln]
     assert failed_lines == [
-        "advisor: g5g.xlarge: launch failed: InsufficientInstanceCapacity: We currently do not have sufficient g5g.xlarge capacity."
+        ("advisor: g5g.xlarge: launch failed: InsufficientInstanceCapacity: "
+         "We currently do not have sufficient g5g.xlarge capacity.")
     ]
     doc = checked(out, "launch")  # stdout: only what was launched; the plan went to stderr
     rows = doc["instances"]
@@ -193,11 +195,13 @@ def test_second_of_three_failing_does_not_stop_the_others(aws, run_calls, cli):
 
 
 def test_status_and_cancel_find_instances_by_tag(aws, run_calls, cli):
-    run_calls.fail["g5g.xlarge"] = ("VcpuLimitExceeded", "You have requested more vCPU capacity than your current vCPU limit of 0 allows.")
+    run_calls.fail["g5g.xlarge"] = ("VcpuLimitExceeded",
+                                    "You have requested more vCPU capacity than your current vCPU limit of 0 allows.")
     code, _, _ = cli(*base_args(aws, "g5.xlarge,g5g.xlarge,t3.micro", "--yes"))
     (run_id,) = manifests.list_run_ids()
     # an instance of another run must not be touched
-    other = aws.ec2.run_instances(ImageId=aws.amis["old"], InstanceType="t3.micro", MinCount=1, MaxCount=1)["Instances"][0]["InstanceId"]
+    other = aws.ec2.run_instances(ImageId=aws.amis["old"], InstanceType="t3.micro",
+                                  MinCount=1, MaxCount=1)["Instances"][0]["InstanceId"]
 
     code, out, err = cli("launch", "status", run_id, "--format", "json")
     assert code == 0, err
@@ -250,7 +254,8 @@ def test_dry_run_checks_and_starts_nothing(aws, run_calls, cli):
 
 
 def test_unauthorized_dry_run_is_a_one_line_error(aws, run_calls, cli):
-    run_calls.fail["*"] = ("UnauthorizedOperation", "You are not authorized to perform this operation.\nEncoded authorization failure message: xyz")
+    run_calls.fail["*"] = ("UnauthorizedOperation",
+                           "You are not authorized to perform this operation.\nEncoded authorization failure message: xyz")
     code, _out, err = cli(*base_args(aws, "g5.xlarge", "--yes"))
     assert code == 2
     assert errors(err) == [

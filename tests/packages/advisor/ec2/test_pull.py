@@ -161,7 +161,8 @@ def test_keys_that_are_not_runs_is_one_line(bucket, run_pull, tmp_path):
     bucket.put_object(Bucket=BUCKET, Key="other/notes.txt", Body=b"x")
     code, out, err = run_pull(f"s3://{BUCKET}/other", "--store", str(tmp_path / "r.sqlite"))
     assert code == 2 and out == ""
-    assert err == f"advisor: error: no probe runs under s3://{BUCKET}/other: expected <run_id>/run.json or <run_id>/<type>/result.json keys\n"
+    assert err == (f"advisor: error: no probe runs under s3://{BUCKET}/other: "
+                   "expected <run_id>/run.json or <run_id>/<type>/result.json keys\n")
 
 
 def test_each_bad_name_in_the_manifest_gets_its_own_line(bucket, run_pull, tmp_path):

@@ -132,7 +132,8 @@ def test_worst_case_script_fits_ec2s_16_kib(monkeypatch):
     url = lambda op, name: s3.generate_presigned_url(
         op, Params={"Bucket": "an-organisations-probe-results-bucket", "Key": key + name}, ExpiresIn=(1440 + 20) * 60)
     text = script(instance_type="p4de.24xlarge", max_minutes=1440, result_url=url("put_object", "result.json"),
-                  log_url=url("put_object", "probe.log"), package_url=url("get_object", "instance_advisor-0.1.0-py3-none-any.whl"))
+                  log_url=url("put_object", "probe.log"),
+                  package_url=url("get_object", "instance_advisor-0.1.0-py3-none-any.whl"))
     assert "X-Amz-Security-Token" in text
     assert len(text.encode()) < USER_DATA_LIMIT * 0.75, len(text.encode())
 

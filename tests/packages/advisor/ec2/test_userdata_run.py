@@ -130,14 +130,16 @@ sed "s/__TYPE__/$itype/" {fixture} > "$out"
     assert (calls / "shutdown").read_text().splitlines() == ["-h +30", "-h now", "-h +30", "-h now"]
     pip_calls = (calls / "python").read_text().splitlines()
     assert pip_calls[:2] == ["-m pip --version", "-m pip list --format=freeze"]
-    assert re.fullmatch(r"-m pip install --constraint /\S+/constraints\.txt /\S+/instance_advisor-0\.1\.0-py3-none-any\.whl\[probe\]",
+    assert re.fullmatch(r"-m pip install --constraint /\S+/constraints\.txt "
+                        r"/\S+/instance_advisor-0\.1\.0-py3-none-any\.whl\[probe\]",
                         pip_calls[2])
     # pip got the downloaded wheel (same bytes as uploaded) and the torch stack pinned
     assert (calls / "installed.whl").read_bytes() == wheel.read_bytes()
     assert (calls / "constraints.txt").read_text().splitlines() == [
         "torch==2.9.0+cu128", "torchvision==0.24.0+cu128", "nvidia-cudnn-cu12==9.1.0"]
     first_probe = (calls / "advisor").read_text().splitlines()[0]
-    assert re.fullmatch(r"probe --workload mlp --instance-type t3.micro --output /\S+/result\.json --no-store --max-seconds 5", first_probe)
+    assert re.fullmatch(r"probe --workload mlp --instance-type t3.micro --output /\S+/result\.json --no-store --max-seconds 5",
+                        first_probe)
 
     keys = {o["Key"] for o in s3.list_objects_v2(Bucket=BUCKET, Prefix=f"probes/{run_id}/")["Contents"]}
     ok, bad = m.entry("t3.micro"), m.entry("t3.small")

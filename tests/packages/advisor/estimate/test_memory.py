@@ -106,7 +106,8 @@ def test_lora_freezes_the_base_in_16_bits_and_trains_the_adapters_in_full():
     adapters = 2 * 2 * 4 * (64 + 64)  # layers x targets x r x (in + out)
     t = terms(estimate(TINY, tr, Layout("ddp", 1, 1), 1, 16))
     assert t["state: frozen base weights"] == N * 2
-    assert (t["state: trained weights"], t["state: gradients"], t["state: optimizer"]) == (adapters * 2, adapters * 2, adapters * 4)
+    assert (t["state: trained weights"], t["state: gradients"], t["state: optimizer"]) == (
+        adapters * 2, adapters * 2, adapters * 4)
 
 
 def test_qlora_stores_the_block_matrices_in_nf4():

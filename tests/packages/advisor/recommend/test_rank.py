@@ -17,8 +17,10 @@ def types(samples_per_sec, spread=None, inter=None, step=None, names=None) -> rk
     samples_per_sec = np.array(samples_per_sec, dtype=float)
     spread = np.array(spread if spread is not None else [1.1] * len(samples_per_sec), dtype=float)
     return rk.TypeTable(
-        names=names or [f"t{i}" for i in range(len(samples_per_sec))], samples_per_sec=samples_per_sec, low=samples_per_sec / spread, high=samples_per_sec * spread,
-        source=np.full(len(samples_per_sec), 2), step_s=np.array(step if step is not None else 128 / samples_per_sec, dtype=float),
+        names=names or [f"t{i}" for i in range(len(samples_per_sec))], samples_per_sec=samples_per_sec,
+        low=samples_per_sec / spread, high=samples_per_sec * spread,
+        source=np.full(len(samples_per_sec), 2),
+        step_s=np.array(step if step is not None else 128 / samples_per_sec, dtype=float),
         intra_s=np.zeros(len(samples_per_sec)),
         inter_unit_s=np.array(inter if inter is not None else [NAN] * len(samples_per_sec), dtype=float),
     )
@@ -240,7 +242,8 @@ def test_equal_cost_prefers_the_faster_then_equal_time_the_cheaper():
 
 def test_setup_time_is_billed_on_every_instance_and_favours_fewer():
     t = types([100], inter=[0.0])
-    c = rk.evaluate(t, offers([0], [1.0]), rk.Job(samples=3.6e6, budget_usd=100.0, deadline_hours=24.0, loss_hours=0.0, max_instances=2, setup_hours=0.5))
+    c = rk.evaluate(t, offers([0], [1.0]), rk.Job(samples=3.6e6, budget_usd=100.0, deadline_hours=24.0, loss_hours=0.0,
+                                                  max_instances=2, setup_hours=0.5))
     assert c.hours.tolist() == pytest.approx([10.5, 5.5])
     assert c.cost.tolist() == pytest.approx([10.5, 11.0])
     assert names(c, rk.rank(c, "cheapest", 2), t) == ["t0", "t0"] and c.k[rk.rank(c, "cheapest", 1)[0]] == 1

@@ -93,7 +93,8 @@ def test_obtainable_only_drops_the_rest_and_renumbers(cli, catalog_file, monkeyp
 
 def test_denied_scores_are_a_warning_and_unknown(cli, catalog_file, monkeypatch, creds):
     serve_account(monkeypatch, FakeAccount(deny={"GetSpotPlacementScores"}))
-    rows, err = recommend(cli, catalog_file, "--check-account", "--market", "spot", "--family", "g5", "--family", "c7i", "--family", "g4dn")
+    rows, err = recommend(cli, catalog_file, "--check-account", "--market", "spot", "--family", "g5", "--family", "c7i",
+                          "--family", "g4dn")
     assert {r["obtainable"] for r in rows} == {"unknown"}
     lines = [ln for ln in err.splitlines() if "GetSpotPlacementScores" in ln]
     assert len(lines) == 1 and lines[0].startswith("advisor: warning: ec2:GetSpotPlacementScores in us-east-1: AWS "

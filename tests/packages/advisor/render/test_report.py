@@ -127,7 +127,8 @@ def test_probe_commands_group_the_probes_by_region_and_market():
 def test_a_type_where_the_cpu_might_add_is_probed_with_cpu_too():
     gain = dataclasses.replace(probe("g6.48xlarge", "us-east-1"), cpu_too=True)
     cmds = probe_commands(job(), [probe("g5.xlarge", "us-east-1"), gain])
-    assert cmds[0].argv[:4] == ["advisor", "launch", "--instance-type", "g5.xlarge"] and not any(a.startswith("--probe-args") for a in cmds[0].argv)
+    assert cmds[0].argv[:4] == ["advisor", "launch", "--instance-type", "g5.xlarge"]
+    assert not any(a.startswith("--probe-args") for a in cmds[0].argv)
     assert cmds[1].argv[:4] == ["advisor", "launch", "--instance-type", "g6.48xlarge"]
     assert "--probe-args=--cpu-too" in cmds[1].argv and "--cpu-too" in cmds[1].purpose
     assert cmds[-1].argv == ["advisor", "probe", "--workload", "resnet50"]
@@ -143,7 +144,8 @@ def test_the_report_prints_the_command_lines_it_is_given():
         report.write(plan, rows, fmt, probe_commands=[ProbeCommand(["advisor", "launch", "X Y"], "why")], stream=out)
         text = out.getvalue()
         if fmt == "json":
-            assert json.loads(text)["probe_commands"] == [{"argv": ["advisor", "launch", "X Y"], "command": "advisor launch 'X Y'",
+            assert json.loads(text)["probe_commands"] == [{"argv": ["advisor", "launch", "X Y"],
+                                                           "command": "advisor launch 'X Y'",
                                                                  "purpose": "why"}]
         else:
             assert text.count("advisor launch") == 1 and "  # why\n  advisor launch 'X Y'\n" in text
