@@ -10,7 +10,11 @@ published measurements, and the token-workload answer end to end.
    sequence, a budget and a deadline: the ranked (types, counts, strategies), each end to end in a
    fresh `advisor recommend` process on the shipped catalog snapshot. Target: < 2 s each.
 
-Run: .venv/bin/python benchmarks/llm_fit.py [--answer-budget USD] [--answer-deadline WHEN]
+3. scale-out: the sharded step-time model (advisor/estimate/sharded.py) against the published
+   FSDP rows of advisor/data/reference_measurements.json, per row and leave-one-out
+   (benchmarks/llm_scale_out.py). Targets: LOO median |error| <= 15%, band coverage >= 80%.
+
+Run: .venv/bin/python benchmarks/llm_fit.py [--part memory|answer|scale-out] [--answer-budget USD] [--answer-deadline WHEN]
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from advisor.estimate.memory import GiB, Layout, Training, estimate  # noqa: E402
 from lightning_module.contract.transformer_shape import PRESETS  # noqa: E402
@@ -93,10 +98,19 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--answer-budget", default="1500", help="USD for the answer part (default 1500)")
     ap.add_argument("--answer-deadline", default="3d", help="deadline for the answer part (default 3d)")
+    ap.add_argument("--part", choices=("memory", "answer", "scale-out"), action="append",
+                    help="run only these parts (default: all)")
     args = ap.parse_args()
-    mem = memory_part()
-    ans = answer_part(args.answer_budget, args.answer_deadline)
-    print(f"\nmemory targets {'met' if mem else 'NOT met'}; answer targets {'met' if ans else 'NOT met'}")
+    parts = args.part or ["memory", "answer", "scale-out"]
+    verdicts = []
+    if "memory" in parts:
+        verdicts.append(f"memory targets {'met' if memory_part() else 'NOT met'}")
+    if "answer" in parts:
+        verdicts.append(f"answer targets {'met' if answer_part(args.answer_budget, args.answer_deadline) else 'NOT met'}")
+    if "scale-out" in parts:
+        from llm_scale_out import scale_out_part
+        verdicts.append(f"scale-out targets {'met' if scale_out_part() else 'NOT met'}")
+    print("\n" + "; ".join(verdicts))
     return 0
 
 

@@ -14,6 +14,8 @@ Throughput of one device, tokens/s = peak bf16 FLOP/s x MFU / training FLOPs per
   shard gathers the weights forward and backward and reduce-scatters the gradients every
   micro-batch: 1.5 times DDP's bytes when every weight trains (section 7.2.2), the whole frozen
   base gathered under LoRA; hybrid shard does FSDP inside an instance and all-reduces its shard across them.
+  The bytes come from advisor/estimate/sharded.py; the share of compute they hide behind is the
+  overlap fitted there on published sharded runs (advisor/data/sharded_fit.json).
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from .memory import (
     largest_micro_batch,
 )
 from .scaling import allreduce_seconds, overlap_efficiency
+from .sharded import FULL_SHARD, GRAD_SHARD, comm_bytes, fitted
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "llm_throughput.json"
 # Cheapest in communication first: the order a tie in throughput is broken in.
@@ -143,15 +146,16 @@ def _efficiency(dev: Device, strategy: str, instances: int, micro_batch: int, se
     micro_s = micro_tokens / per_dev_rate
     accum = max(1, round(global_tokens / (micro_tokens * n)))
     if strategy in (DDP, ZERO1, ZERO2):
-        comm = float(allreduce_seconds(n, grad_bytes, link)) / accum  # once per optimizer step
+        comm = float(allreduce_seconds(n, comm_bytes(GRAD_SHARD, grad_bytes, weight_bytes), link)) / accum  # once per step
     elif strategy == FSDP:
-        comm = float(allreduce_seconds(n, weight_bytes, link)) + float(allreduce_seconds(n, grad_bytes, link)) / 2
+        comm = float(allreduce_seconds(n, comm_bytes(FULL_SHARD, grad_bytes, weight_bytes), link))
     else:  # hybrid: FSDP inside the instance, the shard all-reduced across instances once per step
         m = dev.per_instance
-        comm = float(allreduce_seconds(m, weight_bytes, intra or inter)) + float(allreduce_seconds(m, grad_bytes, intra or inter)) / 2
+        comm = float(allreduce_seconds(m, comm_bytes(FULL_SHARD, grad_bytes, weight_bytes), intra or inter))
         if instances > 1:
             comm += float(allreduce_seconds(instances, grad_bytes / dev.per_instance, inter)) / accum
-    return float(overlap_efficiency(micro_s, comm))
+    # The overlap share fitted on published sharded runs (advisor/data/sharded_fit.json).
+    return float(overlap_efficiency(micro_s, comm, fitted()["overlap"]))
 
 
 def plan(dev: Device, shape: TransformerShape, training: Training, seq_len: int, instances: int,

@@ -1,0 +1,64 @@
+"""The sharded step-time model (advisor/estimate/sharded.py) against the published sharded
+decoder-LLM rows of advisor/data/reference_measurements.json: llm_fit.py's scale-out part.
+
+The rows name a GPU (H100 80GB, A100 40/80GB) in 8-GPU nodes, not an instance type: their links are
+taken from the catalog's 8-GPU AWS type with that GPU (p5.48xlarge, p4de.24xlarge, p4d.24xlarge),
+an assumption, since the published platform is not AWS. FLOPs per token: 6N (+2N with activation
+checkpointing); the rows give no layer count, so the attention term is left to the fitted MFU.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+from advisor.estimate import sharded
+from catalog.io import load
+
+ROOT = Path(__file__).resolve().parents[1]
+TYPE_OF = {("H100", 80): "p5.48xlarge", ("A100", 80): "p4de.24xlarge", ("A100", 40): "p4d.24xlarge"}
+KIND_OF = {"fsdp-full-shard": sharded.FULL_SHARD, "fsdp-shard-grad-op": sharded.GRAD_SHARD}
+MEDIAN_TARGET, COVERAGE_TARGET = 0.15, 0.80
+
+
+def rows_and_cases():
+    from advisor.estimate.strategy import device_of
+    cat = load(ROOT / "catalog" / "data" / "snapshot.json")
+    data = json.loads((ROOT / "advisor" / "data" / "reference_measurements.json").read_text())
+    out = []
+    for r in data["measurements"]:
+        kind = KIND_OF.get(r.get("strategy") or "")
+        if kind is None or r.get("family") != "decoder-lm" or not r.get("tokens_per_sec"):
+            continue
+        dev = device_of(cat.instance_types[TYPE_OF[(r["device"], r["device_memory_gib"])]])
+        n = r["gpus"] * r["nodes"]
+        weights = 8.0 if r.get("activation_checkpointing") else 6.0
+        case = sharded.Case(kind, n, r["gpus"], r["batch_per_device"] * r["tokens_per_sample"],
+                            r.get("grad_accumulation") or 1, weights * r["parameters"], dev.peak_tflops * 1e12,
+                            2.0 * r["parameters"], 2.0 * r["parameters"],
+                            sharded.link_bytes_per_s(r["gpus"], r["nodes"], dev.interconnect_gbs, dev.network_gbps))
+        out.append((r, case, r["tokens_per_sec"] / n))
+    return out
+
+
+def scale_out_part() -> bool:
+    rows = rows_and_cases()
+    cases, ys = [c for _, c, _ in rows], [y for _, _, y in rows]
+    mfu, overlap = sharded.fit(cases, ys)
+    loo = sharded.leave_one_out(cases, ys)
+    low, high = sharded.band(loo)
+    print(f"scale-out: per-GPU tokens/s, sharded model (MFU {mfu}, overlap {overlap} fitted on all {len(rows)} rows) "
+          "against published; LOO = predicted with the constants fitted on the other rows")
+    print(f"{'row':<52} {'gpus':>4} {'published':>9} {'predicted':>9} {'LOO err':>8} in band")
+    covered = 0
+    for (r, c, y), e in zip(rows, loo):
+        pred = y * (1 + e)
+        inside = pred * low <= y <= pred * high
+        covered += inside
+        print(f"{r['id'][:52]:<52} {c.devices:>4} {y:>9.0f} {pred:>9.0f} {e:>+8.1%} {'yes' if inside else 'NO'}")
+    med = statistics.median(abs(e) for e in loo)
+    cov = covered / len(rows)
+    print(f"\n{len(rows)} rows: LOO median |error| {med:.1%} (target <= {MEDIAN_TARGET:.0%}); band x[{low:.3f}, {high:.3f}] "
+          f"from the LOO residuals covers {cov:.0%} (target >= {COVERAGE_TARGET:.0%}; in-sample: the band is drawn from these residuals)")
+    return med <= MEDIAN_TARGET and cov >= COVERAGE_TARGET

@@ -1,0 +1,57 @@
+"""The sharded step-time model: its byte terms, the overlap bounds, and the LOO calibration."""
+
+from __future__ import annotations
+
+import pytest
+
+from advisor.estimate import sharded
+from advisor.estimate.scaling import allreduce_seconds
+
+
+def test_fsdp_moves_one_and_a_half_times_ddps_bytes():
+    g = w = 2.0 * 7e9  # bf16 weights and gradients, every weight trained
+    assert sharded.comm_bytes(sharded.FULL_SHARD, g, w) == pytest.approx(1.5 * sharded.comm_bytes(sharded.GRAD_SHARD, g, w))
+    assert sharded.comm_bytes(sharded.GRAD_SHARD, g, w) == g  # ZeRO-1/2: DDP's all-reduce
+
+
+def test_overlap_bounds():
+    assert sharded.exposed_efficiency(1.0, 0.5, 1.0) == 1.0  # all hidden
+    assert sharded.exposed_efficiency(1.0, 0.5, 0.0) == pytest.approx(1 / 1.5)  # none hidden
+    assert sharded.exposed_efficiency(1.0, 3.0, 5.0) == pytest.approx(1 / 3.0)  # overlap clipped to 1
+    assert sharded.exposed_efficiency(1.0, 0.5, -1.0) == pytest.approx(1 / 1.5)  # and to 0
+
+
+def test_link_within_and_across_instances():
+    assert sharded.link_bytes_per_s(8, 1, 450.0, 3200.0) == 450e9
+    assert sharded.link_bytes_per_s(8, 2, 450.0, 3200.0) == pytest.approx(3200e9 / 8 / 8)
+
+
+def _case(devices, params, network_gbps=400.0, kind=sharded.FULL_SHARD):
+    return sharded.Case(kind, devices, 8, 8 * 2048, 1, 6.0 * params, 989e12, 2.0 * params, 2.0 * params,
+                        sharded.link_bytes_per_s(8, max(devices // 8, 1), 450.0, network_gbps))
+
+
+def test_leave_one_out_recovers_a_known_overlap():
+    # Where communication is all exposed, time = comm + (1 - overlap) x compute: MFU and overlap
+    # trade off, so the set mixes hidden, partly hidden and exposed rows (fast and slow networks).
+    cases = [_case(d, p, net) for d in (8, 16, 64, 256) for p in (1e9, 7e9, 30e9) for net in (400.0, 3200.0, 12800.0)]
+    truth = [sharded.per_device_tokens_per_sec(c, 0.40, 0.6) for c in cases]
+    assert sharded.fit(cases, truth) == (0.40, 0.6)
+    errors = sharded.leave_one_out(cases, truth)
+    assert max(abs(e) for e in errors) < 1e-9
+    low, high = sharded.band(errors)
+    assert low == pytest.approx(1.0) and high == pytest.approx(1.0)
+
+
+def test_more_exposed_communication_is_slower():
+    one = sharded.per_device_tokens_per_sec(_case(8, 30e9), 0.4, 0.0)
+    many = sharded.per_device_tokens_per_sec(_case(256, 30e9), 0.4, 0.0)
+    assert many < one
+    # the all-reduce model's ring factor carries through
+    assert allreduce_seconds(256, 1.0, 1.0) > allreduce_seconds(8, 1.0, 1.0)
+
+
+def test_fitted_constants_carry_their_derivation():
+    f = sharded.fitted()
+    assert "fitted on rows" in f["derived"] and "benchmarks/llm_fit.py" in f["derived"]
+    assert 0.0 <= f["overlap"] <= 1.0 and 0.0 < f["mfu"] < 1.0
