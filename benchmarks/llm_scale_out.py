@@ -59,6 +59,8 @@ def scale_out_part() -> bool:
         print(f"{r['id'][:52]:<52} {c.devices:>4} {y:>9.0f} {pred:>9.0f} {e:>+8.1%} {'yes' if inside else 'NO'}")
     med = statistics.median(abs(e) for e in loo)
     cov = covered / len(rows)
-    print(f"\n{len(rows)} rows: LOO median |error| {med:.1%} (target <= {MEDIAN_TARGET:.0%}); band x[{low:.3f}, {high:.3f}] "
-          f"from the LOO residuals covers {cov:.0%} (target >= {COVERAGE_TARGET:.0%}; in-sample: the band is drawn from these residuals)")
+    print(f"\n{len(rows)} rows: LOO median |error| {med:.1%} (target <= {MEDIAN_TARGET:.0%}); "
+          f"band x[{low:.3f}, {high:.3f}] "
+          f"from the LOO residuals covers {cov:.0%} (target >= {COVERAGE_TARGET:.0%}; "
+          "in-sample: the band is drawn from these residuals)")
     return med <= MEDIAN_TARGET and cov >= COVERAGE_TARGET

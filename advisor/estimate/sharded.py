@@ -112,7 +112,7 @@ def leave_one_out(cases: list[Case], observed: list[float]) -> list[float]:
 def band(errors: list[float], coverage: float = 0.8) -> tuple[float, float]:
     """Multiplicative band (low, high) on a prediction from the residuals' central `coverage`."""
     s = sorted(errors)
-    lo = s[int(math.floor((1 - coverage) / 2 * (len(s) - 1)))]
-    hi = s[int(math.ceil((1 + coverage) / 2 * (len(s) - 1)))]
+    lo = s[math.floor((1 - coverage) / 2 * (len(s) - 1))]
+    hi = s[math.ceil((1 + coverage) / 2 * (len(s) - 1))]
     # prediction = truth x (1 + e), so truth = prediction / (1 + e)
     return 1.0 / (1.0 + hi), 1.0 / (1.0 + lo)
