@@ -32,8 +32,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from advisor.estimate.memory import GiB, Layout, Training, estimate  # noqa: E402
-from lightning_module.contract.transformer_shape import PRESETS  # noqa: E402
+from advisor.estimate.memory import Layout, Training, estimate
+from lightning_module.contract.transformer_shape import PRESETS
 
 FIGURES = ROOT / "benchmarks" / "llm_memory_figures.json"
 MEDIAN_TARGET = 0.10
@@ -50,7 +50,8 @@ def memory_part() -> bool:
     data = json.loads(FIGURES.read_text())
     errors, wrong_fits = [], []
     print("memory: predicted peak per device against published peaks (GB = 1e9 bytes, as litgpt prints)")
-    print(f"{'row':<24} {'model':<22} {'method':<6} {'strategy':<8} {'mb':>3} {'seq':>5} {'published':>9} {'predicted':>9} {'error':>7}")
+    print(f"{'row':<24} {'model':<22} {'method':<6} {'strategy':<8} {'mb':>3} {'seq':>5} "
+          f"{'published':>9} {'predicted':>9} {'error':>7}")
     for r in data["rows"]:
         shape = PRESETS[r["model"]]
         e = estimate(shape, training_of(r), Layout(r["strategy"], r["devices"], r["devices"]), r["micro_batch"], r["seq_len"])
@@ -83,7 +84,8 @@ def answer_part(budget: str, deadline: str) -> bool:
         cmd = [sys.executable, "-m", "advisor.cli", "recommend", "--model-shape", "llama-3-8b", "--finetune", finetune,
                "--tokens", "2e9", "--seq-len", "4096", "--budget", budget, "--deadline", deadline, "--top", "8"]
         t0, c0 = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
-        out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PATH": ""})
+        out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PATH": ""},
+                             check=False)
         wall, c1 = time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu = (c1.ru_utime - c0.ru_utime) + (c1.ru_stime - c0.ru_stime)
         print(f"\nanswer: {' '.join(cmd[2:])}  ({wall:.2f} s end to end, {cpu:.2f} s of CPU; "

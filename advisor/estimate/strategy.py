@@ -120,7 +120,8 @@ class Plan:
                 "memory": self.memory.as_dict()}
 
 
-def per_device_tokens_per_sec(dev: Device, shape: TransformerShape, training: Training, seq_len: int) -> tuple[float, float, float]:
+def per_device_tokens_per_sec(dev: Device, shape: TransformerShape, training: Training,
+                              seq_len: int) -> tuple[float, float, float]:
     c = throughput_constants()
     mfu = c["mfu"]
     f = flops_per_token(shape, training, seq_len)

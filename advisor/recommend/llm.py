@@ -20,6 +20,7 @@ from ..errors import AdvisorError
 from ..estimate.memory import STRATEGIES, Training
 from ..estimate.strategy import SEARCH_ORDER, Plan, device_of, plan, what_would_fit
 
+
 @dataclass(frozen=True)
 class LlmJob:
     shape: TransformerShape
@@ -132,7 +133,8 @@ def advise_llm(catalog: Catalog, job: LlmJob, top: int = 10, wanted=None) -> Llm
             best[k] = r
     rows = list(best.values())
     feasible = sorted((r for r in rows if r.feasible), key=key)
-    rest = sorted((r for r in rows if not r.feasible), key=lambda r: (max(r.cost_usd / job.budget_usd, r.hours / job.deadline_hours)))
+    rest = sorted((r for r in rows if not r.feasible),
+                  key=lambda r: (max(r.cost_usd / job.budget_usd, r.hours / job.deadline_hours)))
     for i, r in enumerate(feasible):
         r.rank = i + 1
     warnings = []

@@ -47,7 +47,8 @@ def table(advice: LlmAdvice, show_excluded: bool = False, stream=None) -> None:
         cols = [c for c in rows[0] if c != "note" or any(r["note"] for r in rows)]
         emit(rows, "table", cols, stream=stream, notes="note", drop=DROP_ORDER)
     print(file=stream)
-    say("count: instances; GPUs: all of them; AC: activation checkpointing; mb: micro-batch per GPU. tokens/s: peak bf16 x MFU (torchtitan's "
+    say("count: instances; GPUs: all of them; AC: activation checkpointing; mb: micro-batch per GPU. "
+        "tokens/s: peak bf16 x MFU (torchtitan's "
         "published band) / training FLOPs per token; memory: advisor/estimate/memory.py (docs/llm-memory.md)", stream)
     if show_excluded and advice.excluded:
         print(f"\nExcluded ({len(advice.excluded)}):", file=stream)
