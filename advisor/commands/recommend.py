@@ -164,6 +164,12 @@ def handle(args) -> int:
     if args.model_shape is not None:
         return handle_tokens(args)
     job = job_from_args(args)
+    if job.tokens is not None:
+        from lightning_module.contract.workload_facts import facts_for
+
+        if facts_for(job.workload) is not None:  # a builtin image model: its samples hold no tokens
+            raise AdvisorError(f"--tokens counts a token workload, and {job.workload} is an image model: give --samples, "
+                               "name a transformer with --model-shape, or a probed sequence model with --workload")
     # A bad --format file, --plot or --prices is refused before anything is computed or printed.
     page_target = render.check(args.format, args.file)
     if args.plot:

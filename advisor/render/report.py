@@ -235,7 +235,7 @@ def _display(r: CandidateRow, job: JobSpec, unit: TimeUnit = TimeUnit("hours", 1
         "samples/$": f"{r.samples_per_dollar:,.0f}" if math.isfinite(r.samples_per_dollar) else "paid for",
         **({} if job.tokens_per_sample is None else {
             "tok/s": number(r.tokens_per_sec),
-            "$/Mtok": "-" if r.usd_per_million_tokens is None else money(r.usd_per_million_tokens),
+            "$/Mtok": "-" if r.usd_per_million_tokens is None else f"{r.usd_per_million_tokens:,.3g}",
             "MFU": "-" if r.mfu is None else f"{r.mfu:.0%}"}),
         "note": "; ".join(notes(r) + ([why] if why else [])),
     }
@@ -320,7 +320,7 @@ def json_document(plan: Plan, rows: Rows, probe_commands: list[ProbeCommand]) ->
     return schemas.document(
         "recommend",
         workload_id=plan.workload_id,
-        job=plan.job,
+        job=plan.job.model_dump(),  # validated as the planned job (schemas.recommend.RecommendJob)
         feasible=rows.feasible,
         candidates_evaluated=len(plan.candidates),
         prices=plan.prices,

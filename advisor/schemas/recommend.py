@@ -147,6 +147,12 @@ class CatalogUsed(Row):
     provenance: str
 
 
+class RecommendJob(JobSpec):
+    """The job as planned: its work always in whole samples (--tokens converted by the probe's tokens per sample)."""
+
+    samples: int = Field(gt=0, description="whole samples: as given, or --tokens over tokens_per_sample, rounded up")
+
+
 class RecommendDocument(BaseModel):
     model_config = DOC
     schema_name: Literal["recommend"] = schema_field("recommend")
@@ -154,7 +160,7 @@ class RecommendDocument(BaseModel):
     # tokens_per_sample, and its samples are derived from --tokens for a token-counting workload.
     schema_version: Literal[2] = version_field(2)
     workload_id: str
-    job: JobSpec
+    job: RecommendJob
     feasible: bool = Field(description="something meets the budget and the deadline")
     candidates_evaluated: int
     prices: str | None = Field(description="the --prices file that applied; null for list prices")
