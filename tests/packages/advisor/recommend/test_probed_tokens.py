@@ -127,3 +127,12 @@ def test_a_workload_without_tokens_has_null_token_fields(cli, catalog_file, tmp_
     code, out, _ = cli("recommend", "--budget", "1000", "--deadline", "30d", "--samples", "1e6", "--catalog",
                        catalog_file)
     assert "tok/s" not in out and "$/Mtok" not in out
+
+
+def test_the_page_shows_the_token_figures(cli, catalog_file, store, tmp_path):
+    page = tmp_path / "p.html"
+    code, _, err = cli(*args(catalog_file, store, "--tokens", "1e9", "--format", "html", str(page)))
+    assert code == 0, err
+    text = page.read_text()
+    for key, head in (("tokens_per_sec", "tokens/s"), ("usd_per_million_tokens", "$/M tokens"), ("mfu", "MFU")):
+        assert f'data-key="{key}"' in text and f"<th>{head}</th>" in text
