@@ -270,7 +270,8 @@ def workload_transfer(rows, catalog, origin: str, shaped) -> bool:
         met += [c.workload] if good else []
         prev = f"{b.median_abs_error:13.1%} {b.coverage:8.0%}" if b else f"{'-':>13} {'-':>8}"
         print(f"  {c.workload[:28]:28} {c.devices:7d} {c.pairs:6d}   {prev}   {c.median_abs_error:12.1%} "
-              f"{c.coverage:8.0%} {c.median_ratio:8.2f}{'  met' if good else ''}")
+              f"{c.coverage:8.0%} {c.median_ratio:8.2f}{'  met' if good else ''}"
+              f"{'' if c.shaped else '  (unshaped: at ResNet-50 intensity; not in the band calibration)'}")
     for m, name in ((before, "before"), (shaped, "after")):
         b = m.bands
         print(f"  {name}: transfer band log half-width {b.transfer_scale:.3f} x (1 + device distance), covers "

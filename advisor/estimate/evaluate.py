@@ -17,7 +17,7 @@ import numpy as np
 
 from .calibrate import Held, band_scale, distance, leave_one_device_out, weighted_quantile
 from .fit import fit, group_weights
-from .model import FLOPS, CrossDeviceModel
+from .model import FLOPS, CrossDeviceModel, shaped_transfers
 from .points import _row_device
 
 
@@ -163,6 +163,7 @@ class WorkloadCheck:
     median_abs_error: float  # predicted / published ratio to the anchor, each target device weighted equally
     coverage: float  # share inside the transfer band, its scale calibrated without this workload
     median_ratio: float
+    shaped: bool = True  # its intensity is counted (else predicted at ResNet-50's; not in the band's calibration)
 
 
 def by_workload(model: CrossDeviceModel, pooled: bool = False, among: tuple[str, ...] = ()) -> list[WorkloadCheck]:
@@ -174,14 +175,16 @@ def by_workload(model: CrossDeviceModel, pooled: bool = False, among: tuple[str,
     transformers)."""
     from .calibrate import coverage, leave_one_workload_out, transfer_scale, transfer_weights
 
-    held = leave_one_workload_out(model.points, model.intensities())
+    shapes = model.intensities()
+    held = leave_one_workload_out(model.points, shapes)
     if among:
         held = [h for h in held if h.why[0].startswith(among)]
     out = []
     for w in sorted({h.why[0] for h in held}):
         mine = [h for h in held if h.why[0] == w]
-        rest = [h for h in held if h.why[0] != w]
-        # calibrated without this workload, by the rule the product uses (or the pooled one before it)
+        # calibrated without this workload, by the rule the product uses (or the pooled one before it),
+        # on the workloads whose shape is counted (model.shaped_transfers)
+        rest = shaped_transfers([h for h in held if h.why[0] != w], shapes)
         scale = (band_scale(rest, weights=transfer_weights(rest)) if pooled else transfer_scale(rest)) if rest \
             else float("nan")
         wts = transfer_weights(mine)
@@ -189,7 +192,7 @@ def by_workload(model: CrossDeviceModel, pooled: bool = False, among: tuple[str,
         ratio = np.array([math.exp(-h.resid) for h in mine])
         out.append(WorkloadCheck(w, len({h.point.device.group for h in mine}), len(mine),
                                  weighted_quantile(err, wts, 0.5), coverage(mine, scale, wts),
-                                 weighted_quantile(ratio, wts, 0.5)))
+                                 weighted_quantile(ratio, wts, 0.5), shapes is None or w in shapes))
     return out
 
 

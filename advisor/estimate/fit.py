@@ -308,9 +308,17 @@ def _fit(points: list[Point], intensity: dict[str, float] | None, reference: str
         sigma = float(np.mean(list(sigma_family.values())))
     kappa = {"gpu": 0.0} | {kd: float(beta[k + i]) for i, kd in enumerate(kind_cols)}
     sums: dict[str, list[tuple[float, float]]] = {}
+    shaped: dict[str, list[tuple[float, float]]] = {}
     for p, ri in zip(points, r):
         for key in (p.device.group, own_key(p.device.group, p.workload)):
             sums.setdefault(key, []).append((float(ri), p.weight))
+        if p.workload in factors:
+            shaped.setdefault(p.device.group, []).append((float(ri), p.weight))
+    # A device's own residual (what a workload with no rows there takes) is read from the rows of
+    # workloads whose shape is counted, where it has any: an unshaped workload's rows, given the
+    # reference workload's intensity, carry that shape's error too (a memory-bound recommender's
+    # H100 rows would pull every other workload's H100 estimate down).
+    sums |= shaped
     # A device's mean residual, each row weighted by its evidence; a derived row counts as a fraction of one.
     res = {grp: (sum(x * e for x, e in v) / sum(e for _, e in v), sum(e for _, e in v)) for grp, v in sums.items()}
     devices = {}

@@ -107,6 +107,13 @@ def from_probes(points: list[Point], workload: str, intensity: float | None) -> 
                             "none (your probes alone)", shape=SPLIT if given else NONE)
 
 
+def shaped_transfers(held: list, intensity: dict[str, float] | None) -> list:
+    """The held-out transfers the transfer band is calibrated on: of workloads whose shape is counted
+    (all, in the model before shapes). A user's workload carries its probe's count; a dataset
+    workload with none is predicted at ResNet-50's intensity, an error a user's estimate does not have."""
+    return [h for h in held if h.why[0] in intensity] if intensity else held
+
+
 def compute_bands(points: list[Point], intensity: dict[str, float] | None = None) -> Bands:
     held, probe_held = leave_one_device_out(points, FLOPS, intensity)
     held = [h for h in held if h.estimable]
@@ -115,7 +122,7 @@ def compute_bands(points: list[Point], intensity: dict[str, float] | None = None
         raise ValueError("too few devices to calibrate the bands (leave-one-device-out needs two devices of a kind)")
     if math.isnan(s1):
         s1 = s0  # no two devices in one suite: a probe's band is taken as the model's
-    moved = leave_one_workload_out(points, intensity)
+    moved = shaped_transfers(leave_one_workload_out(points, intensity), intensity)
     s2 = transfer_scale(moved)
     c2 = coverage(moved, s2, transfer_weights(moved)) if moved else float("nan")
     kind_of = {p.label: p.device.kind for p in points}

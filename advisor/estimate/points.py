@@ -241,6 +241,11 @@ def reference_points(rows, catalog: Catalog | None, efficiency) -> tuple[list[Po
         if dev is None:
             skipped.append((m.id, why))
             continue
+        if m.sharded:
+            # Per-device throughput of a sharded run carries its gathers and reduce-scatters, which
+            # efficiency(n) (plain data parallel's published pairs) does not describe.
+            skipped.append((m.id, f"{m.strategy} run: sharded or model-parallel, kept for the scale-out model"))
+            continue
         if m.nodes > 1:
             skipped.append((m.id, "multi-node run"))
             continue

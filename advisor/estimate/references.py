@@ -29,9 +29,12 @@ from safeio import first_error, parse_json, read_bytes
 
 from ..errors import AdvisorError
 
-SCHEMA_VERSION = 2
+# 3 added the fields of language models and multi-GPU strategies (V3_FIELDS) and pure bf16;
+# a version-2 file (a team's own table) still reads, and may not use them.
+SCHEMA_VERSION = 3
+READABLE_VERSIONS = (2, 3)
 REFERENCE_PATH = Path(__file__).resolve().parents[1] / "data" / "reference_measurements.json"
-MAX_BYTES = 16 * 2**20  # the shipped table is ~0.5 MiB; a file far larger is not one
+MAX_BYTES = 16 * 2**20  # the shipped table is ~1.1 MiB; a file far larger is not one
 
 # The probe's builtin models (lightning_module.contract.result.BUILTIN_MODELS); rows of these models
 # get the probe's workload id, so a published figure and a probe of the same job line up.
@@ -42,7 +45,27 @@ BUILTIN_MODELS = ("resnet50", "resnet18", "vit_b_16", "mlp")
 READ_UNCERTAINTY = 0.05
 DERIVED_UNCERTAINTY = 0.15
 
-Precision = Literal["32-true", "tf32", "16-mixed", "bf16-mixed", "fp8"]
+# bf16-true: weights, activations and optimizer state all bf16, no fp32 master copy (llm-foundry's
+# "PURE" mixed-precision mode), not the probe's autocast bf16-mixed.
+Precision = Literal["32-true", "tf32", "16-mixed", "bf16-mixed", "bf16-true", "fp8"]
+# What a workload is, for counting the dataset's spread of workloads (one name per kind of network).
+Family = Literal["image-classification", "encoder-transformer", "decoder-lm", "detection", "seq2seq",
+                 "speech", "recommender", "vision-language", "mlp"]
+# What samples_per_sec counts when a source publishes another unit than whole samples: tokens
+# (a language model's or translation model's tokens/s), mel-spectrogram frames (Tacotron 2),
+# audio samples (WaveGlow). Device ratios of one workload do not depend on it; its level does.
+RateUnit = Literal["samples", "tokens", "mel_frames", "audio_samples"]
+# How a multi-device run splits its work: plain data parallel (every device holds the whole model),
+# sharded data parallel (FSDP / ZeRO: parameters, gradients and optimizer state split across the
+# devices and gathered per layer), or model parallel. Sharded and model-parallel runs pay
+# communication the cross-device model does not yet describe (issue 29's scale-out model reads them).
+Strategy = Literal["single", "ddp", "fsdp-full-shard", "fsdp-shard-grad-op", "fsdp-hybrid-shard",
+                   "zero-1", "zero-2", "zero-3", "tensor-parallel", "pipeline-parallel"]
+SHARDED = ("fsdp-full-shard", "fsdp-shard-grad-op", "fsdp-hybrid-shard", "zero-1", "zero-2", "zero-3",
+           "tensor-parallel", "pipeline-parallel")
+# Figures a source prints rounded (tokens/s to the token, samples/s to the sample): tokens_per_sec
+# against samples_per_sec x tokens_per_sample agrees within this share.
+TOKENS_TOLERANCE = 0.01
 _SLUG = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
 _DATE = re.compile(r"^(\d{4})-(\d{2})(?:-(\d{2}))?$")
@@ -109,10 +132,17 @@ class Measurement(_Strict):
     # workload
     model: str = Field(min_length=1)
     model_variant: str | None = None
+    family: Family | None = None  # schema 3 rows name it; None in a version-2 file
+    parameters: int | None = Field(default=None, gt=0, le=10**13)  # the model's parameter count, as published
+    tokens_per_sample: int | None = Field(default=None, gt=0, le=2**22)  # sequence length of a language model's sample
     image_size: int | None = Field(default=None, gt=0, le=MAX_IMAGE_SIZE)
     num_classes: int | None = Field(default=None, gt=0, le=MAX_NUM_CLASSES)
     precision: Precision
     batch_per_device: int | None = Field(default=None, gt=0, le=MAX_BATCH_SIZE)
+    global_batch: int | None = Field(default=None, gt=0, le=2**31)  # samples per optimizer step, all devices
+    grad_accumulation: int | None = Field(default=None, gt=0, le=2**16)  # micro-batches per optimizer step
+    strategy: Strategy | None = None  # None: the source does not say (a one-device row is "single")
+    activation_checkpointing: bool | None = None  # recomputed activations (more FLOPs per sample)
     data_pipeline: Literal["synthetic", "real", "dali", "unknown"]
     memory_format: Literal["nchw", "nhwc", "unknown"]
     # software
@@ -122,6 +152,8 @@ class Measurement(_Strict):
     # the figure
     # total over gpus x nodes; the probe result's bounds and reasons (MIN/MAX_SAMPLES_PER_SEC)
     samples_per_sec: MeasuredRate
+    rate_unit: RateUnit = "samples"  # what samples_per_sec counts
+    tokens_per_sec: MeasuredRate | None = None  # total over gpus x nodes, where the source prints tokens/s
     relative_uncertainty: float | None = Field(default=None, gt=0, lt=1, allow_inf_nan=False)
     tuned: bool
     rung: str | None = None
@@ -169,14 +201,38 @@ class Measurement(_Strict):
     def _consistent(self) -> Measurement:
         if self.device == "cpu" and self.gpus != 1:
             raise ValueError("a CPU row has gpus 1 (the host)")
+        if self.strategy == "single" and self.devices != 1:
+            raise ValueError(f"strategy 'single' on {self.devices} devices")
+        if self.strategy not in (None, "single") and self.devices == 1:
+            raise ValueError(f"strategy {self.strategy!r} needs more than one device")
+        if self.tokens_per_sec is not None:
+            if self.rate_unit == "tokens" and self.tokens_per_sec != self.samples_per_sec:
+                raise ValueError("rate_unit 'tokens': samples_per_sec is the tokens/s figure, tokens_per_sec repeats it")
+            if self.rate_unit == "samples" and self.tokens_per_sample:
+                implied = self.samples_per_sec * self.tokens_per_sample
+                if abs(implied / self.tokens_per_sec - 1.0) > TOKENS_TOLERANCE:
+                    raise ValueError(f"samples_per_sec x tokens_per_sample = {implied:,.0f} tokens/s, not the "
+                                     f"{self.tokens_per_sec:,.0f} of tokens_per_sec")
+        if self.global_batch is not None and self.batch_per_device and self.grad_accumulation:
+            # a source's micro-batches need not divide its global batch (the last one short)
+            most = self.batch_per_device * self.grad_accumulation * self.devices
+            if not most - self.batch_per_device * self.devices < self.global_batch <= most:
+                raise ValueError(f"global_batch {self.global_batch} does not fit batch_per_device x "
+                                 f"grad_accumulation x devices = {most}")
         return self
+
+    @property
+    def sharded(self) -> bool:
+        """Parameters or work split across devices (FSDP, ZeRO, model parallel)."""
+        return self.strategy in SHARDED
 
     @property
     def workload_id(self) -> str:
         """The probe's workload id for the builtin models (resnet50-224px-1000c), else a readable one."""
         size = f"{self.image_size}px" if self.image_size else None
         classes = f"{self.num_classes}c" if self.num_classes else None
-        return "-".join(p for p in (self.model, size, classes) if p)
+        tokens = f"{self.tokens_per_sample}tok" if self.tokens_per_sample else None
+        return "-".join(p for p in (self.model, size, classes, tokens) if p)
 
     @property
     def builtin(self) -> bool:
@@ -208,8 +264,14 @@ class Measurement(_Strict):
         return m[1] if m else None
 
 
+# Fields a version-2 file may not use (added in 3), and the values 3 added to version-2 fields.
+V3_FIELDS = ("family", "parameters", "tokens_per_sample", "global_batch", "grad_accumulation", "strategy",
+             "activation_checkpointing", "rate_unit", "tokens_per_sec")
+V3_VALUES = {"precision": ("bf16-true",)}
+
+
 class ReferenceSet(_Strict):
-    schema_version: Literal[2]
+    schema_version: Literal[2, 3]
     about: str
     measurements: list[Measurement]
 
@@ -220,6 +282,17 @@ class ReferenceSet(_Strict):
             if m.id in seen:
                 raise ValueError(f"measurement id {m.id!r} appears more than once")
             seen.add(m.id)
+        return self
+
+    @model_validator(mode="after")
+    def _fields_of_its_version(self) -> ReferenceSet:
+        if self.schema_version >= 3:
+            return self
+        for m in self.measurements:
+            used = [f for f in V3_FIELDS if f in m.model_fields_set]
+            used += [f"{f} {getattr(m, f)!r}" for f, vals in V3_VALUES.items() if getattr(m, f) in vals]
+            if used:
+                raise ValueError(f"row {m.id!r} uses {', '.join(used)}, which need schema_version 3")
         return self
 
     def select(self, devices: Iterable[str] = (), models: Iterable[str] = ()) -> list[Measurement]:
@@ -265,9 +338,9 @@ def loads(text: str | bytes, where: str = "reference data") -> ReferenceSet:
     data = parse_json(text, where, ReferenceFileError)  # the one JSON reader: nesting, huge integers
     if not isinstance(data, dict) or "measurements" not in data:
         raise ReferenceFileError(f"{where} is not a reference table (no 'measurements' list)")
-    if data.get("schema_version") != SCHEMA_VERSION:
-        raise ReferenceFileError(f"{where} has schema_version {data.get('schema_version')!r}; "
-                             f"this advisor reads {SCHEMA_VERSION} (see docs/estimates.md, 'Reference dataset')")
+    if data.get("schema_version") not in READABLE_VERSIONS:
+        raise ReferenceFileError(f"{where} has schema_version {data.get('schema_version')!r}; this advisor reads "
+                                 f"{' and '.join(map(str, READABLE_VERSIONS))} (see docs/estimates.md, 'Reference dataset')")
     try:
         return ReferenceSet.model_validate(data)
     except ValidationError as e:

@@ -19,7 +19,9 @@ ReferenceRow = create_model(
 class ReferencesListDocument(BaseModel):
     model_config = DOC
     schema_name: Literal["references-list"] = schema_field("references-list")
-    schema_version: Literal[1] = version_field(1)
+    # 2: a row's samples_per_sec counts its rate_unit (tokens, mel frames, audio samples where the
+    # source publishes those), no longer always samples; the reference dataset's schema 3 fields added.
+    schema_version: Literal[2] = version_field(2)
     references: list[ReferenceRow]  # type: ignore[valid-type]
 
 

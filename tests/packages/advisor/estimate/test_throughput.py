@@ -153,10 +153,10 @@ def test_a_default_stack_row_informs_the_estimate_instead_of_standing_in_for_a_p
 
 def test_band_widens_with_distance(snapshot):
     """Inside the fitted range < beyond the fastest anchor < further beyond < another vendor's CPU."""
-    from advisor.estimate.references import ReferenceSet, load_references
+    from advisor.estimate.references import SCHEMA_VERSION, ReferenceSet, load_references
 
     refs = load_references()
-    upto_h100 = ReferenceSet(schema_version=2, about="test: nothing above the H100",
+    upto_h100 = ReferenceSet(schema_version=SCHEMA_VERSION, about="test: nothing above the H100",
                              measurements=[m for m in refs.measurements if m.device not in ("H200", "B200")])
     _, m = model(catalog=snapshot, references=upto_h100)
 
@@ -238,11 +238,11 @@ def test_unknown_accelerator_is_excluded_not_guessed():
 
 
 def test_a_workload_without_rows_scales_by_flops_and_its_shape_with_a_wider_band():
-    from advisor.estimate.references import ReferenceSet, load_references
+    from advisor.estimate.references import SCHEMA_VERSION, ReferenceSet, load_references
 
     # The builtin set has resnet18 rows (timm's RTX 3090 table): hide them.
     refs = load_references()
-    no18 = ReferenceSet(schema_version=2, about="test: no resnet18 rows",
+    no18 = ReferenceSet(schema_version=SCHEMA_VERSION, about="test: no resnet18 rows",
                         measurements=[m for m in refs.measurements if m.model != "resnet18"])
     cat, m50 = model(references=no18)
     _, m18 = model(workload="resnet18", catalog=cat, references=no18)
@@ -346,10 +346,10 @@ def test_a_user_probe_moves_its_neighbours(snapshot):
 def test_a_probe_of_a_kind_the_fit_never_saw_does_not_move_the_others(snapshot):
     """References with no CPU rows: a CPU is not estimated from GPUs, and a CPU probe does not
     drag the GPU estimates (there is no calibrated ratio between the kinds)."""
-    from advisor.estimate.references import ReferenceSet, load_references
+    from advisor.estimate.references import SCHEMA_VERSION, ReferenceSet, load_references
 
     refs = load_references()
-    gpu_only = ReferenceSet(schema_version=2, about="test: GPU rows only",
+    gpu_only = ReferenceSet(schema_version=SCHEMA_VERSION, about="test: GPU rows only",
                             measurements=[m for m in refs.measurements if m.device != "cpu"])
     _, m = model(catalog=snapshot, references=gpu_only)
     e = ev(m, snapshot, "c7i.8xlarge")

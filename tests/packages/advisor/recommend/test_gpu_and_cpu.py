@@ -177,7 +177,9 @@ def test_a_variant_is_never_ranked_across_instances_nor_probed_on_its_own(cli, t
     assert np.isfinite(c.samples_per_sec[alone & (c.k > 1)]).all()  # the GPUs alone still scale out
     rows = build(plan)
     assert all(r.count == 1 for r in rows.candidates if r.variant)
-    plan = build_plan(load_catalog(), job.model_copy(update={"objective": "cheapest", "samples": 1e7}),
+    # A job big enough that a probe is worth its cost (at 1e7 samples none is, since the A10's
+    # estimate gained the rows of seven more workloads, issue 31), small enough for the variant to rank.
+    plan = build_plan(load_catalog(), job.model_copy(update={"objective": "cheapest", "samples": 3e7}),
                       ResultStore(tmp_path / "r.db").results(), top=40)
     rows = build(plan)
     assert any(r.variant for r in rows.candidates) and rows.probes
@@ -219,7 +221,10 @@ def test_the_modelled_variant_reaches_the_cli_on_a_type_never_run_together(cli, 
                                    busy_seconds=256 / 500.0),
                          RankShare(device="cpu", batch_size=26, threads=6, samples_per_sec_alone=2000.0,
                                    busy_seconds=26 / 0.8 / 2000.0)],
-                  samples_per_sec=540.0, samples_per_sec_ci=(520.0, 560.0), efficiency=540.0 / 2500.0, rounds=2, kept=True)
+                  # 545/s together: a 5 ms exchange a step, quick enough that the variant's whole band on
+                  # g4dn.16xlarge stays above zero with the estimate's band as wide as it now is (at 540/s,
+                  # a 10 ms exchange, its low end sat at -0.08%)
+                  samples_per_sec=545.0, samples_per_sec_ci=(525.0, 565.0), efficiency=545.0 / 2500.0, rounds=2, kept=True)
     r = probe_result(GPU, 500.0, accelerator="gpu", gpus=("NVIDIA A10G",), model="mlp").model_copy(update={"gpu_and_cpu": g})
     f, db = tmp_path / "r.json", str(tmp_path / "r.db")
     f.write_text(r.model_dump_json())

@@ -95,8 +95,10 @@ def test_pareto(cli, catalog_file):
                    "--catalog", catalog_file)
     rows = doc["recommendations"]
     assert rows and all(r["feasible"] for r in rows)
-    costs = [r["cost_usd"] for r in rows]
-    hours = [r["hours"] for r in rows]
+    # The frontier is on the figures ranked at --confidence (the band's quantile): two rows near a tie
+    # on their point figures (g5.12xlarge and p4d.24xlarge, $51 each) may cross there.
+    costs = [r["cost_usd_at_confidence"] for r in rows]
+    hours = [r["hours_at_confidence"] for r in rows]
     assert costs == sorted(costs) and hours == sorted(hours, reverse=True)
 
 
