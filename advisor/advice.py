@@ -109,4 +109,4 @@ def advise(job: JobSpec, *, catalog: Catalog | None = None, store: ResultStore |
     rows, account_warnings = with_account_facts(build(plan), catalog, check=check_account or obtainable_only,
                                                 only=obtainable_only, top=top)
     said(account_warnings)
-    return Advice(plan, rows, probe_commands(job, rows.probes, program), warnings)
+    return Advice(plan, rows, probe_commands(plan.job, rows.probes, program), warnings)

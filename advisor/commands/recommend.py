@@ -10,9 +10,11 @@ import shlex
 from .. import options as opt
 from .. import render
 from ..errors import AdvisorError
+from ..options import parse_amount
 from ..output import FORMATS, add_format_option, warn
 from ..recommend.jobspec import (
     DEFAULT_CONFIDENCE,
+    MAX_TOKENS,
     JobSpec,
     check_confidence,
     parse_budget,
@@ -105,7 +107,8 @@ def register(sub) -> None:
                      help="the model: a preset (llama-3-8b, mistral-7b, llama-2-7b, ...: 'advisor recommend --model-shape list'), a "
                           "preset with fields changed (llama-3-8b,n_layers=40) or every field (d_model=4096,n_layers=32,"
                           "n_heads=32,n_kv_heads=8,d_ff=14336,vocab=128256); ranks (type, count, strategy) by tokens")
-    llm.add_argument("--tokens", metavar="N", help="tokens to train on (2e9, 2B); or --samples with --seq-len")
+    llm.add_argument("--tokens", metavar="N", help="tokens to train on (2e9, 2B): with --model-shape (or --samples "
+                     "with --seq-len), or with a probed --workload whose probe counted tokens per sample")
     llm.add_argument("--seq-len", type=opt.whole(1, 1_048_576), metavar="L", help="tokens per sequence (default 4096)")
     llm.add_argument("--finetune", choices=("full", "lora", "qlora"), default="full",
                      help="full (default): every weight trains; lora: a frozen 16-bit base with adapters; qlora: the base in 4 bits")
@@ -131,11 +134,19 @@ def job_from_args(args) -> JobSpec:
     # Numbers are bounded by their argparse types (advisor/options.py); these three parse here.
     budget = parse_budget(args.budget)
     deadline = parse_deadline(args.deadline)
-    samples = work_samples(args.samples, args.epochs, args.dataset_size)
+    if args.tokens is not None:  # converted to samples by the probe's tokens per sample (planner.resolve_work)
+        if args.samples is not None or args.epochs is not None or args.dataset_size is not None:
+            raise AdvisorError("give either --tokens or --samples (or --epochs with --dataset-size), not both")
+        if args.seq_len is not None:
+            raise AdvisorError("--seq-len is for --model-shape: a probed workload's tokens per sample are the "
+                               "ones its probe counted")
+        samples, tokens = None, int(parse_amount(args.tokens, "--tokens", 1, MAX_TOKENS, whole=True))
+    else:
+        samples, tokens = work_samples(args.samples, args.epochs, args.dataset_size), None
     wanted = type_filter(args)
     user = user_workload(args, "resnet50")
     return JobSpec(
-        probe_budget_usd=args.probe_budget, samples=samples, budget_usd=budget, deadline_hours=deadline.total_seconds() / 3600,
+        probe_budget_usd=args.probe_budget, samples=samples, tokens=tokens, budget_usd=budget, deadline_hours=deadline.total_seconds() / 3600,
         workload=user.model, datamodule=user.datamodule, init_args=user.init_args, data_init_args=user.data_init_args,
         optimizer=user.optimizer, lr_scheduler=user.lr_scheduler,
         image_size=args.image_size or 224, num_classes=args.num_classes or 1000,
@@ -152,9 +163,13 @@ def job_from_args(args) -> JobSpec:
 def handle(args) -> int:
     if args.model_shape is not None:
         return handle_tokens(args)
-    if args.tokens is not None:
-        raise AdvisorError("--tokens counts a token workload: name the model with --model-shape (or use --samples)")
     job = job_from_args(args)
+    if job.tokens is not None:
+        from lightning_module.contract.workload_facts import facts_for
+
+        if facts_for(job.workload) is not None:  # a builtin image model: its samples hold no tokens
+            raise AdvisorError(f"--tokens counts a token workload, and {job.workload} is an image model: give --samples, "
+                               "name a transformer with --model-shape, or a probed sequence model with --workload")
     # A bad --format file, --plot or --prices is refused before anything is computed or printed.
     page_target = render.check(args.format, args.file)
     if args.plot:

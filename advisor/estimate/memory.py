@@ -297,16 +297,16 @@ def estimate(shape: TransformerShape, training: Training, layout: Layout, micro_
 
 
 def largest_micro_batch(shape: TransformerShape, training: Training, layout: Layout, seq_len: int,
-                        device_gib: float, cap: int = 1024) -> int:
+                        device_gib: float, cap: int = 1024, measured_act_per_token_layer: float | None = None) -> int:
     """The largest micro-batch whose peak fits on a device of `device_gib` (0: not even one sequence).
     Every activation term grows in proportion to the micro-batch and the state does not, so two
     estimates give the line; a third confirms the answer (and a fourth the next one's overflow)."""
     def need(b: int) -> float:
-        return estimate(shape, training, layout, b, seq_len).device_gib
+        return estimate(shape, training, layout, b, seq_len, measured_act_per_token_layer).device_gib
 
     if need(1) > device_gib:
         return 0
-    e1, e2 = (estimate(shape, training, layout, b, seq_len) for b in (1, 2))
+    e1, e2 = (estimate(shape, training, layout, b, seq_len, measured_act_per_token_layer) for b in (1, 2))
     slope = sum(t.bytes for t in e2.terms) - sum(t.bytes for t in e1.terms)
     base = sum(t.bytes for t in e1.terms) - slope
     room = (device_gib * GiB - e1.runtime.bytes) / (1 + e1.margin.bytes)

@@ -160,8 +160,10 @@ def _efficiency(dev: Device, strategy: str, instances: int, micro_batch: int, se
 
 
 def plan(dev: Device, shape: TransformerShape, training: Training, seq_len: int, instances: int,
-         strategies: tuple[str, ...] = SEARCH_ORDER, global_tokens: int = 2**20) -> Plan | None:
-    """The fastest (strategy, checkpointing) whose memory fits on `instances` of the type, or None."""
+         strategies: tuple[str, ...] = SEARCH_ORDER, global_tokens: int = 2**20,
+         measured_act: float | None = None) -> Plan | None:
+    """The fastest (strategy, checkpointing) whose memory fits on `instances` of the type, or None.
+    `measured_act`: the probe's bytes per token per layer, in place of the count from the shape."""
     best: Plan | None = None
     n = dev.per_instance * instances
     for strategy in strategies:
@@ -172,7 +174,8 @@ def plan(dev: Device, shape: TransformerShape, training: Training, seq_len: int,
         layout = Layout(strategy, n, dev.per_instance)
         for ckpt in (False, True):
             t = replace(training, checkpointing=ckpt)
-            mb = largest_micro_batch(shape, t, layout, seq_len, dev.memory_gib, cap=max(1, global_tokens // seq_len))
+            mb = largest_micro_batch(shape, t, layout, seq_len, dev.memory_gib, cap=max(1, global_tokens // seq_len),
+                                     measured_act_per_token_layer=measured_act)
             if mb == 0:
                 continue
             mid, low, high = per_device_tokens_per_sec(dev, shape, t, seq_len)
@@ -181,7 +184,7 @@ def plan(dev: Device, shape: TransformerShape, training: Training, seq_len: int,
             if eff <= 0:
                 continue
             p = Plan(strategy, ckpt, instances, n, mb, mid * n * eff, low * n * eff, high * n * eff, eff,
-                     estimate(shape, t, layout, mb, seq_len))
+                     estimate(shape, t, layout, mb, seq_len, measured_act))
             if best is None or p.tokens_per_sec > best.tokens_per_sec * 1.0001:
                 best = p
             break  # checkpointing only where nothing fits without it
@@ -189,24 +192,26 @@ def plan(dev: Device, shape: TransformerShape, training: Training, seq_len: int,
 
 
 def what_would_fit(dev: Device, shape: TransformerShape, training: Training, seq_len: int, max_instances: int,
-                   strategies: tuple[str, ...] = SEARCH_ORDER, limit: int = 64, tried: int | None = None) -> str:
+                   strategies: tuple[str, ...] = SEARCH_ORDER, limit: int = 64, tried: int | None = None,
+                   measured_act: float | None = None) -> str:
     """An excluded type's "what would make it fit": the fewest instances that would, with their
     strategy, and the lighter fine-tuning methods that would fit on one. `tried`: the counts
     already found too few (default: all up to max_instances)."""
     options = []
     for k in range((max_instances if tried is None else tried) + 1, limit + 1):
-        p = plan(dev, shape, training, seq_len, k, strategies)
+        p = plan(dev, shape, training, seq_len, k, strategies, measured_act=measured_act)
         if p is not None:
             options.append(f"needs {k} instances with {p.words}" + (f" (--max-instances {k})" if k > max_instances else ""))
             break
     for method, flag in ((LORA, "lora"), (QLORA, "qlora")):
         if training.method in (method, QLORA):
             continue
+        # the probe measured full training's activations: a LoRA run's differ, so the count from the shape
         if plan(dev, shape, replace(training, method=method), seq_len, 1, strategies) is not None:
             options.append(f"LoRA{'' if method == LORA else ' in 4 bits (QLoRA)'} fits on one (--finetune {flag})")
             break
     need = estimate(shape, replace(training, checkpointing=True), Layout(FSDP if dev.per_instance > 1 else DDP,
-                    dev.per_instance, dev.per_instance), 1, seq_len).device_gib
+                    dev.per_instance, dev.per_instance), 1, seq_len, measured_act).device_gib
     where = ("on its one device with activation checkpointing" if dev.per_instance == 1 else
              f"per device sharded over its {dev.per_instance} devices with activation checkpointing")
     head = f"{dev.memory_gib:g} GiB per device; one sequence of {seq_len} tokens needs {need:.1f} GiB {where}"

@@ -401,14 +401,18 @@ class ThroughputModel:
         if dev is None:
             return Exclusion(it.name, f"no 16-bit peak known for {it.accelerator_model or 'its GPU'}: "
                                       "the transformer's strategy search cannot rank it")
-        p = plan(dev, shape, Training(), seq, 1)
+        measured = self.facts.measured_act_per_token_layer(seq)
+        act = ("" if measured is None else
+               f"; activations {measured:,.0f} bytes per token per layer as your probe measured them, not counted from the shape")
+        p = plan(dev, shape, Training(), seq, 1, measured_act=measured)
         if p is None:
             # This ranking scales whole instances of a workload that fits on one; a type that needs
             # several sharded instances is ranked by the token path (recommend --model-shape).
-            return Exclusion(it.name, what_would_fit(dev, shape, Training(), seq, self.max_instances, tried=1)
-                             + " (several sharded instances: rank them with recommend --model-shape)")
+            return Exclusion(it.name, what_would_fit(dev, shape, Training(), seq, self.max_instances, tried=1,
+                                                     measured_act=measured)
+                             + " (several sharded instances: rank them with recommend --model-shape)" + act)
         return (f"fits with {p.words}, micro-batch {p.micro_batch} x {seq} tokens "
-                f"({p.memory.device_gib:.1f} GiB per device of {have:g})")
+                f"({p.memory.device_gib:.1f} GiB per device of {have:g}){act}")
 
     def _reference(self, it: InstanceType):
         """A published figure on this very instance type, all its devices, at the precision and the

@@ -11,7 +11,7 @@ import re
 from datetime import datetime, timedelta, timezone
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from catalog.filters import TypeFilter
 
@@ -104,7 +104,11 @@ class JobSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    samples: int = Field(gt=0)  # whole samples (a float with no fraction, as 1e8, is taken)
+    # Whole samples (a float with no fraction, as 1e8, is taken). None: the work is given in tokens,
+    # and the planner converts them with the probed workload's tokens per sample (planner.resolve_work).
+    samples: int | None = Field(default=None, gt=0)
+    tokens: int | None = Field(default=None, gt=0)  # --tokens: the work as asked, for a token-counting workload
+    tokens_per_sample: float | None = Field(default=None, gt=0)  # what the probe counted; None: no tokens
     budget_usd: float = Field(gt=0)
     deadline_hours: float = Field(gt=0)
     workload: str = "resnet50"
@@ -132,6 +136,12 @@ class JobSpec(BaseModel):
     include_cpu: bool = True
     probe_budget_usd: float | None = Field(default=None, ge=0)  # the most the probe plan may cost
     confidence: float = DEFAULT_CONFIDENCE  # 0, or MIN_CONFIDENCE..MAX_CONFIDENCE (check_confidence)
+
+    @model_validator(mode="after")
+    def _work(self) -> JobSpec:
+        if self.samples is None and self.tokens is None:
+            raise ValueError("say how much work: samples or tokens")
+        return self
 
     @field_validator("confidence")
     @classmethod

@@ -26,6 +26,7 @@ from .jobspec import JobSpec
 from .prices import Prices
 from .probeplan.inputs import ProbeOffer, plan_probes
 from .probeplan.value import ProbePlan
+from .tokens import instance_peak_tflops, resolve_work
 
 # Counts of one offer whose costs differ by less than this share are one row (cheapest): a spot
 # run's expected interruption loss grows with the count by fractions of a cent.
@@ -56,6 +57,10 @@ class Plan:
     prices: str | None = None  # the price file that applied (Prices.describe), None: list prices
     alternatives: list[Alternative] = field(default_factory=list)  # nothing fits: other options that would
     catalog: dict[str, str] = field(default_factory=dict)  # where the specs and list prices come from (catalog_record)
+    # A token-counting workload (job.tokens_per_sample set): per type, the instance's GPU peak at its
+    # precision (TFLOP/s, tokens.instance_peak_tflops), and the probe's training FLOPs per sample: MFU.
+    peak_tflops: list[float | None] = field(default_factory=list)
+    flops_per_sample: float | None = None
 
 
 def catalog_record(catalog: Catalog) -> dict[str, str]:
@@ -167,6 +172,7 @@ def build_plan(catalog: Catalog, job: JobSpec, measurements: list | None = None,
     spec, matched = probed_workload(workload_spec(job), measurements or [])
     facts = workload_facts(spec, matched, measurements)
     measurements = matched
+    job = resolve_work(job, spec.model, spec.workload_id, matched)  # --tokens -> samples; tokens per sample
     model = ThroughputModel(catalog, facts, spec.workload_id, job.image_size, measurements, references=references)
     model.max_instances = job.max_instances
     regions = job.regions or list(catalog.offers)
@@ -238,7 +244,17 @@ def build_plan(catalog: Catalog, job: JobSpec, measurements: list | None = None,
                 regions=regions, bucket=bucket, warnings=no_offer + model.warnings, no_offer=no_offer,
                 prices=prices.describe() if prices else None, alternatives=alternatives,
                 pareto=ordered if job.objective == "pareto" else None, also_regions=also, front_size=front_size,
-                also_counts=counts, catalog=catalog_record(catalog))
+                also_counts=counts, catalog=catalog_record(catalog),
+                **(_token_figures(catalog, throughputs, facts, job) if job.tokens_per_sample else {}))
+
+
+def _token_figures(catalog: Catalog, throughputs: list[Throughput], facts, job: JobSpec) -> dict:
+    """What MFU needs: per type its instance's peak (none for a GPU + CPU pair: the CPU adds FLOPs no
+    GPU peak counts), and the FLOPs per sample where the probe counted them."""
+    flops = facts.flops_per_sample(job.image_size)
+    return {"peak_tflops": [None if t.variant else instance_peak_tflops(catalog.instance_types[t.instance_type],
+                                                                         t.precision) for t in throughputs],
+            "flops_per_sample": flops if math.isfinite(flops) and flops > 0 else None}
 
 
 # When nothing fits, the other options tried (each alone, everything else as asked): a lower

@@ -14,6 +14,7 @@ from typing import Any
 from . import rank as rk
 from .planner import Plan
 from .probeplan.value import RECHECK
+from .tokens import mfu
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -64,6 +65,12 @@ class CandidateRow:
     # None: the instances' GPUs alone; "gpu_and_cpu": the variant, its throughput and band the pair's
     variant: str | None = None
     basis: dict[str, Any]  # where the throughput comes from, for JSON
+    # A workload whose probe counted tokens (job.tokens_per_sample; advisor/recommend/tokens.py): all
+    # `count` instances' tokens/s, the dollars a million of them cost (expected cost over the job's
+    # tokens), and MFU where the probe counted FLOPs and the GPU's peak is known. None otherwise.
+    tokens_per_sec: float | None = None
+    usd_per_million_tokens: float | None = None
+    mfu: float | None = None
     # Facts about getting the instances, filled by the command layer (advisor/commands/recommend.py):
     sold_by_reservation: bool = False  # catalog: AWS sells the type mostly by Capacity Block / reservation
     obtainable: str | None = None  # --check-account: yes | no | unknown; None: not checked
@@ -185,7 +192,18 @@ def candidate_row(plan: Plan, i: int, rank_no: int | None) -> CandidateRow:
         gpu_and_cpu=_variant(th.gpu_and_cpu),
         variant=th.variant,
         basis=th.basis,
+        **_per_token(plan, ti, k, float(c.samples_per_sec[i]), float(c.samples_per_dollar[i])),
     )
+
+
+def _per_token(plan: Plan, ti: int, k: int, samples_per_sec: float, samples_per_dollar: float) -> dict[str, Any]:
+    per = plan.job.tokens_per_sample
+    if per is None:
+        return {}
+    return {"tokens_per_sec": samples_per_sec * per,
+            # capacity already paid for spends nothing: 0 per million tokens
+            "usd_per_million_tokens": 1e6 / (samples_per_dollar * per) if samples_per_dollar > 0 else None,
+            "mfu": mfu(samples_per_sec, plan.flops_per_sample, k, plan.peak_tflops[ti])}
 
 
 def _variant(g) -> dict[str, Any] | None:

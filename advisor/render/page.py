@@ -164,9 +164,12 @@ def candidate_table(doc: dict[str, Any], confidence: float) -> str:
     feasible = doc["feasible"]
     recs = doc["recommendations"] if feasible else doc["closest"]
     at = f" @{confidence:.0%}"
-    heads = ["rank", "instance", "count", "region", "market", "samples/s (band)", "source", "time", "cost",
-             *([f"time{at}", f"cost{at}"] if confidence else []), "$/h each", "samples/$", "notes",
-             *([] if feasible else ["needs"])]
+    # A workload whose probe counted tokens: tokens/s, $ per million tokens and MFU (report.table_columns)
+    tokens = doc["job"].get("tokens_per_sample") is not None
+    heads = ["rank", "instance", "count", "region", "market", "samples/s (band)", "source",
+             *(["tokens/s"] if tokens else []), "time", "cost",
+             *([f"time{at}", f"cost{at}"] if confidence else []), "$/h each", "samples/$",
+             *(["$/M tokens", "MFU"] if tokens else []), "notes", *([] if feasible else ["needs"])]
     out = ['<table class="sortable" id="candidates"><thead><tr>',
            "".join(f"<th>{escape(h)}</th>" for h in heads), "</tr></thead><tbody>"]
     for i, r in enumerate(recs):
@@ -178,6 +181,8 @@ def candidate_table(doc: dict[str, Any], confidence: float) -> str:
                  _td("region", r["region"]), _td("market", r["market"]),
                  _td("samples_per_sec", r["samples_per_sec"], report.number(r["samples_per_sec"]), num=True, inner=band),
                  _td("throughput_source", r["throughput_source"], inner=_basis(r)),
+                 *([_td("tokens_per_sec", r["tokens_per_sec"], report.number(r["tokens_per_sec"]), num=True)]
+                   if tokens else []),
                  _td("hours", r["hours"], _hours(r["hours"]), num=True),
                  _td("cost_usd", r["cost_usd"], _usd(r["cost_usd"]), num=True)]
         if confidence:
@@ -186,8 +191,12 @@ def candidate_table(doc: dict[str, Any], confidence: float) -> str:
                           num=True)]
         notes = r["notes"] + ([r["reason"]] if r["reason"] else [])
         cells += [_td("usd_per_hour", r["usd_per_hour"], f"${r['usd_per_hour']:.4g}", num=True),
-                  _td("samples_per_dollar", spd, "paid for" if spd is None else f"{spd:,.0f}", num=True),
-                  f'<td class="notes">{"<br>".join(escape(n) for n in notes)}</td>']
+                  _td("samples_per_dollar", spd, "paid for" if spd is None else f"{spd:,.0f}", num=True)]
+        if tokens:
+            usd_m, mfu = r["usd_per_million_tokens"], r["mfu"]
+            cells += [_td("usd_per_million_tokens", usd_m, "" if usd_m is None else f"${usd_m:,.3g}", num=True),
+                      _td("mfu", mfu, "" if mfu is None else f"{mfu:.0%}", num=True)]
+        cells += [f'<td class="notes">{"<br>".join(escape(n) for n in notes)}</td>']
         if not feasible:
             need = "".join(f"<div>{_span(k, r[k], t)}</div>" for k, t in (
                 ("budget_needed_usd", report.needs(r["budget_needed_usd"], None)),

@@ -32,7 +32,8 @@ LEGEND = ("od: on-demand; spot+od: spot, on demand after the first interruption;
           "by a probe, a published reference figure, estimated")
 CSV_COLUMNS = ("rank", "instance_type", "variant", "count", "region", "market", "samples_per_sec", "throughput_source",
                "throughput_low", "throughput_high", "hours", "hours_pessimistic", "cost_usd",
-               "hours_at_confidence", "cost_usd_at_confidence", "samples_per_dollar", "feasible", "reason", "budget_needed_usd", "deadline_needed_hours",
+               "hours_at_confidence", "cost_usd_at_confidence", "samples_per_dollar", "tokens_per_sec",
+               "usd_per_million_tokens", "mfu", "feasible", "reason", "budget_needed_usd", "deadline_needed_hours",
                "usd_per_hour", "precision", "scale_out_efficiency", "expected_interruptions", "interruption_bucket",
                "obtainable", "obtainable_reason")
 NAMED_PAST_BUDGET = 5  # probes past --probe-budget named in the table text; JSON has every one
@@ -48,8 +49,8 @@ SHORT_RUN_HOURS = 1.0
 RECORD_FIELDS = ("rank", "instance_type", "variant", "count", "region", "also_regions", "also_counts", "market",
                  "samples_per_sec", "throughput_source", "throughput_low", "throughput_high", "hours",
                  "hours_pessimistic", "cost_usd", "hours_at_confidence", "cost_usd_at_confidence",
-                 "samples_per_dollar", "feasible", "reason", "budget_needed_usd",
-                 "deadline_needed_hours", "usd_per_hour", "precision", "scale_out_efficiency",
+                 "samples_per_dollar", "tokens_per_sec", "usd_per_million_tokens", "mfu", "feasible", "reason",
+                 "budget_needed_usd", "deadline_needed_hours", "usd_per_hour", "precision", "scale_out_efficiency",
                  "expected_interruptions", "interruption_bucket", "obtainable", "obtainable_reason", "gpu_and_cpu", "notes",
                  "basis")
 DERIVED_FIELDS = ("reason", "notes")
@@ -232,6 +233,10 @@ def _display(r: CandidateRow, job: JobSpec, unit: TimeUnit = TimeUnit("hours", 1
         **({} if not job.confidence else {confidence_column(unit.header, job): unit.of(r.hours_at_confidence),
                                           confidence_column("USD", job): money(r.cost_usd_at_confidence)}),
         "samples/$": f"{r.samples_per_dollar:,.0f}" if math.isfinite(r.samples_per_dollar) else "paid for",
+        **({} if job.tokens_per_sample is None else {
+            "tok/s": number(r.tokens_per_sec),
+            "$/Mtok": "-" if r.usd_per_million_tokens is None else f"{r.usd_per_million_tokens:,.3g}",
+            "MFU": "-" if r.mfu is None else f"{r.mfu:.0%}"}),
         "note": "; ".join(notes(r) + ([why] if why else [])),
     }
 
@@ -241,17 +246,22 @@ def confidence_column(name: str, job: JobSpec) -> str:
     return f"{name} @{job.confidence:.0%}"
 
 
-def table_columns(job: JobSpec, feasible: bool = True, unit: TimeUnit | None = None) -> list[str]:
+def table_columns(job: JobSpec, feasible: bool = True, unit: TimeUnit | None = None, mfu: bool = False) -> list[str]:
     """TABLE_COLUMNS, with the time and cost at the job's confidence after the expected ones. When
     nothing fits, the figures the limits are checked against and what each candidate needs: the
-    expected time and cost and samples/$ make way for the 'needs' column (JSON keeps them all)."""
+    expected time and cost and samples/$ make way for the 'needs' column (JSON keeps them all).
+    A workload whose probe counted tokens: tok/s after samples/s, $/Mtok after samples/$ (where
+    that is shown), and MFU where the probe counted FLOPs (`mfu`)."""
     t = unit.header if unit else "hours"
     cols = [t if c == "hours" else c for c in TABLE_COLUMNS]
+    if job.tokens_per_sample is not None:
+        cols.insert(cols.index("samples/s") + 1, "tok/s")
+        cols[cols.index("samples/$") + 1:cols.index("samples/$") + 1] = ["$/Mtok", *(["MFU"] if mfu else [])]
     if job.confidence:
         at = cols.index("USD") + 1
         cols[at:at] = [confidence_column(t, job), confidence_column("USD", job)]
         if not feasible:
-            cols = [c for c in cols if c not in (t, "USD", "samples/$")]
+            cols = [c for c in cols if c not in (t, "USD", "samples/$", "$/Mtok")]
     return cols + ([] if feasible else ["needs"])
 
 
@@ -259,7 +269,13 @@ def drop_order(job: JobSpec, feasible: bool = True) -> list[str]:
     """The columns a narrow table leaves out, first to last. Ranked: samples/$ (time and cost say
     it), then the expected time and cost where the figures at the confidence stand beside them,
     then the region. Nothing fits: the region, the throughput, the market (the notes and the
-    summary say them), so that the options that would make it fit stay whole."""
+    summary say them), so that the options that would make it fit stay whole. A token workload's
+    MFU goes first (a diagnosis, not a pick's figure), samples/$ before $/Mtok, and samples/s's
+    figure, which tok/s repeats in tokens, before tok/s."""
+    if job.tokens_per_sample is not None:
+        if not feasible:
+            return ["MFU", "region", "tok/s", "samples/s", "market"]
+        return ["MFU", "samples/$", *(["hours", "USD"] if job.confidence else []), "region", "$/Mtok", "tok/s"]
     if not feasible:
         return ["region", "samples/s", "market"]
     return ["samples/$", *(["hours", "USD"] if job.confidence else []), "region"]
@@ -280,12 +296,20 @@ def summary_line(plan: Plan) -> str:
     n = len(plan.candidates)
     pairs = sum(t.variant is not None for t in plan.throughputs)
     types = f"{len(plan.throughputs) - pairs} instance types" + (f" (+{pairs} GPU + CPU)" if pairs else "")
-    return (f"{plan.workload_id}: {j.samples:,.4g} samples, budget ${money(j.budget_usd)}, deadline "
+    return (f"{plan.workload_id}: {work_words(j)}, budget ${money(j.budget_usd)}, deadline "
             f"{duration(j.deadline_hours)}, objective {j.objective}, "
             f"{'point estimate' if not j.confidence else f'confidence {j.confidence:.0%}'}, market {j.market}, "
             f"up to {j.max_instances} "
             f"instances; {types} x {len(plan.regions)} regions -> {n:,} candidates, "
             f"{int(plan.candidates.feasible.sum()):,} feasible; {plan.prices or 'list prices'}")
+
+
+def work_words(j: JobSpec) -> str:
+    """The job's work: samples, and for a workload whose probe counted tokens the tokens as well."""
+    if j.tokens_per_sample is None:
+        return f"{j.samples:,.4g} samples"
+    tokens = j.tokens if j.tokens is not None else j.samples * j.tokens_per_sample
+    return f"{tokens:,.4g} tokens ({j.samples:,.4g} samples of {j.tokens_per_sample:,.4g} tokens)"
 
 
 def json_document(plan: Plan, rows: Rows, probe_commands: list[ProbeCommand]) -> dict[str, Any]:
@@ -296,7 +320,7 @@ def json_document(plan: Plan, rows: Rows, probe_commands: list[ProbeCommand]) ->
     return schemas.document(
         "recommend",
         workload_id=plan.workload_id,
-        job=plan.job,
+        job=plan.job.model_dump(),  # validated as the planned job (schemas.recommend.RecommendJob)
         feasible=rows.feasible,
         candidates_evaluated=len(plan.candidates),
         prices=plan.prices,
@@ -375,7 +399,8 @@ def write(plan: Plan, rows: Rows, fmt: str, *, probe_commands: list[ProbeCommand
     if rs:
         unit = time_unit([r.hours_at_confidence if plan.job.confidence else r.hours for r in rs])
         disp = [_display(r, plan.job, unit) | ({} if feasible else {"needs": needs(r.budget_needed_usd, r.deadline_needed_hours)}) for r in rs]
-        emit(disp, fmt, table_columns(plan.job, feasible, unit), stream=stream, notes="note",
+        emit(disp, fmt, table_columns(plan.job, feasible, unit, mfu=plan.flops_per_sample is not None),
+             stream=stream, notes="note",
              drop=[unit.header if c == "hours" else c for c in drop_order(plan.job, feasible)])
         if fmt == "table":
             print(file=stream)

@@ -51,6 +51,13 @@ class Candidate(Row):
     hours_at_confidence: float = Field(description="what the deadline is checked against (job.confidence)")
     cost_usd_at_confidence: float = Field(description="what the budget is checked against")
     samples_per_dollar: float | None = Field(description="null for a run that costs nothing")
+    tokens_per_sec: float | None = Field(description="all `count` instances together, for a workload whose probe "
+                                                     "counted tokens (job.tokens_per_sample); null otherwise")
+    usd_per_million_tokens: float | None = Field(description="cost_usd over the job's tokens, per million; null: "
+                                                             "the workload's probe counted no tokens")
+    mfu: float | None = Field(description="model FLOPs utilisation, derived: samples/s x the probe's training FLOPs "
+                                          "per sample over the instances' GPU peak at the precision; null where "
+                                          "either is unknown or the workload counted no tokens")
     feasible: bool
     reason: str | None = Field(description="why it is not feasible; null when it is")
     budget_needed_usd: float | None = Field(description="the budget that makes it feasible; null: within")
@@ -140,12 +147,20 @@ class CatalogUsed(Row):
     provenance: str
 
 
+class RecommendJob(JobSpec):
+    """The job as planned: its work always in whole samples (--tokens converted by the probe's tokens per sample)."""
+
+    samples: int = Field(gt=0, description="whole samples: as given, or --tokens over tokens_per_sample, rounded up")
+
+
 class RecommendDocument(BaseModel):
     model_config = DOC
     schema_name: Literal["recommend"] = schema_field("recommend")
-    schema_version: Literal[1] = version_field(1)
+    # 2: candidates gain tokens_per_sec, usd_per_million_tokens and mfu; the job gains tokens and
+    # tokens_per_sample, and its samples are derived from --tokens for a token-counting workload.
+    schema_version: Literal[2] = version_field(2)
     workload_id: str
-    job: JobSpec
+    job: RecommendJob
     feasible: bool = Field(description="something meets the budget and the deadline")
     candidates_evaluated: int
     prices: str | None = Field(description="the --prices file that applied; null for list prices")

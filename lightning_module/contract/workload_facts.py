@@ -55,6 +55,15 @@ class WorkloadFacts:
     # memory fit's wall (advisor/estimate/throughput.py, _memory_fit).
     transformer: Any = None
     seq_len: int | None = None
+    # The newest probe's measured activations (result.Activations: bytes per token per layer, and
+    # per token per position for attention scores that grow with the length); where the transformer
+    # facts are known too, the memory model takes them over its count from the shape. None: not measured.
+    activations: Any = None
+
+    def measured_act_per_token_layer(self, seq_len: int) -> float | None:
+        """The measured activation bytes per token per layer at `seq_len`; None: not measured."""
+        a = self.activations
+        return None if a is None else a.bytes_per_token_per_layer + a.bytes_per_token_per_position_per_layer * seq_len
 
     def flops_per_sample(self, image_size: int = REFERENCE_IMAGE_SIZE) -> float:
         return self.train_flops_per_sample * (image_size / self.at_image_size) ** 2
@@ -96,6 +105,10 @@ def facts_from_probes(model: str, image_size: int, results: list) -> WorkloadFac
     dispatch = {"ops_per_step": ops.shape.ops_per_step, "ops_batch": ops.config.batch_size,
                 "ops_loader_rate": ops.pipeline_samples_per_sec_per_worker if ops.config.num_workers == 0 else None,
                 } if ops else {}
+    measured = next((r.shape.activations for r in results
+                     if getattr(r, "shape", None) is not None and getattr(r.shape, "activations", None) is not None), None)
+    if measured is not None:
+        dispatch["activations"] = measured
     if shaped is None:
         return WorkloadFacts(model, None, flops, float("nan"), 0.0, at_image_size=image_size, intensity=intensity,
                              **dispatch)

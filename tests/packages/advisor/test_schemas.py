@@ -56,7 +56,7 @@ def test_keys_are_snake_case(name):
 def test_counts_are_integers_and_times_iso_8601():
     props = schemas.published("results-list")["$defs"]["ResultRow"]["properties"]
     assert props["batch_size"]["type"] == "integer" and props["finished_at"]["format"] == "date-time"
-    assert schemas.published("recommend")["$defs"]["JobSpec"]["properties"]["samples"]["type"] == "integer"
+    assert schemas.published("recommend")["$defs"]["RecommendJob"]["properties"]["samples"]["type"] == "integer"
 
 
 def _store(tmp_path):

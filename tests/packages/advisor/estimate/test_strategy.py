@@ -3,6 +3,8 @@ an excluded type is told would make it fit."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from advisor.estimate.memory import Training
@@ -76,7 +78,6 @@ def test_what_would_make_it_fit_names_instances_strategy_and_lora():
 
 
 def test_the_throughput_model_fits_a_transformer_by_strategy_not_by_a_wall(snapshot):
-    from dataclasses import replace
 
     from recommend_catalogs import NOW
 
@@ -93,3 +94,56 @@ def test_the_throughput_model_fits_a_transformer_by_strategy_not_by_a_wall(snaps
     big = m.evaluate(snapshot.instance_types["p5.48xlarge"])
     assert not isinstance(big, Exclusion)
     assert any(n.startswith("fits with ZeRO-1, micro-batch 1 x 4096 tokens") for n in big.notes)
+
+
+def _measured(per_token: float, per_position: float = 0.0):
+    """The probe's Activations record (result schema 8): two counted points and the fitted terms."""
+    from lightning_module.contract.result import ActivationPoint, Activations
+
+    pts = [ActivationPoint(batch_size=b, sequence_length=s, saved_bytes_per_layer=per_token * b * s,
+                           input_bytes_per_layer=2.0 * 4096 * b * s, saved_bytes_outside_layers=0.0)
+           for b, s in ((1, 128), (2, 256))]
+    return Activations(layer_class="Block", layers=2, precision="bf16-mixed", points=pts,
+                       bytes_per_token_per_layer=per_token, bytes_per_token_per_position_per_layer=per_position,
+                       checkpointed_bytes_per_token_per_layer=2.0 * 4096)
+
+
+def test_measured_activations_replace_the_count_in_the_fit(snapshot):
+    """A probe's measured bytes per token per layer: the memory model takes them over its count from
+    the shape, and the note says so; a smaller measured figure fits a larger micro-batch."""
+    from recommend_catalogs import NOW
+
+    from advisor.estimate.memory import Layout, activation_bytes_per_token_per_layer, estimate
+    from advisor.estimate.throughput import ThroughputModel
+    from lightning_module.contract.workload_facts import facts_for
+
+    counted, _ = activation_bytes_per_token_per_layer(LLAMA3, Training(), 4096)
+    e = estimate(LLAMA3, Training(), Layout("ddp", 1, 1), 1, 4096, measured_act_per_token_layer=2 * counted)
+    blocks = next(t for t in e.terms if t.name == "activations: blocks")
+    assert blocks.bytes == LLAMA3.n_layers * 4096 * 2 * counted and "measured by the probe" in blocks.source
+    base = replace(facts_for("resnet50"), transformer=LLAMA3, seq_len=4096)
+    # measured at a quarter of the count, with a term that grows with the length: another quarter at 4096
+    measured = replace(base, activations=_measured(0.25 * counted, 0.25 * counted / 4096))
+    assert measured.measured_act_per_token_layer(4096) == pytest.approx(0.5 * counted)
+    notes = {}
+    for name, facts in (("counted", base), ("measured", measured)):
+        th = ThroughputModel(snapshot, facts, "resnet50-224px-1000c", now=NOW).evaluate(snapshot.instance_types["p5.48xlarge"])
+        notes[name] = next(n for n in th.notes if n.startswith("fits with"))
+    assert "as your probe measured them" in notes["measured"] and "probe measured" not in notes["counted"]
+    mb = {k: int(v.split("micro-batch ")[1].split(" x")[0]) for k, v in notes.items()}
+    assert mb["measured"] > mb["counted"] == 1, notes
+    assert all("checkpointing" not in n for n in notes.values())  # the same strategy, more sequences
+
+
+def test_a_probe_results_activations_reach_the_workload_facts():
+    from factories import probe_result
+
+    from lightning_module.contract.result import WorkloadShape
+    from lightning_module.contract.workload_facts import facts_from_probes
+
+    plain = probe_result("g5.2xlarge", 40.0, accelerator="gpu", model="m:LM")
+    shape = WorkloadShape(data_source="module", tokens_per_sample=512.0, tokens_counted_by="batch",
+                          activations=_measured(30_000.0, 2.0))
+    counted = plain.model_copy(update={"shape": shape, "tokens_per_sec": 40.0 * 512})
+    assert facts_from_probes("m:LM", 224, [plain]).measured_act_per_token_layer(1024) is None
+    assert facts_from_probes("m:LM", 224, [plain, counted]).measured_act_per_token_layer(1024) == 30_000.0 + 2.0 * 1024

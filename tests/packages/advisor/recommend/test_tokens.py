@@ -28,8 +28,8 @@ def test_bad_work_in_tokens_is_refused(tokens, samples, seq):
         work_tokens(tokens, samples, seq)
 
 
-def test_tokens_without_a_model_shape_is_one_line_and_exit_2(cli):
-    code, out, err = cli(*BASE, "--tokens", "2e9")
+def test_tokens_for_a_builtin_image_model_is_one_line_and_exit_2(cli):
+    code, out, err = cli(*BASE, "--tokens", "2e9")  # resnet50 (tokens for a probed workload: test_probed_tokens.py)
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1 and "--model-shape" in err
 
 
