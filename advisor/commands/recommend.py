@@ -57,7 +57,8 @@ def register(sub) -> None:
     p.add_argument("--workload", type=opt.text,
                    help="resnet50 (default), resnet18, vit_b_16, mlp, or a probed 'package.module:LightningModuleClass' "
                         "(ranked from its probe results)")
-    p.add_argument("--datamodule", type=opt.text, metavar="MODULE:CLASS", help="the DataModule the custom workload was probed with")
+    p.add_argument("--datamodule", type=opt.text, metavar="MODULE:CLASS",
+                   help="the DataModule the custom workload was probed with")
     add_user_workload_options(p)  # the constructor arguments it was probed with: part of its id
     p.add_argument("--image-size", type=opt.image_size, help="input side in pixels (default 224)")
     p.add_argument("--num-classes", type=opt.num_classes, help="classes (default 1000)")
@@ -104,15 +105,18 @@ def register(sub) -> None:
     p.add_argument("file", nargs="?", metavar="FILE", help="the page --format html writes (after html)")
     llm = p.add_argument_group("token workloads (a transformer language model; docs/llm-memory.md)")
     llm.add_argument("--model-shape", type=opt.text, metavar="SHAPE",
-                     help="the model: a preset (llama-3-8b, mistral-7b, llama-2-7b, ...: 'advisor recommend --model-shape list'), a "
+                     help="the model: a preset (llama-3-8b, mistral-7b, llama-2-7b, ...: "
+                          "'advisor recommend --model-shape list'), a "
                           "preset with fields changed (llama-3-8b,n_layers=40) or every field (d_model=4096,n_layers=32,"
                           "n_heads=32,n_kv_heads=8,d_ff=14336,vocab=128256); ranks (type, count, strategy) by tokens")
     llm.add_argument("--tokens", metavar="N", help="tokens to train on (2e9, 2B): with --model-shape (or --samples "
                      "with --seq-len), or with a probed --workload whose probe counted tokens per sample")
     llm.add_argument("--seq-len", type=opt.whole(1, 1_048_576), metavar="L", help="tokens per sequence (default 4096)")
     llm.add_argument("--finetune", choices=("full", "lora", "qlora"), default="full",
-                     help="full (default): every weight trains; lora: a frozen 16-bit base with adapters; qlora: the base in 4 bits")
-    llm.add_argument("--lora-rank", type=opt.whole(1, 4096), default=8, metavar="R", help="LoRA rank (default 8, on query and value)")
+                     help="full (default): every weight trains; lora: a frozen 16-bit base with adapters; "
+                          "qlora: the base in 4 bits")
+    llm.add_argument("--lora-rank", type=opt.whole(1, 4096), default=8, metavar="R",
+                     help="LoRA rank (default 8, on query and value)")
     llm.add_argument("--strategy", choices=("ddp", "zero1", "zero2", "zero3", "fsdp", "hybrid"),
                      help="pin the strategy (default: the least costly that fits; zero3 is fsdp full shard)")
     llm.add_argument("--precision", choices=("bf16-true", "bf16-mixed", "16-mixed", "32-true"), default="bf16-true",
@@ -146,7 +150,8 @@ def job_from_args(args) -> JobSpec:
     wanted = type_filter(args)
     user = user_workload(args, "resnet50")
     return JobSpec(
-        probe_budget_usd=args.probe_budget, samples=samples, tokens=tokens, budget_usd=budget, deadline_hours=deadline.total_seconds() / 3600,
+        probe_budget_usd=args.probe_budget, samples=samples, tokens=tokens, budget_usd=budget,
+        deadline_hours=deadline.total_seconds() / 3600,
         workload=user.model, datamodule=user.datamodule, init_args=user.init_args, data_init_args=user.data_init_args,
         optimizer=user.optimizer, lr_scheduler=user.lr_scheduler,
         image_size=args.image_size or 224, num_classes=args.num_classes or 1000,

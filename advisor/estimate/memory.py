@@ -234,13 +234,16 @@ def estimate(shape: TransformerShape, training: Training, layout: Layout, micro_
     strategy = STRATEGY_WORDS[layout.strategy]
 
     if frozen_bytes:
-        terms.append(Term("state: frozen base weights", frozen_bytes / ws, frozen_src + (f", sharded over {ws}" if ws > 1 else "")))
-    terms.append(Term("state: trained weights", trained * prec["weights"] / ws, p_src + (f"; {strategy} shards over {ws}" if ws > 1 else "")))
+        terms.append(Term("state: frozen base weights", frozen_bytes / ws,
+                          frozen_src + (f", sharded over {ws}" if ws > 1 else "")))
+    terms.append(Term("state: trained weights", trained * prec["weights"] / ws,
+                      p_src + (f"; {strategy} shards over {ws}" if ws > 1 else "")))
     if prec["compute_copy"]:
         terms.append(Term("state: 16-bit weight copies", trained * prec["compute_copy"] / ws, p_src))
     terms.append(Term("state: gradients", trained * prec["grads"] / gs, p_src + (f"; sharded over {gs}" if gs > 1 else "")))
     state_el = opt["bytes_per_state"] or prec["state_element"]
-    terms.append(Term("state: optimizer", trained * opt["states"] * state_el / os_, o_src + (f"; sharded over {os_}" if os_ > 1 else "")))
+    terms.append(Term("state: optimizer", trained * opt["states"] * state_el / os_,
+                      o_src + (f"; sharded over {os_}" if os_ > 1 else "")))
     if layout.strategy == DDP and layout.devices > 1:
         b = c["ddp_bucket_copy"]
         terms.append(Term("state: DDP gradient buckets", trained * prec["grads"] * b["value"], b["source"]))
@@ -252,7 +255,8 @@ def estimate(shape: TransformerShape, training: Training, layout: Layout, micro_
         units = c["fsdp_prefetch_units"]["value"]
         keep = 1 - 1 / ws  # what a device holds beyond its own shard
         wbytes = 4.0 if training.precision == "32-true" else 2.0
-        terms.append(Term("state: gathered blocks", units * shape.block_params() * keep * wbytes, c["fsdp_prefetch_units"]["source"]))
+        terms.append(Term("state: gathered blocks", units * shape.block_params() * keep * wbytes,
+                          c["fsdp_prefetch_units"]["source"]))
         terms.append(Term("state: gathered root unit", shape.embedding_params() * keep * wbytes,
                           "FSDP keeps the root unit (embedding, head, final norm: litgpt's auto_wrap_policy={Block} leaves "
                           "them to the root) unsharded from forward to the end of backward (torch FSDP: the root does not "
@@ -260,7 +264,8 @@ def estimate(shape: TransformerShape, training: Training, layout: Layout, micro_
         if training.method == FULL:
             terms.append(Term("state: unsharded gradients (a block, the root)",
                               (shape.block_params() + shape.embedding_params()) * keep * prec["grads"],
-                              "FSDP reduce-scatters a unit's gradients after its backward: a block's at a time, the root's at the end"))
+                              "FSDP reduce-scatters a unit's gradients after its backward: a block's at a time, "
+                              "the root's at the end"))
     if training.method == QLORA:
         terms.append(Term("transient: a dequantized block matrix", max(i * o for i, o in shape.linears().values()) * 2.0,
                           "bitsandbytes dequantizes one NF4 matrix to 16 bits for each matmul"))
@@ -286,7 +291,8 @@ def estimate(shape: TransformerShape, training: Training, layout: Layout, micro_
                       "the first tensor of backward: the gradient of the logits, bf16, all tokens at once"))
 
     # -- the optimizer step (activations freed by then) ------------------------------------------
-    step = [Term("optimizer step temporaries", trained * state_el * opt["step_temporaries"] / os_, o_src)] if opt["step_temporaries"] else []
+    step = ([Term("optimizer step temporaries", trained * state_el * opt["step_temporaries"] / os_, o_src)]
+            if opt["step_temporaries"] else [])
     rt = c["cuda_context_gib"]
     notes.append(f"{shape.name}: {n_total / 1e9:.2f}B parameters, {trained / 1e6:.1f}M trained ({training.method}, "
                  f"{training.precision}, {training.optimizer}{', activation checkpointing' if training.checkpointing else ''}); "

@@ -247,6 +247,7 @@ def probe_summary(plan: Plan) -> ProbeSummary:
         return None if o is None else Outlook(p_within=o.p_within, p90_regret=o.p90_regret, p_miss=o.p_miss,
                                                   p_any=o.p_any, p_fit=o.p_fit)
 
-    return ProbeSummary(has_pick=bool(len(plan.ranked)), usd=pp.usd, hours=pp.hours, now=outlook(pp.now), after=outlook(pp.after), within=RECHECK,
+    return ProbeSummary(has_pick=bool(len(plan.ranked)), usd=pp.usd, hours=pp.hours, now=outlook(pp.now),
+                        after=outlook(pp.after), within=RECHECK,
                         why_empty=pp.why_empty, not_affordable=[plan.types.names[t] for t in pp.limited_by_budget],
                         probe_budget_usd=plan.job.probe_budget_usd)

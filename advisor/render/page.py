@@ -41,7 +41,8 @@ table.sortable th{cursor:pointer;user-select:none;background:#f4f6f8;position:st
 table.sortable th:hover{background:#e6ebf0}
 th[aria-sort=ascending]::after{content:" \\25B2"}th[aria-sort=descending]::after{content:" \\25BC"}
 tr.hl td{background:#fff3c4}.band{color:#666;font-size:12px}.notes{font-size:12px;max-width:360px}
-dt{font-weight:600}dd{margin:0 0 6px 18px}details summary{cursor:pointer}dl.basis{margin:4px 0;font-size:12px}dl.basis dt{font-weight:600}
+dt{font-weight:600}dd{margin:0 0 6px 18px}details summary{cursor:pointer}dl.basis{margin:4px 0;font-size:12px}
+dl.basis dt{font-weight:600}
 dl.basis dd{margin:0 0 4px 10px;max-width:420px}
 pre{background:#f4f6f8;padding:8px 10px;border-radius:6px;overflow-x:auto;white-space:pre-wrap}
 #plot{width:100%;max-width:960px;height:auto;display:block}
@@ -50,7 +51,8 @@ pre{background:#f4f6f8;padding:8px 10px;border-radius:6px;overflow-x:auto;white-
 #plot .frontier path,#plot .frontier-key{fill:none;stroke:#000;stroke-width:1.6}
 #plot .ignoring-limits path,#plot .frontier-key.ignoring-limits{stroke-dasharray:3 3}
 #plot .frontier circle{fill:none;stroke:#000;stroke-width:1.2}
-#plot .limits path,#plot .legend path.budget,#plot .legend path.deadline{stroke-dasharray:6 4;stroke-width:1.2;shape-rendering:crispEdges}
+#plot .limits path,#plot .legend path.budget,
+#plot .legend path.deadline{stroke-dasharray:6 4;stroke-width:1.2;shape-rendering:crispEdges}
 #plot .cloud{opacity:.55}#plot .bars path{fill:none;stroke-width:1;opacity:.8}
 #plot .row-point circle{stroke:#000;stroke-width:1}#plot .row-point .leader{stroke:#777;stroke-width:.7}
 #plot .row-point text{font-weight:700;font-size:12px}#plot .row-point.hl circle{stroke-width:3;r:9}
@@ -177,7 +179,8 @@ def candidate_table(doc: dict[str, Any], confidence: float) -> str:
                 f'{_span("throughput_high", r["throughput_high"], report.number(r["throughput_high"]))}</div>')
         spd = r["samples_per_dollar"]
         cells = [_td("rank", r["rank"], str(r["rank"]) if r["rank"] is not None else "-", num=True),
-                 _td("instance_type", r["instance_type"], report.instance_label(r["instance_type"], r["variant"])), _td("count", r["count"], num=True),
+                 _td("instance_type", r["instance_type"], report.instance_label(r["instance_type"], r["variant"])),
+                 _td("count", r["count"], num=True),
                  _td("region", r["region"]), _td("market", r["market"]),
                  _td("samples_per_sec", r["samples_per_sec"], report.number(r["samples_per_sec"]), num=True, inner=band),
                  _td("throughput_source", r["throughput_source"], inner=_basis(r)),
@@ -315,7 +318,8 @@ def page(plan: Plan, rows: Rows, probe_commands: list[ProbeCommand], *, command_
 def _left_out(rs: list) -> str:
     if not rs:
         return ""
-    return (f" Not drawn: {len(rs)} row{'s' if len(rs) > 1 else ''} ({', '.join(f'{r.count} x {report.instance_label(r.instance_type, r.variant)}' for r in rs)})"
+    drawn = ", ".join(f"{r.count} x {report.instance_label(r.instance_type, r.variant)}" for r in rs)
+    return (f" Not drawn: {len(rs)} row{'s' if len(rs) > 1 else ''} ({drawn})"
             " whose time or cost a log axis cannot show (capacity already paid for costs $0; no throughput figure "
             "means no time).")
 

@@ -398,7 +398,8 @@ def write(plan: Plan, rows: Rows, fmt: str, *, probe_commands: list[ProbeCommand
     print(file=stream)
     if rs:
         unit = time_unit([r.hours_at_confidence if plan.job.confidence else r.hours for r in rs])
-        disp = [_display(r, plan.job, unit) | ({} if feasible else {"needs": needs(r.budget_needed_usd, r.deadline_needed_hours)}) for r in rs]
+        disp = [_display(r, plan.job, unit) | ({} if feasible else {"needs": needs(r.budget_needed_usd, r.deadline_needed_hours)})
+                for r in rs]
         emit(disp, fmt, table_columns(plan.job, feasible, unit, mfu=plan.flops_per_sample is not None),
              stream=stream, notes="note",
              drop=[unit.header if c == "hours" else c for c in drop_order(plan.job, feasible)])
