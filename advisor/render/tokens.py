@@ -8,6 +8,7 @@ import sys
 from ..estimate.strategy import STRATEGY_WORDS
 from ..output import emit, say
 from ..recommend.llm import LlmAdvice, LlmJob
+from ..schemas.tokens import ModelShape
 
 FULL_FINETUNE = "full"
 
@@ -61,9 +62,9 @@ def document_fields(advice: LlmAdvice) -> dict:
     job = advice.job
     t = job.training
     return {
-        "model_shape": {"name": job.shape.name, "parameters": job.shape.params(), "source": job.shape.source,
-                        "d_model": job.shape.d_model, "n_layers": job.shape.n_layers, "n_heads": job.shape.n_heads,
-                        "n_kv_heads": job.shape.n_kv_heads, "d_ff": job.shape.d_ff, "vocab": job.shape.vocab},
+        # the document's fields are the shape's own (schemas/tokens.ModelShape names them), parameters counted
+        "model_shape": {k: job.shape.params() if k == "parameters" else getattr(job.shape, k)
+                        for k in ModelShape.model_fields},
         "training": {"method": t.method, "precision": t.precision, "optimizer": t.optimizer, "lora_rank": t.lora_rank,
                      "lora_targets": list(t.lora_targets)},
         "tokens": job.tokens, "seq_len": job.seq_len, "budget_usd": job.budget_usd, "deadline_hours": job.deadline_hours,

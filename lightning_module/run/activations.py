@@ -13,19 +13,16 @@ inputs are what activation checkpointing keeps of it. The first batch is cut to 
 from __future__ import annotations
 
 import logging
-import warnings
 
 import torch
 from lightning.pytorch.callbacks import Callback
-from torch.utils.data import DataLoader
 
 from ..contract.extrapolate import activation_terms
 from ..contract.result import ActivationPoint, Activations, ProbeConfig, WorkloadSpec
 from .batches import first_tensor
 from .builders import build_workload
-from .callbacks import UnmonitoredSchedulers
 from .layers import find_layers
-from .peaks import _as_is, _Listed
+from .peaks import fit_listed
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +103,6 @@ class _SavedBytes(Callback):
 def count_activations(spec: WorkloadSpec, batch, precision: str) -> Activations | None:
     """Activations of `spec`'s model on cuts of `batch` (a [batch, sequence] first tensor), or None
     (not a sequence batch, no repeated layers, or the count failed: said in the log)."""
-    import lightning.pytorch as pl
 
     t0 = first_tensor(batch)
     if t0 is None or t0.dim() < 2 or t0.shape[1] < 2:
@@ -120,15 +116,7 @@ def count_activations(spec: WorkloadSpec, batch, precision: str) -> Activations 
         if not find_layers(module):
             return None
         steps = [cut(batch, *shapes[0])] + [cut(batch, b, s) for b, s in shapes]
-        feeder = dm if dm is not None else module
-        feeder.train_dataloader = lambda: DataLoader(_Listed(steps), batch_size=None, collate_fn=_as_is)
-        trainer = pl.Trainer(accelerator="cpu", devices=1, max_epochs=1, limit_val_batches=0, precision=run_precision,
-                             num_sanity_val_steps=0, enable_checkpointing=False, logger=False,
-                             enable_model_summary=False, enable_progress_bar=False,
-                             callbacks=[counter, UnmonitoredSchedulers()])
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            trainer.fit(module, datamodule=dm)
+        fit_listed(module, dm, steps, counter, run_precision)
     except Exception as e:  # noqa: BLE001 - optional: never fail the probe on it
         log.warning("activations not counted: %s: %s", type(e).__name__, str(e).splitlines()[0] if str(e) else "")
         return None

@@ -87,7 +87,6 @@ def per_sample_counts(spec: WorkloadSpec, batch) -> tuple[float | None, float | 
     FLOP_SAMPLES samples; FLOPs divided by the samples, traffic per additional sample
     (per_sample_traffic), ops of the FLOP_SAMPLES step (a step's op count does not grow with its batch).
     The optimizer's step is not run (_StepCounts), so its ops are not among them."""
-    import lightning.pytorch as pl
 
     counts = _StepCounts()
     try:
@@ -101,17 +100,7 @@ def per_sample_counts(spec: WorkloadSpec, batch) -> tuple[float | None, float | 
         large = shrink(batch, 2 * FLOP_SAMPLES) if (leading_dim(batch) or 0) >= 2 * FLOP_SAMPLES else None
         if large is not None:
             steps.append(large)
-        # These batches in place of the loader's, through whoever feeds the module (its DataModule's
-        # hooks and set-up still run).
-        feeder = dm if dm is not None else module
-        feeder.train_dataloader = lambda: DataLoader(_Listed(steps), batch_size=None, collate_fn=_as_is)
-        trainer = pl.Trainer(accelerator="cpu", devices=1, max_epochs=1, limit_val_batches=0,
-                             num_sanity_val_steps=0, enable_checkpointing=False, logger=False,
-                             enable_model_summary=False, enable_progress_bar=False,
-                             callbacks=[counts, UnmonitoredSchedulers()])
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            trainer.fit(module, datamodule=dm)
+        fit_listed(module, dm, steps, counts)
         if len(counts.counts) < 2:
             return NOT_COUNTED
         flops, moved, other, ops = counts.counts[1]
@@ -126,6 +115,23 @@ def per_sample_counts(spec: WorkloadSpec, batch) -> tuple[float | None, float | 
         return NOT_COUNTED
     finally:
         counts.close()
+
+
+def fit_listed(module, dm, steps: list, callback, precision=None) -> None:
+    """One quiet CPU epoch of exactly these batches with `callback` watching: they replace the
+    loader's, through whoever feeds the module (its DataModule's hooks and set-up still run).
+    The counting passes (per-sample counts here, activations in run/activations.py) share it."""
+    import lightning.pytorch as pl
+
+    feeder = dm if dm is not None else module
+    feeder.train_dataloader = lambda: DataLoader(_Listed(steps), batch_size=None, collate_fn=_as_is)
+    trainer = pl.Trainer(accelerator="cpu", devices=1, max_epochs=1, limit_val_batches=0, precision=precision,
+                         num_sanity_val_steps=0, enable_checkpointing=False, logger=False,
+                         enable_model_summary=False, enable_progress_bar=False,
+                         callbacks=[callback, UnmonitoredSchedulers()])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trainer.fit(module, datamodule=dm)
 
 
 def _closure_only(closure=None, **_):
