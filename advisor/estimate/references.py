@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from catalog.models import MAX_DEVICE_MEMORY_GIB
 from lightning_module.contract.result import (
+    BUILTIN_MODELS,
     MAX_BATCH_SIZE,
     MAX_IMAGE_SIZE,
     MAX_NUM_CLASSES,
@@ -35,10 +36,6 @@ SCHEMA_VERSION = 3
 READABLE_VERSIONS = (2, 3)
 REFERENCE_PATH = Path(__file__).resolve().parents[1] / "data" / "reference_measurements.json"
 MAX_BYTES = 16 * 2**20  # the shipped table is ~1.1 MiB; a file far larger is not one
-
-# The probe's builtin models (lightning_module.contract.result.BUILTIN_MODELS); rows of these models
-# get the probe's workload id, so a published figure and a probe of the same job line up.
-BUILTIN_MODELS = ("resnet50", "resnet18", "vit_b_16", "mlp")
 
 # Half-width of the band a figure gets when its row does not state one: a figure read in a table
 # is a single published run; a derived one (worked out from other published numbers) is looser.
@@ -236,6 +233,8 @@ class Measurement(_Strict):
 
     @property
     def builtin(self) -> bool:
+        """One of the probe's builtin models: its rows get the probe's workload id, so a published
+        figure and a probe of the same job line up."""
         return self.model in BUILTIN_MODELS
 
     @property
