@@ -6,16 +6,23 @@ The fast, offline path: no torch, lightning, torchvision, boto3 (and matplotlib 
 from __future__ import annotations
 
 import shlex
+from dataclasses import fields
+from typing import get_args
+
+from lightning_module.contract.result import BUILTIN_MODELS
 
 from .. import options as opt
 from .. import render
 from ..errors import AdvisorError
+from ..estimate.memory import METHODS, Training
 from ..options import parse_amount
 from ..output import FORMATS, add_format_option, warn
 from ..recommend.jobspec import (
-    DEFAULT_CONFIDENCE,
     MAX_TOKENS,
+    DType,
     JobSpec,
+    MarketChoice,
+    Objective,
     check_confidence,
     parse_budget,
     parse_deadline,
@@ -34,8 +41,11 @@ from .common import (
     user_workload,
 )
 
-DEFAULT_MAX_INSTANCES = 4
 MAX_INSTANCES = 64  # past this the scale-out model says nothing
+# The defaults live on JobSpec and, for token workloads, on Training (one home each): argparse
+# uses and shows them, and an option without one (None) takes the job's own.
+JOB = {name: f.default for name, f in JobSpec.model_fields.items()}
+TRAINING = {f.name: f.default for f in fields(Training)}
 
 
 def register(sub) -> None:
@@ -54,41 +64,42 @@ def register(sub) -> None:
     p.add_argument("--samples", metavar="N", help="training samples to process in total (1.2e8, 120M)")
     p.add_argument("--epochs", metavar="E", help="epochs (with --dataset-size)")
     p.add_argument("--dataset-size", metavar="N", help="samples per epoch (with --epochs)")
+    models = ", ".join(f"{m} (default)" if m == JOB["workload"] else m for m in BUILTIN_MODELS)
     p.add_argument("--workload", type=opt.text,
-                   help="resnet50 (default), resnet18, vit_b_16, mlp, or a probed 'package.module:LightningModuleClass' "
-                        "(ranked from its probe results)")
+                   help=f"{models}, or a probed 'package.module:LightningModuleClass' (ranked from its probe results)")
     p.add_argument("--datamodule", type=opt.text, metavar="MODULE:CLASS",
                    help="the DataModule the custom workload was probed with")
     add_user_workload_options(p)  # the constructor arguments it was probed with: part of its id
-    p.add_argument("--image-size", type=opt.image_size, help="input side in pixels (default 224)")
-    p.add_argument("--num-classes", type=opt.num_classes, help="classes (default 1000)")
-    p.add_argument("--objective", choices=("cheapest", "fastest", "pareto"), default="cheapest",
+    p.add_argument("--image-size", type=opt.image_size, help=f"input side in pixels (default {JOB['image_size']})")
+    p.add_argument("--num-classes", type=opt.num_classes, help=f"classes (default {JOB['num_classes']})")
+    p.add_argument("--objective", choices=get_args(Objective), default=JOB["objective"],
                    help="cheapest meeting the deadline (default), fastest within budget, or the Pareto set")
     add_list_option(p, "--region", metavar="R", help="only these regions")
-    p.add_argument("--confidence", type=opt.number(0, 1), default=DEFAULT_CONFIDENCE, metavar="P",
+    p.add_argument("--confidence", type=opt.number(0, 1), default=JOB["confidence"], metavar="P",
                    help=f"a candidate fits when it meets the deadline and the budget with probability >= P over its "
                         f"throughput band and its spot interruptions; cheapest and fastest rank on the P-quantile of "
-                        f"cost and time (default {DEFAULT_CONFIDENCE:g}; 0 ranks on the point estimate)")
+                        f"cost and time (default {JOB['confidence']:g}; 0 ranks on the point estimate)")
     p.add_argument("--prices", type=opt.path, metavar="FILE",
                    help="your own prices, a YAML or JSON file: discounts per family, region or market (Savings "
                         "Plans, EDP), fixed $/h per instance type, capacity already paid for (docs/recommend.md)")
-    p.add_argument("--market", choices=("on-demand", "spot", "any"), default="on-demand",
+    p.add_argument("--market", choices=get_args(MarketChoice), default=JOB["market"],
                    help="on-demand (default), spot, or any (both, plus spot with on-demand fallback)")
-    p.add_argument("--max-instances", type=opt.whole(1, MAX_INSTANCES), default=DEFAULT_MAX_INSTANCES, metavar="K",
-                   help=f"consider 1..K data-parallel instances (default {DEFAULT_MAX_INSTANCES}: past that the "
+    p.add_argument("--max-instances", type=opt.whole(1, MAX_INSTANCES), default=JOB["max_instances"], metavar="K",
+                   help=f"consider 1..K data-parallel instances (default {JOB['max_instances']}: past that the "
                         "all-reduce model is outside anything measured)")
     add_type_filter_options(p)  # --family, --accelerator, --arch, --min-gpus: as `catalog show`
     p.add_argument("--gpu-only", action="store_true", help="leave CPU-only instance types out")
     p.add_argument("--min-accelerator-memory", type=opt.number(0, 4096, lo_open=True), metavar="GiB",
                    help="per-device memory the job needs (default: the workload's own floor)")
-    p.add_argument("--require-dtype", choices=("bf16", "fp16"), help="exclude devices without native support")
-    p.add_argument("--checkpoint-minutes", type=opt.positive_minutes, default=30.0, metavar="M",
-                   help="checkpoint interval for spot (default 30): half of it is lost per interruption")
-    p.add_argument("--restart-minutes", type=opt.minutes, default=5.0, metavar="M",
-                   help="time to get going again after a spot interruption (default 5)")
-    p.add_argument("--setup-minutes", type=opt.minutes, default=0.0, metavar="M",
+    p.add_argument("--require-dtype", choices=get_args(DType), help="exclude devices without native support")
+    p.add_argument("--checkpoint-minutes", type=opt.positive_minutes, default=JOB["checkpoint_minutes"], metavar="M",
+                   help=f"checkpoint interval for spot (default {JOB['checkpoint_minutes']:g}): half of it is lost per "
+                        "interruption")
+    p.add_argument("--restart-minutes", type=opt.minutes, default=JOB["restart_minutes"], metavar="M",
+                   help=f"time to get going again after a spot interruption (default {JOB['restart_minutes']:g})")
+    p.add_argument("--setup-minutes", type=opt.minutes, default=JOB["setup_minutes"], metavar="M",
                    help="billed time per run on every instance before training starts (boot, install, data "
-                        "staging); default 0, the articles' arithmetic")
+                        f"staging); default {JOB['setup_minutes']:g}, the articles' arithmetic")
     p.add_argument("--probe-budget", type=opt.number(0, opt.MAX_BUDGET_USD), metavar="USD",
                    help="the most the 'Probe next' plan may spend on probes (default: no limit; each probe is "
                         "planned only when it is expected to save more than it costs)")
@@ -112,16 +123,17 @@ def register(sub) -> None:
     llm.add_argument("--tokens", metavar="N", help="tokens to train on (2e9, 2B): with --model-shape (or --samples "
                      "with --seq-len), or with a probed --workload whose probe counted tokens per sample")
     llm.add_argument("--seq-len", type=opt.whole(1, 1_048_576), metavar="L", help="tokens per sequence (default 4096)")
-    llm.add_argument("--finetune", choices=("full", "lora", "qlora"), default="full",
+    llm.add_argument("--finetune", choices=METHODS, default=TRAINING["method"],
                      help="full (default): every weight trains; lora: a frozen 16-bit base with adapters; "
                           "qlora: the base in 4 bits")
-    llm.add_argument("--lora-rank", type=opt.whole(1, 4096), default=8, metavar="R",
-                     help="LoRA rank (default 8, on query and value)")
+    llm.add_argument("--lora-rank", type=opt.whole(1, 4096), default=TRAINING["lora_rank"], metavar="R",
+                     help=f"LoRA rank (default {TRAINING['lora_rank']}, on query and value)")
     llm.add_argument("--strategy", choices=("ddp", "zero1", "zero2", "zero3", "fsdp", "hybrid"),
                      help="pin the strategy (default: the least costly that fits; zero3 is fsdp full shard)")
-    llm.add_argument("--precision", choices=("bf16-true", "bf16-mixed", "16-mixed", "32-true"), default="bf16-true",
-                     help="what the weights, gradients and optimizer state are kept in (default bf16-true)")
-    llm.add_argument("--optimizer-kind", choices=("adamw", "adamw8bit", "sgd"), default="adamw",
+    llm.add_argument("--precision", choices=("bf16-true", "bf16-mixed", "16-mixed", "32-true"),
+                     default=TRAINING["precision"],
+                     help=f"what the weights, gradients and optimizer state are kept in (default {TRAINING['precision']})")
+    llm.add_argument("--optimizer-kind", choices=("adamw", "adamw8bit", "sgd"), default=TRAINING["optimizer"],
                      help="adamw (default), adamw8bit (bitsandbytes), sgd (with momentum): its state per parameter")
     llm.add_argument("--global-batch-tokens", type=opt.whole(1, 2**40), default=2**20, metavar="T",
                      help="tokens per optimizer step across all devices (default 1048576): how often gradients are exchanged")
@@ -148,13 +160,13 @@ def job_from_args(args) -> JobSpec:
     else:
         samples, tokens = work_samples(args.samples, args.epochs, args.dataset_size), None
     wanted = type_filter(args)
-    user = user_workload(args, "resnet50")
+    user = user_workload(args, JOB["workload"])
     return JobSpec(
         probe_budget_usd=args.probe_budget, samples=samples, tokens=tokens, budget_usd=budget,
         deadline_hours=deadline.total_seconds() / 3600,
         workload=user.model, datamodule=user.datamodule, init_args=user.init_args, data_init_args=user.data_init_args,
         optimizer=user.optimizer, lr_scheduler=user.lr_scheduler,
-        image_size=args.image_size or 224, num_classes=args.num_classes or 1000,
+        image_size=args.image_size or JOB["image_size"], num_classes=args.num_classes or JOB["num_classes"],
         objective=args.objective, regions=args.region, families=list(wanted.families),
         accelerators=list(wanted.accelerators), arch=wanted.arch, min_gpus=wanted.min_gpus,
         market=args.market, max_instances=args.max_instances,

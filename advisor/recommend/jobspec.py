@@ -20,6 +20,7 @@ from ..options import MAX_BUDGET_USD, MAX_EPOCHS, MAX_SAMPLES, MIN_BUDGET_USD, p
 
 Objective = Literal["cheapest", "fastest", "pareto"]
 MarketChoice = Literal["on-demand", "spot", "any"]
+DType = Literal["bf16", "fp16"]  # --require-dtype: a device without native support is excluded
 
 _UNIT_SECONDS = {"w": 7 * 86400, "d": 86400, "h": 3600, "m": 60, "s": 1}
 _COMPACT = re.compile(r"(\d+(?:\.\d+)?)\s*([wdhms])", re.IGNORECASE)
@@ -129,7 +130,7 @@ class JobSpec(BaseModel):
     market: MarketChoice = "on-demand"
     max_instances: int = Field(default=4, ge=1)
     min_accelerator_memory_gib: float | None = None
-    require_dtype: Literal["bf16", "fp16"] | None = None
+    require_dtype: DType | None = None
     checkpoint_minutes: float = Field(default=30.0, gt=0)
     restart_minutes: float = Field(default=5.0, ge=0)
     setup_minutes: float = Field(default=0.0, ge=0)
