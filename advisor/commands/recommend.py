@@ -9,7 +9,10 @@ import shlex
 from dataclasses import fields
 from typing import get_args
 
+from pydantic import ValidationError
+
 from lightning_module.contract.result import BUILTIN_MODELS
+from safeio import first_error
 
 from .. import options as opt
 from .. import render
@@ -23,7 +26,6 @@ from ..recommend.jobspec import (
     JobSpec,
     MarketChoice,
     Objective,
-    check_confidence,
     parse_budget,
     parse_deadline,
     work_samples,
@@ -161,20 +163,23 @@ def job_from_args(args) -> JobSpec:
         samples, tokens = work_samples(args.samples, args.epochs, args.dataset_size), None
     wanted = type_filter(args)
     user = user_workload(args, JOB["workload"])
-    return JobSpec(
-        probe_budget_usd=args.probe_budget, samples=samples, tokens=tokens, budget_usd=budget,
-        deadline_hours=deadline.total_seconds() / 3600,
-        workload=user.model, datamodule=user.datamodule, init_args=user.init_args, data_init_args=user.data_init_args,
-        optimizer=user.optimizer, lr_scheduler=user.lr_scheduler,
-        image_size=args.image_size or JOB["image_size"], num_classes=args.num_classes or JOB["num_classes"],
-        objective=args.objective, regions=args.region, families=list(wanted.families),
-        accelerators=list(wanted.accelerators), arch=wanted.arch, min_gpus=wanted.min_gpus,
-        market=args.market, max_instances=args.max_instances,
-        min_accelerator_memory_gib=args.min_accelerator_memory, require_dtype=args.require_dtype,
-        checkpoint_minutes=args.checkpoint_minutes, restart_minutes=args.restart_minutes,
-        setup_minutes=args.setup_minutes,
-        include_cpu=not args.gpu_only, confidence=check_confidence(args.confidence),
-    )
+    try:  # JobSpec checks what argparse's types do not (--confidence's gap between 0 and a half)
+        return JobSpec(
+            probe_budget_usd=args.probe_budget, samples=samples, tokens=tokens, budget_usd=budget,
+            deadline_hours=deadline.total_seconds() / 3600,
+            workload=user.model, datamodule=user.datamodule, init_args=user.init_args, data_init_args=user.data_init_args,
+            optimizer=user.optimizer, lr_scheduler=user.lr_scheduler,
+            image_size=args.image_size or JOB["image_size"], num_classes=args.num_classes or JOB["num_classes"],
+            objective=args.objective, regions=args.region, families=list(wanted.families),
+            accelerators=list(wanted.accelerators), arch=wanted.arch, min_gpus=wanted.min_gpus,
+            market=args.market, max_instances=args.max_instances,
+            min_accelerator_memory_gib=args.min_accelerator_memory, require_dtype=args.require_dtype,
+            checkpoint_minutes=args.checkpoint_minutes, restart_minutes=args.restart_minutes,
+            setup_minutes=args.setup_minutes,
+            include_cpu=not args.gpu_only, confidence=args.confidence,
+        )
+    except ValidationError as e:
+        raise AdvisorError(first_error(e).msg) from None
 
 
 def handle(args) -> int:

@@ -124,6 +124,8 @@ def test_jobspec_and_cli_refuse_a_confidence_that_says_nothing(cli):
     for bad in (0.3, 1.0, 1.5, -0.1, math.nan):
         with pytest.raises(AdvisorError, match="--confidence"):
             check_confidence(bad)
+        with pytest.raises(ValueError, match="--confidence"):  # JobSpec's validator: the CLI's one check
+            JobSpec(samples=1, budget_usd=1, deadline_hours=1, confidence=bad)
     for bad in ("0.3", "1", "x", "nan"):
         code, out, err = cli("recommend", "--budget", "500", "--deadline", "2d", "--samples", "1e8", "--confidence", bad)
         assert code == 2 and out == "" and err.count("\n") == 1 and "--confidence" in err and "Traceback" not in err
