@@ -43,6 +43,16 @@ ARM64_CUDA_SOURCE = ("https://github.com/pytorch/pytorch/blob/04c5727d0cd4a68376
                      ".ci/aarch64_linux/aarch64_ci_build.sh")
 
 
+# The accelerators the probe's stack (PyTorch's CUDA wheels, the default Deep Learning AMI's) cannot
+# drive: each needs its vendor's own SDK, so there is no number for them without a user's measurement.
+VENDOR_SDKS = {"neuron": "Neuron SDK", "gaudi": "SynapseAI (Habana) SDK"}
+
+
+def vendor_sdk(it: InstanceType) -> str | None:
+    """The SDK this instance's accelerator needs that the probe's stack lacks, or None."""
+    return VENDOR_SDKS.get(it.accelerator_kind)
+
+
 def undrivable_gpu(it: InstanceType) -> str | None:
     """Why the probe's stack (PyTorch's published CUDA wheels) cannot drive this instance's GPU, or
     None: an arm64 host's GPU of an architecture PyTorch's aarch64 CUDA wheels carry no kernels for."""

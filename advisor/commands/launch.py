@@ -8,6 +8,7 @@ import io
 import shlex
 import sys
 
+from catalog.hardware import vendor_sdk
 from catalog.io import CatalogError
 
 from ..ec2 import MAX_INSTANCES, MAX_MINUTES
@@ -165,7 +166,7 @@ def _warn_unsupported_accelerators(catalog, types: list[str]) -> None:
         return
     for t in types:
         it = catalog.instance_types.get(t)
-        if it is not None and it.accelerator_kind in ("neuron", "gaudi"):
+        if it is not None and vendor_sdk(it) is not None:
             warn(f"{t}: the default Deep Learning AMI has no {it.accelerator_kind} software stack, so the probe "
                  f"would measure its CPUs only; pass --ami with a {it.accelerator_kind} image")
 

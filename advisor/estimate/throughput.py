@@ -35,6 +35,7 @@ from catalog.hardware import (
     interconnect,
     sustained_network_gbps,
     undrivable_gpu,
+    vendor_sdk,
 )
 from catalog.models import Catalog, InstanceType
 from lightning_module.contract.result import BUILTIN_MODELS
@@ -306,8 +307,7 @@ class ThroughputModel:
         name = it.name
         measured = self._measured.get(name)
         kind = device_kind(it)
-        if kind in ("neuron", "gaudi") and measured is None:
-            sdk = "Neuron SDK" if kind == "neuron" else "SynapseAI (Habana) SDK"
+        if measured is None and (sdk := vendor_sdk(it)) is not None:
             return Exclusion(name, f"{it.accelerator_model or kind} needs the {sdk}; the probe cannot drive it, "
                                    "so there is no number without your own measurement")
         if kind == "gpu" and measured is None and (why := undrivable_gpu(it)) is not None:

@@ -429,3 +429,16 @@ def test_every_memory_channel_count_is_read_with_its_page_and_every_cpu_type_has
     assert cpu_families and all(acc.cpu_families()[f].memory_channels for f in cpu_families)
     with pytest.raises(ValueError, match="without memory_channels_source"):
         acc.CpuFamily(cpu_model="X", manufacturer="Intel", isa=["avx2"], source="s", memory_channels=8)
+
+
+@pytest.mark.parametrize("kind", ["neuron", "gaudi"])
+def test_an_accelerator_the_probe_cannot_drive_is_excluded_naming_its_sdk_until_measured(kind):
+    """One rule (catalog.hardware.vendor_sdk) for the estimate's exclusion and launch's warning."""
+    from catalog.hardware import VENDOR_SDKS
+
+    cat, m = model(catalog=make_catalog(**{"trn1.2xlarge": {"accelerator_kind": kind}}))
+    out = ev(m, cat, "trn1.2xlarge")
+    assert isinstance(out, Exclusion) and f"needs the {VENDOR_SDKS[kind]}; the probe cannot drive it" in out.reason
+    measured = probe_result("trn1.2xlarge", 100.0)
+    cat, m = model([measured], catalog=cat)
+    assert not isinstance(ev(m, cat, "trn1.2xlarge"), Exclusion)
