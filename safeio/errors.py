@@ -17,6 +17,7 @@ class FirstError(NamedTuple):
     loc: tuple  # pydantic's location of the value
     msg: str  # on one line, without pydantic's "Value error, " prefix
     more: int  # how many other complaints there were
+    kind: str  # pydantic's error type (extra_forbidden, greater_than_equal, ...)
 
     @property
     def at(self) -> str:
@@ -29,4 +30,4 @@ def first_error(e: ValidationError) -> FirstError:
     option) reports its first error through this, so they all read alike."""
     errs = e.errors()
     return FirstError(tuple(errs[0]["loc"]), " ".join(str(errs[0]["msg"]).removeprefix("Value error, ").split()),
-                      len(errs) - 1)
+                      len(errs) - 1, errs[0]["type"])

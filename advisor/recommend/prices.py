@@ -25,7 +25,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from catalog.models import Catalog
-from safeio import check_name, mapping, read_document_file
+from safeio import check_name, first_error, mapping, read_document_file
 
 from ..errors import AdvisorError
 
@@ -146,7 +146,7 @@ def load_prices(path: str | Path) -> Prices:
     try:
         return Prices(PriceFile.model_validate(doc), str(path))
     except ValidationError as e:
-        err = e.errors()[0]
-        loc = ".".join(str(p) if isinstance(p, str) else f"#{p + 1}" for p in err["loc"])
-        why = REASONS.get(str(err["loc"][-1]), "") if err["type"] != "extra_forbidden" else ""
-        raise AdvisorError(f"{where}: {loc}: {err['msg']}{why}") from None
+        first = first_error(e)
+        loc = ".".join(str(p) if isinstance(p, str) else f"#{p + 1}" for p in first.loc)  # rules count from 1
+        why = REASONS.get(str(first.loc[-1]), "") if first.kind != "extra_forbidden" else ""
+        raise AdvisorError(f"{where}: {loc}: {first.msg}{why}") from None

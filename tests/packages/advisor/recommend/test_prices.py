@@ -160,3 +160,11 @@ def test_a_bad_price_file_from_the_cli_is_exit_2_before_anything_prints(cli, tmp
     assert code == 2 and out == "" and "family 'g55'" in err.splitlines()[-1] and "Traceback" not in err
     code, out, err = cli(*JOB, "--prices", str(tmp_path / "missing.yaml"))
     assert code == 2 and "does not exist" in err
+
+
+def test_a_key_a_rule_does_not_take_is_named_without_the_reason_of_the_key_it_is_elsewhere(tmp_path):
+    """`count` belongs to reserved: on a discount it is an unknown key, not a bad count (safeio's first_error)."""
+    path = write(tmp_path, "discounts:\n  - {family: g5, percent: 10, count: 2}\n", "p.yaml")
+    with pytest.raises(AdvisorError) as e:
+        load_prices(path)
+    assert str(e.value) == f"price file {path}: discounts.#1.count: Extra inputs are not permitted"
