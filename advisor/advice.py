@@ -104,7 +104,7 @@ def advise(job: JobSpec, *, catalog: Catalog | None = None, store: ResultStore |
             if opened is not store:
                 opened.close()
     plan = build_plan(catalog, job, measurements, top=top * OBTAINABLE_POOL if obtainable_only else top,
-                      references=references, prices=prices)
+                      references=references, prices=prices, spec=spec)
     said(plan.warnings)
     rows, account_warnings = with_account_facts(build(plan), catalog, check=check_account or obtainable_only,
                                                 only=obtainable_only, top=top)

@@ -14,7 +14,7 @@ import numpy as np
 
 from catalog.hardware import sustained_network_gbps
 from catalog.models import Catalog
-from lightning_module.contract.result import WorkloadSpec, canonical_json
+from lightning_module.contract.result import BUILTIN_MODELS, WorkloadSpec, canonical_json
 from lightning_module.contract.workload_facts import facts_for, facts_from_probes
 
 from ..errors import AdvisorError
@@ -118,7 +118,7 @@ def workload_spec(job: JobSpec) -> WorkloadSpec:
 
         if isinstance(e, ValidationError) and first_error(e).loc[:1] != ("model",):
             raise AdvisorError(first_error(e).msg) from None  # the optimizer, its scheduler, the arguments
-        raise AdvisorError(f"unknown workload {job.workload!r}: use resnet50, resnet18, vit_b_16, mlp, or your "
+        raise AdvisorError(f"unknown workload {job.workload!r}: use {', '.join(BUILTIN_MODELS)}, or your "
                         "probed 'package.module:LightningModuleClass'") from None
 
 
@@ -163,13 +163,14 @@ def workload_facts(spec: WorkloadSpec, measurements: list, stored: list | None =
 
 
 def build_plan(catalog: Catalog, job: JobSpec, measurements: list | None = None, top: int = 10,
-               references: str = "builtin", prices: Prices | None = None) -> Plan:
+               references: str = "builtin", prices: Prices | None = None, spec: WorkloadSpec | None = None) -> Plan:
     """`references`: builtin (the shipped dataset), none (your probes only) or a reference file;
-    `prices`: the team's own (advisor.recommend.prices), else list prices."""
+    `prices`: the team's own (advisor.recommend.prices), else list prices; `spec`: the job's
+    workload_spec where the caller has it already (advise: it picked the measurements by it)."""
     check_filters(catalog, job)
     if prices is not None:
         prices.check(catalog)
-    spec, matched = probed_workload(workload_spec(job), measurements or [])
+    spec, matched = probed_workload(spec or workload_spec(job), measurements or [])
     facts = workload_facts(spec, matched, measurements)
     measurements = matched
     job = resolve_work(job, spec.model, spec.workload_id, matched)  # --tokens -> samples; tokens per sample

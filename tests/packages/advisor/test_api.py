@@ -48,6 +48,23 @@ def test_nothing_fits_gives_the_closest_candidates():
     assert all(r.budget_needed_usd or r.deadline_needed_hours for r in advice.closest)
 
 
+def test_advise_reads_the_jobs_workload_once(monkeypatch):
+    """advise picks the measurements by the workload's spec and hands that spec to build_plan."""
+    from advisor import advice as facade
+    from advisor.recommend import planner
+
+    calls, real = [], planner.workload_spec
+
+    def counted(job):
+        calls.append(job.workload)
+        return real(job)
+
+    monkeypatch.setattr(facade, "workload_spec", counted)
+    monkeypatch.setattr(planner, "workload_spec", counted)
+    advisor.advise(advisor.JobSpec(samples=1e8, budget_usd=500, deadline_hours=48), catalog=advisor.load_catalog())
+    assert calls == ["resnet50"]
+
+
 def test_library_errors_are_the_librarys_own_types():
     with pytest.raises(advisor.AdvisorError, match="unknown workload"):
         advisor.advise(advisor.JobSpec(samples=1e8, budget_usd=500, deadline_hours=48, workload="nope"))
