@@ -16,12 +16,13 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import get_args
 
 from .accelerators import lookup, specs
-from .models import Catalog, InstanceType
+from .models import Arch, Catalog, InstanceType
 
 KINDS = {"gpu": "gpu", "neuron": "neuron", "gaudi": "gaudi", "none": "none", "cpu": "none"}
-ARCHS = ("x86_64", "arm64")
+ARCHS = get_args(Arch)
 # Words that name a maker or a product line rather than a device.
 _BRANDS = frozenset({"NVIDIA", "TESLA", "AWS", "AMAZON", "HABANA", "INTEL"})
 _WORD = re.compile(r"[A-Z0-9]+")

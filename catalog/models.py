@@ -20,6 +20,7 @@ READABLE_VERSIONS = (1, SCHEMA_VERSION)
 
 AcceleratorKind = Literal["gpu", "neuron", "gaudi", "none"]
 Market = Literal["on-demand", "spot"]
+Arch = Literal["x86_64", "arm64"]
 Source = Literal["aws-api", "snapshot", "file"]
 
 # The Spot Instance Advisor's frequency-of-interruption buckets: share of capacity reclaimed
@@ -75,7 +76,7 @@ class InstanceType(BaseModel):
     vcpus: int = Field(gt=0, le=16384)
     physical_cores: int | None = Field(default=None, gt=0, le=16384)  # DefaultCores: c7a and Graviton run one thread per core
     memory_gib: float = Field(ge=0.1, le=MAX_MEMORY_GIB)  # GiB; the smallest type has 0.5
-    arch: Literal["x86_64", "arm64"]
+    arch: Arch
     cpu_manufacturer: Text | None = None
     cpu_model: Text | None = None
     cpu_clock_ghz: float | None = Field(default=None, ge=0.1, le=10)  # GHz; 3500 would be MHz

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from datetime import datetime, timezone
+from typing import get_args
 
 from catalog.aws.regions import DEFAULT_REGIONS
+from catalog.models import Market
 
 from .. import options as opt
 from ..errors import AdvisorError
@@ -38,7 +40,7 @@ def register(sub) -> None:
         epilog="Example: advisor catalog show --family g5,g6 --region us-east-1 --market spot")
     add_list_option(show, "--region", metavar="R", help="only these regions")
     add_type_filter_options(show)
-    show.add_argument("--market", choices=("on-demand", "spot"), help="only this market")
+    show.add_argument("--market", choices=get_args(Market), help="only this market")
     add_catalog_options(show)
     add_format_option(show)
     show.set_defaults(func=cmd_show)

@@ -7,9 +7,11 @@ import contextlib
 import io
 import shlex
 import sys
+from typing import get_args
 
 from catalog.hardware import vendor_sdk
 from catalog.io import CatalogError
+from catalog.models import Market
 
 from ..ec2 import MAX_INSTANCES, MAX_MINUTES
 from ..errors import AdvisorError
@@ -40,7 +42,7 @@ def register(sub) -> None:
                     unique=False, help="instance types to probe, one instance each")
     p.add_argument("--s3", metavar="S3_URL", help="s3://bucket/prefix for the package, results and logs")
     p.add_argument("--region", type=one_region, help="EC2 region (default: the AWS configuration's)")
-    p.add_argument("--market", choices=("on-demand", "spot"), default="on-demand",
+    p.add_argument("--market", choices=get_args(Market), default="on-demand",
                    help="how the probe instances are bought (default on-demand; spot costs less and may be "
                         "interrupted, which loses that probe)")
     p.add_argument("--workload", default="resnet50", help="what to probe (default resnet50)")

@@ -8,10 +8,11 @@ import signal
 import sys
 from contextlib import contextmanager
 from pathlib import Path
+from typing import get_args
 
 from lightning_module.contract import options as defaults
 from lightning_module.contract.ladder import EXTENSION_RUNGS, TUNING_RUNGS
-from lightning_module.contract.result import BUILTIN_MODELS, WorkloadSpec
+from lightning_module.contract.result import BUILTIN_MODELS, Precision, WorkloadSpec
 from lightning_module.contract.workload_source import WorkloadSourceError, check_source
 from safeio import check_name, first_error, save_atomic
 
@@ -29,7 +30,7 @@ from .common import (
 )
 
 ACCELERATORS = ("auto", "cpu", "gpu", "mps", "tpu")
-PRECISIONS = ("32-true", "bf16-mixed", "16-mixed")
+PRECISIONS = get_args(Precision)
 SKIPPABLE = (*TUNING_RUNGS, *EXTENSION_RUNGS)
 _WORKLOAD = WorkloadSpec()  # the workload defaults live on the contract
 

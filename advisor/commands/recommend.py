@@ -22,10 +22,10 @@ from ..options import parse_amount
 from ..output import FORMATS, add_format_option, warn
 from ..recommend.jobspec import (
     MAX_TOKENS,
-    DType,
     JobSpec,
     MarketChoice,
     Objective,
+    RequiredDtype,
     parse_budget,
     parse_deadline,
     work_samples,
@@ -93,7 +93,7 @@ def register(sub) -> None:
     p.add_argument("--gpu-only", action="store_true", help="leave CPU-only instance types out")
     p.add_argument("--min-accelerator-memory", type=opt.number(0, 4096, lo_open=True), metavar="GiB",
                    help="per-device memory the job needs (default: the workload's own floor)")
-    p.add_argument("--require-dtype", choices=get_args(DType), help="exclude devices without native support")
+    p.add_argument("--require-dtype", choices=get_args(RequiredDtype), help="exclude devices without native support")
     p.add_argument("--checkpoint-minutes", type=opt.positive_minutes, default=JOB["checkpoint_minutes"], metavar="M",
                    help=f"checkpoint interval for spot (default {JOB['checkpoint_minutes']:g}): half of it is lost per "
                         "interruption")

@@ -18,7 +18,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
-from catalog.models import NAME_PATTERN, Price, one_line
+from catalog.models import NAME_PATTERN, Arch, Market, Price, one_line
 from safeio import first_error, read_json_file, save_atomic
 
 from ..errors import AdvisorError
@@ -55,7 +55,7 @@ class LaunchEntry(BaseModel):
     model_config = _STRICT
 
     instance_type: str = Field(pattern=NAME_PATTERN)
-    arch: Literal["x86_64", "arm64"]
+    arch: Arch
     ami: AwsId
     # set when DeleteOnTermination had to be overridden
     root_device: Annotated[str, Field(max_length=128), AfterValidator(one_line)] | None = None
@@ -63,7 +63,7 @@ class LaunchEntry(BaseModel):
     # other EBS devices (GiB) whose DeleteOnTermination was overridden
     kept_volumes: dict[Annotated[str, Field(max_length=128), AfterValidator(one_line)],
                        Annotated[int, Field(ge=1, le=MAX_VOLUME_GIB)] | None] = Field(default={}, max_length=100)
-    market: Literal["on-demand", "spot"]
+    market: Market
     usd_per_hour: Price | None = None  # from the catalog at launch time; None when unknown
     state: Literal["pending", "launched", "failed"] = "pending"
     instance_id: AwsId | None = None

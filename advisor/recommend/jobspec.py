@@ -14,13 +14,14 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from catalog.filters import TypeFilter
+from catalog.models import Arch
 
 from ..errors import AdvisorError
 from ..options import MAX_BUDGET_USD, MAX_EPOCHS, MAX_SAMPLES, MIN_BUDGET_USD, parse_amount
 
 Objective = Literal["cheapest", "fastest", "pareto"]
 MarketChoice = Literal["on-demand", "spot", "any"]
-DType = Literal["bf16", "fp16"]  # --require-dtype: a device without native support is excluded
+RequiredDtype = Literal["bf16", "fp16"]  # --require-dtype: a device without native support is excluded
 
 _UNIT_SECONDS = {"w": 7 * 86400, "d": 86400, "h": 3600, "m": 60, "s": 1}
 _COMPACT = re.compile(r"(\d+(?:\.\d+)?)\s*([wdhms])", re.IGNORECASE)
@@ -125,12 +126,12 @@ class JobSpec(BaseModel):
     # Instance-type filters, matched by catalog/filters.py (the rule `catalog show` uses too).
     families: list[str] = []
     accelerators: list[str] = []  # device names or kinds; any of them
-    arch: Literal["x86_64", "arm64"] | None = None
+    arch: Arch | None = None
     min_gpus: int = Field(default=0, ge=0)  # accelerator devices per instance
     market: MarketChoice = "on-demand"
     max_instances: int = Field(default=4, ge=1)
     min_accelerator_memory_gib: float | None = None
-    require_dtype: DType | None = None
+    require_dtype: RequiredDtype | None = None
     checkpoint_minutes: float = Field(default=30.0, gt=0)
     restart_minutes: float = Field(default=5.0, ge=0)
     setup_minutes: float = Field(default=0.0, ge=0)

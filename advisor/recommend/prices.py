@@ -19,12 +19,12 @@ as an offer's price and, for reserved capacity, the number of instances it gets 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from catalog.models import Catalog
+from catalog.models import Catalog, Market
 from safeio import check_name, first_error, mapping, read_document_file
 
 from ..errors import AdvisorError
@@ -45,7 +45,6 @@ REASONS = {
     "count": " (a whole number of instances, 1 to 10,000; true/yes is not one)",
 }
 
-Market = Literal["on-demand", "spot"]
 Text = Annotated[str, Field(min_length=1, max_length=200)]
 
 

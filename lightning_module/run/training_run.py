@@ -27,6 +27,7 @@ import re
 import time
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import get_args
 
 import torch
 from lightning.pytorch.callbacks import Callback
@@ -44,6 +45,7 @@ from ..contract.result import (
     MAX_BATCH_SIZE,
     HardwareFingerprint,
     MemoryFit,
+    Precision,
     ProbeConfig,
     ProbeResult,
     ResultError,
@@ -73,7 +75,7 @@ MAX_READ_EVERY = 1000
 # Timed steps kept (8 bytes each, and their verdicts): a long run is measured over its first this
 # many steps after warm-up, then the callback stops looking (and costs nothing).
 MAX_TIMED_STEPS = 100_000
-_PRECISIONS = ("32-true", "bf16-mixed", "16-mixed")  # trainer.precision is Lightning's unified name
+_PRECISIONS = get_args(Precision)  # trainer.precision is Lightning's unified name
 _ACCELERATORS = {"CPUAccelerator": "cpu", "CUDAAccelerator": "gpu", "MPSAccelerator": "mps", "XLAAccelerator": "tpu"}
 
 

@@ -36,14 +36,16 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import get_args
 
 import numpy as np
 
 from ...estimate.band import band_z, split_normal_sds
 from .. import rank as rk
+from ..jobspec import Objective
 from .picks import Picks
 
-OBJECTIVES = ("cheapest", "fastest", "pareto")  # pareto is planned as cheapest: the frontier's cheap end
+OBJECTIVES = get_args(Objective)  # pareto is planned as cheapest: the frontier's cheap end
 # Band states of a type in Economics.decide: as it stands, measured by a probe, re-anchored by a
 # probe of its device in another size (its sibling group).
 AS_IS, MEASURED, SIBLING = 0, 1, 2
