@@ -12,7 +12,7 @@ import itertools
 import re
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -23,7 +23,7 @@ from .models import InstanceType
 DATA_PATH = Path(__file__).parent / "data" / "accelerators.json"
 
 Dtype = Literal["fp32", "tf32", "bf16", "fp16"]
-DTYPES: tuple[str, ...] = ("fp32", "tf32", "bf16", "fp16")
+DTYPES: tuple[str, ...] = get_args(Dtype)
 
 
 class AcceleratorSpec(BaseModel):

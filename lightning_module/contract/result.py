@@ -47,7 +47,6 @@ from safeio import first_error, parse_json
 # (ProbeResult.rank_peak_memory_gib). Older records read as they are: none of these fields is required.
 RESULT_SCHEMA_VERSION = 8
 READABLE_SCHEMA_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8)
-SOURCES = ("probe", "training run")
 
 BUILTIN_MODELS = ("resnet50", "resnet18", "vit_b_16", "mlp")
 # What a workload can be (the CLI's options share these bounds): past them it is a typo.
@@ -55,6 +54,12 @@ MAX_IMAGE_SIZE = 65536
 MAX_NUM_CLASSES = 10**8
 MAX_BATCH_SIZE = 2**24
 Precision = Literal["32-true", "bf16-mixed", "16-mixed"]
+# What measured a result: the probe's ladder, or a training run's callback (ThroughputCallback).
+ResultSource = Literal["probe", "training run"]
+Allocator = Literal["tcmalloc", "jemalloc"]  # run_cpu's preloaded allocators, in its order of preference
+# Where a memory figure was read: CUDA's max allocated on the device, or the process's peak RSS.
+MemorySide = Literal["accelerator", "host"]
+CountedBy = Literal["batch", "hook"]  # the batch's own shape, or the module's samples_in_batch()/tokens_in_batch()
 
 
 class ResultError(ValueError):
@@ -269,7 +274,7 @@ class ProbeConfig(BaseModel):
     # The run_cpu rung (torch.backends.xeon.run_cpu's set-up): measured in a child process whose
     # OpenMP threads are pinned to the physical cores, with these libraries preloaded.
     run_cpu: StrictBool = False
-    allocator: Literal["tcmalloc", "jemalloc"] | None = None
+    allocator: Allocator | None = None
     openmp: Literal["intel"] | None = None  # None: the OpenMP runtime torch ships with
     compile_backend: Literal["inductor", "zentorch"] = "inductor"  # when compile is on
     xla: StrictBool = False  # trained on torch_xla's device (PJRT_DEVICE=CPU on a CPU)
@@ -449,7 +454,7 @@ class MemoryFit(BaseModel):
 
     model_config = _STRICT
 
-    where: Literal["accelerator", "host"]  # CUDA max allocated on the device, or the process's peak RSS
+    where: MemorySide
     points: list[MemoryPoint] = Field(min_length=1, max_length=100)
     fixed_gib: MemoryGiB | None = None  # None: one batch size only
     per_sample_gib: MemoryGiB | None = None
@@ -578,7 +583,7 @@ class WorkloadShape(BaseModel):
     optimizer_state_bytes: Bytes | None = None  # the optimizer's tensors after the first steps; None: not read
     # --datamodule, the module's train_dataloader(), or synthetic images
     data_source: Literal["datamodule", "module", "synthetic"]
-    samples_counted_by: Literal["batch", "hook"] = "batch"  # the first tensor's leading dimension, or samples_in_batch()
+    samples_counted_by: CountedBy = "batch"  # the first tensor's leading dimension, or samples_in_batch()
     batch_tunable: StrictBool = True
     batch_note: Text | None = None  # why the batch size cannot be changed
     memory: MemoryFit | None = None
@@ -599,7 +604,7 @@ class WorkloadShape(BaseModel):
     # Sequence workloads (run/batches.py): tokens per sample of the first batch, counted from its
     # [batch, sequence] ids or by tokens_in_batch(). None: the batches hold no tokens (schema <= 5).
     tokens_per_sample: Annotated[float, Field(strict=True, gt=0, le=MAX_TOKENS_PER_SAMPLE)] | None = None
-    tokens_counted_by: Literal["batch", "hook"] | None = None
+    tokens_counted_by: CountedBy | None = None
     activations: Activations | None = None  # None: not counted (not a sequence model, or schema <= 5)
 
     @model_validator(mode="after")
@@ -619,7 +624,7 @@ class RuntimeOverhead(BaseModel):
 
     model_config = _STRICT
 
-    where: Literal["accelerator", "host"]
+    where: MemorySide
     context_gib: MemoryGiB
     allocator_gib: MemoryGiB | None = None  # None on the host: no caching allocator to read
     note: Text | None = None
@@ -755,7 +760,7 @@ class ProbeResult(BaseModel):
     ladder: list[RungResult] = Field(default=[], max_length=1000)  # empty for a training run: nothing was tried
     # What measured it: the probe's ladder, or a training run's callback (ThroughputCallback) timing
     # the user's own Trainer. Both are measurements; older records were all probes.
-    source: Literal["probe", "training run"] = "probe"
+    source: ResultSource = "probe"
     stop_reason: Text | None = None  # why the winning rung stopped timing: "converged" | "time-limit" | "max-steps"
     # how many devices the peak figures cover (all ranks together)
     devices_in_peak: int = Field(strict=True, default=1, ge=1, le=10**6)

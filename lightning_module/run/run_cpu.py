@@ -16,11 +16,12 @@ import os
 import sys
 from dataclasses import dataclass, field
 from importlib import metadata
+from typing import get_args
 
-from ..contract.result import ProbeConfig
+from ..contract.result import Allocator, ProbeConfig
 from . import hardware
 
-ALLOCATORS = ("tcmalloc", "jemalloc")  # run_cpu's order of preference
+ALLOCATORS = get_args(Allocator)  # run_cpu's order of preference
 # The values torch.backends.xeon.run_cpu sets (torch/backends/xeon/run_cpu.py).
 JEMALLOC_CONF = "oversize_threshold:1,background_thread:true,metadata_thp:auto"
 KMP_AFFINITY = "granularity=fine,compact,1,0"
