@@ -17,7 +17,7 @@ from safeio import first_error
 from .. import options as opt
 from .. import render
 from ..errors import AdvisorError
-from ..estimate.memory import METHODS, Training
+from ..estimate.memory import DEFAULT_GLOBAL_BATCH_TOKENS, DEFAULT_SEQ_LEN, METHODS, Training
 from ..options import parse_amount
 from ..output import FORMATS, add_format_option, warn
 from ..recommend.jobspec import (
@@ -124,7 +124,8 @@ def register(sub) -> None:
                           "n_heads=32,n_kv_heads=8,d_ff=14336,vocab=128256); ranks (type, count, strategy) by tokens")
     llm.add_argument("--tokens", metavar="N", help="tokens to train on (2e9, 2B): with --model-shape (or --samples "
                      "with --seq-len), or with a probed --workload whose probe counted tokens per sample")
-    llm.add_argument("--seq-len", type=opt.whole(1, 1_048_576), metavar="L", help="tokens per sequence (default 4096)")
+    llm.add_argument("--seq-len", type=opt.whole(1, 1_048_576), metavar="L",
+                     help=f"tokens per sequence (default {DEFAULT_SEQ_LEN})")
     llm.add_argument("--finetune", choices=METHODS, default=TRAINING["method"],
                      help="full (default): every weight trains; lora: a frozen 16-bit base with adapters; "
                           "qlora: the base in 4 bits")
@@ -137,8 +138,9 @@ def register(sub) -> None:
                      help=f"what the weights, gradients and optimizer state are kept in (default {TRAINING['precision']})")
     llm.add_argument("--optimizer-kind", choices=("adamw", "adamw8bit", "sgd"), default=TRAINING["optimizer"],
                      help="adamw (default), adamw8bit (bitsandbytes), sgd (with momentum): its state per parameter")
-    llm.add_argument("--global-batch-tokens", type=opt.whole(1, 2**40), default=2**20, metavar="T",
-                     help="tokens per optimizer step across all devices (default 1048576): how often gradients are exchanged")
+    llm.add_argument("--global-batch-tokens", type=opt.whole(1, 2**40), default=DEFAULT_GLOBAL_BATCH_TOKENS, metavar="T",
+                     help=f"tokens per optimizer step across all devices (default {DEFAULT_GLOBAL_BATCH_TOKENS}): how often "
+                          "gradients are exchanged")
     p.add_argument("--references", type=opt.path, default="builtin", metavar="builtin|none|FILE",
                    help="published figures estimates are fitted on: builtin (the shipped dataset, default), none "
                         "(estimate from your probes alone; the calibration still applies) or a file in the same "
@@ -234,7 +236,7 @@ def llm_job_from_args(args):
                             lora_rank=args.lora_rank)
     except (ShapeError, MemoryModelError) as e:
         raise AdvisorError(str(e)) from None
-    seq_len = args.seq_len or 4096
+    seq_len = args.seq_len or DEFAULT_SEQ_LEN
     tokens = work_tokens(args.tokens, args.samples, seq_len if args.samples or args.epochs else args.seq_len,
                          args.epochs, args.dataset_size)
     if args.objective == "pareto":

@@ -43,6 +43,11 @@ FULL, LORA, QLORA = "full", "lora", "qlora"
 METHODS = (FULL, LORA, QLORA)
 LORA_QV = ("q", "v")
 LORA_ALL = ("q", "k", "v", "o", "gate", "up", "down", "fc", "proj", "head")  # litgpt's config_hub: every flag true
+# A transformer job's defaults where the user or the probe says nothing (recommend --seq-len,
+# --global-batch-tokens; a probed transformer without a sequence length): tokens per sequence,
+# and tokens per optimizer step across all devices (how often gradients are exchanged).
+DEFAULT_SEQ_LEN = 4096
+DEFAULT_GLOBAL_BATCH_TOKENS = 2**20
 
 
 class MemoryModelError(ValueError):

@@ -32,6 +32,7 @@ from lightning_module.contract.transformer_shape import TransformerShape
 
 from .memory import (
     DDP,
+    DEFAULT_GLOBAL_BATCH_TOKENS,
     FSDP,
     FULL,
     HYBRID,
@@ -160,7 +161,7 @@ def _efficiency(dev: Device, strategy: str, instances: int, micro_batch: int, se
 
 
 def plan(dev: Device, shape: TransformerShape, training: Training, seq_len: int, instances: int,
-         strategies: tuple[str, ...] = SEARCH_ORDER, global_tokens: int = 2**20,
+         strategies: tuple[str, ...] = SEARCH_ORDER, global_tokens: int = DEFAULT_GLOBAL_BATCH_TOKENS,
          measured_act: float | None = None) -> Plan | None:
     """The fastest (strategy, checkpointing) whose memory fits on `instances` of the type, or None.
     `measured_act`: the probe's bytes per token per layer, in place of the count from the shape."""

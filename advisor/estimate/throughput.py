@@ -393,10 +393,10 @@ class ThroughputModel:
     def _transformer_fit(self, it: InstanceType, have: float) -> Exclusion | str:
         """A transformer's fit on one instance of the type: the least costly strategy that holds
         it (a note saying which), else an exclusion saying what would (advisor/estimate/strategy.py)."""
-        from .memory import Training
+        from .memory import DEFAULT_SEQ_LEN, Training
         from .strategy import device_of, plan, what_would_fit
 
-        shape, seq = self.facts.transformer, self.facts.seq_len or 4096
+        shape, seq = self.facts.transformer, self.facts.seq_len or DEFAULT_SEQ_LEN
         dev = device_of(it, have)
         if dev is None:
             return Exclusion(it.name, f"no 16-bit peak known for {it.accelerator_model or 'its GPU'}: "

@@ -23,19 +23,22 @@ from ..estimate.strategy import SEARCH_ORDER, Plan, device_of, plan, what_would_
 
 @dataclass(frozen=True)
 class LlmJob:
+    """A token workload's job; every field given (commands/recommend.llm_job_from_args reads the
+    defaults from their homes: JobSpec, Training, estimate.memory)."""
+
     shape: TransformerShape
     training: Training
     seq_len: int
     tokens: float
     budget_usd: float
     deadline_hours: float
-    objective: str = "cheapest"
-    max_instances: int = 4
-    strategy: str | None = None  # pinned
-    regions: tuple[str, ...] = ()
-    market: str = "on-demand"
-    global_batch_tokens: int = 2**20
-    setup_minutes: float = 0.0
+    objective: str
+    max_instances: int
+    strategy: str | None  # pinned; None: the search order
+    regions: tuple[str, ...]
+    market: str
+    global_batch_tokens: int
+    setup_minutes: float
 
     def strategies(self) -> tuple[str, ...]:
         return (self.strategy,) if self.strategy else SEARCH_ORDER

@@ -1,11 +1,12 @@
-"""recommend's defaults live on JobSpec and Training (one home): a command line that sets none of
-them plans the job JobSpec plans when it is given only the work, the budget and the deadline."""
+"""recommend's defaults live on JobSpec, Training and estimate.memory (one home each): a command line
+that sets none of them plans the job those homes describe when given only the work, the budget and
+the deadline."""
 
 from __future__ import annotations
 
 from advisor.cli import build_parser
-from advisor.commands.recommend import job_from_args
-from advisor.estimate.memory import Training
+from advisor.commands.recommend import job_from_args, llm_job_from_args
+from advisor.estimate.memory import DEFAULT_GLOBAL_BATCH_TOKENS, DEFAULT_SEQ_LEN, Training
 from advisor.recommend.jobspec import JobSpec
 
 JOB = ["recommend", "--budget", "500", "--deadline", "2d", "--samples", "1e8"]
@@ -16,11 +17,12 @@ def test_a_command_line_with_no_options_plans_jobspecs_own_job():
     assert job_from_args(args) == JobSpec(samples=10**8, budget_usd=500, deadline_hours=48)
 
 
-def test_token_options_default_to_trainings_own():
-    args = build_parser().parse_args([*JOB, "--model-shape", "llama-3-8b"])
-    training = Training(method=args.finetune, precision=args.precision, optimizer=args.optimizer_kind,
-                        lora_rank=args.lora_rank)
-    assert training == Training()
+def test_a_token_job_with_no_options_takes_the_defaults_from_their_homes():
+    job = llm_job_from_args(build_parser().parse_args([*JOB, "--model-shape", "llama-3-8b"]))
+    assert job.training == Training()
+    assert (job.seq_len, job.global_batch_tokens) == (DEFAULT_SEQ_LEN, DEFAULT_GLOBAL_BATCH_TOKENS)
+    shared = ("objective", "max_instances", "market", "setup_minutes")
+    assert [getattr(job, f) for f in shared] == [JobSpec.model_fields[f].default for f in shared]
 
 
 def test_the_choices_are_jobspecs_values():
