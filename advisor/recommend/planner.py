@@ -14,7 +14,7 @@ import numpy as np
 
 from catalog.hardware import sustained_network_gbps
 from catalog.models import Catalog
-from lightning_module.contract.result import BUILTIN_MODELS, WorkloadSpec, canonical_json
+from lightning_module.contract.result import BUILTIN_MODELS, WorkloadSpec, canonical_json, misfit_patch
 from lightning_module.contract.workload_facts import facts_for, facts_from_probes
 
 from ..errors import AdvisorError
@@ -104,8 +104,8 @@ def missing_offers(catalog: Catalog, job: JobSpec, regions: list[str], markets: 
 
 
 def workload_spec(job: JobSpec) -> WorkloadSpec:
-    if job.workload == "vit_b_16" and job.image_size % 16:
-        raise AdvisorError(f"vit_b_16 needs --image-size divisible by 16 (its patch size), got {job.image_size}")
+    if (patch := misfit_patch(job.workload, job.image_size)) is not None:
+        raise AdvisorError(f"{job.workload} needs --image-size divisible by {patch} (its patch size), got {job.image_size}")
     try:
         return WorkloadSpec(model=job.workload, datamodule=job.datamodule, image_size=job.image_size,
                             init_args=job.init_args, data_init_args=job.data_init_args,

@@ -49,6 +49,16 @@ RESULT_SCHEMA_VERSION = 8
 READABLE_SCHEMA_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8)
 
 BUILTIN_MODELS = ("resnet50", "resnet18", "vit_b_16", "mlp")
+# A builtin that cuts its input into square patches takes an image side that is a whole number of
+# them: torchvision's vit_b_16 (ViT-B/16) has 16-pixel patches.
+PATCH_SIZES = {"vit_b_16": 16}
+
+
+def misfit_patch(model: str, image_size: int) -> int | None:
+    """The patch size `image_size` is not a multiple of, for a builtin that has patches; else None."""
+    patch = PATCH_SIZES.get(model)
+    return patch if patch is not None and image_size % patch else None
+
 # What a workload can be (the CLI's options share these bounds): past them it is a typo.
 MAX_IMAGE_SIZE = 65536
 MAX_NUM_CLASSES = 10**8

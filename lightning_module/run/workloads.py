@@ -11,7 +11,7 @@ import sys
 from types import MethodType
 from typing import Any
 
-from ..contract.result import BUILTIN_MODELS, TUNED_ARGS, ClassSpec, WorkloadSpec
+from ..contract.result import BUILTIN_MODELS, TUNED_ARGS, ClassSpec, WorkloadSpec, misfit_patch
 
 
 class WorkloadError(ValueError):
@@ -204,8 +204,8 @@ def check(spec: WorkloadSpec) -> None:
 
 
 def _check_builtin(spec: WorkloadSpec) -> None:
-    if spec.model == "vit_b_16" and spec.image_size % 16:
-        raise WorkloadError(f"vit_b_16 needs --image-size divisible by 16 (got {spec.image_size})")
+    if (patch := misfit_patch(spec.model, spec.image_size)) is not None:
+        raise WorkloadError(f"{spec.model} needs --image-size divisible by {patch} (got {spec.image_size})")
 
 
 def _offered_module(spec: WorkloadSpec, batch_size: int | None) -> dict[str, Any]:

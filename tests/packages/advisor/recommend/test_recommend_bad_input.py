@@ -125,3 +125,13 @@ def test_property_valid_input_always_answers(cli, budget, hours, samples):
         assert math.isfinite(r["cost_usd"]) and math.isfinite(r["hours"])
         if r["feasible"]:
             assert r["cost_usd"] <= budget * (1 + 1e-12) and r["hours_pessimistic"] <= hours * (1 + 1e-9)
+
+
+def test_an_image_side_that_is_not_whole_patches_is_refused_by_the_contracts_rule(cli):
+    """contract.result.misfit_patch: the rule recommend and the probe both ask."""
+    from lightning_module.contract.result import misfit_patch
+
+    assert (misfit_patch("vit_b_16", 200), misfit_patch("vit_b_16", 224), misfit_patch("resnet50", 200)) == (16, None, None)
+    code, out, err = cli("recommend", *with_(workload="vit_b_16", image_size="200"))
+    assert (code, out) == (2, "")
+    assert err == "advisor: error: vit_b_16 needs --image-size divisible by 16 (its patch size), got 200\n"
