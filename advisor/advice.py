@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from catalog.models import Catalog
 
 from . import render
+from .options import DEFAULT_TOP
 from .recommend.jobspec import JobSpec
 from .recommend.obtainable import with_account_facts
 from .recommend.planner import Plan, build_plan, workload_spec
@@ -63,7 +64,7 @@ class Advice:
 
 def advise(job: JobSpec, *, catalog: Catalog | None = None, store: ResultStore | str | Path | None = None,
            references: str | Path = "builtin", check_account: bool = False, obtainable_only: bool = False,
-           top: int = 10, program: str = "advisor", say: Callable[[str], None] | None = None,
+           top: int = DEFAULT_TOP, program: str = "advisor", say: Callable[[str], None] | None = None,
            prices: Prices | str | Path | None = None) -> Advice:
     """Rank every (instance type, count, region, market) for `job`.
 

@@ -25,6 +25,7 @@ MAX_EPOCHS = 1e6
 MINUTES_IN_A_WEEK = 7 * 24 * 60  # checkpoint interval, restart and setup time: a week at most
 MAX_DAYS = 1e6  # --max-age: past any catalog's age (a big value means "never warn"); NaN and inf refused
 MAX_TEXT = 300  # an id, a workload name, a filter value
+DEFAULT_TOP = 10  # candidates a ranking shows: recommend --top, advise(top=), build_plan(top=), advise_llm(top=)
 
 _SUFFIX = {"k": 1e3, "m": 1e6, "g": 1e9, "b": 1e9}
 # 1,000 and 1,234,567.5: commas only as thousands separators. "500,00" (a decimal comma) is

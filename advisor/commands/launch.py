@@ -12,12 +12,15 @@ from typing import get_args
 from catalog.hardware import vendor_sdk
 from catalog.io import CatalogError
 from catalog.models import Market
+from lightning_module.contract.result import WorkloadSpec
 
 from ..ec2 import MAX_INSTANCES, MAX_MINUTES
 from ..errors import AdvisorError
 from ..options import whole
 from ..output import add_format_option, emit, say, warn
 from .common import add_catalog_options, add_list_option, load_catalog, one_region, user_workload
+
+PROBED_BY_DEFAULT = WorkloadSpec.model_fields["model"].default  # the probe's own default workload
 
 PLAN_COLUMNS = ("instance_type", "arch", "ami", "market", "usd_per_hour", "max_cost_usd", "check")
 LAUNCH_COLUMNS = ("instance_type", "state", "instance_id", "error")
@@ -45,7 +48,7 @@ def register(sub) -> None:
     p.add_argument("--market", choices=get_args(Market), default="on-demand",
                    help="how the probe instances are bought (default on-demand; spot costs less and may be "
                         "interrupted, which loses that probe)")
-    p.add_argument("--workload", default="resnet50", help="what to probe (default resnet50)")
+    p.add_argument("--workload", default=PROBED_BY_DEFAULT, help=f"what to probe (default {PROBED_BY_DEFAULT})")
     p.add_argument("--probe-args", default="", metavar="ARGS", help="extra arguments for 'advisor probe', as one string")
     p.add_argument("--max-minutes", type=int, default=MAX_MINUTES,
                    help=f"watchdog: each instance powers off after this (default {MAX_MINUTES})")

@@ -105,7 +105,8 @@ def register(sub) -> None:
     p.add_argument("--probe-budget", type=opt.number(0, opt.MAX_BUDGET_USD), metavar="USD",
                    help="the most the 'Probe next' plan may spend on probes (default: no limit; each probe is "
                         "planned only when it is expected to save more than it costs)")
-    p.add_argument("--top", type=opt.whole(1, 10_000), default=10, metavar="N", help="rows to show (default 10)")
+    p.add_argument("--top", type=opt.whole(1, 10_000), default=opt.DEFAULT_TOP, metavar="N",
+                   help=f"rows to show (default {opt.DEFAULT_TOP})")
     p.add_argument("--show-excluded", action="store_true", help="also list excluded instance types with the reason")
     p.add_argument("--check-account", action="store_true",
                    help="ask AWS whether your account can get each candidate: its vCPU quota (Service Quotas) and, "

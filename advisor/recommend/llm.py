@@ -19,6 +19,7 @@ from lightning_module.contract.transformer_shape import TransformerShape
 from ..errors import AdvisorError
 from ..estimate.memory import STRATEGIES, Training
 from ..estimate.strategy import SEARCH_ORDER, Plan, device_of, plan, what_would_fit
+from ..options import DEFAULT_TOP
 
 
 @dataclass(frozen=True)
@@ -93,7 +94,7 @@ def _cheapest_offer(catalog: Catalog, regions: list[str], markets: set[str]) -> 
     return out
 
 
-def advise_llm(catalog: Catalog, job: LlmJob, top: int = 10, wanted=None) -> LlmAdvice:
+def advise_llm(catalog: Catalog, job: LlmJob, top: int = DEFAULT_TOP, wanted=None) -> LlmAdvice:
     """`wanted`: the --family/--accelerator/--arch/--min-gpus filter (catalog.filters.TypeFilter), None: all."""
     if job.strategy is not None and job.strategy not in STRATEGIES:
         raise AdvisorError(f"unknown --strategy {job.strategy!r}: one of {', '.join(STRATEGIES)}")

@@ -20,6 +20,7 @@ from lightning_module.contract.workload_facts import facts_for, facts_from_probe
 from ..errors import AdvisorError
 from ..estimate.predict import UNCALIBRATED
 from ..estimate.throughput import Exclusion, Throughput, ThroughputModel, cpu_variant
+from ..options import DEFAULT_TOP
 from . import rank as rk
 from . import spot
 from .jobspec import JobSpec
@@ -162,7 +163,7 @@ def workload_facts(spec: WorkloadSpec, measurements: list, stored: list | None =
     return facts_from_probes(spec.model, spec.image_size, measurements)
 
 
-def build_plan(catalog: Catalog, job: JobSpec, measurements: list | None = None, top: int = 10,
+def build_plan(catalog: Catalog, job: JobSpec, measurements: list | None = None, top: int = DEFAULT_TOP,
                references: str = "builtin", prices: Prices | None = None, spec: WorkloadSpec | None = None) -> Plan:
     """`references`: builtin (the shipped dataset), none (your probes only) or a reference file;
     `prices`: the team's own (advisor.recommend.prices), else list prices; `spec`: the job's

@@ -40,3 +40,15 @@ def enum(field: str) -> list[str]:
     """The values JobSpec's JSON schema allows a Literal field (an optional one is anyOf it and null)."""
     prop = JobSpec.model_json_schema()["properties"][field]
     return prop.get("enum") or next(x["enum"] for x in prop["anyOf"] if "enum" in x)
+
+
+def test_the_cli_and_the_api_show_as_many_rows_and_launch_probes_the_probes_default():
+    import inspect
+
+    from advisor.advice import advise
+    from lightning_module.contract.result import WorkloadSpec
+
+    parser = build_parser()
+    assert parser.parse_args(JOB).top == inspect.signature(advise).parameters["top"].default
+    launch = parser.parse_args(["launch", "--instance-type", "g5.xlarge"])
+    assert launch.workload == WorkloadSpec().model
