@@ -188,7 +188,7 @@ def handle_launch(args) -> int:
     from ..ec2.aws import default_region
     from ..ec2.launch import execute
     from ..ec2.manifest import manifest_path
-    from ..ec2.plan import plan_launch, validate_request
+    from ..ec2.plan import launchable, plan_launch, validate_request
 
     req = _request(args)
     validate_request(req)  # before any AWS call or configuration: a --max-instances refusal costs nothing
@@ -220,8 +220,7 @@ def handle_launch(args) -> int:
         say(f"dry run: {len(ok)} of {len(plan)} instance(s) would start; at most {total} "
             f"if every one runs its full {req.max_minutes} minutes; nothing launched", sys.stderr)
         return 0 if ok else 1
-    if not ok:
-        raise AdvisorError("no instance type passed the checks (quota, AMI, EC2 DryRun); nothing launched")
+    launchable(plan)
     if not args.yes and not confirm(
         f"Start {len(ok)} {req.market} instance(s) in {req.region} for at most {req.max_minutes} "
         f"minutes each (max cost {total})?"

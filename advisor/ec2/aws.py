@@ -72,14 +72,15 @@ class S3Location:
         return f"s3://{self.bucket}/{self.prefix}" if self.prefix else f"s3://{self.bucket}"
 
 
-_BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]$")
+# An S3 bucket's name: 3 to 63 lowercase letters, digits, dots and hyphens, a letter or digit at each end.
+BUCKET_PATTERN = r"^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]$"
 
 
 def parse_s3_url(url: str) -> S3Location:
     if not url.startswith("s3://"):
         raise AdvisorError(f"{url!r} is not an S3 URL: expected s3://bucket/prefix")
     bucket, _, prefix = url[5:].partition("/")
-    if not _BUCKET_RE.match(bucket):
+    if not re.match(BUCKET_PATTERN, bucket):
         raise AdvisorError(f"{url!r}: {bucket!r} is not a valid S3 bucket name")
     return S3Location(bucket, prefix.strip("/"))
 

@@ -32,6 +32,7 @@ from .plan import (
     URL_GRACE_MINUTES,
     LaunchRequest,
     PlannedLaunch,
+    launchable,
     run_instances_params,
 )
 from .userdata import USER_DATA_LIMIT, ProbeScript, render
@@ -69,9 +70,7 @@ def execute(
     on_launch: Callable[[LaunchEntry], None] | None = None,
 ) -> RunManifest:
     """Upload the package, write the manifest, start one instance per planned type."""
-    to_launch = [p for p in plan if p.check_error is None]
-    if not to_launch:
-        raise AdvisorError("no instance type passed the checks (quota, AMI, EC2 DryRun); nothing launched")
+    to_launch = launchable(plan)
     run_id = run_id or manifests.new_run_id()
     s3 = aws.s3_client_for(req.s3.bucket, req.region)
     package_key, spec = upload_package(s3, req, run_id)

@@ -24,7 +24,7 @@ from safeio import first_error, read_json_file, save_atomic
 from ..errors import AdvisorError
 from ..paths import data_dir
 from . import MAX_WATCHDOG_MINUTES, MIN_MINUTES
-from .aws import S3Location
+from .aws import BUCKET_PATTERN, S3Location
 
 MANIFEST_VERSION = 1
 MANIFEST_MAX_BYTES = 16 * 2**20  # a run of 1,000 instances is well under 1 MB
@@ -81,7 +81,7 @@ class RunManifest(BaseModel):
     run_id: str = Field(pattern=NAME_PATTERN)
     created_at: Time = Field(default_factory=lambda: datetime.now(timezone.utc))
     region: str = Field(pattern=NAME_PATTERN)
-    bucket: str = Field(pattern=r"^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]$")
+    bucket: str = Field(pattern=BUCKET_PATTERN)
     prefix: S3Key  # the run's own prefix, e.g. "probes/20261121-0700-ab12cd"
     workload: Annotated[str, Field(min_length=1, max_length=300), AfterValidator(one_line)]
     probe_args: list[Annotated[str, Field(max_length=4096), AfterValidator(one_line)]] = Field(default=[], max_length=1000)

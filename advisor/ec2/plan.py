@@ -65,6 +65,15 @@ class PlannedLaunch:
         }
 
 
+def launchable(plan: list[PlannedLaunch]) -> list[PlannedLaunch]:
+    """The planned launches that passed their checks; none is an AdvisorError (launch's CLI says so
+    before it asks for confirmation, execute() before it uploads anything)."""
+    ok = [p for p in plan if p.check_error is None]
+    if not ok:
+        raise AdvisorError("no instance type passed the checks (quota, AMI, EC2 DryRun); nothing launched")
+    return ok
+
+
 @dataclass
 class LaunchRequest:
     instance_types: list[str]

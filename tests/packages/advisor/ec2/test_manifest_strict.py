@@ -105,3 +105,33 @@ def test_hostile_values_in_any_field_are_one_line_or_a_usable_manifest(path, val
         return
     # loaded: it writes back as it reads (what launch saves after each request)
     assert manifests.validated(manifests.RunManifest, json.loads(m.model_dump_json()), "again") == m
+
+
+@pytest.mark.parametrize("name", ["ab", "abc", "a" * 63, "a" * 64, "Bucket", "my.bucket-1", "-abc", "abc-"])
+def test_a_manifest_takes_the_buckets_an_s3_url_takes(name):
+    """One bucket rule (ec2.aws.BUCKET_PATTERN) for --s3 and the manifest that records it."""
+    from pydantic import ValidationError
+
+    from advisor.ec2.aws import parse_s3_url
+
+    try:
+        parse_s3_url(f"s3://{name}/probes")
+        url_ok = True
+    except AdvisorError:
+        url_ok = False
+    try:
+        manifests.RunManifest.model_validate_json(json.dumps(base() | {"bucket": name}))
+        manifest_ok = True
+    except ValidationError:
+        manifest_ok = False
+    assert url_ok == manifest_ok == (name in ("abc", "a" * 63, "my.bucket-1"))
+
+
+def test_nothing_launchable_is_one_line_and_the_checked_ones_launch():
+    from advisor.ec2.plan import PlannedLaunch, launchable
+
+    refused = PlannedLaunch("g5.xlarge", "x86_64", "ami-1", "on-demand", 1.0, 0.5, check_error="over the vCPU quota")
+    passed = PlannedLaunch("g6.xlarge", "x86_64", "ami-1", "on-demand", 1.0, 0.5)
+    assert launchable([refused, passed]) == [passed]
+    with pytest.raises(AdvisorError, match=r"^no instance type passed the checks \(quota, AMI, EC2 DryRun\); nothing launched$"):
+        launchable([refused])
