@@ -66,17 +66,28 @@ def _check_args(cls: ast.ClassDef, given: dict, what: str, ref: str, offered: tu
     if a.vararg is not None and not a.kwonlyargs and len(a.args) <= 1 and a.kwarg is not None:
         return  # (*args, **kwargs): it says nothing
     named = [x.arg for x in (a.posonlyargs + a.args)[1:] + a.kwonlyargs]
-    unknown = [k for k in given if k not in named] if a.kwarg is None else []
-    if unknown:
-        raise WorkloadSourceError(f"{what} {ref!r} takes no argument {', '.join(map(repr, unknown))} "
-                                  f"(its constructor takes: {', '.join(named) or 'nothing'})")
     positional = (a.posonlyargs + a.args)[1:]
     required = [x.arg for x in positional[: len(positional) - len(a.defaults)]]
     required += [x.arg for x, d in zip(a.kwonlyargs, a.kw_defaults) if d is None]
+    if (why := constructor_misfit(what, ref, given, named, a.kwarg is not None, required, offered)) is not None:
+        raise WorkloadSourceError(why)
+
+
+def constructor_misfit(what: str, ref: str, given, named: list[str], takes_any: bool, required: list[str],
+                       offered: tuple[str, ...]) -> str | None:
+    """Why the arguments `given` do not fit a constructor that takes `named` (any keyword too when
+    `takes_any`) and needs `required` (the probe supplies those `offered`); None when they fit.
+    One rule for the check from the source, before any import, and the one on the imported class
+    (lightning_module/run/workloads.check_args)."""
+    unknown = [k for k in given if k not in named] if not takes_any else []
+    if unknown:
+        return (f"{what} {ref!r} takes no argument {', '.join(map(repr, unknown))} "
+                f"(its constructor takes: {', '.join(named) or 'nothing'})")
     missing = [n for n in required if n not in given and n not in offered]
     if missing:
-        raise WorkloadSourceError(f"{what} {ref!r} needs {', '.join(map(repr, missing))}: give them with --init-args "
-                                  "(--data-init-args for the DataModule) or --config")
+        return (f"{what} {ref!r} needs {', '.join(map(repr, missing))}: give them with --init-args "
+                "(--data-init-args for the DataModule) or --config")
+    return None
 
 
 def _check_one(ref: str, given: dict, what: str, offered: tuple[str, ...]) -> None:

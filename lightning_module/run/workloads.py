@@ -12,6 +12,7 @@ from types import MethodType
 from typing import Any
 
 from ..contract.result import BUILTIN_MODELS, TUNED_ARGS, ClassSpec, WorkloadSpec, misfit_patch
+from ..contract.workload_source import constructor_misfit
 
 
 class WorkloadError(ValueError):
@@ -125,15 +126,9 @@ def check_args(cls, args: dict[str, Any], what: str, ref: str, offered: tuple[st
         return
     takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
     named = [n for n, p in params.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
-    unknown = [k for k in args if k not in named and not takes_any]
-    if unknown:
-        raise WorkloadError(f"{what} {ref!r} takes no argument {', '.join(map(repr, unknown))} "
-                            f"(its constructor takes: {', '.join(named) or 'nothing'})")
-    missing = [n for n, p in params.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
-               and p.default is inspect.Parameter.empty and n not in args and n not in offered]
-    if missing:
-        raise WorkloadError(f"{what} {ref!r} needs {', '.join(map(repr, missing))}: give them with --init-args "
-                            "(--data-init-args for the DataModule) or --config")
+    required = [n for n in named if params[n].default is inspect.Parameter.empty]
+    if (why := constructor_misfit(what, ref, args, named, takes_any, required, offered)) is not None:
+        raise WorkloadError(why)
 
 
 def instantiate(value: Any) -> Any:

@@ -537,3 +537,36 @@ def test_reading_the_module_s_loader_on_a_gpu_machine_prints_no_lightning_warnin
         pv = preview(spec)
     assert pv.data_source == "module"
     assert not [w for w in seen if "GPU available" in str(w.message)]
+
+
+class _Needs:
+    def __init__(self, width, depth=2, *, colour):
+        pass
+
+
+@pytest.mark.parametrize("given, says", [
+    ({}, "needs 'width', 'colour'"), ({"width": 1}, "needs 'colour'"), ({"width": 1, "colour": 2}, None),
+    ({"width": 1, "colour": 2, "size": 3}, "takes no argument 'size' (its constructor takes: width, depth, colour)"),
+])
+def test_the_check_from_the_source_and_the_one_on_the_imported_class_say_the_same(given, says):
+    """One rule (contract.workload_source.constructor_misfit) before the import and after it."""
+    import ast
+    import inspect
+
+    from lightning_module.contract import workload_source
+    from lightning_module.run.workloads import WorkloadError, check_args
+
+    source = textwrap.dedent(inspect.getsource(_Needs))
+
+    def said(check, error) -> str | None:
+        try:
+            check()
+        except error as e:
+            return str(e)
+        return None
+
+    before = said(lambda: workload_source._check_args(ast.parse(source).body[0], given, "workload", "m:M", ()),
+                  workload_source.WorkloadSourceError)
+    after = said(lambda: check_args(_Needs, given, "workload", "m:M"), WorkloadError)
+    assert before == after
+    assert (says is None and after is None) or says in after
