@@ -107,6 +107,21 @@ def test_the_same_gpu_behind_a_faster_host_gets_a_higher_floor(snapshot):
     assert m.evaluate(slower).samples_per_sec < fast.samples_per_sec
 
 
+def test_a_small_models_one_gpu_figures_rank_as_their_hosts_clocks(snapshot):
+    """Issue 33: one figure (the H100 host's) for every GPU instance; now one per host clock, in its order."""
+    m = own_model(snapshot, tiny_probe(workers=2))
+    per: dict[str, tuple[float, float]] = {}
+    for it in snapshot.instance_types.values():
+        if it.accelerator_kind == "gpu" and it.accelerator_count == 1 and it.cpu_clock_ghz:
+            th = m.evaluate(it)
+            if getattr(th, "source", None) == "estimated" and th.basis["host_floor"]["binds"]:
+                per[it.name] = (it.cpu_clock_ghz, th.samples_per_sec)
+    assert {"g4dn.xlarge", "g5.xlarge", "g6.xlarge"} <= set(per)
+    assert len({round(sps) for _, sps in per.values()}) == len({clock for clock, _ in per.values()}) >= 3
+    ranked = sorted(per.values(), key=lambda cs: cs[1])
+    assert [clock for clock, _ in ranked] == sorted(clock for clock, _ in ranked)
+
+
 def test_a_host_of_unknown_clock_keeps_the_reference_figure_in_a_wider_band(snapshot):
     m = own_model(snapshot, tiny_probe())
     g6 = snapshot.instance_types["g6.xlarge"]
