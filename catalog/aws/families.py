@@ -12,25 +12,28 @@ from __future__ import annotations
 # datasheets give the bidirectional total per GPU (V100 300, A100 600, H100/H200 900, B200 1800
 # GB/s); a ring all-reduce sends and receives at once, so one direction is half. PCIe (PCI-SIG):
 # Gen3 x16 ~15.75 GB/s, Gen4 x16 ~31.5 GB/s per direction; GPUs talk through the host bridge.
-INTERCONNECT: dict[str, tuple[str, float]] = {
-    "p3": ("NVLink 2 (V100 SXM2 datasheet: 300 GB/s bidirectional)", 150.0),
-    "p3dn": ("NVLink 2 (V100 SXM2 datasheet: 300 GB/s bidirectional)", 150.0),
-    "p4d": ("NVLink 3 (A100 datasheet: 600 GB/s bidirectional)", 300.0),
-    "p4de": ("NVLink 3 (A100 datasheet: 600 GB/s bidirectional)", 300.0),
-    "p5": ("NVLink 4 (H100 SXM datasheet: 900 GB/s bidirectional)", 450.0),
-    "p5e": ("NVLink 4 (H200 SXM datasheet: 900 GB/s bidirectional)", 450.0),
-    "p5en": ("NVLink 4 (H200 SXM datasheet: 900 GB/s bidirectional)", 450.0),
-    "p6-b200": ("NVLink 5 (HGX B200: 1.8 TB/s bidirectional)", 900.0),
-    "g4dn": ("PCIe Gen3 x16 (PCI-SIG: ~15.75 GB/s per direction)", 15.75),
-}
+NVLINK2 = ("NVLink 2 (V100 SXM2 datasheet: 300 GB/s bidirectional)", 150.0)
+NVLINK3 = ("NVLink 3 (A100 datasheet: 600 GB/s bidirectional)", 300.0)
+NVLINK4_H200 = ("NVLink 4 (H200 SXM datasheet: 900 GB/s bidirectional)", 450.0)
+PCIE3 = ("PCIe Gen3 x16 (PCI-SIG: ~15.75 GB/s per direction)", 15.75)
 PCIE4 = ("PCIe Gen4 x16 (PCI-SIG: ~31.5 GB/s per direction)", 31.5)
+INTERCONNECT: dict[str, tuple[str, float]] = {
+    "p3": NVLINK2,
+    "p3dn": NVLINK2,
+    "p4d": NVLINK3,
+    "p4de": NVLINK3,
+    "p5": ("NVLink 4 (H100 SXM datasheet: 900 GB/s bidirectional)", 450.0),
+    "p5e": NVLINK4_H200,
+    "p5en": NVLINK4_H200,
+    "p6-b200": ("NVLink 5 (HGX B200: 1.8 TB/s bidirectional)", 900.0),
+    "g4dn": PCIE3,
+}
 
 # Each GPU's host link, which every input sample crosses (the probe feeds uint8 images and
 # normalises on the device). Scaling another workload's utilisation by FLOPs alone put a tiny MLP
 # at 578k samples/s on one A10G, 87 GB/s of 224 px images; this link bounds it. Gen3 x16: T4 and
 # V100 datasheets; Gen4 x16: A10G/L4/L40S/A100 datasheets, and p5/p5e, whose hosts (3rd-gen EPYC)
 # are Gen4; Gen5 x16 (~63 GB/s): AWS's p5en launch ("PCIe Gen5 between CPU and GPU") and p6-b200.
-PCIE3 = ("PCIe Gen3 x16 (PCI-SIG: ~15.75 GB/s per direction)", 15.75)
 PCIE5 = ("PCIe Gen5 x16 (PCI-SIG: ~63 GB/s per direction)", 63.0)
 HOST_LINK: dict[str, tuple[str, float]] = {
     "g4dn": PCIE3, "g5g": PCIE3, "p3": PCIE3, "p3dn": PCIE3,
