@@ -96,6 +96,11 @@ def _absolute(s: str) -> datetime | None:
     return at
 
 
+def catalog_markets(choice: MarketChoice) -> set[str]:
+    """The catalog's markets a --market choice draws offers from: any is both."""
+    return {"on-demand", "spot"} if choice == "any" else {choice}
+
+
 def parse_budget(text: str) -> float:
     return parse_amount(text, "--budget", MIN_BUDGET_USD, MAX_BUDGET_USD)
 

@@ -20,6 +20,7 @@ from ..errors import AdvisorError
 from ..estimate.memory import STRATEGIES, Training
 from ..estimate.strategy import SEARCH_ORDER, Plan, device_of, plan, what_would_fit
 from ..options import DEFAULT_TOP
+from .jobspec import catalog_markets
 
 
 @dataclass(frozen=True)
@@ -99,7 +100,7 @@ def advise_llm(catalog: Catalog, job: LlmJob, top: int = DEFAULT_TOP, wanted=Non
     if job.strategy is not None and job.strategy not in STRATEGIES:
         raise AdvisorError(f"unknown --strategy {job.strategy!r}: one of {', '.join(STRATEGIES)}")
     regions = list(job.regions) or list(catalog.offers)
-    markets = {"on-demand"} if job.market == "on-demand" else {"spot"} if job.market == "spot" else {"on-demand", "spot"}
+    markets = catalog_markets(job.market)
     offers = _cheapest_offer(catalog, regions, markets)
     rows: list[LlmRow] = []
     excluded: list[tuple[str, str]] = []

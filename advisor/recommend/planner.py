@@ -23,7 +23,7 @@ from ..estimate.throughput import Exclusion, Throughput, ThroughputModel, cpu_va
 from ..options import DEFAULT_TOP
 from . import rank as rk
 from . import spot
-from .jobspec import JobSpec
+from .jobspec import JobSpec, catalog_markets
 from .prices import Prices
 from .probeplan.inputs import ProbeOffer, plan_probes
 from .probeplan.value import ProbePlan
@@ -181,7 +181,7 @@ def build_plan(catalog: Catalog, job: JobSpec, measurements: list | None = None,
     wanted = job.type_filter()
 
     # Which types have a price in the chosen regions/markets at all.
-    want_markets = {"on-demand"} if job.market == "on-demand" else {"spot"} if job.market == "spot" else {"on-demand", "spot"}
+    want_markets = catalog_markets(job.market)
     priced: set[str] = set()
     for r in regions:
         ro = catalog.offers.get(r)

@@ -70,3 +70,15 @@ def test_work_from_epochs():
 def test_bad_work(args):
     with pytest.raises(AdvisorError):
         work_samples(*args)
+
+
+def test_each_market_choice_draws_on_the_catalogs_markets():
+    """One rule (jobspec.catalog_markets) for the image and the token rankings."""
+    from typing import get_args
+
+    from advisor.recommend.jobspec import MarketChoice, catalog_markets
+    from catalog.models import Market
+
+    drawn = {choice: catalog_markets(choice) for choice in get_args(MarketChoice)}
+    assert drawn == {"on-demand": {"on-demand"}, "spot": {"spot"}, "any": {"on-demand", "spot"}}
+    assert set().union(*drawn.values()) == set(get_args(Market))
