@@ -18,16 +18,15 @@ from .. import options as opt
 from .. import render
 from ..errors import AdvisorError
 from ..estimate.memory import DEFAULT_GLOBAL_BATCH_TOKENS, DEFAULT_SEQ_LEN, METHODS, Training
-from ..options import parse_amount
 from ..output import FORMATS, add_format_option, warn
 from ..recommend.jobspec import (
-    MAX_TOKENS,
     JobSpec,
     MarketChoice,
     Objective,
     RequiredDtype,
     parse_budget,
     parse_deadline,
+    parse_tokens,
     work_samples,
 )
 from .common import (
@@ -161,7 +160,7 @@ def job_from_args(args) -> JobSpec:
         if args.seq_len is not None:
             raise AdvisorError("--seq-len is for --model-shape: a probed workload's tokens per sample are the "
                                "ones its probe counted")
-        samples, tokens = None, int(parse_amount(args.tokens, "--tokens", 1, MAX_TOKENS, whole=True))
+        samples, tokens = None, int(parse_tokens(args.tokens))
     else:
         samples, tokens = work_samples(args.samples, args.epochs, args.dataset_size), None
     wanted = type_filter(args)

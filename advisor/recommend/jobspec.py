@@ -186,6 +186,11 @@ def work_samples(samples: str | None, epochs: str | None, dataset_size: str | No
 MAX_TOKENS = 1e15  # a thousand trillion: past any training run
 
 
+def parse_tokens(text: str) -> float:
+    """--tokens: whole tokens, 1 to MAX_TOKENS (for a --model-shape job and a probed token workload alike)."""
+    return parse_amount(text, "--tokens", 1, MAX_TOKENS, whole=True)
+
+
 def work_tokens(tokens: str | None, samples: str | None, seq_len: int | None, epochs: str | None = None,
                 dataset_size: str | None = None) -> float:
     """Tokens to train on, for a token workload: --tokens N, or --samples N (or --epochs with
@@ -193,7 +198,7 @@ def work_tokens(tokens: str | None, samples: str | None, seq_len: int | None, ep
     if tokens is not None:
         if samples is not None or epochs is not None or dataset_size is not None:
             raise AdvisorError("give either --tokens or --samples (--epochs with --dataset-size) with --seq-len, not both")
-        return parse_amount(tokens, "--tokens", 1, MAX_TOKENS, whole=True)
+        return parse_tokens(tokens)
     if seq_len is None:
         raise AdvisorError("say how much work in tokens: --tokens N, or --samples N with --seq-len L")
     n = work_samples(samples, epochs, dataset_size)
