@@ -12,7 +12,7 @@ from typing import get_args
 
 from lightning_module.contract import options as defaults
 from lightning_module.contract.ladder import EXTENSION_RUNGS, TUNING_RUNGS
-from lightning_module.contract.result import BUILTIN_MODELS, Precision, WorkloadSpec
+from lightning_module.contract.result import BUILTIN_MODELS, AcceleratorName, Precision, WorkloadSpec
 from lightning_module.contract.workload_source import WorkloadSourceError, check_source
 from safeio import check_name, first_error, save_atomic
 
@@ -29,7 +29,7 @@ from .common import (
     user_workload,
 )
 
-ACCELERATORS = ("auto", "cpu", "gpu", "mps", "tpu")
+ACCELERATORS = ("auto", *get_args(AcceleratorName))  # auto: Lightning picks
 PRECISIONS = get_args(Precision)
 SKIPPABLE = (*TUNING_RUNGS, *EXTENSION_RUNGS)
 _WORKLOAD = WorkloadSpec()  # the workload defaults live on the contract

@@ -64,6 +64,7 @@ MAX_IMAGE_SIZE = 65536
 MAX_NUM_CLASSES = 10**8
 MAX_BATCH_SIZE = 2**24
 Precision = Literal["32-true", "bf16-mixed", "16-mixed"]
+AcceleratorName = Literal["cpu", "gpu", "mps", "tpu"]  # Lightning's accelerator names the advisor ranks
 # What measured a result: the probe's ladder, or a training run's callback (ThroughputCallback).
 ResultSource = Literal["probe", "training run"]
 Allocator = Literal["tcmalloc", "jemalloc"]  # run_cpu's preloaded allocators, in its order of preference
@@ -270,7 +271,7 @@ class ProbeConfig(BaseModel):
 
     model_config = _STRICT
 
-    accelerator: Literal["cpu", "gpu", "mps", "tpu"]
+    accelerator: AcceleratorName
     devices: int = Field(strict=True, default=1, ge=1, le=4096)
     num_nodes: int = Field(strict=True, default=1, ge=1, le=4096)
     strategy: str = Field(default="auto", max_length=100)
