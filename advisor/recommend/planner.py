@@ -19,7 +19,8 @@ from lightning_module.contract.workload_facts import facts_for, facts_from_probe
 
 from ..errors import AdvisorError
 from ..estimate.predict import UNCALIBRATED
-from ..estimate.throughput import Exclusion, Throughput, ThroughputModel, cpu_variant
+from ..estimate.throughput import Exclusion, Throughput, ThroughputModel, Variant, cpu_variant
+from ..records import fact
 from . import rank as rk
 from . import spot
 from .jobspec import JobSpec
@@ -267,15 +268,15 @@ MORE_INSTANCES = 16
 class Alternative:
     """An option that would make the job fit, and the best candidate under it."""
 
-    option: str  # as typed: --market any
-    instance_type: str
-    variant: str | None  # as CandidateRow.variant
-    count: int
-    region: str
-    market: str
-    hours: float  # checked against the deadline under that option (hours_q)
-    cost_usd: float  # checked against the budget (cost_q)
-    confidence: float  # what those figures are at (0: the point estimate)
+    option: str = fact("the option, as typed (--market any)")
+    instance_type: str = fact()
+    variant: Variant | None = fact("as a recommend row's")  # as CandidateRow.variant
+    count: int = fact()
+    region: str = fact()
+    market: rk.Market = fact()
+    hours: float = fact()  # checked against the deadline under that option (hours_q)
+    cost_usd: float = fact()  # checked against the budget (cost_q)
+    confidence: float = fact()  # what those figures are at (0: the point estimate)
 
 
 def other_options(catalog: Catalog, job: JobSpec, rjob: rk.Job, throughputs: list[Throughput], types: rk.TypeTable,

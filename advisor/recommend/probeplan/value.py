@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...estimate.band import band_z, split_normal_sds
+from ...records import JsonForm, fact, finite_or_null
 from .. import rank as rk
 from .picks import Picks
 
@@ -152,14 +153,20 @@ class Beliefs:
 
 @dataclass
 class Outlook:
-    """How good the pick is, over the worlds: regret = true objective / true best - 1."""
+    """How good the pick is, over the worlds: regret = true objective / true best - 1. A record of
+    `--format json`'s probe_plan (now and after), where a figure that is not finite is null."""
 
-    p90_regret: float  # inf when the pick misses in over 10% of worlds
-    p_within: float  # share of worlds with the pick feasible and within RECHECK of the best
-    p_miss: float  # share of worlds where the pick misses the deadline or the budget in truth
+    # share of worlds with the pick feasible and within RECHECK of the best
+    p_within: float = fact("null: nothing fits in any outcome", json=JsonForm(float | None, finite_or_null))
+    # inf when the pick misses in over 10% of worlds
+    p90_regret: float = fact("null: unbounded (the pick misses in more than 10% of outcomes)",
+                             json=JsonForm(float | None, finite_or_null))
+    # share of worlds where the pick misses the deadline or the budget in truth
+    p_miss: float = fact("over the outcomes where something fits; null: there are none",
+                         json=JsonForm(float | None, finite_or_null))
     # The three above are over the worlds where something fits in truth; these two over all worlds.
-    p_any: float = 1.0  # share of worlds where something fits in truth
-    p_fit: float = 1.0  # share of worlds where the pick fits in truth
+    p_any: float = fact("something fits, over all outcomes", default=1.0)  # share of worlds where something fits
+    p_fit: float = fact("the pick fits, over all outcomes", default=1.0)  # share of worlds where the pick fits
 
 
 @dataclass
@@ -235,7 +242,7 @@ class _Worlds:
         obj, ok = self.truth(pick, wait_h)
         live = self.live
         if not live.any():
-            return Outlook(math.nan, math.nan, math.nan, 0.0, 0.0)
+            return Outlook(p_within=math.nan, p90_regret=math.nan, p_miss=math.nan, p_any=0.0, p_fit=0.0)
         with np.errstate(invalid="ignore", divide="ignore"):
             # A true best of $0 (capacity already paid for, --prices): only another $0 pick is within.
             rel = np.where(self.best > 0, obj / self.best - 1.0, np.where(obj > 0, np.inf, 0.0))
