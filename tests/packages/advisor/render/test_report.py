@@ -63,7 +63,8 @@ def test_notes_come_from_typed_fields_not_basis_keys():
     # A row with an empty basis still gets every note: the report never looks into `basis`.
     r = row(estimate_anchor="c7i.2xlarge", count=2, overall_efficiency=0.87, network_note="1/8 of the burst assumed",
             market="spot+od-fallback", interruption_bucket=-1, expected_interruptions=0.01, od_usd_per_hour=1.212,
-            also_counts=[SameCost(3, 12.5), SameCost(4, 10.25)], also_regions=["us-west-2"], throughput_notes=["measured 40 days ago"])
+            also_counts=[SameCost(3, 12.5), SameCost(4, 10.25)], also_regions=["us-west-2"],
+            throughput_notes=["measured 40 days ago"])
     assert report.notes(r) == [
         "measured 40 days ago", "est. 600-1,200/s from c7i.2xlarge", "scale-out eff 87%", "1/8 of the burst assumed",
         "~0.01 interruptions (bucket unknown: assumed >20%)", "od $1.212/h after 1st interruption",
