@@ -26,7 +26,7 @@ from . import spot
 from .jobspec import JobSpec
 from .prices import Prices
 from .probeplan.inputs import ProbeOffer, plan_probes
-from .probeplan.value import ProbePlan
+from .probeplan.value import ProbeChoice
 from .tokens import instance_peak_tflops, resolve_work
 
 # Counts of one offer whose costs differ by less than this share are one row (cheapest): a spot
@@ -43,7 +43,7 @@ class Plan:
     candidates: rk.Candidates
     ranked: np.ndarray
     closest: np.ndarray  # filled when nothing is feasible
-    probe: ProbePlan  # what to measure next (advisor.recommend.probeplan)
+    probe: ProbeChoice  # what to measure next (advisor.recommend.probeplan)
     probe_offers: list[ProbeOffer | None]  # per type: where and at what price one probe of it runs
     throughputs: list[Throughput]  # index-aligned with types.names
     exclusions: list[Exclusion]

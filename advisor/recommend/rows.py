@@ -137,9 +137,8 @@ class ProbeRow:
                          "variant rests on an estimate", default=False)
 
 
-@record("ProbePlan")
 @dataclass(frozen=True, kw_only=True)
-class ProbeSummary:
+class ProbePlan:
     """The probe plan in names: what it costs and how close the pick is to the true best, now and after it."""
 
     has_pick: bool = fact()  # something fits by the estimates (else the plan is valued against no pick)
@@ -160,7 +159,7 @@ class Rows:
     feasible: bool  # candidates are the ranked ones (else the closest, each with what it needs)
     candidates: list[CandidateRow]
     probes: list[ProbeRow]
-    probe_summary: ProbeSummary
+    probe_plan: ProbePlan
 
 
 def build(plan: Plan) -> Rows:
@@ -169,7 +168,7 @@ def build(plan: Plan) -> Rows:
         cands = [candidate_row(plan, int(i), n + 1) for n, i in enumerate(plan.ranked)]
     else:
         cands = [candidate_row(plan, int(i), None) for i in plan.closest]
-    return Rows(feasible=feasible, candidates=cands, probes=probe_rows(plan), probe_summary=probe_summary(plan))
+    return Rows(feasible=feasible, candidates=cands, probes=probe_rows(plan), probe_plan=probe_plan(plan))
 
 
 def candidate_row(plan: Plan, i: int, rank_no: int | None) -> CandidateRow:
@@ -269,9 +268,9 @@ def probe_rows(plan: Plan) -> list[ProbeRow]:
     return out
 
 
-def probe_summary(plan: Plan) -> ProbeSummary:
+def probe_plan(plan: Plan) -> ProbePlan:
     pp = plan.probe
-    return ProbeSummary(has_pick=bool(len(plan.ranked)), usd=pp.usd, hours=pp.hours, now=pp.now,
+    return ProbePlan(has_pick=bool(len(plan.ranked)), usd=pp.usd, hours=pp.hours, now=pp.now,
                         after=pp.after, within=RECHECK,
                         why_empty=pp.why_empty, not_affordable=[plan.types.names[t] for t in pp.limited_by_budget],
                         probe_budget_usd=plan.job.probe_budget_usd)

@@ -19,7 +19,7 @@ from ..recommend.jobspec import JobSpec
 from ..recommend.planner import Plan
 from ..recommend.probeplan.commands import ProbeCommand
 from ..recommend.probeplan.value import Outlook
-from ..recommend.rows import CandidateRow, ProbeRow, ProbeSummary, Rows
+from ..recommend.rows import CandidateRow, ProbePlan, ProbeRow, Rows
 from ..recommend.spot import bucket_label
 from ..records import csv_columns, to_record
 
@@ -130,7 +130,7 @@ def _known(o: Outlook, now: bool = False) -> str:
     return f"{'now ' if now else ''}not known: the pick misses the deadline or the budget in {o.p_miss:.0%} of outcomes"
 
 
-def probe_lines(s: ProbeSummary, probes: list[ProbeRow]) -> list[str]:
+def probe_lines(s: ProbePlan, probes: list[ProbeRow]) -> list[str]:
     """What the plan expects to learn, in words."""
     out = []
     if probes:
@@ -292,7 +292,7 @@ def json_document(plan: Plan, rows: Rows, probe_commands: list[ProbeCommand]) ->
         recommendations=records if rows.feasible else [],
         closest=[] if rows.feasible else records,
         probe_next=[to_record(p) for p in rows.probes],
-        probe_plan=to_record(rows.probe_summary),
+        probe_plan=to_record(rows.probe_plan),
         probe_commands=[{"argv": c.argv, "command": c.command, "purpose": c.purpose} for c in probe_commands],
         would_fit_with=[to_record(a) for a in plan.alternatives],
         excluded=exclusion_rows(plan),
@@ -393,7 +393,7 @@ def write(plan: Plan, rows: Rows, fmt: str, *, probe_commands: list[ProbeCommand
                   for p in pr], fmt, stream=stream, notes="why", drop=["region", "$/h"])
         if pr:
             print(file=stream)
-        for line in probe_lines(rows.probe_summary, pr):
+        for line in probe_lines(rows.probe_plan, pr):
             say(line, stream)
         for cmd in probe_commands:  # the why on a line of its own: the command pastes whole
             say(cmd.purpose, stream, indent="  # ")

@@ -10,15 +10,15 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from ..recommend import planner
+from ..recommend import planner, rows
 from ..recommend.jobspec import JobSpec
-from ..recommend.rows import CandidateRow, ProbeRow, ProbeSummary
+from ..recommend.rows import CandidateRow, ProbeRow
 from .base import DOC, Row, model_of, schema_field, version_field
 
 # The records are typed once, where they are built; their models are derived from them (base.model_of).
 Candidate = model_of(CandidateRow)
 ProbeNext = model_of(ProbeRow)
-ProbePlan = model_of(ProbeSummary)
+ProbePlan = model_of(rows.ProbePlan)
 Alternative = model_of(planner.Alternative)
 
 

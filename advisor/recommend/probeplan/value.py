@@ -182,7 +182,10 @@ class PlannedProbe:
 
 
 @dataclass
-class ProbePlan:
+class ProbeChoice:
+    """The probes chosen (by type index) and what they are expected to change: the report's
+    probe rows and its probe plan (advisor/recommend/rows.py ProbeRow, ProbePlan) name them."""
+
     probes: list[PlannedProbe]
     now: Outlook | None
     after: Outlook | None
@@ -355,7 +358,7 @@ def _options(w: _Worlds, sub: Economics, bel: Beliefs, in_play: np.ndarray, pick
 
 
 def plan(econ: Economics, bel: Beliefs, pick: int | None, budget_usd: float | None = None,
-         draws: int = 512, seed: int = 0, max_probes: int = 8, first: tuple[int, str] | None = None) -> ProbePlan:
+         draws: int = 512, seed: int = 0, max_probes: int = 8, first: tuple[int, str] | None = None) -> ProbeChoice:
     """The probes worth their cost, most valuable first; `pick` is recommend's current pick
     (an index into econ), None when nothing fits by the estimates (then a probe is worth what it
     may reveal that fits: no pick counts as a miss). `first`: (type, why) probed ahead of the
@@ -366,7 +369,7 @@ def plan(econ: Economics, bel: Beliefs, pick: int | None, budget_usd: float | No
     waits = bel.probe_hours[np.isfinite(bel.probe_hours)]
     keep = relevant(econ, bel, pick, wait_h=float(waits.max()) if len(waits) else 0.0)
     if not len(keep):
-        return ProbePlan([], None, None, why_empty="nothing could fit the budget and the deadline even at the "
+        return ProbeChoice([], None, None, why_empty="nothing could fit the budget and the deadline even at the "
                          "fast end of every band: no probe can change that")
     sub = econ.subset(keep)
     pick_i = int(np.flatnonzero(keep == pick)[0]) if pick is not None else -1
@@ -453,4 +456,4 @@ def plan(econ: Economics, bel: Beliefs, pick: int | None, budget_usd: float | No
         why = ("the probes worth their cost do not fit the probe budget" if unaffordable
                else "no probe is worth its cost: none is expected to change the pick by more than it costs"
                if pick_i >= 0 else "no probe is worth its cost: none is likely enough to show an option that fits")
-    return ProbePlan(probes, now, after, spent, wait, why, unaffordable)
+    return ProbeChoice(probes, now, after, spent, wait, why, unaffordable)
