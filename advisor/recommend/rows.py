@@ -1,8 +1,11 @@
 """The report's rows, built once from a Plan: one typed row per candidate and per probe.
 
 No text here: report.py formats the fields for people (table, markdown) and for pipes (json,
-csv), and the plot labels its points from them. A new fact about a candidate is a field here and
-a line where it is formatted, never a key looked up in `basis`.
+csv), and the plot labels its points from them. Each row class is also its output record
+(advisor/records.py): a field declared with `fact` is in the JSON document, the CSV (unless
+csv=False) and the schema (advisor/schemas/recommend.py derives the models from these classes).
+A new fact about a candidate is a field here, and a line where the table formats it, never a
+key looked up in `basis`.
 """
 
 from __future__ import annotations
