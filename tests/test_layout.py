@@ -18,7 +18,8 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("advisor", "catalog", "lightning_module", "safeio")
 # advisor/'s layers, lowest first: a module may import its own layer's package or a lower layer.
 LAYERS = (
-    {"advisor.errors", "advisor.output", "advisor.paths", "advisor.options", "advisor.store"},  # plumbing
+    # plumbing; advisor.records: how an output record's fields are declared (its JSON, CSV, schema model)
+    {"advisor.errors", "advisor.output", "advisor.paths", "advisor.options", "advisor.store", "advisor.records"},
     {"advisor.estimate", "advisor.ec2"},
     {"advisor.recommend", "advisor.schemas"},  # schemas: the JSON documents (recommend's reads the JobSpec)
     {"advisor.render"},  # every way a result is shown: reads the rows and the documents, computes nothing

@@ -9,8 +9,6 @@ from .. import options as opt
 from ..output import add_format_option, emit
 from .common import add_store_option, one_region, open_store
 
-PULL_COLUMNS = ("run_id", "instance_type", "status", "result_id", "samples_per_sec", "detail")
-
 
 def register(results_sub) -> None:
     p = results_sub.add_parser(
@@ -33,7 +31,8 @@ def register(results_sub) -> None:
 
 def handle_pull(args) -> int:
     from ..ec2.aws import parse_s3_url
-    from ..ec2.pull import pull, summary
+    from ..ec2.pull import PullRow, pull, summary
+    from ..records import csv_columns, to_record
 
     loc = parse_s3_url(args.s3)
     with open_store(args) as store:
@@ -41,8 +40,8 @@ def handle_pull(args) -> int:
     if args.format == "json":  # with log_tail, which the table leaves out
         from .. import schemas
 
-        schemas.write("results-pull", runs=[asdict(r) | {"instance_type": r.instance_type or None} for r in rows])
-    else:
-        emit([asdict(r) for r in rows], args.format, PULL_COLUMNS, notes="detail")
+        schemas.write("results-pull", runs=[to_record(r) for r in rows])
+    else:  # the table reads the row's own values ("" for no instance type); log_tail is no column
+        emit([asdict(r) for r in rows], args.format, csv_columns(PullRow), notes="detail")
     print(f"advisor: {summary(rows)}", file=sys.stderr)
     return 1 if any(r.status in ("failed", "corrupt") for r in rows) else 0

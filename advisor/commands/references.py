@@ -110,6 +110,7 @@ def handle_check(args) -> int:
 
     from ..estimate.evaluate import check
     from ..estimate.model import build
+    from ..records import to_record
 
     refs = load(args)
     # CPU rows need their instance's cores x clock x ISA: the shipped catalog's facts.
@@ -123,12 +124,12 @@ def handle_check(args) -> int:
 
         schemas.write("references-check", model=model.describe(), held_out="probe" if args.probe else "device",
                       summary=summary, other_summary=result.summary(probe=not args.probe),
-                      devices=result.per_device(args.probe), rows=[vars(r) for r in rows],
-                      not_counted=[vars(r) for r in result.not_estimable],
+                      devices=result.per_device(args.probe), rows=[to_record(r) for r in rows],
+                      not_counted=[to_record(r) for r in result.not_estimable],
                       not_fitted=[{"id": i, "why": w} for i, w in result.skipped])
         return 0
     if args.format == "csv":
-        emit([vars(r) for r in rows], "csv")
+        emit([to_record(r) for r in rows], "csv")
         return 0
     if args.rows:
         emit([_check_row(r) for r in rows], args.format, columns=CHECK_ROW_COLUMNS)

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import logging
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Literal, get_args
 
 from catalog.models import NAME_PATTERN
 from lightning_module.contract.result import ResultError, parse_result
@@ -22,6 +23,7 @@ from safeio import parse_json
 
 from ..errors import AdvisorError
 from ..output import safe_text, warn
+from ..records import JsonForm, fact
 from . import aws
 from . import manifest as manifests
 from .aws import S3Location, error_line
@@ -36,18 +38,23 @@ MAX_RESULT_BYTES = 32 * 1024 * 1024  # a ProbeResult is a few KiB; anything this
 
 # "ignored": a key that is no run of ours (a run id ".." or ".hidden", an odd instance type); said,
 # and the rest pulled.
-STATUSES = ("imported", "duplicate", "failed", "corrupt", "missing", "not launched", "ignored")
+Status = Literal["imported", "duplicate", "failed", "corrupt", "missing", "not launched", "ignored"]
+STATUSES: tuple[str, ...] = get_args(Status)
 
 
 @dataclass
 class PullRow:
-    run_id: str
-    instance_type: str
-    status: str
-    result_id: str | None = None
-    samples_per_sec: float | None = None
-    detail: str | None = None
-    log_tail: list[str] = field(default_factory=list)
+    """One launched instance's result, as pulled: `results pull`'s table, CSV and JSON runs."""
+
+    run_id: str = fact()
+    # "" for a run folder that is not an advisor run
+    instance_type: str = fact("null for a run folder that is not an advisor run",
+                              json=JsonForm(str | None, lambda t, _row: t or None))
+    status: Status = fact()
+    result_id: str | None = fact(default=None)
+    samples_per_sec: float | None = fact(default=None)
+    detail: str | None = fact(default=None)
+    log_tail: list[str] = fact("the last lines of a failed instance's log", default_factory=list, csv=False)
 
 
 def _list_keys(s3, bucket: str, prefix: str) -> list[str]:

@@ -15,29 +15,31 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..records import fact, record
 from .calibrate import Held, band_scale, distance, leave_one_device_out, weighted_quantile
 from .fit import fit, group_weights
 from .model import FLOPS, CrossDeviceModel, shaped_transfers
 from .points import _row_device
 
 
+@record(description="One held-out reference row (advisor/estimate/evaluate.py: CheckRow).")
 @dataclass
 class CheckRow:
-    device: str  # the device model held out
-    key: str  # its variant
-    row: str  # reference row id
-    workload: str
-    precision: str
-    stack: str
-    published: float  # per device
-    predicted: float
-    low: float
-    high: float
-    error: float  # predicted / published - 1
-    covered: bool
-    distance: float
-    extrapolation: str
-    anchor: str | None = None  # probe case: the row it was re-anchored on
+    device: str = fact()  # the device model held out
+    key: str = fact()  # its variant
+    row: str = fact("the reference row's id")
+    workload: str = fact()
+    precision: str = fact()
+    stack: str = fact()
+    published: float = fact("samples/s per device")
+    predicted: float = fact()
+    low: float = fact()
+    high: float = fact()
+    error: float = fact("predicted / published - 1")
+    covered: bool = fact()
+    distance: float = fact()
+    extrapolation: str = fact()
+    anchor: str | None = fact(default=None)  # probe case: the row it was re-anchored on
 
 
 @dataclass

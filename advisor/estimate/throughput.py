@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 from catalog import accelerators as acc
 from catalog.hardware import (
@@ -97,7 +97,8 @@ class Throughput:
     variant: str | None = None
 
 
-GPU_AND_CPU = "gpu_and_cpu"
+Variant = Literal["gpu_and_cpu"]  # a row that is not the instances' GPUs alone: the host's CPU beside them
+GPU_AND_CPU: Variant = get_args(Variant)[0]
 
 
 def cpu_variant(th: Throughput) -> Throughput | None:

@@ -19,14 +19,15 @@ from lightning_module.contract.workload_facts import facts_for, facts_from_probe
 
 from ..errors import AdvisorError
 from ..estimate.predict import UNCALIBRATED
-from ..estimate.throughput import Exclusion, Throughput, ThroughputModel, cpu_variant
+from ..estimate.throughput import Exclusion, Throughput, ThroughputModel, Variant, cpu_variant
 from ..options import DEFAULT_TOP
+from ..records import fact
 from . import rank as rk
 from . import spot
 from .jobspec import JobSpec, catalog_markets
 from .prices import Prices
 from .probeplan.inputs import ProbeOffer, plan_probes
-from .probeplan.value import ProbePlan
+from .probeplan.value import ProbeChoice
 from .tokens import instance_peak_tflops, resolve_work
 
 # Counts of one offer whose costs differ by less than this share are one row (cheapest): a spot
@@ -43,7 +44,7 @@ class Plan:
     candidates: rk.Candidates
     ranked: np.ndarray
     closest: np.ndarray  # filled when nothing is feasible
-    probe: ProbePlan  # what to measure next (advisor.recommend.probeplan)
+    probe: ProbeChoice  # what to measure next (advisor.recommend.probeplan)
     probe_offers: list[ProbeOffer | None]  # per type: where and at what price one probe of it runs
     throughputs: list[Throughput]  # index-aligned with types.names
     exclusions: list[Exclusion]
@@ -269,15 +270,15 @@ MORE_INSTANCES = 16
 class Alternative:
     """An option that would make the job fit, and the best candidate under it."""
 
-    option: str  # as typed: --market any
-    instance_type: str
-    variant: str | None  # as CandidateRow.variant
-    count: int
-    region: str
-    market: str
-    hours: float  # checked against the deadline under that option (hours_q)
-    cost_usd: float  # checked against the budget (cost_q)
-    confidence: float  # what those figures are at (0: the point estimate)
+    option: str = fact("the option, as typed (--market any)")
+    instance_type: str = fact()
+    variant: Variant | None = fact("as a recommend row's")  # as CandidateRow.variant
+    count: int = fact()
+    region: str = fact()
+    market: rk.Market = fact()
+    hours: float = fact()  # checked against the deadline under that option (hours_q)
+    cost_usd: float = fact()  # checked against the budget (cost_q)
+    confidence: float = fact()  # what those figures are at (0: the point estimate)
 
 
 def other_options(catalog: Catalog, job: JobSpec, rjob: rk.Job, throughputs: list[Throughput], types: rk.TypeTable,

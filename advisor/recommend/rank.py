@@ -11,6 +11,7 @@ time against step time, overlapped with backward), interruptions in advisor.reco
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal, get_args
 
 import numpy as np
 
@@ -21,9 +22,11 @@ from ..estimate.scaling import scale_out
 from . import spot
 from .jobspec import JobSpec
 
-MARKET_NAMES = ("on-demand", "spot", "spot+od-fallback")
+Market = Literal["on-demand", "spot", "spot+od-fallback"]
+MARKET_NAMES: tuple[str, ...] = get_args(Market)
 ON_DEMAND, SPOT, FALLBACK = 0, 1, 2
-SOURCE_NAMES = ("measured", "reference", "estimated")
+Source = Literal["measured", "reference", "estimated"]  # where a throughput figure comes from
+SOURCE_NAMES: tuple[str, ...] = get_args(Source)
 
 
 def samples_per_dollar(samples_per_sec, usd_per_hour):

@@ -298,7 +298,7 @@ def page(plan: Plan, rows: Rows, probe_commands: list[ProbeCommand], *, command_
         parts += ["<h2>Probe next</h2>", f"<p>{escape(report.probe_head(rows.probes))}</p>"]
         if rows.probes:
             parts.append(probe_table(doc))
-        parts += [f"<p>{escape(line)}</p>" for line in report.probe_lines(rows.probe_summary, rows.probes)]
+        parts += [f"<p>{escape(line)}</p>" for line in report.probe_lines(rows.probe_plan, rows.probes)]
         if probe_commands:
             parts.append(f'<pre id="probe-commands">{escape(chr(10).join(c.line() for c in probe_commands))}</pre>')
     parts += ["<h2>Assumptions</h2>", assumptions(doc, now)]

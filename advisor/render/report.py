@@ -18,8 +18,10 @@ from ..output import emit, say
 from ..recommend.jobspec import JobSpec
 from ..recommend.planner import Plan
 from ..recommend.probeplan.commands import ProbeCommand
-from ..recommend.rows import CandidateRow, Outlook, ProbeRow, ProbeSummary, Rows
+from ..recommend.probeplan.value import Outlook
+from ..recommend.rows import CandidateRow, ProbePlan, ProbeRow, Rows
 from ..recommend.spot import bucket_label
+from ..records import csv_columns, to_record
 
 # The table for people: units in the headers and short words in the cells, so that no value is
 # split across lines down to 80 columns; what a narrow terminal cannot hold is left out in
@@ -30,12 +32,8 @@ MARKET_WORDS = {"on-demand": "od", "spot": "spot", "spot+od-fallback": "spot+od"
 SOURCE_WORDS = {"measured": "meas.", "reference": "ref.", "estimated": "est."}
 LEGEND = ("od: on-demand; spot+od: spot, on demand after the first interruption; meas./ref./est.: measured "
           "by a probe, a published reference figure, estimated")
-CSV_COLUMNS = ("rank", "instance_type", "variant", "count", "region", "market", "samples_per_sec", "throughput_source",
-               "throughput_low", "throughput_high", "hours", "hours_pessimistic", "cost_usd",
-               "hours_at_confidence", "cost_usd_at_confidence", "samples_per_dollar", "tokens_per_sec",
-               "usd_per_million_tokens", "mfu", "feasible", "reason", "budget_needed_usd", "deadline_needed_hours",
-               "usd_per_hour", "precision", "scale_out_efficiency", "expected_interruptions", "interruption_bucket",
-               "obtainable", "obtainable_reason")
+# The CSV: the candidate record's fields declared as columns (advisor/recommend/rows.py CandidateRow).
+CSV_COLUMNS = csv_columns(CandidateRow)
 NAMED_PAST_BUDGET = 5  # probes past --probe-budget named in the table text; JSON has every one
 # Below this a run's time is printed in minutes, and with no --setup-minutes the table says that
 # boot, install and data staging are left out: minutes of their own (an instance boots, then
@@ -43,17 +41,6 @@ NAMED_PAST_BUDGET = 5  # probes past --probe-budget named in the table text; JSO
 SHORT_RUN_HOURS = 1.0
 
 
-# The JSON/CSV record of a candidate: these fields of CandidateRow (advisor/recommend/rows.py, where
-# each is defined and typed), in this order. Two are derived in words here (reason, notes) and two
-# take their JSON form (also_counts as {count, hours}, interruption_bucket as its label, null on demand).
-RECORD_FIELDS = ("rank", "instance_type", "variant", "count", "region", "also_regions", "also_counts", "market",
-                 "samples_per_sec", "throughput_source", "throughput_low", "throughput_high", "hours",
-                 "hours_pessimistic", "cost_usd", "hours_at_confidence", "cost_usd_at_confidence",
-                 "samples_per_dollar", "tokens_per_sec", "usd_per_million_tokens", "mfu", "feasible", "reason",
-                 "budget_needed_usd", "deadline_needed_hours", "usd_per_hour", "precision", "scale_out_efficiency",
-                 "expected_interruptions", "interruption_bucket", "obtainable", "obtainable_reason", "gpu_and_cpu", "notes",
-                 "basis")
-DERIVED_FIELDS = ("reason", "notes")
 # How a variant row names its instances in the table, the page and the plots (CandidateRow.variant).
 VARIANT_LABELS = {GPU_AND_CPU: "+ CPU"}
 
@@ -73,8 +60,8 @@ def notes(r: CandidateRow) -> list[str]:
         g = r.gpu_and_cpu
         where = ("this row: the host's CPU training beside the GPUs, one instance only (the pair has not run "
                  "across instances)" if r.variant else f"ranked as its own row, {instance_label(r.instance_type, GPU_AND_CPU)}")
-        out.append(f"GPU + CPU variant: {g['gain']:+.0%} ({g['low']:+.0%} to {g['high']:+.0%}, {g['source']}: "
-                   f"{g['basis']['from']}; advisor probe --cpu-too): {where}")
+        out.append(f"GPU + CPU variant: {g.gain:+.0%} ({g.low:+.0%} to {g.high:+.0%}, {g.source}: "
+                   f"{g.basis['from']}; advisor probe --cpu-too): {where}")
     if r.estimate_anchor is not None:
         out.append(f"est. {r.throughput_low:,.0f}-{r.throughput_high:,.0f}/s from {r.estimate_anchor}")
     if r.overall_efficiency is not None:
@@ -88,9 +75,9 @@ def notes(r: CandidateRow) -> list[str]:
     if r.od_usd_per_hour is not None:
         out.append(f"od ${r.od_usd_per_hour:.4g}/h after 1st interruption")
     if r.also_counts:
-        ks = [str(kk) for kk, _ in r.also_counts]
+        ks = [str(c.count) for c in r.also_counts]
         out.append(f"same cost with {ks[0] if len(ks) == 1 else ks[0] + '-' + ks[-1]} instances "
-                   f"(down to {duration(r.also_counts[-1][1])})")
+                   f"(down to {duration(r.also_counts[-1].hours)})")
     if r.also_regions:
         out.append("same in " + ", ".join(r.also_regions))
     if r.setup_hours and r.setup_hours >= r.hours - r.setup_hours:
@@ -125,31 +112,8 @@ def reason(r: CandidateRow, job: JobSpec) -> str | None:
 
 
 def recommendation(r: CandidateRow, job: JobSpec) -> dict[str, Any]:
-    """The JSON/CSV record of a row (RECORD_FIELDS)."""
-    json_form = {
-        "also_counts": [{"count": kk, "hours": h} for kk, h in r.also_counts],
-        "interruption_bucket": None if r.market == "on-demand" else bucket_label(r.interruption_bucket),
-        "reason": reason(r, job),
-        "notes": notes(r),
-        "also_regions": list(r.also_regions),
-        "basis": dict(r.basis),
-    }
-    out = {k: json_form[k] if k in json_form else getattr(r, k) for k in RECORD_FIELDS}
-    if not math.isfinite(out["samples_per_dollar"]):  # capacity already paid for: nothing spent
-        out["samples_per_dollar"] = None
-    return out
-
-
-def probe_record(p: ProbeRow) -> dict[str, Any]:
-    return dict(vars(p))
-
-
-def probe_plan_record(s: ProbeSummary) -> dict[str, Any]:
-    """p90_regret is null where it is unbounded (the pick misses in more than 10% of outcomes)."""
-    def outlook(o: Outlook) -> dict[str, Any]:
-        return {k: (v if math.isfinite(v) else None) for k, v in vars(o).items()}
-
-    return {k: (outlook(v) if isinstance(v, Outlook) else v) for k, v in vars(s).items()}
+    """The JSON/CSV record of a row: its record fields, the two worded here filled in."""
+    return to_record(r, reason=reason(r, job), notes=notes(r))
 
 
 def _covers(p: ProbeRow) -> str:
@@ -166,7 +130,7 @@ def _known(o: Outlook, now: bool = False) -> str:
     return f"{'now ' if now else ''}not known: the pick misses the deadline or the budget in {o.p_miss:.0%} of outcomes"
 
 
-def probe_lines(s: ProbeSummary, probes: list[ProbeRow]) -> list[str]:
+def probe_lines(s: ProbePlan, probes: list[ProbeRow]) -> list[str]:
     """What the plan expects to learn, in words."""
     out = []
     if probes:
@@ -327,10 +291,10 @@ def json_document(plan: Plan, rows: Rows, probe_commands: list[ProbeCommand]) ->
         catalog=plan.catalog,
         recommendations=records if rows.feasible else [],
         closest=[] if rows.feasible else records,
-        probe_next=[probe_record(p) for p in rows.probes],
-        probe_plan=probe_plan_record(rows.probe_summary),
+        probe_next=[to_record(p) for p in rows.probes],
+        probe_plan=to_record(rows.probe_plan),
         probe_commands=[{"argv": c.argv, "command": c.command, "purpose": c.purpose} for c in probe_commands],
-        would_fit_with=[dict(vars(a)) for a in plan.alternatives],
+        would_fit_with=[to_record(a) for a in plan.alternatives],
         excluded=exclusion_rows(plan),
         warnings=plan.warnings,
     )
@@ -429,7 +393,7 @@ def write(plan: Plan, rows: Rows, fmt: str, *, probe_commands: list[ProbeCommand
                   for p in pr], fmt, stream=stream, notes="why", drop=["region", "$/h"])
         if pr:
             print(file=stream)
-        for line in probe_lines(rows.probe_summary, pr):
+        for line in probe_lines(rows.probe_plan, pr):
             say(line, stream)
         for cmd in probe_commands:  # the why on a line of its own: the command pastes whole
             say(cmd.purpose, stream, indent="  # ")

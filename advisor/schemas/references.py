@@ -6,8 +6,9 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, create_model
 
+from ..estimate import evaluate
 from ..estimate.references import Measurement
-from .base import DOC, Row, schema_field, version_field
+from .base import DOC, Row, model_of, schema_field, version_field
 
 # A reference row as the dataset holds it (advisor/estimate/references.py: Measurement, where each
 # field is described), with the probe's workload id beside it.
@@ -79,24 +80,7 @@ class DeviceCheck(Row):
     extrapolation: str
 
 
-class CheckRow(Row):
-    """One held-out reference row (advisor/estimate/evaluate.py: CheckRow)."""
-
-    device: str
-    key: str
-    row: str = Field(description="the reference row's id")
-    workload: str
-    precision: str
-    stack: str
-    published: float = Field(description="samples/s per device")
-    predicted: float
-    low: float
-    high: float
-    error: float = Field(description="predicted / published - 1")
-    covered: bool
-    distance: float
-    extrapolation: str
-    anchor: str | None
+CheckRow = model_of(evaluate.CheckRow)  # the record, typed where it is built
 
 
 class NotFitted(Row):

@@ -9,7 +9,8 @@ from pydantic import BaseModel, Field
 
 from lightning_module.contract.result import ProbeResult
 
-from .base import DOC, Row, schema_field, version_field
+from ..ec2 import pull
+from .base import DOC, Row, model_of, schema_field, version_field
 
 
 class ResultRow(Row):
@@ -72,14 +73,7 @@ class ResultsImportDocument(BaseModel):
     invalid: list[str] = Field(description="one line per bad file or entry, naming it (the exit status is then 2)")
 
 
-class PullRow(Row):
-    run_id: str
-    instance_type: str | None = Field(description="null for a run folder that is not an advisor run")
-    status: Literal["imported", "duplicate", "failed", "corrupt", "missing", "not launched", "ignored"]
-    result_id: str | None
-    samples_per_sec: float | None
-    detail: str | None
-    log_tail: list[str] = Field(description="the last lines of a failed instance's log")
+PullRow = model_of(pull.PullRow)  # the record, typed where it is built (advisor/ec2/pull.py)
 
 
 class ResultsPullDocument(BaseModel):

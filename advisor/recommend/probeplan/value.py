@@ -41,6 +41,7 @@ from typing import get_args
 import numpy as np
 
 from ...estimate.band import band_z, split_normal_sds
+from ...records import JsonForm, fact, finite_or_null
 from .. import rank as rk
 from ..jobspec import Objective
 from .picks import Picks
@@ -154,14 +155,20 @@ class Beliefs:
 
 @dataclass
 class Outlook:
-    """How good the pick is, over the worlds: regret = true objective / true best - 1."""
+    """How good the pick is, over the worlds: regret = true objective / true best - 1. A record of
+    `--format json`'s probe_plan (now and after), where a figure that is not finite is null."""
 
-    p90_regret: float  # inf when the pick misses in over 10% of worlds
-    p_within: float  # share of worlds with the pick feasible and within RECHECK of the best
-    p_miss: float  # share of worlds where the pick misses the deadline or the budget in truth
+    # share of worlds with the pick feasible and within RECHECK of the best
+    p_within: float = fact("null: nothing fits in any outcome", json=JsonForm(float | None, finite_or_null))
+    # inf when the pick misses in over 10% of worlds
+    p90_regret: float = fact("null: unbounded (the pick misses in more than 10% of outcomes)",
+                             json=JsonForm(float | None, finite_or_null))
+    # share of worlds where the pick misses the deadline or the budget in truth
+    p_miss: float = fact("over the outcomes where something fits; null: there are none",
+                         json=JsonForm(float | None, finite_or_null))
     # The three above are over the worlds where something fits in truth; these two over all worlds.
-    p_any: float = 1.0  # share of worlds where something fits in truth
-    p_fit: float = 1.0  # share of worlds where the pick fits in truth
+    p_any: float = fact("something fits, over all outcomes", default=1.0)  # share of worlds where something fits
+    p_fit: float = fact("the pick fits, over all outcomes", default=1.0)  # share of worlds where the pick fits
 
 
 @dataclass
@@ -177,7 +184,10 @@ class PlannedProbe:
 
 
 @dataclass
-class ProbePlan:
+class ProbeChoice:
+    """The probes chosen (by type index) and what they are expected to change: the report's
+    probe rows and its probe plan (advisor/recommend/rows.py ProbeRow, ProbePlan) name them."""
+
     probes: list[PlannedProbe]
     now: Outlook | None
     after: Outlook | None
@@ -237,7 +247,7 @@ class _Worlds:
         obj, ok = self.truth(pick, wait_h)
         live = self.live
         if not live.any():
-            return Outlook(math.nan, math.nan, math.nan, 0.0, 0.0)
+            return Outlook(p_within=math.nan, p90_regret=math.nan, p_miss=math.nan, p_any=0.0, p_fit=0.0)
         with np.errstate(invalid="ignore", divide="ignore"):
             # A true best of $0 (capacity already paid for, --prices): only another $0 pick is within.
             rel = np.where(self.best > 0, obj / self.best - 1.0, np.where(obj > 0, np.inf, 0.0))
@@ -350,7 +360,7 @@ def _options(w: _Worlds, sub: Economics, bel: Beliefs, in_play: np.ndarray, pick
 
 
 def plan(econ: Economics, bel: Beliefs, pick: int | None, budget_usd: float | None = None,
-         draws: int = 512, seed: int = 0, max_probes: int = 8, first: tuple[int, str] | None = None) -> ProbePlan:
+         draws: int = 512, seed: int = 0, max_probes: int = 8, first: tuple[int, str] | None = None) -> ProbeChoice:
     """The probes worth their cost, most valuable first; `pick` is recommend's current pick
     (an index into econ), None when nothing fits by the estimates (then a probe is worth what it
     may reveal that fits: no pick counts as a miss). `first`: (type, why) probed ahead of the
@@ -361,7 +371,7 @@ def plan(econ: Economics, bel: Beliefs, pick: int | None, budget_usd: float | No
     waits = bel.probe_hours[np.isfinite(bel.probe_hours)]
     keep = relevant(econ, bel, pick, wait_h=float(waits.max()) if len(waits) else 0.0)
     if not len(keep):
-        return ProbePlan([], None, None, why_empty="nothing could fit the budget and the deadline even at the "
+        return ProbeChoice([], None, None, why_empty="nothing could fit the budget and the deadline even at the "
                          "fast end of every band: no probe can change that")
     sub = econ.subset(keep)
     pick_i = int(np.flatnonzero(keep == pick)[0]) if pick is not None else -1
@@ -448,4 +458,4 @@ def plan(econ: Economics, bel: Beliefs, pick: int | None, budget_usd: float | No
         why = ("the probes worth their cost do not fit the probe budget" if unaffordable
                else "no probe is worth its cost: none is expected to change the pick by more than it costs"
                if pick_i >= 0 else "no probe is worth its cost: none is likely enough to show an option that fits")
-    return ProbePlan(probes, now, after, spent, wait, why, unaffordable)
+    return ProbeChoice(probes, now, after, spent, wait, why, unaffordable)

@@ -14,7 +14,7 @@ from recommend_catalogs import make_catalog
 from advisor.recommend.jobspec import JobSpec
 from advisor.recommend.planner import Plan, build_plan
 from advisor.recommend.probeplan.commands import ProbeCommand, probe_commands
-from advisor.recommend.rows import CandidateRow, ProbeRow, build
+from advisor.recommend.rows import CandidateRow, GpuAndCpuVariant, ProbeRow, SameCost, build
 from advisor.render import report
 
 
@@ -63,7 +63,8 @@ def test_notes_come_from_typed_fields_not_basis_keys():
     # A row with an empty basis still gets every note: the report never looks into `basis`.
     r = row(estimate_anchor="c7i.2xlarge", count=2, overall_efficiency=0.87, network_note="1/8 of the burst assumed",
             market="spot+od-fallback", interruption_bucket=-1, expected_interruptions=0.01, od_usd_per_hour=1.212,
-            also_counts=[(3, 12.5), (4, 10.25)], also_regions=["us-west-2"], throughput_notes=["measured 40 days ago"])
+            also_counts=[SameCost(3, 12.5), SameCost(4, 10.25)], also_regions=["us-west-2"],
+            throughput_notes=["measured 40 days ago"])
     assert report.notes(r) == [
         "measured 40 days ago", "est. 600-1,200/s from c7i.2xlarge", "scale-out eff 87%", "1/8 of the burst assumed",
         "~0.01 interruptions (bucket unknown: assumed >20%)", "od $1.212/h after 1st interruption",
@@ -71,7 +72,7 @@ def test_notes_come_from_typed_fields_not_basis_keys():
     assert report.notes(row(estimate_anchor=None, setup_hours=0.25, hours=0.4)) == ["setup is 62% of the time"]
     assert report.notes(row(estimate_anchor=None, setup_hours=0.25, hours=0.6)) == []
     assert report.notes(row(estimate_anchor=None)) == []
-    g = {"gain": 0.12, "low": 0.04, "high": 0.2, "source": "measured", "basis": {"from": "your --cpu-too probe 0123abcd"}}
+    g = GpuAndCpuVariant(gain=0.12, low=0.04, high=0.2, source="measured", basis={"from": "your --cpu-too probe 0123abcd"})
     assert report.notes(row(estimate_anchor=None, gpu_and_cpu=g)) == [
         ("GPU + CPU variant: +12% (+4% to +20%, measured: your --cpu-too probe 0123abcd; advisor probe --cpu-too): "
          "ranked as its own row, g5.2xlarge + CPU")]
@@ -151,16 +152,18 @@ def test_the_report_prints_the_command_lines_it_is_given():
             assert text.count("advisor launch") == 1 and "  # why\n  advisor launch 'X Y'\n" in text
 
 
-def test_the_json_record_is_the_rows_own_fields_plus_two_in_words():
-    """One row model: every field the JSON/CSV contract carries is a field of CandidateRow (typed
-    and explained there), except the two the report derives in words."""
-    from dataclasses import fields
+def test_the_record_the_csv_and_the_schema_are_the_rows_fields():
+    """One row class: the JSON record is CandidateRow's record fields in order (two worded by the
+    report), the CSV a declared subset of them, the schema's Candidate derived from the same class."""
+    from advisor.records import csv_columns, record_fields
+    from advisor.schemas.base import model_of
+    from advisor.schemas.recommend import Candidate
 
-    from advisor.recommend.rows import CandidateRow
-
-    own = {f.name for f in fields(CandidateRow)}
-    assert set(report.RECORD_FIELDS) - set(report.DERIVED_FIELDS) <= own
-    assert set(report.CSV_COLUMNS) <= set(report.RECORD_FIELDS)
+    names = [f.name for f in record_fields(CandidateRow)]
+    assert list(report.recommendation(row(), job())) == names
+    assert report.CSV_COLUMNS == csv_columns(CandidateRow) and set(report.CSV_COLUMNS) < set(names)
+    assert Candidate is model_of(CandidateRow) and list(Candidate.model_fields) == names
+    assert {"index", "has_figure", "setup_hours", "throughput_notes"}.isdisjoint(names)  # the row's own
 
 
 def test_every_printed_probe_command_parses_as_the_advisor_reads_it():
