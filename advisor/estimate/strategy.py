@@ -47,7 +47,7 @@ from .memory import (
     largest_micro_batch,
 )
 from .scaling import allreduce_seconds, overlap_efficiency
-from .sharded import FULL_SHARD, GRAD_SHARD, comm_bytes, fitted
+from .sharded import FULL_SHARD, GRAD_SHARD, comm_bytes, fitted, training_flops_per_token
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "llm_throughput.json"
 # Cheapest in communication first: the order a tie in throughput is broken in.
@@ -60,12 +60,8 @@ def throughput_constants() -> dict:
 
 
 def flops_per_token(shape: TransformerShape, training: Training, seq_len: int) -> float:
-    n = shape.params()
-    weights = 6.0 if training.method == FULL else 4.0
-    if training.checkpointing:
-        weights += 2.0
-    attention = 12.0 * shape.n_layers * shape.q_dim * seq_len * (1.0 + (1.0 / 3.0 if training.checkpointing else 0.0))
-    return weights * n + attention
+    return training_flops_per_token(shape.params(), shape.n_layers, shape.q_dim, seq_len,
+                                    weights_train=training.method == FULL, checkpointing=training.checkpointing)
 
 
 @dataclass(frozen=True)
