@@ -58,7 +58,8 @@ def scale_out_part() -> bool:
     mfu, overlap, width = sharded.fit(cases, ys)
     loo = sharded.leave_one_out(cases, ys)
     low, high = sharded.band(loo)
-    print(f"scale-out: per-GPU tokens/s, sharded model (MFU {mfu}, overlap {overlap}, memory-bound {width:g} bytes a token per n_layers x d_model, fitted on all {len(rows)} rows) "
+    print(f"scale-out: per-GPU tokens/s, sharded model (MFU {mfu}, overlap {overlap}, memory-bound {width:g} bytes a token "
+          f"per n_layers x d_model, fitted on all {len(rows)} rows) "
           "against published; LOO = predicted with the constants fitted on the other rows")
     print(f"{'row':<52} {'gpus':>4} {'published':>9} {'predicted':>9} {'LOO err':>8} in band")
     covered = 0
