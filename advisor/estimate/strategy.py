@@ -155,6 +155,17 @@ def _efficiency(dev: Device, strategy: str, instances: int, micro_batch: int, se
     return float(overlap_efficiency(micro_s, comm, fitted()["overlap"]))
 
 
+def scale_out_band(devices: int, low: float, high: float) -> tuple[float, float]:
+    """The (low, high) multipliers on a plan's tokens/s: the MFU band of one device, widened on more
+    than one to the scale-out model's leave-one-out band (advisor/data/sharded_fit.json: the central
+    80% of its errors on published sharded runs), whichever is wider on each side. The envelope,
+    not the product: the scale-out residuals already hold those runs' compute error."""
+    if devices <= 1:
+        return low, high
+    b = fitted()["band"]
+    return min(low, b["low"]), max(high, b["high"])
+
+
 def plan(dev: Device, shape: TransformerShape, training: Training, seq_len: int, instances: int,
          strategies: tuple[str, ...] = SEARCH_ORDER, global_tokens: int = 2**20,
          measured_act: float | None = None) -> Plan | None:
@@ -179,7 +190,8 @@ def plan(dev: Device, shape: TransformerShape, training: Training, seq_len: int,
             eff = _efficiency(dev, strategy, instances, mb, seq_len, global_tokens, mid, grads, shape.params() * 2.0)
             if eff <= 0:
                 continue
-            p = Plan(strategy, ckpt, instances, n, mb, mid * n * eff, low * n * eff, high * n * eff, eff,
+            lo_f, hi_f = scale_out_band(n, low / mid, high / mid)
+            p = Plan(strategy, ckpt, instances, n, mb, mid * n * eff, mid * lo_f * n * eff, mid * hi_f * n * eff, eff,
                      estimate(shape, t, layout, mb, seq_len, measured_act))
             if best is None or p.tokens_per_sec > best.tokens_per_sec * 1.0001:
                 best = p

@@ -50,7 +50,9 @@ def table(advice: LlmAdvice, show_excluded: bool = False, stream=None) -> None:
     print(file=stream)
     say("count: instances; GPUs: all of them; AC: activation checkpointing; mb: micro-batch per GPU. "
         "tokens/s: peak bf16 x MFU (torchtitan's "
-        "published band) / training FLOPs per token; memory: advisor/estimate/memory.py (docs/llm-memory.md)", stream)
+        "published band) / training FLOPs per token, its band widened on more than one GPU to the sharded scale-out "
+        "model's leave-one-out band (advisor/data/sharded_fit.json); memory: advisor/estimate/memory.py (docs/llm-memory.md)",
+        stream)
     if show_excluded and advice.excluded:
         print(f"\nExcluded ({len(advice.excluded)}):", file=stream)
         emit([{"instance_type": n, "reason": w} for n, w in advice.excluded], "table", stream=stream, notes="reason")

@@ -36,6 +36,19 @@ def test_per_device_rate_is_peak_times_mfu_over_flops():
     assert q == pytest.approx(lora * 0.62)
 
 
+def test_the_band_widens_to_the_scale_out_band_on_more_than_one_gpu():
+    from advisor.estimate.sharded import fitted
+    b = fitted()["band"]
+    one = plan(Device("p5.4xlarge", 80, 1, 989.0, None, 100.0), parse_shape("llama-3.2-1b"), Training(), 2048, 1)
+    _, low, high = per_device_tokens_per_sec(H100_8, parse_shape("llama-3.2-1b"), Training(), 2048)
+    mid = per_device_tokens_per_sec(H100_8, parse_shape("llama-3.2-1b"), Training(), 2048)[0]
+    assert (one.low / one.tokens_per_sec, one.high / one.tokens_per_sec) == pytest.approx((low / mid, high / mid))
+    eight = plan(H100_8, LLAMA3, Training(), 4096, 1)
+    assert eight.low / eight.tokens_per_sec == pytest.approx(min(low / mid, b["low"]))
+    assert eight.high / eight.tokens_per_sec == pytest.approx(max(high / mid, b["high"]))
+    assert eight.high / eight.tokens_per_sec > high / mid  # the scale-out band is the wider one above
+
+
 def test_an_8b_full_fine_tune_does_not_fit_one_24_gib_gpu_but_a_sharded_instance_of_eight():
     assert plan(A10G_1, LLAMA3, Training(), 4096, 1) is None
     p = plan(A10G_8, LLAMA3, Training(), 4096, 1)
