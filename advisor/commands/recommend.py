@@ -232,14 +232,15 @@ def handle_tokens(args) -> int:
     from lightning_module.contract.transformer_shape import PRESETS
 
     from ..recommend.llm import advise_llm
-    from ..render.tokens import document_fields, table
+    from ..render.tokens import document_fields
 
     if args.model_shape.strip().lower() == "list":
         for name, shape in PRESETS.items():
             print(f"{name:<24} {shape.params() / 1e9:6.2f}B  {shape.source}")
         return 0
-    if args.format not in ("table", "json"):
-        raise AdvisorError(f"--format {args.format} is not offered for token workloads yet: use table or json")
+    offered = render.token_formats()
+    if args.format not in offered:
+        raise AdvisorError(f"--format {args.format} is not offered for token workloads yet: use {', '.join(offered)}")
     if args.file or args.plot:
         raise AdvisorError("--plot and a page file are not offered for token workloads yet")
     unsupported = [flag for flag, given in (("--prices", args.prices), ("--check-account", args.check_account),
@@ -256,5 +257,5 @@ def handle_tokens(args) -> int:
 
         schemas.write("recommend-tokens", **document_fields(advice))
     else:
-        table(advice, show_excluded=args.show_excluded)
+        render.show_tokens(advice, args.format, show_excluded=args.show_excluded)
     return 0

@@ -24,9 +24,44 @@ def job_words(job: LlmJob) -> str:
 DROP_ORDER = ("region", "GiB/GPU", "tok/s/GPU", "mb")
 
 
-def table(advice: LlmAdvice, show_excluded: bool = False, stream=None) -> None:
+# --format csv's columns, one row per recommendation: numbers as numbers, for a pipe
+CSV_COLUMNS = ("rank", "instance_type", "count", "gpus", "accelerator", "region", "market", "strategy",
+               "activation_checkpointing", "micro_batch", "gib_per_gpu", "tokens_per_sec", "tokens_per_sec_low",
+               "tokens_per_sec_high", "tokens_per_sec_per_gpu", "hours", "cost_usd", "usd_per_million_tokens",
+               "usd_per_hour", "feasible", "reason")
+
+
+def csv_rows(advice: LlmAdvice) -> list[dict]:
+    return [{**{k: v for k, v in r.as_dict().items() if k in CSV_COLUMNS}, "gpus": r.plan.devices,
+             "strategy": r.plan.strategy, "activation_checkpointing": r.plan.checkpointing,
+             "micro_batch": r.plan.micro_batch, "gib_per_gpu": round(r.plan.memory.device_gib, 3),
+             "tokens_per_sec_low": round(r.plan.low, 1), "tokens_per_sec_high": round(r.plan.high, 1)}
+            for r in advice.rows]
+
+
+def write(advice: LlmAdvice, fmt: str, show_excluded: bool = False, stream=None) -> None:
+    """`fmt`: table, markdown (the same rows and words, as a GitHub table) or csv (CSV_COLUMNS only)."""
+    stream = stream or sys.stdout
+    if fmt == "csv":
+        emit(csv_rows(advice), "csv", CSV_COLUMNS, stream=stream)
+        return
+    table(advice, show_excluded, stream, fmt)
+
+
+def render(fmt: str):
+    """The registry's function(result, context) for a token workload's answer in `fmt`."""
+    def show(advice: LlmAdvice, context) -> None:
+        write(advice, fmt, context.show_excluded, context.out)
+    return show
+
+
+render_table, render_markdown, render_csv = render("table"), render("markdown"), render("csv")
+
+
+def table(advice: LlmAdvice, show_excluded: bool = False, stream=None, fmt: str = "table") -> None:
     """The ranked (type, count, strategy) rows for people, through the shared table fitter: no value
-    is split across lines; a narrow terminal drops DROP_ORDER's columns instead."""
+    is split across lines; a narrow terminal drops DROP_ORDER's columns instead. `fmt` markdown: the
+    same rows as a GitHub table (every column kept)."""
     stream = stream or sys.stdout
     job = advice.job
     say(job_words(job), stream)
@@ -46,7 +81,7 @@ def table(advice: LlmAdvice, show_excluded: bool = False, stream=None) -> None:
                  "USD": f"{r.cost_usd:,.0f}", "$/M tok": f"{r.usd_per_million_tokens:.3f}", "note": r.reason or ""}
                 for r in advice.rows]
         cols = [c for c in rows[0] if c != "note" or any(r["note"] for r in rows)]
-        emit(rows, "table", cols, stream=stream, notes="note", drop=DROP_ORDER)
+        emit(rows, fmt, cols, stream=stream, notes="note", drop=DROP_ORDER)
     print(file=stream)
     say("count: instances; GPUs: all of them; AC: activation checkpointing; mb: micro-batch per GPU. "
         "tokens/s: peak bf16 x MFU (torchtitan's "
@@ -55,7 +90,7 @@ def table(advice: LlmAdvice, show_excluded: bool = False, stream=None) -> None:
         stream)
     if show_excluded and advice.excluded:
         print(f"\nExcluded ({len(advice.excluded)}):", file=stream)
-        emit([{"instance_type": n, "reason": w} for n, w in advice.excluded], "table", stream=stream, notes="reason")
+        emit([{"instance_type": n, "reason": w} for n, w in advice.excluded], fmt, stream=stream, notes="reason")
     for w in advice.warnings:
         say(f"warning: {w}", stream)
 

@@ -86,3 +86,31 @@ def test_type_filters_apply_and_unsupported_options_are_refused(cli):
     assert {r["instance_type"].split(".")[0] for r in json.loads(out)["recommendations"]} == {"p5"}
     code, out, err = cli(*BASE, "--model-shape", "llama-3-8b", "--tokens", "2e9", "--check-account")
     assert code == 2 and out == "" and "--check-account not offered for token workloads" in err
+
+
+def test_csv_and_markdown_carry_the_same_rows_as_json(cli):
+    import csv
+    import io
+
+    args = (*BASE, "--model-shape", "llama-3-8b", "--finetune", "lora", "--tokens", "2e9", "--top", "3")
+    code, out, err = cli(*args, "--format", "json")
+    assert code == 0, err
+    doc = json.loads(out)["recommendations"]
+    code, out, err = cli(*args, "--format", "csv")
+    assert code == 0, err
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert [r["instance_type"] for r in rows] == [r["instance_type"] for r in doc]
+    assert [float(r["usd_per_million_tokens"]) for r in rows] == [r["usd_per_million_tokens"] for r in doc]
+    assert [float(r["tokens_per_sec_high"]) for r in rows] == [r["plan"]["tokens_per_sec_high"] for r in doc]
+    assert rows[0]["strategy"] == doc[0]["plan"]["strategy"]
+    code, out, err = cli(*args, "--format", "markdown")
+    assert code == 0, err
+    table = [ln for ln in out.splitlines() if ln.startswith("|")]
+    assert len(table) == 2 + len(doc)  # header, rule, a line a row
+    assert "$/M tok" in table[0] and all(r["instance_type"] in out for r in doc)
+
+
+def test_a_format_not_offered_for_tokens_names_those_that_are(cli):
+    code, out, err = cli(*BASE, "--model-shape", "llama-3-8b", "--tokens", "2e9", "--format", "skypilot")
+    assert code == 2 and out == ""
+    assert "--format skypilot is not offered for token workloads yet: use json, table, csv, markdown" in err
