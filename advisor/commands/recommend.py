@@ -241,8 +241,9 @@ def handle_tokens(args) -> int:
     offered = render.token_formats()
     if args.format not in offered:
         raise AdvisorError(f"--format {args.format} is not offered for token workloads yet: use {', '.join(offered)}")
-    if args.file or args.plot:
-        raise AdvisorError("--plot and a page file are not offered for token workloads yet")
+    if args.plot:
+        raise AdvisorError("--plot is not offered for token workloads yet")
+    page_target = render.check(args.format, args.file)  # a bad page file: refused before anything is computed
     unsupported = [flag for flag, given in (("--prices", args.prices), ("--check-account", args.check_account),
                                             ("--obtainable-only", args.obtainable_only), ("--probe-budget", args.probe_budget),
                                             ("--require-dtype", args.require_dtype),
@@ -257,5 +258,6 @@ def handle_tokens(args) -> int:
 
         schemas.write("recommend-tokens", **document_fields(advice))
     else:
-        render.show_tokens(advice, args.format, show_excluded=args.show_excluded)
+        render.show_tokens(advice, args.format, show_excluded=args.show_excluded, target=page_target,
+                           command_line=f"{command_name()} {shlex.join(args.argv)}", version=args.advisor_version)
     return 0

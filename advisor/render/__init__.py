@@ -78,7 +78,7 @@ FORMATS: dict[str, Format] = {
                        help="skypilot: a SkyPilot task file for the ranked candidates (sky launch / sky jobs launch)"),
     "html": Format("page", "render", to_file="a page", example="advice.html", for_people=True,
                    help="html FILE: the advice as one self-contained page written to FILE (table, plot, probe "
-                        "plan, sources; it fetches nothing), to open in a browser or send"),
+                        "plan, sources; it fetches nothing), to open in a browser or send", tokens="render_html"),
 }
 
 

@@ -113,4 +113,23 @@ def test_csv_and_markdown_carry_the_same_rows_as_json(cli):
 def test_a_format_not_offered_for_tokens_names_those_that_are(cli):
     code, out, err = cli(*BASE, "--model-shape", "llama-3-8b", "--tokens", "2e9", "--format", "skypilot")
     assert code == 2 and out == ""
-    assert "--format skypilot is not offered for token workloads yet: use json, table, csv, markdown" in err
+    assert "--format skypilot is not offered for token workloads yet: use json, table, csv, markdown, html" in err
+
+
+def test_the_html_page_holds_the_rows_and_the_document(cli, tmp_path):
+    import re
+
+    target = tmp_path / "tokens.html"
+    args = (*BASE, "--model-shape", "llama-3-8b", "--finetune", "lora", "--tokens", "2e9", "--top", "3")
+    code, out, err = cli(*args, "--format", "html", str(target), "--show-excluded")
+    assert code == 0, err
+    assert f"page written to {target}" in out
+    page = target.read_text()
+    doc = json.loads(re.search(r'<script type="application/json" id="advice">(.*?)</script>', page, re.S).group(1))
+    assert doc["schema"] == "recommend-tokens" and len(doc["recommendations"]) == page.count("<tr data-i=")
+    for r in doc["recommendations"]:
+        assert f'data-key="usd_per_million_tokens" data-v="{r["usd_per_million_tokens"]!r}"' in page
+    assert "Content-Security-Policy" in page and "http://" not in page.replace("http-equiv", "")
+    # no file: one line, exit 2, nothing written
+    code, out, err = cli(*args, "--format", "html")
+    assert code == 2 and out == "" and "--format html writes a page to a file" in err
