@@ -125,7 +125,7 @@ def test_the_html_page_holds_the_rows_and_the_document(cli, tmp_path):
     assert code == 0, err
     assert f"page written to {target}" in out
     page = target.read_text()
-    doc = json.loads(re.search(r'<script type="application/json" id="advice">(.*?)</script>', page, re.S).group(1))
+    doc = json.loads(re.search(r'<script type="application/json" id="advice">(.*?)</script>', page, re.DOTALL).group(1))
     assert doc["schema"] == "recommend-tokens" and len(doc["recommendations"]) == page.count("<tr data-i=")
     for r in doc["recommendations"]:
         assert f'data-key="usd_per_million_tokens" data-v="{r["usd_per_million_tokens"]!r}"' in page
