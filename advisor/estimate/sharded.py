@@ -1,16 +1,20 @@
 """Step time of sharded data parallel (FSDP / ZeRO) training, and its calibration.
 
-Per device, per micro-batch: compute = tokens / (peak x MFU / FLOPs per token), FLOPs per token
-`training_flops_per_token` (the weights' 6N and the attention's 12 L d s, each + a third with
-activation checkpointing); communication =
+Per device, per micro-batch: compute = tokens x (FLOPs per token / (peak x MFU) + memory-bound
+bytes per token / HBM bandwidth), FLOPs per token `training_flops_per_token` (the weights' 6N and
+the attention's 12 L d s, each + a third with activation checkpointing), memory-bound bytes a
+fitted number per n_layers x d_model (the norms, residual adds, activation function and attention
+kernel I/O each read and write a few d_model-wide tensors a layer: a roofline's second term, which
+is why narrow models reach a smaller share of peak); communication =
 - FSDP full shard (ZeRO-3): the bf16 weights all-gathered forward and backward and the gradients
   reduce-scattered, every micro-batch: an all-gather or reduce-scatter moves half an all-reduce's
   bytes, so 3 x 1/2 = 1.5 x DDP's gradient all-reduce (Rajbhandari et al. 2020, arXiv:1910.02054, 7.2.2);
 - DDP / ZeRO-1 / ZeRO-2 (FSDP SHARD_GRAD_OP): one gradient all-reduce's bytes per optimizer step (section 7).
 The link is the instance's NVLink/PCIe (catalog interconnect) within one instance, else the slower
 of it and the instance's network shared by its devices. Communication hides behind up to
-`overlap` x compute; the rest is exposed. MFU and overlap are fitted (SHARDED_FIT) on published
-sharded rows by benchmarks/llm_fit.py's scale-out part.
+`overlap` x compute; the rest is exposed. MFU, overlap and the memory-bound bytes are fitted
+(SHARDED_FIT) on published sharded rows by benchmarks/llm_fit.py's scale-out part; recommend reads
+the overlap and the leave-one-out band (advisor/estimate/strategy.py).
 """
 
 from __future__ import annotations
