@@ -123,6 +123,10 @@ def register(sub) -> None:
                      help="what the weights, gradients and optimizer state are kept in (default bf16-true)")
     llm.add_argument("--optimizer-kind", choices=("adamw", "adamw8bit", "sgd"), default="adamw",
                      help="adamw (default), adamw8bit (bitsandbytes), sgd (with momentum): its state per parameter")
+    llm.add_argument("--fsdp-no-sync", action="store_true",
+                     help="your script accumulates gradients under FSDP1's no_sync() (litgpt's finetune scripts do): "
+                          "each GPU holds the whole unsharded gradient between optimizer steps, reduce-scattered once "
+                          "a step (default: reduce-scattered every micro-batch, FSDP2's way)")
     llm.add_argument("--global-batch-tokens", type=opt.whole(1, 2**40), default=2**20, metavar="T",
                      help="tokens per optimizer step across all devices (default 1048576): how often gradients are exchanged")
     p.add_argument("--references", type=opt.path, default="builtin", metavar="builtin|none|FILE",
@@ -214,7 +218,7 @@ def llm_job_from_args(args):
     try:
         shape = parse_shape(args.model_shape)
         training = Training(method=args.finetune, precision=args.precision, optimizer=args.optimizer_kind,
-                            lora_rank=args.lora_rank)
+                            lora_rank=args.lora_rank, no_sync_accumulation=args.fsdp_no_sync)
     except (ShapeError, MemoryModelError) as e:
         raise AdvisorError(str(e)) from None
     seq_len = args.seq_len or 4096

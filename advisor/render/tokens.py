@@ -16,7 +16,8 @@ FULL_FINETUNE = "full"
 def job_words(job: LlmJob) -> str:
     t = job.training
     return (f"{job.shape.name} ({job.shape.params() / 1e9:.2f}B parameters), {t.method} fine-tune"
-            + (f" r={t.lora_rank}" if t.method != FULL_FINETUNE else "") + f", {t.precision}, {t.optimizer}; "
+            + (f" r={t.lora_rank}" if t.method != FULL_FINETUNE else "") + f", {t.precision}, {t.optimizer}"
+            + (", FSDP accumulating under no_sync" if t.no_sync_accumulation else "") + "; "
             f"{job.tokens:,.3g} tokens at {job.seq_len} per sequence")
 
 

@@ -160,3 +160,16 @@ def test_a_probe_results_activations_reach_the_workload_facts():
     counted = plain.model_copy(update={"shape": shape, "tokens_per_sec": 40.0 * 512})
     assert facts_from_probes("m:LM", 224, [plain]).measured_act_per_token_layer(1024) is None
     assert facts_from_probes("m:LM", 224, [plain, counted]).measured_act_per_token_layer(1024) == 30_000.0 + 2.0 * 1024
+
+
+def test_fsdp_no_sync_holds_the_gradient_and_reduce_scatters_once_a_step():
+    # litgpt's Llama 2 7B full fine-tune on 4 x A10G (micro-batch 4 x 512) runs out of memory: a run
+    # that accumulates under no_sync does not fit there; one that reduce-scatters every micro-batch does
+    a10g_4 = Device("g5.12xlarge", 24, 4, 125.0, 32.0, 40.0)
+    llama2 = parse_shape("llama-2-7b")
+    assert plan(a10g_4, llama2, Training(), 512, 1, strategies=("fsdp",)) is not None
+    assert plan(a10g_4, llama2, Training(no_sync_accumulation=True), 512, 1, strategies=("fsdp",)) is None
+    from advisor.estimate.strategy import _fsdp_bytes
+    g = w = 2.0 * 8e9
+    assert _fsdp_bytes(g, w, 1) == w + g / 2  # gathers twice (each half an all-reduce) + the reduce-scatter
+    assert _fsdp_bytes(g, w, 8) == w + g / 16  # the reduce-scatter once in 8 micro-batches

@@ -133,3 +133,14 @@ def test_the_html_page_holds_the_rows_and_the_document(cli, tmp_path):
     # no file: one line, exit 2, nothing written
     code, out, err = cli(*args, "--format", "html")
     assert code == 2 and out == "" and "--format html writes a page to a file" in err
+
+
+def test_fsdp_no_sync_is_said_and_its_gradient_is_in_the_ledger(cli):
+    args = (*BASE, "--model-shape", "llama-3-8b", "--tokens", "2e9", "--strategy", "fsdp", "--top", "2")
+    code, out, err = cli(*args, "--fsdp-no-sync")
+    assert code == 0, err
+    assert "FSDP accumulating under no_sync" in out
+    code, out, err = cli(*args, "--fsdp-no-sync", "--format", "json")
+    assert code == 0, err
+    terms = {t["name"] for r in json.loads(out)["recommendations"] for t in r["plan"]["memory"]["terms"]}
+    assert "gradients: unsharded, held across the accumulation (no_sync)" in terms
