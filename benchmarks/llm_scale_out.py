@@ -3,8 +3,9 @@ decoder-LLM rows of advisor/data/reference_measurements.json: llm_fit.py's scale
 
 The rows name a GPU (H100 80GB, A100 40/80GB) in 8-GPU nodes, not an instance type: their links are
 taken from the catalog's 8-GPU AWS type with that GPU (p5.48xlarge, p4de.24xlarge, p4d.24xlarge),
-an assumption, since the published platform is not AWS. FLOPs per token: 6N (+2N with activation
-checkpointing); the rows give no layer count, so the attention term is left to the fitted MFU.
+an assumption, since the published platform is not AWS. FLOPs per token: 6N + 12 L d s (+ a third
+of each with activation checkpointing), L and d from the rows' llm-foundry yamls
+(advisor/data/reference_model_shapes.json; the parameter count they give must match the row's).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import statistics
 from pathlib import Path
 
 from advisor.estimate import sharded
+from catalog import accelerators as acc
 from catalog.io import load
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -33,11 +35,19 @@ def rows_and_cases():
             continue
         dev = device_of(cat.instance_types[TYPE_OF[(r["device"], r["device_memory_gib"])]])
         n = r["gpus"] * r["nodes"]
-        weights = 8.0 if r.get("activation_checkpointing") else 6.0
+        shape = sharded.reference_model_shapes()[r["model"]]
+        L, d = shape["n_layers"], shape["d_model"]
+        counted = L * (12 * d * d + 13 * d) + (shape["vocab"] + shape["max_seq_len"]) * d + 2 * d
+        if counted != r["parameters"]:
+            raise ValueError(f"{r['id']}: the yaml's shape counts {counted:,} parameters, the row {r['parameters']:,}")
+        flops = sharded.training_flops_per_token(r["parameters"], L, d, r["tokens_per_sample"],
+                                                 checkpointing=bool(r.get("activation_checkpointing")))
         case = sharded.Case(kind, n, r["gpus"], r["batch_per_device"] * r["tokens_per_sample"],
-                            r.get("grad_accumulation") or 1, weights * r["parameters"], dev.peak_tflops * 1e12,
+                            r.get("grad_accumulation") or 1, flops, dev.peak_tflops * 1e12,
                             2.0 * r["parameters"], 2.0 * r["parameters"],
-                            sharded.link_bytes_per_s(r["gpus"], r["nodes"], dev.interconnect_gbs, dev.network_gbps))
+                            sharded.link_bytes_per_s(r["gpus"], r["nodes"], dev.interconnect_gbs, dev.network_gbps),
+                            L * d * (4.0 / 3.0 if r.get("activation_checkpointing") else 1.0),
+                            acc.lookup(r["device"], r["device_memory_gib"]).bandwidth_gbs * 1e9)
         out.append((r, case, r["tokens_per_sec"] / n))
     return out
 
@@ -45,10 +55,11 @@ def rows_and_cases():
 def scale_out_part() -> bool:
     rows = rows_and_cases()
     cases, ys = [c for _, c, _ in rows], [y for _, _, y in rows]
-    mfu, overlap = sharded.fit(cases, ys)
+    mfu, overlap, width = sharded.fit(cases, ys)
     loo = sharded.leave_one_out(cases, ys)
     low, high = sharded.band(loo)
-    print(f"scale-out: per-GPU tokens/s, sharded model (MFU {mfu}, overlap {overlap} fitted on all {len(rows)} rows) "
+    print(f"scale-out: per-GPU tokens/s, sharded model (MFU {mfu}, overlap {overlap}, memory-bound {width:g} bytes a token "
+          f"per n_layers x d_model, fitted on all {len(rows)} rows) "
           "against published; LOO = predicted with the constants fitted on the other rows")
     print(f"{'row':<52} {'gpus':>4} {'published':>9} {'predicted':>9} {'LOO err':>8} in band")
     covered = 0

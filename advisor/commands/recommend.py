@@ -138,6 +138,10 @@ def register(sub) -> None:
                      help=f"what the weights, gradients and optimizer state are kept in (default {TRAINING['precision']})")
     llm.add_argument("--optimizer-kind", choices=("adamw", "adamw8bit", "sgd"), default=TRAINING["optimizer"],
                      help="adamw (default), adamw8bit (bitsandbytes), sgd (with momentum): its state per parameter")
+    llm.add_argument("--fsdp-no-sync", action="store_true",
+                     help="your script accumulates gradients under FSDP1's no_sync() (litgpt's finetune scripts do): "
+                          "each GPU holds the whole unsharded gradient between optimizer steps, reduce-scattered once "
+                          "a step (default: reduce-scattered every micro-batch, FSDP2's way)")
     llm.add_argument("--global-batch-tokens", type=opt.whole(1, 2**40), default=DEFAULT_GLOBAL_BATCH_TOKENS, metavar="T",
                      help=f"tokens per optimizer step across all devices (default {DEFAULT_GLOBAL_BATCH_TOKENS}): how often "
                           "gradients are exchanged")
@@ -233,7 +237,7 @@ def llm_job_from_args(args):
     try:
         shape = parse_shape(args.model_shape)
         training = Training(method=args.finetune, precision=args.precision, optimizer=args.optimizer_kind,
-                            lora_rank=args.lora_rank)
+                            lora_rank=args.lora_rank, no_sync_accumulation=args.fsdp_no_sync)
     except (ShapeError, MemoryModelError) as e:
         raise AdvisorError(str(e)) from None
     seq_len = args.seq_len or DEFAULT_SEQ_LEN
@@ -251,16 +255,18 @@ def handle_tokens(args) -> int:
     from lightning_module.contract.transformer_shape import PRESETS
 
     from ..recommend.llm import advise_llm
-    from ..render.tokens import document_fields, table
+    from ..render.tokens import document_fields
 
     if args.model_shape.strip().lower() == "list":
         for name, shape in PRESETS.items():
             print(f"{name:<24} {shape.params() / 1e9:6.2f}B  {shape.source}")
         return 0
-    if args.format not in ("table", "json"):
-        raise AdvisorError(f"--format {args.format} is not offered for token workloads yet: use table or json")
-    if args.file or args.plot:
-        raise AdvisorError("--plot and a page file are not offered for token workloads yet")
+    offered = render.token_formats()
+    if args.format not in offered:
+        raise AdvisorError(f"--format {args.format} is not offered for token workloads yet: use {', '.join(offered)}")
+    if args.plot:
+        raise AdvisorError("--plot is not offered for token workloads yet")
+    page_target = render.check(args.format, args.file)  # a bad page file: refused before anything is computed
     unsupported = [flag for flag, given in (("--prices", args.prices), ("--check-account", args.check_account),
                                             ("--obtainable-only", args.obtainable_only), ("--probe-budget", args.probe_budget),
                                             ("--require-dtype", args.require_dtype),
@@ -275,5 +281,6 @@ def handle_tokens(args) -> int:
 
         schemas.write("recommend-tokens", **document_fields(advice))
     else:
-        table(advice, show_excluded=args.show_excluded)
+        render.show_tokens(advice, args.format, show_excluded=args.show_excluded, target=page_target,
+                           command_line=f"{command_name()} {shlex.join(args.argv)}", version=args.advisor_version)
     return 0

@@ -72,6 +72,11 @@ class Training:
     lora_dropout: bool = True  # the adapter keeps its dropped input and mask (litgpt, PEFT default > 0)
     eager_attention: bool = False  # the s x s probabilities kept (no fused attention kernel)
     double_quant: bool = True  # QLoRA: the quantization constants quantized again (nf4-dq)
+    # Gradient accumulation under FSDP's no_sync() (FSDP1; what litgpt's finetune scripts do through
+    # Fabric's no_backward_sync): every device holds the whole model's unsharded gradients between
+    # the micro-batches of one optimizer step. False: the gradients are reduce-scattered after every
+    # micro-batch (FSDP2's default, and what advisor/estimate/strategy.py's step time assumes).
+    no_sync_accumulation: bool = False
 
     def __post_init__(self):
         c = constants()
@@ -266,7 +271,16 @@ def estimate(shape: TransformerShape, training: Training, layout: Layout, micro_
                           "FSDP keeps the root unit (embedding, head, final norm: litgpt's auto_wrap_policy={Block} leaves "
                           "them to the root) unsharded from forward to the end of backward (torch FSDP: the root does not "
                           "reshard after forward)"))
-        if training.method == FULL:
+        if training.no_sync_accumulation:
+            # Not a state term: between optimizer steps the sharded gradients are freed (zero_grad)
+            # while these live; the optimizer step sees the shard only.
+            terms.append(Term("gradients: unsharded, held across the accumulation (no_sync)", trained * keep * prec["grads"],
+                              c["fsdp_no_sync"]["source"]))
+            # Each backward computes a unit's gradient whole and then adds it into the held one: the
+            # root (embedding, head, final norm), the largest unit, is the biggest such transient.
+            terms.append(Term("transient: the root unit's new gradient before it is accumulated",
+                              shape.embedding_params() * prec["grads"], c["accumulate_grad"]["source"]))
+        elif training.method == FULL:
             terms.append(Term("state: unsharded gradients (a block, the root)",
                               (shape.block_params() + shape.embedding_params()) * keep * prec["grads"],
                               "FSDP reduce-scatters a unit's gradients after its backward: a block's at a time, "

@@ -1,28 +1,36 @@
 """Step time of sharded data parallel (FSDP / ZeRO) training, and its calibration.
 
-Per device, per micro-batch: compute = tokens / (peak x MFU / FLOPs per token); communication =
+Per device, per micro-batch: compute = tokens x (FLOPs per token / (peak x MFU) + memory-bound
+bytes per token / HBM bandwidth), FLOPs per token `training_flops_per_token` (the weights' 6N and
+the attention's 12 L d s, each + a third with activation checkpointing), memory-bound bytes a
+fitted number per n_layers x d_model (the norms, residual adds, activation function and attention
+kernel I/O each read and write a few d_model-wide tensors a layer: a roofline's second term, which
+is why narrow models reach a smaller share of peak); communication =
 - FSDP full shard (ZeRO-3): the bf16 weights all-gathered forward and backward and the gradients
   reduce-scattered, every micro-batch: an all-gather or reduce-scatter moves half an all-reduce's
   bytes, so 3 x 1/2 = 1.5 x DDP's gradient all-reduce (Rajbhandari et al. 2020, arXiv:1910.02054, 7.2.2);
 - DDP / ZeRO-1 / ZeRO-2 (FSDP SHARD_GRAD_OP): one gradient all-reduce's bytes per optimizer step (section 7).
 The link is the instance's NVLink/PCIe (catalog interconnect) within one instance, else the slower
 of it and the instance's network shared by its devices. Communication hides behind up to
-`overlap` x compute; the rest is exposed. MFU and overlap are fitted (SHARDED_FIT) on published
-sharded rows by benchmarks/llm_fit.py's scale-out part.
+`overlap` x compute; the rest is exposed. MFU, overlap and the memory-bound bytes are fitted
+(SHARDED_FIT) on published sharded rows by benchmarks/llm_fit.py's scale-out part; recommend reads
+the overlap and the leave-one-out band (advisor/estimate/strategy.py).
 """
 
 from __future__ import annotations
 
 import json
 import math
-import statistics
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+import numpy as np
+
 from .scaling import allreduce_seconds
 
 SHARDED_FIT = Path(__file__).resolve().parents[1] / "data" / "sharded_fit.json"
+MODEL_SHAPES = Path(__file__).resolve().parents[1] / "data" / "reference_model_shapes.json"
 FULL_SHARD = "full_shard"  # FSDP FULL_SHARD / ZeRO-3
 GRAD_SHARD = "grad_shard"  # DDP, ZeRO-1, ZeRO-2, FSDP SHARD_GRAD_OP: DDP's bytes
 
@@ -30,6 +38,24 @@ GRAD_SHARD = "grad_shard"  # DDP, ZeRO-1, ZeRO-2, FSDP SHARD_GRAD_OP: DDP's byte
 @lru_cache(maxsize=1)
 def fitted() -> dict:
     return json.loads(SHARDED_FIT.read_text())
+
+
+@lru_cache(maxsize=1)
+def reference_model_shapes() -> dict:
+    """The published rows' architectures (n_layers, d_model ...), keyed by the rows' model name."""
+    return json.loads(MODEL_SHAPES.read_text())["models"]
+
+
+def training_flops_per_token(params: float, n_layers: int, attn_dim: int, seq_len: int, weights_train: bool = True,
+                             checkpointing: bool = False) -> float:
+    """Forward + backward FLOPs of one token: 2N forward, 2N for the inputs' gradients and, where the
+    weights train, 2N for theirs (6N; 4N with a frozen base), plus the attention's score and value
+    products, 4 L d s forward and twice that backward: 12 L d s (Chowdhery et al. 2022, PaLM,
+    arXiv:2204.02311, appendix B; llm-foundry's MPT flops_per_batch counts the same). Activation
+    checkpointing runs each block's forward again: + 2N and + 4 L d s (Korthikanti et al. 2022, section 5)."""
+    weights = (6.0 if weights_train else 4.0) + (2.0 if checkpointing else 0.0)
+    attention = 12.0 * n_layers * attn_dim * seq_len * (1.0 + (1.0 / 3.0 if checkpointing else 0.0))
+    return weights * params + attention
 
 
 def comm_bytes(kind: str, grad_bytes: float, weight_bytes: float) -> float:
@@ -69,10 +95,18 @@ class Case:
     param_bytes: float  # bf16 weights
     grad_bytes: float  # bf16 gradients of the trained weights
     link: float  # bytes/s
+    # The memory-bound kernels (norms, residual adds, the MLP's activation, the attention kernel's
+    # reads and writes) move a number of bytes a token in proportion to n_layers x d_model (each
+    # reads and writes a few d_model-wide tensors a layer; a third more with checkpointing):
+    # `layer_width` is that product, `hbm` the device's memory bandwidth (bytes/s).
+    layer_width: float = 0.0
+    hbm: float = 0.0
 
 
-def per_device_tokens_per_sec(c: Case, mfu: float, overlap: float) -> float:
-    compute = c.micro_tokens * c.flops_per_token / (c.peak_flops * mfu)
+def per_device_tokens_per_sec(c: Case, mfu: float, overlap: float, width_bytes: float = 0.0) -> float:
+    """`width_bytes`: the memory-bound kernels' bytes a token per unit of n_layers x d_model."""
+    compute = c.micro_tokens * (c.flops_per_token / (c.peak_flops * mfu)
+                                + (width_bytes * c.layer_width / c.hbm if c.hbm else 0.0))
     n = c.devices
     rounds = 1.0 if c.kind == FULL_SHARD else 1.0 / max(c.accum, 1)  # FSDP: every micro-batch
     comm = float(allreduce_seconds(n, comm_bytes(c.kind, c.grad_bytes, c.param_bytes), c.link)) * rounds if c.link else math.inf
@@ -81,32 +115,52 @@ def per_device_tokens_per_sec(c: Case, mfu: float, overlap: float) -> float:
     return c.micro_tokens / compute * exposed_efficiency(compute, comm, overlap)
 
 
-MFU_GRID = tuple(round(0.20 + 0.01 * i, 2) for i in range(41))  # 0.20 .. 0.60
+MFU_GRID = tuple(round(0.20 + 0.01 * i, 2) for i in range(66))  # 0.20 .. 0.85
 OVERLAP_GRID = tuple(round(0.1 * i, 1) for i in range(11))  # 0 .. 1
+# Bytes a token per n_layers x d_model: 0 (compute-bound only) to 1,200. Counted for an MPT block in
+# bf16, forward: norms 2 x 4, residual adds 2 x 6, GELU 16, the attention kernel's q, k, v and output
+# 8: about 44 bytes per d_model a layer, and twice that backward: about 130 (derived).
+WIDTH_GRID = tuple(float(50 * i) for i in range(25))
 
 
-def fit(cases: list[Case], observed: list[float]) -> tuple[float, float]:
-    """(MFU, overlap) minimising the median |log error| over a grid (robust to a few odd rows), the
-    mean breaking ties (rows whose communication hides at several overlaps fit them all)."""
-    best = None
-    for m in MFU_GRID:
-        for o in OVERLAP_GRID:
-            errs = [abs(math.log(per_device_tokens_per_sec(c, m, o) / y)) for c, y in zip(cases, observed)]
-            key = (round(statistics.median(errs), 12), round(statistics.fmean(errs), 12))
-            if best is None or key < best[0]:
-                best = (key, m, o)
-    return best[1], best[2]
+def _log_errors(cases: list[Case], observed: list[float]) -> tuple[np.ndarray, list[tuple[float, float, float]]]:
+    """|log(predicted / observed)| for every grid point (rows) and case (columns)."""
+    grid = [(m, o, w) for m in MFU_GRID for o in OVERLAP_GRID for w in WIDTH_GRID]
+    flops = np.array([c.flops_per_token / c.peak_flops for c in cases])
+    width = np.array([c.layer_width / c.hbm if c.hbm else 0.0 for c in cases])
+    tokens = np.array([float(c.micro_tokens) for c in cases])
+    comm = np.array([0.0 if c.devices == 1 else (
+        float(allreduce_seconds(c.devices, comm_bytes(c.kind, c.grad_bytes, c.param_bytes), c.link))
+        * (1.0 if c.kind == FULL_SHARD else 1.0 / max(c.accum, 1)) if c.link else math.inf) for c in cases])
+    g = np.array(grid)
+    compute = tokens[None, :] * (flops[None, :] / g[:, :1] + g[:, 2:3] * width[None, :])
+    exposed = np.maximum(comm[None, :] - g[:, 1:2] * compute, 0.0)
+    rate = tokens[None, :] / (compute + exposed)
+    return np.abs(np.log(rate / np.array(observed)[None, :])), grid
+
+
+def _best(errs: np.ndarray, grid: list) -> tuple[float, float, float]:
+    """The grid point of least median |log error|, the mean breaking ties (rows whose communication
+    hides at several overlaps fit them all)."""
+    med, mean = np.round(np.median(errs, axis=1), 12), np.round(errs.mean(axis=1), 12)
+    return grid[int(np.lexsort((mean, med))[0])]
+
+
+def fit(cases: list[Case], observed: list[float]) -> tuple[float, float, float]:
+    """(MFU, overlap, memory-bound bytes per n_layers x d_model) minimising the median |log error|
+    over a grid (robust to a few odd rows)."""
+    errs, grid = _log_errors(cases, observed)
+    return _best(errs, grid)
 
 
 def leave_one_out(cases: list[Case], observed: list[float]) -> list[float]:
     """Each row predicted by the constants fitted on all the others: signed relative errors."""
-    errors = []
+    errs, grid = _log_errors(cases, observed)
+    out = []
     for i in range(len(cases)):
-        rest = [c for j, c in enumerate(cases) if j != i]
-        ys = [y for j, y in enumerate(observed) if j != i]
-        m, o = fit(rest, ys)
-        errors.append(per_device_tokens_per_sec(cases[i], m, o) / observed[i] - 1.0)
-    return errors
+        m, o, w = _best(np.delete(errs, i, axis=1), grid)
+        out.append(per_device_tokens_per_sec(cases[i], m, o, w) / observed[i] - 1.0)
+    return out
 
 
 def band(errors: list[float], coverage: float = 0.8) -> tuple[float, float]:

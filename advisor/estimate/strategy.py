@@ -48,7 +48,7 @@ from .memory import (
     largest_micro_batch,
 )
 from .scaling import allreduce_seconds, overlap_efficiency
-from .sharded import FULL_SHARD, GRAD_SHARD, comm_bytes, fitted
+from .sharded import FULL_SHARD, GRAD_SHARD, comm_bytes, fitted, training_flops_per_token
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "llm_throughput.json"
 # Cheapest in communication first: the order a tie in throughput is broken in.
@@ -61,12 +61,8 @@ def throughput_constants() -> dict:
 
 
 def flops_per_token(shape: TransformerShape, training: Training, seq_len: int) -> float:
-    n = shape.params()
-    weights = 6.0 if training.method == FULL else 4.0
-    if training.checkpointing:
-        weights += 2.0
-    attention = 12.0 * shape.n_layers * shape.q_dim * seq_len * (1.0 + (1.0 / 3.0 if training.checkpointing else 0.0))
-    return weights * n + attention
+    return training_flops_per_token(shape.params(), shape.n_layers, shape.q_dim, seq_len,
+                                    weights_train=training.method == FULL, checkpointing=training.checkpointing)
 
 
 @dataclass(frozen=True)
@@ -132,10 +128,11 @@ def per_device_tokens_per_sec(dev: Device, shape: TransformerShape, training: Tr
 
 
 def _efficiency(dev: Device, strategy: str, instances: int, micro_batch: int, seq_len: int, global_tokens: int,
-                per_dev_rate: float, grad_bytes: float, weight_bytes: float) -> float:
+                per_dev_rate: float, grad_bytes: float, weight_bytes: float, no_sync: bool = False) -> float:
     """Communication efficiency. An all-gather or a reduce-scatter of X bytes moves half an
     all-reduce's: FSDP gathers every weight, frozen ones included, forward and backward
-    (allreduce_seconds(n, W)) and reduce-scatters the trained gradients (allreduce_seconds(n, G) / 2)."""
+    (allreduce_seconds(n, W)) and reduce-scatters the trained gradients (allreduce_seconds(n, G) / 2),
+    every micro-batch, or once a step where the run accumulates under no_sync."""
     n = dev.per_instance * instances
     if n == 1:
         return 1.0
@@ -150,14 +147,31 @@ def _efficiency(dev: Device, strategy: str, instances: int, micro_batch: int, se
     if strategy in (DDP, ZERO1, ZERO2):
         comm = float(allreduce_seconds(n, comm_bytes(GRAD_SHARD, grad_bytes, weight_bytes), link)) / accum  # once per step
     elif strategy == FSDP:
-        comm = float(allreduce_seconds(n, comm_bytes(FULL_SHARD, grad_bytes, weight_bytes), link))
+        comm = float(allreduce_seconds(n, _fsdp_bytes(grad_bytes, weight_bytes, accum if no_sync else 1), link))
     else:  # hybrid: FSDP inside the instance, the shard all-reduced across instances once per step
         m = dev.per_instance
-        comm = float(allreduce_seconds(m, comm_bytes(FULL_SHARD, grad_bytes, weight_bytes), intra or inter))
+        comm = float(allreduce_seconds(m, _fsdp_bytes(grad_bytes, weight_bytes, accum if no_sync else 1), intra or inter))
         if instances > 1:
             comm += float(allreduce_seconds(instances, grad_bytes / dev.per_instance, inter)) / accum
     # The overlap share fitted on published sharded runs (advisor/data/sharded_fit.json).
     return float(overlap_efficiency(micro_s, comm, fitted()["overlap"]))
+
+
+def _fsdp_bytes(grad_bytes: float, weight_bytes: float, rounds: int) -> float:
+    """FSDP's all-reduce-equivalent bytes a micro-batch: the weights gathered every micro-batch, the
+    gradients' reduce-scatter spread over the `rounds` micro-batches it waits for (1: every one)."""
+    return comm_bytes(FULL_SHARD, grad_bytes / rounds, weight_bytes)
+
+
+def scale_out_band(devices: int, low: float, high: float) -> tuple[float, float]:
+    """The (low, high) multipliers on a plan's tokens/s: the MFU band of one device, widened on more
+    than one to the scale-out model's leave-one-out band (advisor/data/sharded_fit.json: the central
+    80% of its errors on published sharded runs), whichever is wider on each side. The envelope,
+    not the product: the scale-out residuals already hold those runs' compute error."""
+    if devices <= 1:
+        return low, high
+    b = fitted()["band"]
+    return min(low, b["low"]), max(high, b["high"])
 
 
 def plan(dev: Device, shape: TransformerShape, training: Training, seq_len: int, instances: int,
@@ -181,10 +195,12 @@ def plan(dev: Device, shape: TransformerShape, training: Training, seq_len: int,
                 continue
             mid, low, high = per_device_tokens_per_sec(dev, shape, t, seq_len)
             grads = (shape.params() if t.method == FULL else shape.lora_params(t.lora_rank, t.lora_targets)) * 2.0
-            eff = _efficiency(dev, strategy, instances, mb, seq_len, global_tokens, mid, grads, shape.params() * 2.0)
+            eff = _efficiency(dev, strategy, instances, mb, seq_len, global_tokens, mid, grads, shape.params() * 2.0,
+                              t.no_sync_accumulation)
             if eff <= 0:
                 continue
-            p = Plan(strategy, ckpt, instances, n, mb, mid * n * eff, low * n * eff, high * n * eff, eff,
+            lo_f, hi_f = scale_out_band(n, low / mid, high / mid)
+            p = Plan(strategy, ckpt, instances, n, mb, mid * n * eff, mid * lo_f * n * eff, mid * hi_f * n * eff, eff,
                      estimate(shape, t, layout, mb, seq_len, measured_act))
             if best is None or p.tokens_per_sec > best.tokens_per_sec * 1.0001:
                 best = p

@@ -61,22 +61,37 @@ class Format:
     to_file: str = ""  # what it writes to the file named after it ("a page"); "" when it prints to stdout
     example: str = ""  # such a file's name, for the error that asks for one
     for_people: bool = False  # its stdout is words for a person: where --plot wrote is said there too
+    # its function(advice, context) for a token workload's answer (recommend --model-shape), in
+    # advisor/render/tokens.py; "" where the format is not offered for token workloads
+    tokens: str = ""
 
     def renderer(self) -> Callable[[Result, Context], None]:
         return getattr(importlib.import_module(f"{__name__}.{self.module}"), self.function)
 
 
 FORMATS: dict[str, Format] = {
-    "table": Format("report", "render_table", for_people=True),
-    "json": Format("report", "render_json"),
-    "csv": Format("report", "render_csv"),
-    "markdown": Format("report", "render_markdown"),
+    "table": Format("report", "render_table", for_people=True, tokens="render_table"),
+    "json": Format("report", "render_json"),  # a token workload's json is its own document (recommend-tokens)
+    "csv": Format("report", "render_csv", tokens="render_csv"),
+    "markdown": Format("report", "render_markdown", tokens="render_markdown"),
     "skypilot": Format("skypilot", "render",
                        help="skypilot: a SkyPilot task file for the ranked candidates (sky launch / sky jobs launch)"),
     "html": Format("page", "render", to_file="a page", example="advice.html", for_people=True,
                    help="html FILE: the advice as one self-contained page written to FILE (table, plot, probe "
-                        "plan, sources; it fetches nothing), to open in a browser or send"),
+                        "plan, sources; it fetches nothing), to open in a browser or send", tokens="render_html"),
 }
+
+
+def token_formats() -> tuple[str, ...]:
+    """The formats a token workload's answer is offered in: json (its own document) and those with a
+    tokens renderer."""
+    return ("json",) + tuple(name for name, f in FORMATS.items() if f.tokens)
+
+
+def show_tokens(advice: Any, name: str, context: Context | None = None, **given: Any) -> None:
+    """Render a token workload's answer (advisor.recommend.llm.LlmAdvice) in format `name`."""
+    fn = getattr(importlib.import_module(f"{__name__}.tokens"), FORMATS[name].tokens)
+    fn(advice, context or Context(**given))
 
 
 def extra_formats(common: tuple[str, ...]) -> tuple[str, ...]:

@@ -33,3 +33,25 @@ def test_median_error_within_target_and_the_count_is_low_not_high():
     assert statistics.median(abs(x) for x in errors) <= MEDIAN_TARGET
     # the fit margin (advisor/data/training_memory.json) covers the under-count of nine rows in ten
     assert sum(x < 0 for x in errors) >= len(errors) * 0.9
+
+
+def test_no_configuration_its_source_reports_out_of_memory_is_predicted_to_fit():
+    for r in DATA["rows"]:
+        if r.get("oom"):
+            e = estimate(PRESETS[r["model"]], training_of(r), Layout(r["strategy"], r["devices"], r["devices"]),
+                         r["micro_batch"], r["seq_len"])
+            assert e.device_gib > r["device_gb"], r["id"]
+
+
+def test_the_shipped_scale_out_constants_are_the_fit_of_the_published_rows():
+    from advisor.estimate import sharded
+    from benchmarks.llm_scale_out import rows_and_cases
+
+    rows = rows_and_cases()
+    cases, ys = [c for _, c, _ in rows], [y for _, _, y in rows]
+    f = sharded.fitted()
+    assert sharded.fit(cases, ys) == (f["mfu"], f["overlap"], f["memory_bound_bytes"])
+    loo = sharded.leave_one_out(cases, ys)
+    assert round(statistics.median(abs(e) for e in loo), 3) == f["loo_median_abs_error"]
+    low, high = sharded.band(loo)
+    assert (round(low, 3), round(high, 3)) == (f["band"]["low"], f["band"]["high"])

@@ -96,6 +96,22 @@ def test_fsdp_shards_everything_and_holds_two_blocks_and_the_root_whole():
     assert t["state: unsharded gradients (a block, the root)"] == pytest.approx((BLOCK + ROOT) * 0.75 * 2)
 
 
+def test_fsdp_no_sync_accumulation_holds_the_whole_unsharded_gradient():
+    plain = estimate(TINY, Training(), Layout("fsdp", 4, 4), 1, 16)
+    held = estimate(TINY, Training(no_sync_accumulation=True), Layout("fsdp", 4, 4), 1, 16)
+    t = terms(held)
+    # the shard (state) plus the other 3/4: every device holds the whole model's bf16 gradients
+    assert t["state: gradients"] + t["gradients: unsharded, held across the accumulation (no_sync)"] == N * 2
+    assert t["transient: the root unit's new gradient before it is accumulated"] == ROOT * 2
+    assert "state: unsharded gradients (a block, the root)" not in t
+    # the held gradients are not state: the optimizer step sees the shard only
+    assert held.state_bytes == plain.state_bytes - (BLOCK + ROOT) * 0.75 * 2
+    assert held.peak_bytes > plain.peak_bytes
+    # DDP keeps whole gradients anyway: the flag changes nothing there
+    assert terms(estimate(TINY, Training(no_sync_accumulation=True), Layout("ddp", 2, 2), 1, 16)) == \
+        terms(estimate(TINY, Training(), Layout("ddp", 2, 2), 1, 16))
+
+
 def test_hybrid_shards_within_the_instance_only():
     t = terms(estimate(TINY, Training(), Layout("hybrid", 8, 4), 1, 16))  # 2 instances of 4
     assert (t["state: trained weights"], t["state: gradients"], t["state: optimizer"]) == (N * 2 / 4, N * 2 / 4, N * 4 / 4)

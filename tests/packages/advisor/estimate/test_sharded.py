@@ -36,11 +36,36 @@ def test_leave_one_out_recovers_a_known_overlap():
     # trade off, so the set mixes hidden, partly hidden and exposed rows (fast and slow networks).
     cases = [_case(d, p, net) for d in (8, 16, 64, 256) for p in (1e9, 7e9, 30e9) for net in (400.0, 3200.0, 12800.0)]
     truth = [sharded.per_device_tokens_per_sec(c, 0.40, 0.6) for c in cases]
-    assert sharded.fit(cases, truth) == (0.40, 0.6)
+    assert sharded.fit(cases, truth) == (0.40, 0.6, 0.0)  # no bandwidth given: the memory-bound term is 0
     errors = sharded.leave_one_out(cases, truth)
     assert max(abs(e) for e in errors) < 1e-9
     low, high = sharded.band(errors)
     assert low == pytest.approx(1.0) and high == pytest.approx(1.0)
+
+
+def test_the_fit_separates_matmul_efficiency_from_memory_bound_bytes():
+    # Narrow and wide models on two devices whose FLOP/s-to-bandwidth ratios differ: the memory-bound
+    # share falls as d_model grows, so MFU and the bytes per n_layers x d_model are both identifiable.
+    cases = []
+    for layers, d in ((12, 768), (24, 2048), (80, 8192)):
+        params = 12 * layers * d * d
+        for peak, hbm in ((989e12, 3.35e12), (312e12, 2.0e12)):
+            cases.append(sharded.Case(sharded.FULL_SHARD, 8, 8, 8 * 2048, 1, 6.0 * params, peak, 2.0 * params,
+                                      2.0 * params, 450e9, layers * d, hbm))
+    truth = [sharded.per_device_tokens_per_sec(c, 0.70, 1.0, 300.0) for c in cases]
+    m, _, w = sharded.fit(cases, truth)
+    assert (m, w) == (0.70, 300.0)
+    narrow, wide = (sharded.per_device_tokens_per_sec(c, 0.7, 1.0, 300.0) / sharded.per_device_tokens_per_sec(c, 0.7, 1.0)
+                    for c in (cases[0], cases[4]))
+    assert narrow < wide < 1.0  # the narrow model loses more to its memory-bound kernels
+
+
+def test_training_flops_count_the_attention():
+    # PaLM appendix B: 6N + 12 L d s; checkpointing adds a third of each
+    assert sharded.training_flops_per_token(1e9, 24, 2048, 2048) == 6e9 + 12 * 24 * 2048 * 2048
+    assert sharded.training_flops_per_token(1e9, 24, 2048, 2048, checkpointing=True) == pytest.approx(
+        8e9 + 16 * 24 * 2048 * 2048)
+    assert sharded.training_flops_per_token(1e9, 1, 1, 1, weights_train=False) == 4e9 + 12
 
 
 def test_more_exposed_communication_is_slower():

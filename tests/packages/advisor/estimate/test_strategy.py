@@ -36,6 +36,19 @@ def test_per_device_rate_is_peak_times_mfu_over_flops():
     assert q == pytest.approx(lora * 0.62)
 
 
+def test_the_band_widens_to_the_scale_out_band_on_more_than_one_gpu():
+    from advisor.estimate.sharded import fitted
+    b = fitted()["band"]
+    one = plan(Device("p5.4xlarge", 80, 1, 989.0, None, 100.0), parse_shape("llama-3.2-1b"), Training(), 2048, 1)
+    _, low, high = per_device_tokens_per_sec(H100_8, parse_shape("llama-3.2-1b"), Training(), 2048)
+    mid = per_device_tokens_per_sec(H100_8, parse_shape("llama-3.2-1b"), Training(), 2048)[0]
+    assert (one.low / one.tokens_per_sec, one.high / one.tokens_per_sec) == pytest.approx((low / mid, high / mid))
+    eight = plan(H100_8, LLAMA3, Training(), 4096, 1)
+    assert eight.low / eight.tokens_per_sec == pytest.approx(min(low / mid, b["low"]))
+    assert eight.high / eight.tokens_per_sec == pytest.approx(max(high / mid, b["high"]))
+    assert eight.high / eight.tokens_per_sec > high / mid  # the scale-out band is the wider one above
+
+
 def test_an_8b_full_fine_tune_does_not_fit_one_24_gib_gpu_but_a_sharded_instance_of_eight():
     assert plan(A10G_1, LLAMA3, Training(), 4096, 1) is None
     p = plan(A10G_8, LLAMA3, Training(), 4096, 1)
@@ -147,3 +160,16 @@ def test_a_probe_results_activations_reach_the_workload_facts():
     counted = plain.model_copy(update={"shape": shape, "tokens_per_sec": 40.0 * 512})
     assert facts_from_probes("m:LM", 224, [plain]).measured_act_per_token_layer(1024) is None
     assert facts_from_probes("m:LM", 224, [plain, counted]).measured_act_per_token_layer(1024) == 30_000.0 + 2.0 * 1024
+
+
+def test_fsdp_no_sync_holds_the_gradient_and_reduce_scatters_once_a_step():
+    # litgpt's Llama 2 7B full fine-tune on 4 x A10G (micro-batch 4 x 512) runs out of memory: a run
+    # that accumulates under no_sync does not fit there; one that reduce-scatters every micro-batch does
+    a10g_4 = Device("g5.12xlarge", 24, 4, 125.0, 32.0, 40.0)
+    llama2 = parse_shape("llama-2-7b")
+    assert plan(a10g_4, llama2, Training(), 512, 1, strategies=("fsdp",)) is not None
+    assert plan(a10g_4, llama2, Training(no_sync_accumulation=True), 512, 1, strategies=("fsdp",)) is None
+    from advisor.estimate.strategy import _fsdp_bytes
+    g = w = 2.0 * 8e9
+    assert _fsdp_bytes(g, w, 1) == w + g / 2  # gathers twice (each half an all-reduce) + the reduce-scatter
+    assert _fsdp_bytes(g, w, 8) == w + g / 16  # the reduce-scatter once in 8 micro-batches

@@ -86,3 +86,61 @@ def test_type_filters_apply_and_unsupported_options_are_refused(cli):
     assert {r["instance_type"].split(".")[0] for r in json.loads(out)["recommendations"]} == {"p5"}
     code, out, err = cli(*BASE, "--model-shape", "llama-3-8b", "--tokens", "2e9", "--check-account")
     assert code == 2 and out == "" and "--check-account not offered for token workloads" in err
+
+
+def test_csv_and_markdown_carry_the_same_rows_as_json(cli):
+    import csv
+    import io
+
+    args = (*BASE, "--model-shape", "llama-3-8b", "--finetune", "lora", "--tokens", "2e9", "--top", "3")
+    code, out, err = cli(*args, "--format", "json")
+    assert code == 0, err
+    doc = json.loads(out)["recommendations"]
+    code, out, err = cli(*args, "--format", "csv")
+    assert code == 0, err
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert [r["instance_type"] for r in rows] == [r["instance_type"] for r in doc]
+    assert [float(r["usd_per_million_tokens"]) for r in rows] == [r["usd_per_million_tokens"] for r in doc]
+    assert [float(r["tokens_per_sec_high"]) for r in rows] == [r["plan"]["tokens_per_sec_high"] for r in doc]
+    assert rows[0]["strategy"] == doc[0]["plan"]["strategy"]
+    code, out, err = cli(*args, "--format", "markdown")
+    assert code == 0, err
+    table = [ln for ln in out.splitlines() if ln.startswith("|")]
+    assert len(table) == 2 + len(doc)  # header, rule, a line a row
+    assert "$/M tok" in table[0] and all(r["instance_type"] in out for r in doc)
+
+
+def test_a_format_not_offered_for_tokens_names_those_that_are(cli):
+    code, out, err = cli(*BASE, "--model-shape", "llama-3-8b", "--tokens", "2e9", "--format", "skypilot")
+    assert code == 2 and out == ""
+    assert "--format skypilot is not offered for token workloads yet: use json, table, csv, markdown, html" in err
+
+
+def test_the_html_page_holds_the_rows_and_the_document(cli, tmp_path):
+    import re
+
+    target = tmp_path / "tokens.html"
+    args = (*BASE, "--model-shape", "llama-3-8b", "--finetune", "lora", "--tokens", "2e9", "--top", "3")
+    code, out, err = cli(*args, "--format", "html", str(target), "--show-excluded")
+    assert code == 0, err
+    assert f"page written to {target}" in out
+    page = target.read_text()
+    doc = json.loads(re.search(r'<script type="application/json" id="advice">(.*?)</script>', page, re.DOTALL).group(1))
+    assert doc["schema"] == "recommend-tokens" and len(doc["recommendations"]) == page.count("<tr data-i=")
+    for r in doc["recommendations"]:
+        assert f'data-key="usd_per_million_tokens" data-v="{r["usd_per_million_tokens"]!r}"' in page
+    assert "Content-Security-Policy" in page and "http://" not in page.replace("http-equiv", "")
+    # no file: one line, exit 2, nothing written
+    code, out, err = cli(*args, "--format", "html")
+    assert code == 2 and out == "" and "--format html writes a page to a file" in err
+
+
+def test_fsdp_no_sync_is_said_and_its_gradient_is_in_the_ledger(cli):
+    args = (*BASE, "--model-shape", "llama-3-8b", "--tokens", "2e9", "--strategy", "fsdp", "--top", "2")
+    code, out, err = cli(*args, "--fsdp-no-sync")
+    assert code == 0, err
+    assert "FSDP accumulating under no_sync" in out
+    code, out, err = cli(*args, "--fsdp-no-sync", "--format", "json")
+    assert code == 0, err
+    terms = {t["name"] for r in json.loads(out)["recommendations"] for t in r["plan"]["memory"]["terms"]}
+    assert "gradients: unsharded, held across the accumulation (no_sync)" in terms
