@@ -44,7 +44,7 @@ def probe(args, store: str, out: str) -> dict:
             "--store", store, "--output", out, "--skip", "compile,workers,batch",
             "--max-seconds", str(args.max_seconds), "--confirm-rounds", str(args.confirm_rounds)]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p)}
-    done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True)
+    done = subprocess.run(argv, check=False, cwd=ROOT, env=env, capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"advisor probe exited {done.returncode}: {done.stderr.strip()[-2000:]}")
     with open(out) as f:
@@ -60,8 +60,8 @@ def report(label: str, r: dict) -> float:
           f"{base['samples_per_sec']:,.0f} samples/s)")
     for name, x in ladder.items():
         if name.startswith("threads="):
-            print(f"[{label}]   {name}: {x['status']}" + (f" {x['samples_per_sec']:,.0f} samples/s" if x["samples_per_sec"] else "")
-                  + (" kept" if x["kept"] else ""))
+            figure = f" {x['samples_per_sec']:,.0f} samples/s" if x["samples_per_sec"] else ""
+            print(f"[{label}]   {name}: {x['status']}{figure}" + (" kept" if x["kept"] else ""))
     if bf16 is not None:
         print(f"[{label}] bf16 rung: {bf16['status']}" + (" kept" if bf16["kept"] else "")
               + (f" ({bf16['error']})" if bf16.get("error") else ""))
