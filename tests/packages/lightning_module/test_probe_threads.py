@@ -171,3 +171,59 @@ def test_the_probe_rejects_emulated_bf16_that_won_only_while_the_machine_was_bus
     if not quiet_again:
         assert bf16.error.startswith("rejected: bf16 is emulated") and seen.count("bf16") == 3
         assert result.config.precision == "32-true"
+
+
+THREAD_MODULE = '''
+import lightning.pytorch as pl
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+SEEN = []
+
+
+class Counting(pl.LightningModule):
+    def __init__(self, num_classes=10):
+        super().__init__()
+        self.net = nn.Sequential(nn.Flatten(), nn.Linear(3 * 4 * 4, num_classes))
+
+    def training_step(self, batch, batch_idx):
+        SEEN.append(torch.get_num_threads())  # the intra-op threads this step ran with
+        x, y = batch
+        return nn.functional.cross_entropy(self.net(x), y)
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    def train_dataloader(self):
+        return DataLoader(TensorDataset(torch.randn(64, 3, 4, 4), torch.arange(64) % 10), batch_size=4)
+'''
+
+
+def test_a_configuration_trains_with_its_threads_and_torchs_count_is_put_back(user_module):
+    import torch
+
+    from lightning_module.contract.options import MeasureSettings
+    from lightning_module.contract.result import WorkloadSpec
+    from lightning_module.run import measure
+
+    user_module("threadwork", THREAD_MODULE)
+    import threadwork
+
+    measure.quiet_lightning()
+    before = torch.get_num_threads()
+    want = 1 if before > 1 else 2
+    settings = MeasureSettings(WorkloadSpec(model="threadwork:Counting", image_size=4, num_classes=10),
+                               warmup_steps=1, max_steps=4, max_seconds=5)
+    m = measure.measure(settings, ProbeConfig(accelerator="cpu", batch_size=4, threads=want))
+    assert set(threadwork.SEEN) == {want} and m.steps_timed >= 1
+    assert m.contention is None or m.contention.cores_in_use == want  # the watch judges the threads in use
+    assert torch.get_num_threads() == before
+
+
+def test_the_probe_summary_says_the_threads_to_set():
+    from advisor.render.probe import describe
+
+    assert describe(ProbeConfig(accelerator="cpu", batch_size=8, threads=1)).endswith("1 thread (torch.set_num_threads(1))")
+    assert "thread" not in describe(ProbeConfig(accelerator="cpu", batch_size=8))  # an older result: not known
+    assert "thread" not in describe(ProbeConfig(accelerator="gpu", batch_size=8, threads=4))
