@@ -32,8 +32,7 @@ def held_quietly(first: Measurement, again: Callable[[], Measurement], best_sps:
     for _ in range(max(1, tries)):
         m = again()
         if not contended(m):
-            m.remeasured += 1 + first.remeasured  # the first draw is not pooled: it is the one in doubt
-            return m
+            return m  # the first draw is not pooled with it: it is the one in doubt
     raise RungContended(
         f"rejected: {why}; it beat the best so far ({first.samples_per_sec:,.1f} against {best_sps:,.1f} samples/s) "
         f"but {max(1, tries)} re-measurement(s) ran contended: a gain the ISA cannot give is kept only when it "

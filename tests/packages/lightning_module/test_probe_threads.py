@@ -132,7 +132,7 @@ def test_an_emulated_rung_that_loses_is_not_measured_again():
 def test_an_emulated_rung_that_won_contended_is_judged_on_its_quiet_re_measurement():
     again = iter([m(170.0, BUSY), m(60.0, QUIET)])
     out = held_quietly(m(176.0, BUSY), lambda: next(again), 100.0, "bf16 is emulated on this CPU")
-    assert out.samples_per_sec == 60.0 and out.remeasured == 1  # the quiet draw: it loses to the best
+    assert out.samples_per_sec == 60.0 and out.contention == QUIET  # the quiet draw: it loses to the best
 
 
 def test_an_emulated_rung_never_measured_quietly_is_rejected_with_the_reason():
