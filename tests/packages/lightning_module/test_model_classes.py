@@ -125,9 +125,11 @@ def test_a_vision_transformer_gets_the_whole_ladder(cli, tmp_path, models):
     """Its patch embedding is a convolution: channels_last applies, as precision, workers, batch."""
     r = _probe(cli, tmp_path, "--workload", "kinds:TinyViT", "--skip", "compile,run_cpu")
     st = _statuses(r)
-    # bf16 applies; on a CPU that emulates it the rung is measured for one step and skipped, said why
+    # bf16 applies; on a CPU that emulates it the rung is measured for one step and skipped, said why,
+    # or, where it won on a busy machine and no re-measurement ran quiet, rejected (contract/quiet.py)
     bf16 = next(x for x in r.ladder if x.rung == "bf16")
-    assert bf16.status == "ok" or (bf16.status == "skipped" and "emulated" in repr(bf16)), bf16
+    assert bf16.status == "ok" or (bf16.status == "skipped" and "emulated" in repr(bf16)) or (
+        bf16.status == "contended" and bf16.error.startswith("rejected: bf16 is emulated") and not bf16.kept), bf16
     assert st["channels_last"] == "ok" and st["workers"] == "skipped"
     assert not [k for k, v in st.items() if v == "failed"], st
     assert r.flops_per_sample > 0 and r.shape.memory_traffic_bytes_per_sample > 0
