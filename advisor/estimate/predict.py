@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from catalog.accelerators import AcceleratorSpec
 from catalog.hardware import best_dtype
 from catalog.models import Catalog, InstanceType
+from lightning_module.contract.contention import slowdown
 
 from .calibrate import distance, level_for, pair_distance
 from .fit import CPU_CHANNELS_EXPONENT, CPU_SCALING, cpu_channels_log, cpu_log_peak
@@ -57,6 +58,9 @@ class Measured:
     gpu: AcceleratorSpec | None = None  # off EC2: the GPU its fingerprint names, the device it measured
     cpu: CpuHost | None = None  # off EC2, a CPU probe: the host CPU its fingerprint describes
     machine: str | None = None  # off EC2: that GPU (or CPU) as the machine named it
+    # Measured while the machine was busy (contention.slowdown; 1: quiet): alone it ran up to this
+    # much faster, so it anchors the band from its figure to this times it, centred between them.
+    slowdown: float = 1.0
 
     @property
     def where(self) -> str:
@@ -193,12 +197,14 @@ class Estimator:
         for pdev, shift, m in probes:
             d = pair_distance(pdev, dev)
             half = scale * (1.0 + d) * (1.0 if m.reliable else UNRELIABLE_WIDEN)
-            sources.append((base + shift + _cpu_carry(dev, pdev, f.cpu_ref), half))
+            busy = math.log(m.slowdown) / 2  # from its figure to slowdown x it, centred between
+            sources.append((base + shift + _cpu_carry(dev, pdev, f.cpu_ref) + busy, half + busy))
             used.append({"instance_type": m.instance_type, "machine": m.machine, "result_id": m.result_id,
                          "measured_per_device": round(m.per_device_sps, 2),
                          # exp(log(measured) - shift): no division by exp(shift), which underflows to 0
                          "predicted_per_device": round(math.exp(math.log(m.per_device_sps) - shift), 2),
-                         "ratio": round(math.exp(shift), 3), "distance": round(d, 2), "reliable": m.reliable})
+                         "ratio": round(math.exp(shift), 3), "distance": round(d, 2), "reliable": m.reliable}
+                        | ({"contention_slowdown": round(m.slowdown, 3)} if m.slowdown > 1.0 else {}))
         if reference is not None:
             # The published rows do not know your stack: their estimate, with a half-width that
             # includes the stack spread.
@@ -347,6 +353,7 @@ def measured_from(result, devices_in_run: int, efficiency) -> Measured:
     """A ProbeResult as one device's figure: a multi-GPU probe divided by n x efficiency(n)."""
     n = max(1, devices_in_run)
     return Measured(result.instance_type, result.result_id, result.config.precision,
-                    result.samples_per_sec / n / efficiency(n), bool(getattr(result, "reliable", True)))
+                    result.samples_per_sec / n / efficiency(n), bool(getattr(result, "reliable", True)),
+                    slowdown=slowdown(getattr(result, "contention", None)))
 
 

@@ -38,6 +38,7 @@ from catalog.hardware import (
     vendor_sdk,
 )
 from catalog.models import Catalog, InstanceType
+from lightning_module.contract.contention import slowdown
 from lightning_module.contract.result import BUILTIN_MODELS
 from lightning_module.contract.workload_facts import REFERENCE_IMAGE_SIZE, WorkloadFacts
 
@@ -197,7 +198,7 @@ class ThroughputModel:
         newest = self.measurements[0]
         unused = 0
         unplaced: dict[str, int] = {}  # why a CPU probe off EC2 cannot be placed -> how many
-        for r in self.measurements:
+        for r in self._quiet_first():
             if not r.instance_type or r.instance_type not in self.catalog.instance_types:
                 if r.config.accelerator == "cpu":
                     dev, why = _off_catalog_cpu(r)
@@ -235,6 +236,30 @@ class ThroughputModel:
                                  "instance type's): they re-anchor the estimates of every instance type; its memory "
                                  "system, the instance's network and price are not known from them")
         self._newest_versions = (newest.software.torch, newest.software.lightning)
+
+    def _quiet_first(self) -> list:
+        """The measurements that may anchor: a result measured while the machine was busy with other
+        work is left out while a quiet one of this workload on the same kind of device (CPU, GPU)
+        is stored, whatever its age (issue 33: a busy laptop's CPU probe, 20-50x too low, re-anchored
+        every CPU type). Used alone, it anchors with its contention's slowdown in its band
+        (predict.Measured.slowdown)."""
+        quiet = {r.config.accelerator for r in self.measurements if not measured_busy(r)}
+        keep, left = [], {}
+        for r in self.measurements:
+            if measured_busy(r) and r.config.accelerator in quiet:
+                left[r.config.accelerator] = left.get(r.config.accelerator, 0) + 1
+            else:
+                keep.append(r)
+        for kind, n in left.items():
+            self.warnings.append(f"{n} {kind.upper()} probe result(s) of this workload measured while the machine was busy "
+                                 f"with other work not used: a quiet {kind.upper()} probe of it is stored")
+        for r in keep:
+            if measured_busy(r):
+                where = r.instance_type or "off EC2"
+                self.warnings.append(f"a {r.config.accelerator.upper()} probe ({where}) measured while the machine was busy "
+                                     f"anchors with its slowdown (up to {slowdown(r.contention):.2g}x) in its band: probe "
+                                     "it on a quiet machine to narrow it")
+        return keep
 
     def _probes_model(self, facts: WorkloadFacts) -> CrossDeviceModel:
         """`--references none`: the cross-device model fitted on this workload's probes alone."""
@@ -474,6 +499,11 @@ class ThroughputModel:
         if r.source == "training run":  # a measurement like a probe's, of the configuration as trained
             notes.append(f"measured in your training run ({r.config.precision}, batch {r.config.batch_size}; no ladder tried)")
         low_f, high_f = lo / r.samples_per_sec, hi / r.samples_per_sec
+        if (s := slowdown(getattr(r, "contention", None))) > 1.0:
+            # Measured busy and no quiet probe of it (_quiet_first): alone it ran up to this much faster.
+            high_f = max(high_f, s * hi / r.samples_per_sec)
+            basis["contention_slowdown"] = round(s, 3)
+            notes.append(f"measured while the machine was busy: up to {s:.2g}x faster alone, in its band")
         if not getattr(r, "reliable", True):
             reasons = list(getattr(r, "unreliable_reasons", []) or []) or ["the probe did not say why"]
             basis["reliable"] = False
@@ -546,6 +576,12 @@ class ThroughputModel:
             where = best["instance_type"] or f"{best['machine']} (off EC2)"  # as Measured.where
             return f"your {where} probe"
         return f"{self.model.fit.rows} published figures"
+
+
+def measured_busy(r) -> bool:
+    """The result's final measurement saw other work on the machine (contention.py's verdict)."""
+    c = getattr(r, "contention", None)
+    return c is not None and c.contended
 
 
 def _off_catalog_cpu(r) -> tuple[CpuHost | None, str]:

@@ -9,6 +9,7 @@ import sys
 from lightning_module.contract.race import RACED
 from lightning_module.contract.reliability import baseline_moved, moved_line, speedup_over_baseline
 from lightning_module.contract.result import canonical_json
+from lightning_module.contract.threads import thread_words
 
 from ..output import emit
 
@@ -167,6 +168,8 @@ def describe(config) -> str:
         parts.append("compiled" + (f" ({config.compile_backend})" if config.compile_backend != "inductor" else ""))
     parts.append(f"batch {config.batch_size}")
     parts.append(f"{config.num_workers} workers" + (" +pin_memory" if config.pin_memory else ""))
+    if (threads := thread_words(config)) is not None:  # what a training run on this machine should set
+        parts.append(threads)
     if config.run_cpu:
         parts.append("run_cpu (" + ", ".join([config.allocator or "default allocator",
                                               "Intel OpenMP" if config.openmp == "intel" else "default OpenMP",

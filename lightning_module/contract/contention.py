@@ -198,3 +198,23 @@ def merge(records: Iterable[Contention | None]) -> Contention | None:
         gpu_other_processes=max((r.gpu_other_processes for r in rs if r.gpu_other_processes is not None), default=None),
         gpu_clock_ratio=min((r.gpu_clock_ratio for r in rs if r.gpu_clock_ratio is not None), default=None),
     ))
+
+
+# A share of time lost this close to all of it is not a figure to scale by: the slowdown is held here.
+MAX_LOST_SHARE = 0.95
+
+
+def slowdown(c: Contention | None) -> float:
+    """How much faster the measured configuration would have run alone, as the record measured it:
+    1 / (1 - the share of its time lost), that share being the training thread's run-queue wait or
+    the hypervisor's steal, whichever is larger (without either, the share of its CPUs others kept
+    busy). 1 for a record that is not contended. A lower bound where several threads meet at
+    barriers (each op waits for its slowest thread: issue 33's GAN ran 33x slower at two threads
+    beside one busy process), which is why the threads rung trains on the free cores only."""
+    if c is None or not c.contended:
+        return 1.0
+    lost = [s for s in (c.wait_share, c.steal_share) if s is not None]
+    if not lost and c.others_share is not None:
+        lost = [c.others_share]
+    share = min(max(lost, default=0.0), MAX_LOST_SHARE)
+    return 1.0 / (1.0 - share)

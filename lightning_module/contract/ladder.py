@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .result import Contention, ProbeConfig, RungResult
+from .threads import climb_threads, thread_counts
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +36,7 @@ REVISIT_BATCH_FACTOR = 4
 # the one list of them (`advisor probe --skip` takes the names and its help lists the words; the
 # probe plan counts them). A new rung is named here, climbed in run_ladder (a tuning rung) or
 # detected in run/extensions.py (an extension), and set on ProbeConfig (and acted on in run/).
-TUNING_RUNGS = {"precision": "bf16", "channels_last": "channels_last", "compile": "torch.compile",
+TUNING_RUNGS = {"threads": "intra-op threads", "precision": "bf16", "channels_last": "channels_last", "compile": "torch.compile",
                 "workers": "loader workers", "batch": "batch size"}
 EXTENSION_RUNGS = {"run_cpu": "run_cpu", "ipex": "ipex", "zentorch": "zentorch", "xla": "xla"}
 
@@ -49,11 +50,13 @@ def worker_counts(cpus: int) -> tuple[int, ...]:
     return tuple(out)
 
 
-def measured_rungs(vcpus: int) -> int:
+def measured_rungs(vcpus: int, cpu: bool = False) -> int:
     """How many rungs a full climb measures on a machine with `vcpus` CPUs when every tuning rung
     applies, the extensions aside (they run only where installed): the baseline, one per tuning
-    rung, but one per worker count and two for the batch search's first step (double, half)."""
-    per_rung = {"workers": len(worker_counts(vcpus)), "batch": 2}
+    rung, but one per worker count, two for the batch search's first step (double, half) and, on
+    a CPU (`cpu`), one per thread count below the CPUs' (threads.thread_counts; none on a GPU)."""
+    per_rung = {"threads": len(thread_counts(vcpus)) - 1 if cpu else 0, "workers": len(worker_counts(vcpus)),
+                "batch": 2}
     return 1 + sum(per_rung.get(name, 1) for name in TUNING_RUNGS)
 
 
@@ -205,6 +208,9 @@ class LadderOptions:
     skip: frozenset[str] = frozenset()
     batch_gain: float = BATCH_GAIN
     max_batch: int = 1 << 16
+    # CPU, one rank: the intra-op thread counts to try, from the baseline rung (its contention says
+    # which cores are free: threads.free_cores). None: no threads rung (a GPU, several ranks).
+    thread_counts: Callable[[RungResult], tuple[int, ...]] | None = None
 
 
 @dataclass
@@ -279,6 +285,11 @@ def run_ladder(
             skip(name, f"--skip {kind}")
             return True
         return False
+
+    # Intra-op threads first (Article C; issue 33): every later rung is measured at the count the
+    # machine can give, instead of beside a descheduled thread that makes each op wait.
+    if opts.thread_counts is not None and base.config.threads and not skipped_by_user("threads", "threads"):
+        climb_threads(lambda: lad.best, attempt, opts.thread_counts(base), base.config.threads)
 
     # Mixed precision (article A: +86% on a bf16 CPU; article B: AMP fp16 on a V100).
     name = "fp16" if opts.half_precision == "16-mixed" else "bf16"

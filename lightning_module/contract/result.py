@@ -44,9 +44,11 @@ from safeio import first_error, parse_json
 # activation bytes per token per layer with and without activation checkpointing
 # (WorkloadShape.activations), the runtime's own memory (ProbeResult.runtime_overhead), a model
 # measured as shallower copies of itself (ProbeResult.extrapolation) and each rank's peak memory
-# (ProbeResult.rank_peak_memory_gib). Older records read as they are: none of these fields is required.
-RESULT_SCHEMA_VERSION = 8
-READABLE_SCHEMA_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8)
+# (ProbeResult.rank_peak_memory_gib). 9: the intra-op threads a CPU configuration trains with
+# (ProbeConfig.threads, the threads rung: contract/threads.py). Older records read as they are: none
+# of these fields is required.
+RESULT_SCHEMA_VERSION = 9
+READABLE_SCHEMA_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9)
 
 BUILTIN_MODELS = ("resnet50", "resnet18", "vit_b_16", "mlp")
 # A builtin that cuts its input into square patches takes an image side that is a whole number of
@@ -289,6 +291,9 @@ class ProbeConfig(BaseModel):
     openmp: Literal["intel"] | None = None  # None: the OpenMP runtime torch ships with
     compile_backend: Literal["inductor", "zentorch"] = "inductor"  # when compile is on
     xla: StrictBool = False  # trained on torch_xla's device (PJRT_DEVICE=CPU on a CPU)
+    # Intra-op threads on a CPU (torch.set_num_threads, Article C): the threads rung's pick. None:
+    # torch's default (one per physical core), and every record before schema 9.
+    threads: int | None = Field(strict=True, default=None, ge=1, le=MAX_CPUS)
 
 
 class Contention(BaseModel):

@@ -88,7 +88,19 @@ def watch_for(config: ProbeConfig) -> Watch:
 def measure(settings: MeasureSettings, config: ProbeConfig, extra_callbacks=(),
             max_steps: int | None = None, slow_step_s: float | None = None, label: str = "") -> Measurement:
     """Train `config` until the stopping rule says the throughput is known; raise on failure.
-    `label`: the rung's name on the progress line (settings.progress)."""
+    `label`: the rung's name on the progress line (settings.progress). A CPU configuration with
+    `threads` trains with that many intra-op threads (the threads rung), torch's own count put back after."""
+    threads_before = torch.get_num_threads()
+    if config.accelerator == "cpu" and config.threads:
+        torch.set_num_threads(config.threads)  # the threads rung (contract/threads.py); put back below
+    try:
+        return _measure(settings, config, extra_callbacks, max_steps, slow_step_s, label)
+    finally:
+        torch.set_num_threads(threads_before)
+
+
+def _measure(settings: MeasureSettings, config: ProbeConfig, extra_callbacks,
+             max_steps: int | None, slow_step_s: float | None, label: str) -> Measurement:
     spec = settings.spec
     free_memory(config.accelerator)
     if config.accelerator == "gpu":

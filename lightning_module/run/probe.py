@@ -29,8 +29,10 @@ from ..contract.ladder import (
     worker_counts,
 )
 from ..contract.options import MeasureSettings, ProbeOptions
+from ..contract.quiet import held_quietly
 from ..contract.reliability import confirm, measure_until_known
 from ..contract.result import MemoryFit, ProbeConfig, ProbeResult, RungResult
+from ..contract.threads import free_cores, thread_counts
 from . import cpu_too, extensions, hardware, workloads
 from .assemble import assemble_result
 from .callbacks import CHROME_TRACE, profiler_callback
@@ -65,6 +67,14 @@ def known_losers(accelerator: str, isa_flags: list[str], manufacturer: str | Non
     if accelerator != "cpu" or not isa_flags or cpu_native_bf16(isa_flags, manufacturer):
         return {}
     return {"bf16": "bf16 is emulated on this CPU (no amx_bf16, avx512_bf16 or Arm bf16 flag): known to lose"}
+
+
+def cpu_thread_counts(hw) -> Callable[[RungResult], tuple[int, ...]]:
+    """The threads rung's counts, from the baseline: the physical cores this process may use, less
+    those its contention record saw other processes keep busy (contract/threads.py)."""
+    logical = usable_cpus()
+    physical = min(hw.physical_cores or logical, logical)
+    return lambda base: thread_counts(free_cores(physical, logical, base.contention))
 
 
 ONE_STEP = 1  # steps a rung known to lose is measured for before it is skipped
@@ -191,8 +201,12 @@ def run_probe(opts: ProbeOptions, on_rung: Callable[[RungResult, RungResult | No
     if devices < 1:
         raise WorkloadError(f"no {accelerator} devices to train on")
 
+    # One CPU rank trains with torch's threads, recorded so that the threads rung has a count to
+    # beat (several ranks: Lightning divides the cores among them).
+    one_cpu_rank = accelerator == "cpu" and devices * opts.num_nodes == 1
     start = ProbeConfig(accelerator=accelerator, devices=devices, num_nodes=opts.num_nodes,
-                        strategy=strategy, precision=opts.precision, batch_size=spec.batch_size)
+                        strategy=strategy, precision=opts.precision, batch_size=spec.batch_size,
+                        threads=torch.get_num_threads() if one_cpu_rank else None)
     settings = MeasureSettings.from_options(opts)
     best_sps: list[float] = []
 
@@ -208,7 +222,8 @@ def run_probe(opts: ProbeOptions, on_rung: Callable[[RungResult, RungResult | No
             return None
         return best_sps[-1] * (1 + required_gain(rung, ladder_opts))
 
-    losers = known_losers(accelerator, hw.isa_flags, hw.cpu_manufacturer) if opts.race else {}
+    emulated = known_losers(accelerator, hw.isa_flags, hw.cpu_manufacturer)
+    losers = emulated if opts.race else {}  # measured one step and skipped where the step bears it out
 
     def one_step(rung: str, cfg: ProbeConfig, why: str) -> None:
         """Measure one step of a rung known to lose; skip it (RungSkipped) when the step confirms it."""
@@ -232,8 +247,14 @@ def run_probe(opts: ProbeOptions, on_rung: Callable[[RungResult, RungResult | No
             raced = replace(settings, race_threshold=race_threshold(rung))
             once = lambda: measure_anywhere(raced, cfg, slow_step_s=slow_limit(cfg), label=rung)
         # Re-measured only while the rung could still change the decision: its CI reaches the best.
-        return measure_until_known(once, samples_per_step(cfg), opts.target_ci, opts.remeasure_rounds,
-                                   matters=lambda m: not best_sps or m.ci_high >= best_sps[-1])
+        def known() -> Measurement:
+            return measure_until_known(once, samples_per_step(cfg), opts.target_ci, opts.remeasure_rounds,
+                                       matters=lambda m: not best_sps or m.ci_high >= best_sps[-1])
+
+        m = known()
+        if (why := emulated.get(rung.split("@")[0])) is not None:  # a win the ISA cannot give: quietly, or not at all
+            m = held_quietly(m, known, best_sps[-1] if best_sps else None, why)
+        return m
 
     def track(rung: RungResult, base: RungResult | None) -> None:
         if rung.kept:
@@ -248,6 +269,7 @@ def run_probe(opts: ProbeOptions, on_rung: Callable[[RungResult, RungResult | No
         batch_note=None if pv.batch_tunable else pv.batch_note,
         pin_memory=accelerator == "gpu", skip=opts.skip,
         extensions=extensions.detect(accelerator, hw, spec, devices * opts.num_nodes),
+        thread_counts=cpu_thread_counts(hw) if one_cpu_rank else None,
     )
     lad = run_ladder(start, measure_one, ladder_opts, track)
 

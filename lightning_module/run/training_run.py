@@ -398,7 +398,9 @@ class ThroughputCallback(Callback):
             strategy=_strategy(trainer.strategy),
             precision=precision, compile=getattr(pl_module, "_compiler_ctx", None) is not None,
             batch_size=min(int(batch), MAX_BATCH_SIZE),
-            num_workers=int(getattr(loader, "num_workers", 0) or 0), pin_memory=bool(getattr(loader, "pin_memory", False)))
+            num_workers=int(getattr(loader, "num_workers", 0) or 0), pin_memory=bool(getattr(loader, "pin_memory", False)),
+            # the intra-op threads it trained with, as a probe's threads rung records its pick
+            threads=torch.get_num_threads() if accelerator == "cpu" and trainer.num_devices * trainer.num_nodes == 1 else None)
 
     # ------------------------------------------------------------------ the record
 

@@ -43,7 +43,8 @@ PROBE_SD_LOW = math.log1p(PROBE_TARGET_CI) / band_z()
 #   2-core build machine with no pip cache. Derived: 50 s.
 STARTUP_SECONDS = 29.0 + 19.5
 # - the ladder's rungs (lightning_module.contract.ladder.measured_rungs: baseline, the tuning
-#   rungs, one per loader worker count the vCPUs allow, the batch search's first two sizes). Each
+#   rungs, one per loader worker count the vCPUs allow, the batch search's first two sizes; on a
+#   CPU type one per intra-op thread count below its vCPUs'). Each
 #   measurement is its warm-up steps plus timed steps until the CI target or --max-seconds (60 s);
 #   priced at that bound, since no GPU ladder has been timed on the project. torch.compile: at
 #   most --compile-timeout (300 s).
@@ -61,11 +62,12 @@ MAX_PROBES = ec2.MAX_INSTANCES
 DRAWS = 256
 
 
-def probe_seconds(per_device_sps: float, vcpus: int) -> float:
-    """Billed seconds of one probe of a type training at per_device_sps (the ladder at its bound)."""
+def probe_seconds(per_device_sps: float, vcpus: int, cpu: bool = False) -> float:
+    """Billed seconds of one probe of a type training at per_device_sps (the ladder at its bound;
+    `cpu`: a CPU type, whose ladder also tries thread counts)."""
     step = START_BATCH / per_device_sps if per_device_sps > 0 else math.inf
     per = WARMUP_STEPS * step + max(MAX_SECONDS, 2 * step)
-    return STARTUP_SECONDS + ladder.measured_rungs(vcpus) * per + COMPILE_SECONDS
+    return STARTUP_SECONDS + ladder.measured_rungs(vcpus, cpu) * per + COMPILE_SECONDS
 
 
 def sibling_key(it: InstanceType) -> str:
@@ -144,7 +146,8 @@ def probe_offers(types: rk.TypeTable, offers: rk.OfferTable, instance_types: lis
         if o is None:
             continue
         devices = device_count(it)
-        seconds = probe_seconds(float(types.samples_per_sec[t]) / max(devices, 1), it.vcpus)
+        seconds = probe_seconds(float(types.samples_per_sec[t]) / max(devices, 1), it.vcpus,
+                                it.accelerator_kind == "none")
         if seconds > WATCHDOG_MINUTES * 60:
             continue  # its ladder would not finish before launch's watchdog stops it: no result
         out[t] = ProbeOffer(o, float(one[o]), seconds / 3600.0)

@@ -26,6 +26,10 @@ def test_mlp_probe_end_to_end_lands_in_the_store_and_results_list(cli, tmp_path)
     result = parse_result(out.read_text())
     assert result.workload_id == "mlp-32px-10c" and result.samples_per_sec > 0
     names = [r.rung for r in result.ladder]
+    # the threads rung (one CPU rank, more than one core here): right after the baseline
+    threads = [n for n in names if n.startswith("threads=")]
+    assert names[1:1 + len(threads)] == threads and result.config.threads
+    names = [n for n in names if n not in threads]
     assert names[:4] == ["baseline", "bf16", "channels_last", "compile"]
     assert any(n.startswith("batch=") for n in names) and names[-4:] == EXTENSIONS
     assert result.ladder[0].kept and result.ladder[0].status == "ok"
@@ -61,7 +65,7 @@ def test_resnet18_at_32px_end_to_end(cli, tmp_path, monkeypatch):
                             "--instance-type", "c7i.2xlarge")
     assert code == 0, err
     doc = checked(stdout, "result")  # the whole result, as 'results show --format json'
-    rows = doc["result"]["ladder"]
+    rows = [r for r in doc["result"]["ladder"] if not r["rung"].startswith("threads=")]  # (the threads rung)
     assert [r["rung"] for r in rows] == ["baseline", "bf16", "channels_last", "compile", "workers", *EXTENSIONS]
     assert rows[2]["status"] == "ok"  # a convolutional model: channels_last is tried
     with ResultStore(db) as s:

@@ -125,9 +125,11 @@ def test_a_vision_transformer_gets_the_whole_ladder(cli, tmp_path, models):
     """Its patch embedding is a convolution: channels_last applies, as precision, workers, batch."""
     r = _probe(cli, tmp_path, "--workload", "kinds:TinyViT", "--skip", "compile,run_cpu")
     st = _statuses(r)
-    # bf16 applies; on a CPU that emulates it the rung is measured for one step and skipped, said why
+    # bf16 applies; on a CPU that emulates it the rung is measured for one step and skipped, said why,
+    # or, where it won on a busy machine and no re-measurement ran quiet, rejected (contract/quiet.py)
     bf16 = next(x for x in r.ladder if x.rung == "bf16")
-    assert bf16.status == "ok" or (bf16.status == "skipped" and "emulated" in repr(bf16)), bf16
+    assert bf16.status == "ok" or (bf16.status == "skipped" and "emulated" in repr(bf16)) or (
+        bf16.status == "contended" and bf16.error.startswith("rejected: bf16 is emulated") and not bf16.kept), bf16
     assert st["channels_last"] == "ok" and st["workers"] == "skipped"
     assert not [k for k, v in st.items() if v == "failed"], st
     assert r.flops_per_sample > 0 and r.shape.memory_traffic_bytes_per_sample > 0
@@ -230,7 +232,7 @@ def test_a_config_with_an_optimizer_is_probed_filed_and_found_by_recommend(cli, 
                                                  "init_args": {"lr": 0.0006, "weight_decay": 0.1}}
     assert r.workload.lr_scheduler.class_path == "torch.optim.lr_scheduler.CosineAnnealingLR"
     assert r.shape.optimizer_state_bytes == pytest.approx(2 * r.shape.parameter_bytes, rel=0.01)
-    assert r.schema_version == RESULT_SCHEMA_VERSION == 8
+    assert r.schema_version == RESULT_SCHEMA_VERSION == 9
     assert 0 < r.shape.other_traffic_bytes_per_sample < r.shape.memory_traffic_bytes_per_sample
     base = ("recommend", "--budget", "100", "--deadline", "2d", "--samples", "1e6", "--store", db, "--format", "json")
     code, text, err = cli(*base, "--config", "examples/tinylm.yaml")

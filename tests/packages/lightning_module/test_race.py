@@ -165,8 +165,9 @@ def test_a_known_loser_is_measured_for_one_step_and_skipped_with_the_reason(monk
     assert bf16.status == status
     if status == "skipped":
         assert calls.count("bf16") == 1 and "emulated" in bf16.error and "first step ran at 40.0" in bf16.error
-    elif race:  # the one step did not bear the rule out: the rung was timed as any other
-        assert calls.count("bf16") == 2 and bf16.kept
+    elif race:  # the one step did not bear the rule out: the rung was timed as any other, and its win
+        # measured again (contract/quiet.py: an emulated precision wins only on a quiet re-measurement)
+        assert calls.count("bf16") == 3 and bf16.kept
     else:
         assert calls.count("bf16") == 1 and not bf16.kept
 

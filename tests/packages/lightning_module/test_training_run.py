@@ -57,6 +57,7 @@ def test_a_training_run_is_written_as_a_strict_record(tmp_path):
     assert lo <= r.samples_per_sec <= hi
     assert r.samples_per_sec == pytest.approx(16 / r.step_time.mean_s, rel=0.05)  # batch 16 (its hparams)
     assert r.config.batch_size == 16 and r.config.precision == "32-true" and r.config.accelerator == "cpu"
+    assert r.config.threads == torch.get_num_threads()  # the intra-op threads it trained with, as a probe records them
     n_params = sum(p.numel() for p in TinyLM(**SMALL_LM).parameters())
     assert r.shape.parameters == n_params  # AdamW: 2 moments per parameter, and a step count per tensor
     assert 2 * 4 * n_params <= r.shape.optimizer_state_bytes < 2 * 4 * n_params + 1024
@@ -319,6 +320,7 @@ def test_two_ddp_ranks_write_one_record_from_rank_0_counting_every_rank(tmp_path
     r = parse_result((tmp_path / "run-rank0.json").read_bytes())
     assert r.result_id == ranks[0]["result_id"]
     assert r.config.devices == 2 and r.config.num_nodes == 1 and r.config.strategy == "ddp"
+    assert r.config.threads is None  # several ranks: Lightning divides the cores among them
     # every rank's samples: 8 + 8, or rank 1's 12 beside rank 0's 8 (gathered, not rank 0's x 2)
     assert r.samples_per_sec * r.step_time.mean_s == pytest.approx(per_step, rel=1e-6)
     assert r.config.batch_size == per_step // 2

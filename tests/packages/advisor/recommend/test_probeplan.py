@@ -160,6 +160,7 @@ def test_a_probes_duration_follows_the_probe_and_launch_defaults():
     assert (launch.max_minutes, launch.max_instances) == (pi.WATCHDOG_MINUTES, pi.MAX_PROBES)
     # 4 vCPUs: baseline, precision, channels_last, compile, workers 2 and 4, batch x2 and /2.
     assert ladder.measured_rungs(4) == 8
+    assert ladder.measured_rungs(4, cpu=True) == 10  # a CPU type's ladder also tries 2 and 1 threads
     fast = pi.probe_seconds(1000.0, 4)
     assert fast == pytest.approx(pi.STARTUP_SECONDS + 8 * (3 * 0.128 + 60) + 300)
     # A device too slow to time its steps within the rung limit: two steps per rung, past the watchdog,
