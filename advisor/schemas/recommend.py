@@ -94,6 +94,8 @@ class ProbeNext(Row):
     reason: str
     cpu_too: bool = Field(description="probe it with --cpu-too: the host's CPU beside the GPU might add, "
                                       "or its GPU + CPU variant rests on an estimate")
+    probe_hours_basis: str = Field(description="what probe_hours rests on: the store's past probes of the workload "
+                                               "on its device class, or the ladder's bound where there are none")
 
 
 class Outlook(Row):
