@@ -25,6 +25,8 @@ from .common import (
     add_store_option,
     add_user_workload_options,
     open_store,
+    read_store,
+    store_path,
     user_workload,
 )
 
@@ -283,6 +285,16 @@ def handle(args) -> int:
             ranks.stop_children()
 
 
+def _past_probes(args) -> tuple:
+    """The store's earlier probes, whose ladders order this one's rungs (contract/order.py); none
+    where there is no store yet (this probe creates it)."""
+    path = store_path(args)
+    if not path.is_file():
+        return ()
+    with read_store(args) as store:
+        return tuple(r for r in store.results() if r.source == "probe")
+
+
 def _probe(args, stop: SignalStop) -> int:
     require_probe_extra()
     spec, own_batch = _spec(args)
@@ -324,7 +336,7 @@ def _probe(args, stop: SignalStop) -> int:
         instance_type=args.instance_type, profile_dir=args.profile, skip=frozenset(args.skip),
         progress=sys.stderr.isatty(), remeasure_rounds=args.remeasure, confirm_rounds=args.confirm_rounds,
         own_batch_size=own_batch, rank_timeout=args.rank_timeout, cpu_too=args.cpu_too, race=args.race,
-        depth_arg=args.depth_arg, depths=args.depths,
+        depth_arg=args.depth_arg, depths=args.depths, past=_past_probes(args),
     )
     if (args.depth_arg is None) != (args.depths is None):
         raise AdvisorError("--depth-arg and --depths come together: the argument that sets the depth and the two "

@@ -29,6 +29,7 @@ from ..contract.ladder import (
     worker_counts,
 )
 from ..contract.options import MeasureSettings, ProbeOptions
+from ..contract.order import order_for
 from ..contract.reliability import confirm, measure_until_known
 from ..contract.result import MemoryFit, ProbeConfig, ProbeResult, RungResult
 from . import cpu_too, extensions, hardware, workloads
@@ -241,13 +242,15 @@ def run_probe(opts: ProbeOptions, on_rung: Callable[[RungResult, RungResult | No
         if on_rung is not None:
             on_rung(rung, base)
 
+    order = order_for(opts.past, hw, accelerator, spec.workload_id)
+    log.info("rung order %s, from %s", ", ".join(order.kinds), order.basis)
     ladder_opts = LadderOptions(
         tune=opts.tune, batch_fixed=spec.batch_size_fixed, half_precision=half_precision(accelerator),
         vision=pv.convolutional, worker_counts=worker_counts(usable_cpus()),
         workers_supported=pv.workers_note is None, workers_note=pv.workers_note,
         batch_note=None if pv.batch_tunable else pv.batch_note,
         pin_memory=accelerator == "gpu", skip=opts.skip,
-        extensions=extensions.detect(accelerator, hw, spec, devices * opts.num_nodes),
+        extensions=extensions.detect(accelerator, hw, spec, devices * opts.num_nodes), order=order.kinds,
     )
     lad = run_ladder(start, measure_one, ladder_opts, track)
 
