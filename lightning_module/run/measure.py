@@ -123,7 +123,11 @@ def measure(settings: MeasureSettings, config: ProbeConfig, extra_callbacks=(),
             f"a step ran {ran:.1f} s while the machine was busy with other work: stopped without a verdict on speed"),
         count=count,
         race=Race(settings.race_threshold, samples_per_step(config)) if settings.race_threshold else None,
+        # The warm-up ends where the step times settle (contract/settle.py), after the first step
+        # (set-up) and the compile step at least.
+        settle_from=1 + (1 if config.compile else 0),
     )
+    warmup = timer.clock.warmup_steps  # at most (settling's cap)
     cap = max_steps if max_steps is not None else (warmup + settings.max_steps if settings.max_steps else -1)
     peaks = RankPeaks(config.accelerator)
     device = (xla_trainer_kwargs() if config.xla else
