@@ -37,7 +37,7 @@ from .assemble import assemble_result
 from .callbacks import CHROME_TRACE, profiler_callback
 from .child import measure_in_child
 from .devices import default_devices, half_precision, is_global_zero, resolve_accelerator
-from .measure import MIN_SLOW_STEP_S, SLOW_FACTOR, measure, samples_per_step
+from .measure import MIN_SLOW_STEP_S, SLOW_FACTOR, drop_warm, measure, samples_per_step
 from .preview import Preview, preview
 from .readers import usable_cpus
 from .workloads import WorkloadError
@@ -298,6 +298,7 @@ def run_probe(opts: ProbeOptions, on_rung: Callable[[RungResult, RungResult | No
             log.warning("profile failed: %s", e)
 
     memory = fit_memory(lad, final_cfg, final_m, pv, settings, measure_fn)
+    drop_warm()  # the last rung's model and loader (measure.py): nothing more keeps them
     if not is_global_zero():
         return None  # the other DDP ranks trained along; measuring peaks there would slow rank 0's
     both = cpu_too.measure_gpu_and_cpu(settings, final_cfg) if opts.cpu_too else None
