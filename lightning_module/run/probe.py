@@ -269,7 +269,7 @@ def run_probe(opts: ProbeOptions, on_rung: Callable[[RungResult, RungResult | No
 
         try:
             done = confirm(leg, lad.rungs[0].config, lad.best.config, samples_per_step, opts.target_ci,
-                           opts.confirm_rounds, ladder_baseline=lad.rungs[0].samples_per_sec)
+                           opts.confirm_rounds, ladder_baseline=lad.rungs[0].samples_per_sec, race=opts.race)
         except RankLost:
             raise
         except Exception as e:  # noqa: BLE001 - a leg that fails leaves the ladder's pick, said to be unconfirmed
