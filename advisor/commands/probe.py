@@ -12,6 +12,7 @@ from pathlib import Path
 from lightning_module.contract import options as defaults
 from lightning_module.contract.ladder import EXTENSION_RUNGS, TUNING_RUNGS
 from lightning_module.contract.result import BUILTIN_MODELS, WorkloadSpec
+from lightning_module.contract.settle import MAX_WARMUP_FACTOR
 from lightning_module.contract.workload_source import WorkloadSourceError, check_source
 from safeio import check_name, first_error, save_atomic
 
@@ -101,7 +102,8 @@ def register(sub) -> None:
     m.add_argument("--max-seconds", type=_positive_float, default=defaults.MAX_SECONDS, metavar="S",
                    help=f"time limit per rung for timed steps (default {defaults.MAX_SECONDS:g})")
     m.add_argument("--warmup-steps", type=_positive_int, default=defaults.WARMUP_STEPS, metavar="N",
-                   help=f"steps not timed at the start of each rung (default {defaults.WARMUP_STEPS}; compilation adds one)")
+                   help=f"the warm-up runs until the step times settle, at most {MAX_WARMUP_FACTOR}x this many steps "
+                   f"(default {defaults.WARMUP_STEPS}; compilation adds one)")
     m.add_argument("--max-steps", type=opt.whole(1, 10**7), metavar="N", help="timed steps per rung at most")
     m.add_argument("--compile-timeout", type=_positive_float, default=defaults.COMPILE_TIMEOUT, metavar="S",
                    help=f"give up on torch.compile after this long (default {defaults.COMPILE_TIMEOUT:g})")
