@@ -48,6 +48,7 @@ log = logging.getLogger(__name__)
 def measure_anywhere(settings: MeasureSettings, config: ProbeConfig, **kw) -> Measurement:
     """In this process, or in a child for what acts at process start (run_cpu, xla)."""
     if config.run_cpu or config.xla:
+        drop_warm()  # not kept by a child process: not held here while it runs either
         return measure_in_child(settings, config, slow_step_s=kw.get("slow_step_s"),
                                 profile_dir=kw.get("profile_dir"), max_steps=kw.get("max_steps"))
     extra = [profiler_callback(kw["profile_dir"], config.accelerator)] if kw.get("profile_dir") else []
