@@ -82,3 +82,30 @@ def test_the_ladder_climbs_its_on_off_rungs_in_the_order_given():
     assert seen == ["baseline", "workers=2", "compile", "bf16", "channels_last"]
     with pytest.raises(ValueError, match="rung order"):
         run_ladder(start, measure, LadderOptions(order=("compile",)))
+
+
+def test_run_probe_climbs_in_the_order_its_past_probes_on_this_machine_say():
+    from factories import fake_measurement
+
+    from lightning_module.contract.result import WorkloadSpec
+    from lightning_module.run import hardware, probe
+
+    here = hardware.fingerprint()
+    spec = WorkloadSpec(model="mlp", image_size=8, num_classes=10, batch_size=32)
+    # A past probe of this workload on this machine: channels_last gained most per second, bf16 lost.
+    before = past([rung("baseline", 10, kept=True), rung("bf16", 5), rung("channels_last", 30, kept=True, steps=5)],
+                  workload="mlp")
+    before = before.model_copy(update={"hardware": here, "workload": spec, "workload_id": spec.workload_id})
+    seen = []
+
+    def measure(name, cfg):
+        seen.append(name)
+        return fake_measurement(100.0, cfg.batch_size)
+
+    opts = probe.ProbeOptions(spec=spec, accelerator="cpu", matmul_seconds=0.05, confirm_rounds=0, past=(before,),
+                              skip=frozenset({"compile", "batch", "run_cpu", "ipex", "zentorch", "xla"}))
+    result = probe.run_probe(opts, measure_fn=measure)
+    names = [r.rung for r in result.ladder]
+    # channels_last first (the mlp is no image model: recorded as skipped), then compile (--skip)
+    # and workers, which no past probe measured, then bf16, which lost: the default climbs bf16 first.
+    assert names.index("channels_last") < names.index("compile") < names.index("bf16")
