@@ -293,8 +293,12 @@ def _past_probes(args) -> tuple:
     path = store_path(args)
     if not path.is_file():
         return ()
-    with read_store(args) as store:
-        return tuple(r for r in store.results() if r.source == "probe")
+    try:
+        with read_store(args) as store:
+            return tuple(r for r in store.results() if r.source == "probe")
+    except AdvisorError as e:  # only the order is at stake here: the seeds' order, said so
+        print(f"advisor: warning: {e}; the rungs are climbed in the seeds' order", file=sys.stderr)
+        return ()
 
 
 def _probe(args, stop: SignalStop) -> int:

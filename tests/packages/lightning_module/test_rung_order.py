@@ -109,3 +109,23 @@ def test_run_probe_climbs_in_the_order_its_past_probes_on_this_machine_say():
     # channels_last first (the mlp is no image model: recorded as skipped), then compile (--skip)
     # and workers, which no past probe measured, then bf16, which lost: the default climbs bf16 first.
     assert names.index("channels_last") < names.index("compile") < names.index("bf16")
+
+
+def test_advisor_probe_reads_the_stores_probes_for_the_order_and_goes_on_without_a_readable_store(tmp_path, capsys):
+    import argparse
+
+    from advisor.commands.probe import _past_probes
+    from advisor.store import ResultStore
+
+    db = tmp_path / "r.db"
+    assert _past_probes(argparse.Namespace(store=str(db))) == ()  # no store yet: this probe creates it
+    with ResultStore(db) as s:
+        s.add(probe_result("c7i.2xlarge"))
+        s.add(probe_result("c7i.2xlarge", n=1).model_copy(update={"source": "training run"}))
+    got = _past_probes(argparse.Namespace(store=str(db)))
+    assert len(got) == 1 and got[0].source == "probe"
+    bad = tmp_path / "not-a-store.db"
+    bad.write_text("not sqlite")
+    assert _past_probes(argparse.Namespace(store=str(bad))) == ()
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "seeds' order" in err and "Traceback" not in err
