@@ -13,6 +13,7 @@ from typing import get_args
 from lightning_module.contract import options as defaults
 from lightning_module.contract.ladder import EXTENSION_RUNGS, TUNING_RUNGS
 from lightning_module.contract.result import BUILTIN_MODELS, AcceleratorName, Precision, WorkloadSpec
+from lightning_module.contract.settle import MAX_WARMUP_FACTOR
 from lightning_module.contract.workload_source import WorkloadSourceError, check_source
 from safeio import check_name, first_error, save_atomic
 
@@ -26,6 +27,8 @@ from .common import (
     add_store_option,
     add_user_workload_options,
     open_store,
+    read_store,
+    store_path,
     user_workload,
 )
 
@@ -100,7 +103,8 @@ def register(sub) -> None:
     m.add_argument("--max-seconds", type=_positive_float, default=defaults.MAX_SECONDS, metavar="S",
                    help=f"time limit per rung for timed steps (default {defaults.MAX_SECONDS:g})")
     m.add_argument("--warmup-steps", type=_positive_int, default=defaults.WARMUP_STEPS, metavar="N",
-                   help=f"steps not timed at the start of each rung (default {defaults.WARMUP_STEPS}; compilation adds one)")
+                   help=f"the warm-up runs until the step times settle, at most {MAX_WARMUP_FACTOR}x this many steps "
+                   f"(default {defaults.WARMUP_STEPS}; compilation adds one)")
     m.add_argument("--max-steps", type=opt.whole(1, 10**7), metavar="N", help="timed steps per rung at most")
     m.add_argument("--compile-timeout", type=_positive_float, default=defaults.COMPILE_TIMEOUT, metavar="S",
                    help=f"give up on torch.compile after this long (default {defaults.COMPILE_TIMEOUT:g})")
@@ -284,6 +288,20 @@ def handle(args) -> int:
             ranks.stop_children()
 
 
+def _past_probes(args) -> tuple:
+    """The store's earlier probes, whose ladders order this one's rungs (contract/order.py); none
+    where there is no store yet (this probe creates it)."""
+    path = store_path(args)
+    if not path.is_file():
+        return ()
+    try:
+        with read_store(args) as store:
+            return tuple(r for r in store.results() if r.source == "probe")
+    except AdvisorError as e:  # only the order is at stake here: the seeds' order, said so
+        print(f"advisor: warning: {e}; the rungs are climbed in the seeds' order", file=sys.stderr)
+        return ()
+
+
 def _probe(args, stop: SignalStop) -> int:
     require_probe_extra()
     spec, own_batch = _spec(args)
@@ -325,7 +343,7 @@ def _probe(args, stop: SignalStop) -> int:
         instance_type=args.instance_type, profile_dir=args.profile, skip=frozenset(args.skip),
         progress=sys.stderr.isatty(), remeasure_rounds=args.remeasure, confirm_rounds=args.confirm_rounds,
         own_batch_size=own_batch, rank_timeout=args.rank_timeout, cpu_too=args.cpu_too, race=args.race,
-        depth_arg=args.depth_arg, depths=args.depths,
+        depth_arg=args.depth_arg, depths=args.depths, past=_past_probes(args),
     )
     if (args.depth_arg is None) != (args.depths is None):
         raise AdvisorError("--depth-arg and --depths come together: the argument that sets the depth and the two "

@@ -27,6 +27,7 @@ from . import spot
 from .jobspec import JobSpec, catalog_markets
 from .prices import Prices
 from .probeplan.inputs import ProbeOffer, plan_probes
+from .probeplan.probetime import PastProbes
 from .probeplan.value import ProbeChoice
 from .tokens import instance_peak_tflops, resolve_work
 
@@ -240,7 +241,7 @@ def build_plan(catalog: Catalog, job: JobSpec, measurements: list | None = None,
         types=types, offers=offers, candidates=cands, job=rjob, objective=job.objective,
         pick=int(ranked[0]) if len(ranked) else None, instance_types=[catalog.instance_types[n] for n in types.names],
         precisions=[t.precision for t in throughputs], estimator=model, probe_budget_usd=job.probe_budget_usd,
-        uncalibrated=uncalibrated, base=_bases(throughputs))
+        uncalibrated=uncalibrated, base=_bases(throughputs), past=PastProbes(measurements, catalog.instance_types))
     return Plan(job=job, workload_id=spec.workload_id, types=types, offers=offers, candidates=cands,
                 ranked=ranked, closest=closest, probe=probe, probe_offers=probe_offers, throughputs=throughputs,
                 exclusions=exclusions,

@@ -138,6 +138,8 @@ class ProbeRow:
     # Run with --cpu-too: a "GPU + CPU" gain is possible on this type, or offered on an estimate (gpu_and_cpu.py)
     cpu_too: bool = fact("probe it with --cpu-too: the host's CPU beside the GPU might add, or its GPU + CPU "
                          "variant rests on an estimate", default=False)
+    probe_hours_basis: str = fact("what probe_hours rests on: the store's past probes of the workload on its device "
+                                  "class, or the ladder's bound where there are none", default="")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -267,6 +269,7 @@ def probe_rows(plan: Plan) -> list[ProbeRow]:
             probe_hours=where.hours, probe_cost_usd=p.usd, gain_usd=p.gain_usd, p_change=p.p_change,
             saving_if_changed_usd=p.saving_if_changed, covers=sorted({plan.types.names[u] for u in p.covers}),
             reason=p.reason, cpu_too=th.gpu_and_cpu is not None and th.gpu_and_cpu.worth_probing,
+            probe_hours_basis=where.hours_basis,
         ))
     return out
 

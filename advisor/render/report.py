@@ -121,6 +121,14 @@ def _covers(p: ProbeRow) -> str:
     return shown + (f" +{len(p.covers) - 2} more" if len(p.covers) > 2 else "")
 
 
+def _by_basis(probes: list[ProbeRow]) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for p in probes:
+        if p.probe_hours_basis:
+            out.setdefault(p.probe_hours_basis, []).append(p.instance_type)
+    return out
+
+
 def _known(o: Outlook, now: bool = False) -> str:
     """How far the pick may be from the true best in 90% of outcomes, or how often it misses."""
     if math.isfinite(o.p90_regret):
@@ -152,6 +160,9 @@ def probe_lines(s: ProbePlan, probes: list[ProbeRow]) -> list[str]:
                    f"the pick within {s.within:.0%} of the true best in {s.now.p_within:.0%} of outcomes.")
     else:
         out.append(f"None: {s.why_empty}.")
+    # How long each probe was taken to run: its own past probes' time, or the bound where none.
+    for basis, names in _by_basis(probes).items():
+        out.append(f"Probe time of {', '.join(names)}: {basis}.")
     if s.not_affordable:
         shown, more = s.not_affordable[:NAMED_PAST_BUDGET], len(s.not_affordable) - NAMED_PAST_BUDGET
         out.append(f"Worth probing but past --probe-budget ${s.probe_budget_usd:,.2f}, most valuable first: "

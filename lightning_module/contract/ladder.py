@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .order import ORDERABLE
 from .result import Contention, ProbeConfig, RungResult
 from .threads import climb_threads, thread_counts
 
@@ -211,6 +212,8 @@ class LadderOptions:
     # CPU, one rank: the intra-op thread counts to try, from the baseline rung (its contention says
     # which cores are free: threads.free_cores). None: no threads rung (a GPU, several ranks).
     thread_counts: Callable[[RungResult], tuple[int, ...]] | None = None
+    # The order of the on/off rungs (order.ORDERABLE's kinds, each once): order.py reads it from past probes.
+    order: tuple[str, ...] = ORDERABLE
 
 
 @dataclass
@@ -291,38 +294,50 @@ def run_ladder(
     if opts.thread_counts is not None and base.config.threads and not skipped_by_user("threads", "threads"):
         climb_threads(lambda: lad.best, attempt, opts.thread_counts(base), base.config.threads)
 
-    # Mixed precision (article A: +86% on a bf16 CPU; article B: AMP fp16 on a V100).
-    name = "fp16" if opts.half_precision == "16-mixed" else "bf16"
-    if not skipped_by_user("precision", name):
-        if lad.best.config.precision != "32-true":
-            skip(name, f"precision fixed at {lad.best.config.precision}")
-        elif opts.half_precision is None:
-            skip(name, "no half precision on this device")
-        else:
-            kinds[name] = "precision"
-            attempt(name, lad.best.config.model_copy(update={"precision": opts.half_precision}))
+    def precision() -> None:
+        # Mixed precision (article A: +86% on a bf16 CPU; article B: AMP fp16 on a V100).
+        name = "fp16" if opts.half_precision == "16-mixed" else "bf16"
+        if not skipped_by_user("precision", name):
+            if lad.best.config.precision != "32-true":
+                skip(name, f"precision fixed at {lad.best.config.precision}")
+            elif opts.half_precision is None:
+                skip(name, "no half precision on this device")
+            else:
+                kinds[name] = "precision"
+                attempt(name, lad.best.config.model_copy(update={"precision": opts.half_precision}))
 
-    if not skipped_by_user("channels_last", "channels_last"):
-        if not opts.vision:
-            skip("channels_last", "not a convolutional image model")
-        else:
-            kinds["channels_last"] = "channels_last"
-            attempt("channels_last", lad.best.config.model_copy(update={"channels_last": True}))
+    def channels_last() -> None:
+        if not skipped_by_user("channels_last", "channels_last"):
+            if not opts.vision:
+                skip("channels_last", "not a convolutional image model")
+            else:
+                kinds["channels_last"] = "channels_last"
+                attempt("channels_last", lad.best.config.model_copy(update={"channels_last": True}))
 
-    if not skipped_by_user("compile", "compile"):
-        kinds["compile"] = "compile"
-        attempt("compile", lad.best.config.model_copy(update={"compile": True}))
+    def compile_() -> None:
+        if not skipped_by_user("compile", "compile"):
+            kinds["compile"] = "compile"
+            attempt("compile", lad.best.config.model_copy(update={"compile": True}))
 
-    # Loader workers (article B: the data-loading bottleneck); stop climbing once more stops helping.
-    if not skipped_by_user("workers", "workers"):
-        if not opts.workers_supported:
-            skip("workers", opts.workers_note or "the DataModule does not take num_workers")
-        for n in opts.worker_counts if opts.workers_supported else ():
-            if n == lad.best.config.num_workers:
-                continue
-            r = attempt(f"workers={n}", lad.best.config.model_copy(update={"num_workers": n, "pin_memory": opts.pin_memory}))
-            if not r.kept:
-                break
+    def workers() -> None:
+        # Loader workers (article B: the data-loading bottleneck); stop climbing once more stops helping.
+        if not skipped_by_user("workers", "workers"):
+            if not opts.workers_supported:
+                skip("workers", opts.workers_note or "the DataModule does not take num_workers")
+            for n in opts.worker_counts if opts.workers_supported else ():
+                if n == lad.best.config.num_workers:
+                    continue
+                update = {"num_workers": n, "pin_memory": opts.pin_memory}
+                r = attempt(f"workers={n}", lad.best.config.model_copy(update=update))
+                if not r.kept:
+                    break
+
+    # The on/off rungs in the order asked (contract/order.py: by expected gain per second).
+    climb = {"precision": precision, "channels_last": channels_last, "compile": compile_, "workers": workers}
+    if sorted(opts.order) != sorted(climb):
+        raise ValueError(f"rung order {opts.order}: each of {', '.join(climb)} once")
+    for kind in opts.order:
+        climb[kind]()
 
     if not skipped_by_user("batch", "batch") and not opts.batch_fixed:
         if opts.batch_note:

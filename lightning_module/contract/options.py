@@ -56,6 +56,9 @@ class ProbeOptions:
     # shallower depths measured instead (run/shallow.py); None: measured whole.
     depth_arg: str | None = None
     depths: tuple[int, int] | None = None
+    # Earlier probes (the results store's, `advisor probe` reads them): the on/off rungs are climbed
+    # in the order of their expected gain per second on this device class (order.py).
+    past: tuple = ()
 
 
 @dataclass

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from . import contention
 from .ladder import CI_UNBOUNDED, Measurement
 from .options import CONFIRM_ROUNDS, REMEASURE_ROUNDS
-from .race import RACED
+from .race import RACED, look_alpha, t_critical
 from .result import Confirmation, ProbeConfig
 from .timing import MIN_TIMED_STEPS, Timing, step_rate, t95, usable_steps
 
@@ -95,7 +95,7 @@ def _rel_sd(m: Measurement) -> float:
     return (m.ci_high - m.ci_low) / 2 / m.samples_per_sec / 1.96
 
 
-def speedup(base: list[Measurement], tuned: list[Measurement]) -> Speedup:
+def speedup(base: list[Measurement], tuned: list[Measurement], alpha: float = 0.05) -> Speedup:
     """tuned / baseline from paired rounds, with a 95% CI.
 
     Each round's log-ratio log(tuned_i / base_i) is one observation: pairs measured back to back
@@ -105,20 +105,23 @@ def speedup(base: list[Measurement], tuned: list[Measurement]) -> Speedup:
     freedom) and the result's CI spans them all: the pick holds only if it won in every round, by
     more than its steps' noise. That needs no estimate of the drift between rounds, which two or
     three rounds cannot give (a t interval over two rounds multiplies their spread by 12.7, and
-    threw away a pick that beat the baseline by 1.4x and 1.8x in its two rounds).
+    threw away a pick that beat the baseline by 1.4x and 1.8x in its two rounds). `alpha`: the
+    CI's error (a raced confirmation's looks spend less than 5% each: confirm).
     """
+    crit = (lambda df: t95(df)) if alpha == 0.05 else (lambda df: t_critical(df, alpha))
     k = min(len(base), len(tuned))
     if k == 0:
         raise ValueError("no rounds to compare")
     d = [math.log(tuned[i].samples_per_sec / base[i].samples_per_sec) for i in range(k)]
     mean = statistics.fmean(d)
-    per_round = _round_halves(base[:k], tuned[:k])
+    per_round = _round_halves(base[:k], tuned[:k], crit)
     if per_round is not None:
         return Speedup(math.exp(mean), math.exp(min(x - h for x, h in zip(d, per_round))),
                        math.exp(max(x + h for x, h in zip(d, per_round))))
     # No step times: the rounds' spread (t interval), never narrower than the legs' own CIs allow.
-    between = t95(k - 1) * statistics.stdev(d) / math.sqrt(k) if k >= 2 else math.inf
-    within = 1.96 * math.sqrt(sum(_rel_sd(base[i]) ** 2 + _rel_sd(tuned[i]) ** 2 for i in range(k))) / k
+    between = crit(k - 1) * statistics.stdev(d) / math.sqrt(k) if k >= 2 else math.inf
+    z = statistics.NormalDist().inv_cdf(1 - alpha / 2)
+    within = z * math.sqrt(sum(_rel_sd(base[i]) ** 2 + _rel_sd(tuned[i]) ** 2 for i in range(k))) / k
     if k == 1:
         half = within  # one pair: only its legs' own noise to go by (unbounded if a leg's CI is)
     elif math.isfinite(within):
@@ -130,7 +133,7 @@ def speedup(base: list[Measurement], tuned: list[Measurement]) -> Speedup:
     return Speedup(math.exp(mean), math.exp(mean - half), math.exp(mean + half))
 
 
-def _round_halves(base: list[Measurement], tuned: list[Measurement]) -> list[float] | None:
+def _round_halves(base: list[Measurement], tuned: list[Measurement], crit=t95) -> list[float] | None:
     """Each round's 95% half-width on log(tuned / base) from the legs' step times: the variance of
     log step time pooled over every leg (a configuration's batch is fixed within a leg, so this is
     the variance of log samples/s per step). None when a leg has no step times or no leg has two."""
@@ -145,7 +148,7 @@ def _round_halves(base: list[Measurement], tuned: list[Measurement]) -> list[flo
         return None
     var = sum(sum((v - statistics.fmean(x)) ** 2 for v in x) for x in logs) / df
     k = len(base)
-    return [t95(df) * math.sqrt(var * (1 / len(logs[i]) + 1 / len(logs[k + i]))) for i in range(k)]
+    return [crit(df) * math.sqrt(var * (1 / len(logs[i]) + 1 / len(logs[k + i]))) for i in range(k)]
 
 
 @dataclass
@@ -169,16 +172,24 @@ def baseline_moved(shift: float | None) -> bool:
 
 def confirm(measure: Callable[[str, ProbeConfig], Measurement], base_cfg: ProbeConfig, tuned_cfg: ProbeConfig,
             samples_per_step: Callable[[ProbeConfig], int], target_ci: float,
-            rounds: int = CONFIRM_ROUNDS, ladder_baseline: float | None = None) -> Confirmed:
+            rounds: int = CONFIRM_ROUNDS, ladder_baseline: float | None = None, race: bool = False) -> Confirmed:
     """A B A B ...: `rounds` pairs, baseline first in each; `measure(leg name, config)`.
-    `ladder_baseline`: the ladder's baseline samples/s, to tell whether the baseline moved."""
+    `ladder_baseline`: the ladder's baseline samples/s, to tell whether the baseline moved.
+    `race`: stop after a round once the verdict is known, the speed-up's CI clear of 1 either way
+    at that look's level (race.look_alpha: the looks' errors sum to RACE_ALPHA, 5%, as a rung's
+    race spends them), so a clear win or loss costs one round, not `rounds`."""
     base, tuned = [], []
     legs: list[tuple[str, Measurement]] = []
-    for _ in range(rounds):
+    for k in range(1, rounds + 1):
         for name, cfg, out in (("baseline", base_cfg, base), ("tuned", tuned_cfg, tuned)):
             m = measure(name, cfg)
             out.append(m)
             legs.append((name, m))
+        if race and k < rounds:
+            look = speedup(base, tuned, alpha=look_alpha(k))
+            if look.ci_low > 1.0 or look.ci_high < 1.0:
+                break
+    rounds = len(base)
     s = speedup(base, tuned)
 
     def pool(ms: list[Measurement], cfg: ProbeConfig) -> Measurement:

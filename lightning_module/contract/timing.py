@@ -13,10 +13,12 @@ import math
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 
 from .contention import ContentionMeter, GpuState, Reading
 from .race import Race
 from .result import Contention, StepTimeStats
+from .settle import MAX_WARMUP_FACTOR, settled_at
 
 # Two-sided 95% Student t critical values by degrees of freedom; beyond 30 the normal 1.96 is close.
 _T95 = {
@@ -155,8 +157,14 @@ class Stopwatch:
     whether the stopping rule says to stop."""
 
     def __init__(self, warmup_steps: int, target_ci: float, max_seconds: float, max_steps: int | None = None,
-                 meter: ContentionMeter | None = None, race: Race | None = None):
-        self.warmup_steps = warmup_steps
+                 meter: ContentionMeter | None = None, race: Race | None = None, settle_from: int | None = None):
+        # settle_from: the warm-up ends where the step times settle (settle.py), never before this
+        # many steps nor after MAX_WARMUP_FACTOR x warmup_steps, and the settled steps are the first
+        # timed; None (or no warm-up asked): after warmup_steps steps.
+        self._settling = settle_from is not None and warmup_steps > 0
+        self.settle_from = settle_from or 0
+        self.warmup_steps = max(warmup_steps * MAX_WARMUP_FACTOR, self.settle_from) if self._settling else warmup_steps
+        self._marks: list[tuple[float, Reading | None]] = []  # the step boundaries while settling
         self.race = race  # None: timed to the CI target or the time limit, whatever the best so far
         self.target_ci = target_ci
         self.max_seconds = max_seconds
@@ -172,6 +180,7 @@ class Stopwatch:
 
     def start(self, now: float, reading: Reading | None = None) -> None:
         self._start, self.reading = now, reading
+        self._marks = [(now, reading)]
 
     def step(self, now: float, reading: Reading | None = None) -> None:
         """A step ended at `now`. With a meter, a step given no reading is judged with the steps
@@ -180,6 +189,9 @@ class Stopwatch:
         t = self.timing
         if self.steps == 1:
             t.first_step_seconds = now - self._start
+        if self._settling:
+            self._settle(now, reading)
+            return
         if self.steps <= self.warmup_steps:
             t.warmup_steps = self.steps
             t.warmup_seconds = now - self._start
@@ -191,6 +203,29 @@ class Stopwatch:
                 self._timed_start = last
         self._last = now
         self._judge(reading)
+
+    def _settle(self, now: float, reading: Reading | None) -> None:
+        """A warm-up step ended: the warm-up is over once the step times have settled (or at the
+        cap); the steps after the change-point become the first timed ones, each judged for
+        contention as a timed step is (or, without a reading for each, left in the warm-up)."""
+        t, marks = self.timing, self._marks
+        marks.append((now, reading))
+        durations = [b[0] - a[0] for a, b in pairwise(marks)]
+        at = settled_at(durations, first=self.settle_from)
+        self._last, self.reading = now, reading
+        if at is None and self.steps < self.warmup_steps:
+            t.warmup_steps, t.warmup_seconds = self.steps, now - self._start
+            return
+        if at is None or (self.meter is not None and any(m[1] is None for m in marks[at:])):
+            at = len(durations)
+        self._settling = False
+        self.warmup_steps = t.warmup_steps = at
+        t.warmup_seconds = marks[at][0] - self._start
+        t.step_times.extend(durations[at:])
+        if at < len(durations):
+            self._timed_start = marks[at][0]
+            if self.meter is not None:
+                t.contended.extend(self.meter.add(a[1], b[1]).contended for a, b in pairwise(marks[at:]))
 
     def _judge(self, reading: Reading | None) -> None:
         if self.meter is None or reading is None:

@@ -142,6 +142,7 @@ class StepTimer(Callback):
         contended_exc: Callable[[float], Exception] | None = None,
         count: Callable[[object], int | None] | None = None,
         race: Race | None = None,
+        settle_from: int | None = None,
     ):
         self.accelerator = accelerator
         self.count = count  # a batch's samples (batches.samples_counter); None: not counted
@@ -151,7 +152,7 @@ class StepTimer(Callback):
         self.watch = watch
         self.contended_exc = contended_exc
         meter = ContentionMeter(watch.cores_in_use, watch.cpus, watch.cpu_bound) if watch else None
-        self.clock = Stopwatch(warmup_steps, target_ci, max_seconds, max_steps, meter, race)
+        self.clock = Stopwatch(warmup_steps, target_ci, max_seconds, max_steps, meter, race, settle_from)
         self.alarm = StepAlarm()
         self._gpu: list[GpuState] = []
 

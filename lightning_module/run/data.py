@@ -50,6 +50,7 @@ class SyntheticDataModule(pl.LightningDataModule):
         self.pin_memory = pin_memory
         self.seed = seed
         self._ds: SyntheticImages | None = None
+        self._loader: DataLoader | None = None  # kept: a rung that keeps this loader keeps its workers running
 
     def setup(self, stage: str | None = None) -> None:
         if self._ds is None:
@@ -57,8 +58,10 @@ class SyntheticDataModule(pl.LightningDataModule):
 
     def train_dataloader(self) -> DataLoader:
         self.setup()
+        if self._loader is not None:
+            return self._loader
         workers = self.num_workers
-        return DataLoader(
+        self._loader = DataLoader(
             self._ds,
             batch_size=self.batch_size,
             shuffle=False,
@@ -68,6 +71,7 @@ class SyntheticDataModule(pl.LightningDataModule):
             persistent_workers=workers > 0,
             worker_init_fn=worker_init if workers > 0 else None,
         )
+        return self._loader
 
 
 _STATS: dict[torch.device, tuple[torch.Tensor, torch.Tensor]] = {}

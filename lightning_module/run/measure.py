@@ -20,12 +20,17 @@ from ..contract.options import MeasureSettings
 from ..contract.race import Race
 from ..contract.reliability import summarise
 from ..contract.result import ProbeConfig
+from ..contract.warm import MODEL_ONLY, keeps
+from . import workloads
 from .batches import leading_dim, samples_counter
 from .builders import build_workload, compiled, xla_trainer_kwargs
 from .callbacks import BatchCap, Progress, StepTimer, UnmonitoredSchedulers, Watch
+from .data import SyntheticDataModule
 from .devices import free_memory, peak_rss_gib, reset_peak_rss
 from .ranks import gather_peaks, lost_rank, watched_ddp, watched_fsdp
 from .readers import gpu_state, own_process_tree, usable_cpus
+
+log = logging.getLogger(__name__)
 
 # A step this many times slower than the best configuration's (per sample) cannot win: cut the rung
 # short. Only for steps of more than MIN_SLOW_STEP_S, where waiting costs real time and one
@@ -102,14 +107,18 @@ def measure(settings: MeasureSettings, config: ProbeConfig, extra_callbacks=(),
 def _measure(settings: MeasureSettings, config: ProbeConfig, extra_callbacks,
              max_steps: int | None, slow_step_s: float | None, label: str) -> Measurement:
     spec = settings.spec
+    warm = _take_warm(settings, config)  # the rung before's model (and loader) where this rung may keep them
     free_memory(config.accelerator)
     if config.accelerator == "gpu":
         torch.cuda.reset_peak_memory_stats()
     else:
         reset_peak_rss()
-    before = runtime_before(config.accelerator)
-    torch.manual_seed(settings.seed)
-    module, dm = build_workload(spec, config, settings.seed)
+    if warm is None:
+        before = runtime_before(config.accelerator)
+        torch.manual_seed(settings.seed)
+        module, dm = build_workload(spec, config, settings.seed)
+    else:
+        module, dm, before = warm
     count, _ = samples_counter(module, dm)
     warmup = settings.warmup_steps + (1 if config.compile else 0)  # the compile step comes on top
     first_limit = step_limit = None
@@ -135,7 +144,11 @@ def _measure(settings: MeasureSettings, config: ProbeConfig, extra_callbacks,
             f"a step ran {ran:.1f} s while the machine was busy with other work: stopped without a verdict on speed"),
         count=count,
         race=Race(settings.race_threshold, samples_per_step(config)) if settings.race_threshold else None,
+        # The warm-up ends where the step times settle (contract/settle.py), after the first step
+        # (set-up) and the compile step at least.
+        settle_from=1 + (1 if config.compile else 0),
     )
+    warmup = timer.clock.warmup_steps  # at most (settling's cap)
     cap = max_steps if max_steps is not None else (warmup + settings.max_steps if settings.max_steps else -1)
     peaks = RankPeaks(config.accelerator)
     device = (xla_trainer_kwargs() if config.xla else
@@ -163,6 +176,9 @@ def _measure(settings: MeasureSettings, config: ProbeConfig, extra_callbacks,
         if lost is not None:
             raise lost from e
         raise
+    else:
+        if keeps(config, config, workloads.is_builtin(spec)) is not None:
+            _WARM.update(key=(spec, settings.seed, config), module=module, dm=dm, before=before)
     finally:
         timer.alarm.disarm()
         del trainer, module, dm
@@ -180,6 +196,34 @@ def _measure(settings: MeasureSettings, config: ProbeConfig, extra_callbacks,
     return summarise(t, per_step, settings.target_ci, compile_seconds=compile_s, peak_memory_gib=peak,
                      model_facts=facts, runtime_overhead=runtime_after(config.accelerator, before),
                      rank_peaks=peaks.peaks)
+
+
+# The last rung's model and loader, held until the next rung takes them or builds its own
+# (contract/warm.py says when a rung may keep them); the probe drops them when it is done.
+_WARM: dict = {}
+
+
+def drop_warm() -> None:
+    _WARM.clear()
+
+
+def _take_warm(settings: MeasureSettings, config: ProbeConfig):
+    """(module, datamodule, runtime_before) kept from the rung before, with the loader rebuilt
+    where only the model is kept; None: build cold (and nothing is held any more)."""
+    held = dict(_WARM)
+    _WARM.clear()
+    if not held:
+        return None
+    spec, seed, prev = held["key"]
+    kept = keeps(prev, config, workloads.is_builtin(spec)) if (spec, seed) == (settings.spec, settings.seed) else None
+    if kept is None:
+        return None
+    dm = held["dm"]
+    if kept == MODEL_ONLY:  # a built-in workload: its loader is the synthetic one, built for this rung
+        dm = SyntheticDataModule(spec.image_size, spec.num_classes, config.batch_size,
+                                 num_workers=config.num_workers, pin_memory=config.pin_memory, seed=seed)
+    log.debug("rung keeps the %s of the rung before", kept)
+    return held["module"], dm, held["before"]
 
 
 def runtime_before(accelerator: str) -> float | None:

@@ -29,6 +29,7 @@ from ..contract.ladder import (
     worker_counts,
 )
 from ..contract.options import MeasureSettings, ProbeOptions
+from ..contract.order import order_for
 from ..contract.quiet import held_quietly
 from ..contract.reliability import confirm, measure_until_known
 from ..contract.result import MemoryFit, ProbeConfig, ProbeResult, RungResult
@@ -38,7 +39,7 @@ from .assemble import assemble_result
 from .callbacks import CHROME_TRACE, profiler_callback
 from .child import measure_in_child
 from .devices import default_devices, half_precision, is_global_zero, resolve_accelerator
-from .measure import MIN_SLOW_STEP_S, SLOW_FACTOR, measure, samples_per_step
+from .measure import MIN_SLOW_STEP_S, SLOW_FACTOR, drop_warm, measure, samples_per_step
 from .preview import Preview, preview
 from .readers import usable_cpus
 from .workloads import WorkloadError
@@ -49,6 +50,7 @@ log = logging.getLogger(__name__)
 def measure_anywhere(settings: MeasureSettings, config: ProbeConfig, **kw) -> Measurement:
     """In this process, or in a child for what acts at process start (run_cpu, xla)."""
     if config.run_cpu or config.xla:
+        drop_warm()  # not kept by a child process: not held here while it runs either
         return measure_in_child(settings, config, slow_step_s=kw.get("slow_step_s"),
                                 profile_dir=kw.get("profile_dir"), max_steps=kw.get("max_steps"))
     extra = [profiler_callback(kw["profile_dir"], config.accelerator)] if kw.get("profile_dir") else []
@@ -262,13 +264,15 @@ def run_probe(opts: ProbeOptions, on_rung: Callable[[RungResult, RungResult | No
         if on_rung is not None:
             on_rung(rung, base)
 
+    order = order_for(opts.past, hw, accelerator, spec.workload_id)
+    log.info("rung order %s, from %s", ", ".join(order.kinds), order.basis)
     ladder_opts = LadderOptions(
         tune=opts.tune, batch_fixed=spec.batch_size_fixed, half_precision=half_precision(accelerator),
         vision=pv.convolutional, worker_counts=worker_counts(usable_cpus()),
         workers_supported=pv.workers_note is None, workers_note=pv.workers_note,
         batch_note=None if pv.batch_tunable else pv.batch_note,
         pin_memory=accelerator == "gpu", skip=opts.skip,
-        extensions=extensions.detect(accelerator, hw, spec, devices * opts.num_nodes),
+        extensions=extensions.detect(accelerator, hw, spec, devices * opts.num_nodes), order=order.kinds,
         thread_counts=cpu_thread_counts(hw) if one_cpu_rank else None,
     )
     lad = run_ladder(start, measure_one, ladder_opts, track)
@@ -288,7 +292,7 @@ def run_probe(opts: ProbeOptions, on_rung: Callable[[RungResult, RungResult | No
 
         try:
             done = confirm(leg, lad.rungs[0].config, lad.best.config, samples_per_step, opts.target_ci,
-                           opts.confirm_rounds, ladder_baseline=lad.rungs[0].samples_per_sec)
+                           opts.confirm_rounds, ladder_baseline=lad.rungs[0].samples_per_sec, race=opts.race)
         except RankLost:
             raise
         except Exception as e:  # noqa: BLE001 - a leg that fails leaves the ladder's pick, said to be unconfirmed
@@ -317,6 +321,7 @@ def run_probe(opts: ProbeOptions, on_rung: Callable[[RungResult, RungResult | No
             log.warning("profile failed: %s", e)
 
     memory = fit_memory(lad, final_cfg, final_m, pv, settings, measure_fn)
+    drop_warm()  # the last rung's model and loader (measure.py): nothing more keeps them
     if not is_global_zero():
         return None  # the other DDP ranks trained along; measuring peaks there would slow rank 0's
     both = cpu_too.measure_gpu_and_cpu(settings, final_cfg) if opts.cpu_too else None

@@ -25,6 +25,7 @@ from ...estimate.band import band_z, split_normal_sds
 from ...estimate.calibrate import NEW_KIND, pair_distance
 from ...estimate.points import instance_device
 from .. import rank as rk
+from .probetime import DeviceClass, PastProbes, type_class
 from .value import Beliefs, Economics
 
 # One probe's measurement: `advisor probe` times each rung until its 95% CI is within
@@ -35,7 +36,8 @@ PROBE_NOISE_SD = math.log1p(PROBE_TARGET_CI) / 1.96
 # band is (advisor.estimate.band): the log-sd below the figure once a probe has measured it.
 PROBE_SD_LOW = math.log1p(PROBE_TARGET_CI) / band_z()
 
-# How long one probe runs (and bills), from what `advisor launch` + `advisor probe` do:
+# How long one probe runs (and bills) where the store holds no past probe of the workload on the
+# device class (probetime.py reads those), from what `advisor launch` + `advisor probe` do:
 # - start-up: boot, ~29 s from RunInstances to SSH on a Linux AMI (ec2-boot-bench, Colin
 #   Percival, https://www.daemonology.net/blog/2021-08-12-EC2-boot-time-benchmarking.html),
 #   and the pip install the user-data runs (lightning, boto3, pydantic, tabulate and their
@@ -70,6 +72,30 @@ def probe_seconds(per_device_sps: float, vcpus: int, cpu: bool = False) -> float
     return STARTUP_SECONDS + ladder.measured_rungs(vcpus, cpu) * per + COMPILE_SECONDS
 
 
+@dataclass(frozen=True)
+class ProbeTime:
+    seconds: float
+    basis: str  # what the figure rests on, in words (shown with the plan)
+
+
+def probe_time(it: InstanceType, per_device_sps: float, past: PastProbes) -> ProbeTime:
+    """One probe of `it`: the store's past probes of the workload on its device class (their median
+    seconds a rung, x the rungs this type's ladder measures, + start-up), else the ladder's bound
+    (probe_seconds), said to be so. Never under the steps a rung must time on this type."""
+    found = past.per_rung(it)
+    if found is None:
+        kind = DeviceClass(type_class(it).kind, None).words()
+        return ProbeTime(probe_seconds(per_device_sps, it.vcpus, it.accelerator_kind == "none"),
+                         f"no past probe of this workload on {kind} in the store: the ladder's bound "
+                         "(every rung to --max-seconds, torch.compile to --compile-timeout)")
+    step = START_BATCH / per_device_sps if per_device_sps > 0 else math.inf
+    per = max(found.seconds, (WARMUP_STEPS + 2) * step)  # a slower device's steps are longer
+    rungs = ladder.measured_rungs(it.vcpus, it.accelerator_kind == "none")
+    return ProbeTime(STARTUP_SECONDS + rungs * per,
+                     f"from {found.words()} in the store: median {per:.0f} s a rung x {rungs} rungs "
+                     f"+ {STARTUP_SECONDS:.0f} s start-up (derived)")
+
+
 def sibling_key(it: InstanceType) -> str:
     """One device in other sizes: the family and its accelerator (the CPU family for CPUs)."""
     if it.accelerator_kind == "none":
@@ -85,6 +111,7 @@ class ProbeOffer:
     offer: int  # index into the OfferTable
     usd_per_hour: float
     hours: float
+    hours_basis: str = ""  # what the probe's duration rests on, in words (probetime.ProbeTime.basis)
 
     @property
     def usd(self) -> float:
@@ -125,10 +152,13 @@ def economics(c: rk.Candidates, offers: rk.OfferTable, job: rk.Job, objective: s
                      objective=objective, decide=decide, decide_more=more)
 
 
-def probe_offers(types: rk.TypeTable, offers: rk.OfferTable, instance_types: list[InstanceType]) -> list[ProbeOffer | None]:
+def probe_offers(types: rk.TypeTable, offers: rk.OfferTable, instance_types: list[InstanceType],
+                 past: PastProbes | None = None) -> list[ProbeOffer | None]:
     """Per type: the cheapest one-instance offer (on-demand or spot, as the user asked; not the
-    spot-with-fallback rows) and the probe's duration; None for a measured type, no offer, or a
-    probe that would not finish within `advisor launch`'s watchdog."""
+    spot-with-fallback rows) and the probe's duration (from the store's past probes of the
+    workload, `past`, else the ladder's bound); None for a measured type, no offer, or a probe
+    that would not finish within `advisor launch`'s watchdog."""
+    past = past or PastProbes((), {})
     out: list[ProbeOffer | None] = [None] * len(types.names)
     direct = np.flatnonzero(offers.market != rk.FALLBACK)
     # What one instance costs an hour: nothing where the team already pays for one (--prices reserved).
@@ -146,11 +176,10 @@ def probe_offers(types: rk.TypeTable, offers: rk.OfferTable, instance_types: lis
         if o is None:
             continue
         devices = device_count(it)
-        seconds = probe_seconds(float(types.samples_per_sec[t]) / max(devices, 1), it.vcpus,
-                                it.accelerator_kind == "none")
-        if seconds > WATCHDOG_MINUTES * 60:
+        took = probe_time(it, float(types.samples_per_sec[t]) / max(devices, 1), past)
+        if took.seconds > WATCHDOG_MINUTES * 60:
             continue  # its ladder would not finish before launch's watchdog stops it: no result
-        out[t] = ProbeOffer(o, float(one[o]), seconds / 3600.0)
+        out[t] = ProbeOffer(o, float(one[o]), took.seconds / 3600.0, took.basis)
     return out
 
 
@@ -213,16 +242,18 @@ def beliefs(types: rk.TypeTable, instance_types: list[InstanceType], precisions:
 def plan_probes(*, types: rk.TypeTable, offers: rk.OfferTable, candidates: rk.Candidates, job: rk.Job,
                 objective: str, pick: int | None, instance_types: list[InstanceType], precisions: list[str],
                 estimator, probe_budget_usd: float | None = None, draws: int = DRAWS, seed: int = 0,
-                uncalibrated: list[int] | None = None, base: list[int] | None = None):
+                uncalibrated: list[int] | None = None, base: list[int] | None = None,
+                past: PastProbes | None = None):
     """(the probe plan, the per-type probe offers) for a ranked set of candidates; `estimator` is
     the ThroughputModel the candidates' throughputs came from. `uncalibrated`: types whose
     estimate no held-out case calibrates (a GPU known only from a CPU probe), in ranked order:
     the first that can be probed goes ahead of every other probe. `base`: per type, the type it
     is a variant of (itself where none): a variant is never probed on its own, its type's probe
-    (with --cpu-too) measures both."""
+    (with --cpu-too) measures both. `past`: the store's probes of the workload, whose own times
+    price a probe (probetime.py)."""
     from . import value
 
-    where = probe_offers(types, offers, instance_types)
+    where = probe_offers(types, offers, instance_types, past)
     for t, b in enumerate(base or []):
         if b != t:
             where[t] = None

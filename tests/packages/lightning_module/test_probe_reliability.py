@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import re
 import time
 
 import pytest
@@ -400,7 +401,8 @@ def test_a_rung_shows_the_probes_own_progress_line_and_erases_it(capsys, monkeyp
     m = measure.measure(settings, ProbeConfig(accelerator="cpu", batch_size=8), label="bf16")
     err = capsys.readouterr().err
     assert m.samples_per_sec > 0
-    assert "\rrung bf16: warm-up step 1/1" in err and "\rrung bf16: step 2, " in err and " so far, " in err
+    # The warm-up runs until the steps settle (contract/settle.py), at most 4 x --warmup-steps 1.
+    assert "\rrung bf16: warm-up step 1/4" in err and re.search(r"\rrung bf16: step \d+, ", err) and " so far, " in err
     assert err.endswith("\r\x1b[K")  # erased: nothing of it is left after the rung
     assert "it/s" not in err and "Epoch" not in err  # no Lightning bar
 
@@ -421,7 +423,7 @@ def test_an_interrupt_mid_rung_erases_the_progress_line(capsys, monkeypatch):
 
     def then_interrupt(self, trainer, *args):
         shown(self, trainer, *args)
-        if trainer.global_step >= 3:
+        if trainer.global_step >= 6:  # past the warm-up: it ends by step 4 at most (4 x --warmup-steps 1)
             raise ProbeStopped(signal.SIGINT)
 
     monkeypatch.setattr(callbacks.Progress, "on_train_batch_end", then_interrupt)
@@ -433,3 +435,33 @@ def test_an_interrupt_mid_rung_erases_the_progress_line(capsys, monkeypatch):
     err = capsys.readouterr().err
     assert "\rrung bf16: step " in err  # it was showing
     assert err.endswith("\r\x1b[K") and "Epoch" not in err and "it/s" not in err
+
+
+def test_a_raced_confirmation_stops_once_the_verdict_is_known_and_errs_no_more_than_stated():
+    """race=True: after each round, the speed-up's CI at the look's level (race.look_alpha); a clear
+    win or loss stops the alternation, an answer inside the noise takes every round."""
+    rng = random.Random(31)
+
+    def win(name, cfg):  # bf16 1.4x faster: known after one round
+        return series(0.1 / (1.4 if cfg.precision == "bf16-mixed" else 1), 0.04, 15, rng)
+
+    done = confirm(win, BASE, TUNED, lambda c: BATCH, 0.03, rounds=3, race=True)
+    assert done.record.rounds == 1 and [n for n, _ in done.legs] == ["baseline", "tuned"] and done.record.held
+    assert done.record.speedup == pytest.approx(1.4, rel=0.05)
+
+    def lose(name, cfg):  # the pick 30% slower in truth: known not to hold after one round
+        return series(0.1 * (1.3 if cfg.precision == "bf16-mixed" else 1), 0.04, 15, rng)
+
+    done = confirm(lose, BASE, TUNED, lambda c: BATCH, 0.03, rounds=3, race=True)
+    assert done.record.rounds == 1 and not done.record.held
+
+    def same(name, cfg):  # no difference: never clear, all three rounds
+        return series(0.1, 0.04, 15, rng)
+
+    # Wrongly held when there is no speed-up: at most the stated 5% over every look (simulated).
+    wrong = 0
+    for _ in range(200):
+        done = confirm(same, BASE, TUNED, lambda c: BATCH, 0.03, rounds=3, race=True)
+        wrong += done.record.held
+    assert wrong / 200 <= 0.05
+    assert confirm(same, BASE, TUNED, lambda c: BATCH, 0.03, rounds=3, race=True).record.rounds == 3
