@@ -170,9 +170,10 @@ class Tacotron2(nn.Module):
     5-conv postnet, MSE + gate BCE. A cell runs as a one-step LSTM layer, the fused kernel it is on
     a GPU (cuDNN / _thnn_fused_lstm_cell): the gates' arithmetic inside it, not 15 elementwise ops."""
 
-    def __init__(self):
+    def __init__(self, frames: int = TACO_FRAMES):
         super().__init__()
         t = TACO
+        self.frames = frames
         self.embed = nn.Embedding(t["symbols"], t["embed"])
         self.enc_convs = nn.ModuleList(nn.Sequential(nn.Conv1d(t["embed"], t["embed"], t["enc_kernel"],
                                                                padding=t["enc_kernel"] // 2), nn.BatchNorm1d(t["embed"]))
@@ -199,7 +200,7 @@ class Tacotron2(nn.Module):
         for conv in self.enc_convs:
             x = F.relu(conv(x))
         memory, _ = self.enc_lstm(x.transpose(1, 2))  # (n, chars, 512)
-        target = torch.randn(n, t["mels"], TACO_FRAMES)
+        target = torch.randn(n, t["mels"], self.frames)
         frames = torch.cat((torch.zeros(1, n, t["mels"]), target.permute(2, 0, 1)[:-1]), 0)
         prenet = F.relu(self.prenet[1](F.relu(self.prenet[0](frames))))
         processed = self.memory(memory)
@@ -207,7 +208,7 @@ class Tacotron2(nn.Module):
         weights = cum = torch.zeros(n, TACO_CHARS)
         context = torch.zeros(n, t["embed"])
         outs = []
-        for step in range(TACO_FRAMES):
+        for step in range(self.frames):
             _, (h_att, c_att) = self.att_rnn(torch.cat((prenet[step], context), -1).unsqueeze(0), (h_att, c_att))
             loc = self.loc_dense(self.loc_conv(torch.stack((weights, cum), 1)).transpose(1, 2))
             energies = self.v(torch.tanh(self.query(h_att[0]).unsqueeze(1) + loc + processed)).squeeze(-1)
