@@ -73,6 +73,7 @@ def floor_check() -> None:
             print(f"  {kind:9s} {f['example'].split(' ')[0]:32s} batch {f['batch']:4d}, {f['ops_per_step']:3d} ops: "
                   f"floor {floor:9,.0f}/s, H100 measured {f['samples_per_sec']:9,.0f}/s, floor/measured {ratio:.3f}"
                   + ("" if kind == "fitted_on" else f" (band /{c.below:g}..x{c.above:g} holds it: {'yes' if held else 'NO'})"))
+    host_floors(figures["fitted_on"][0])
     from lightning_module.contract.result import WorkloadSpec
     from lightning_module.run.measure import quiet_lightning
     from lightning_module.run.peaks import per_sample_counts
@@ -84,6 +85,25 @@ def floor_check() -> None:
     if ops:
         at = ", ".join(f"{b}: {hf.HostFloor(ops, b).samples_per_sec:,.0f}/s" for b in (32, 64, 128, 256, 512))
         print(f"  resnet50 (torchvision, {ops} ops a step counted here): floor per GPU at batch {at}")
+
+
+def host_floors(f: dict) -> None:
+    """One example's floor on each sustained clock of the catalog's GPU hosts (host_speed's rule):
+    the middle and its band; a host of uncatalogued clock at the reference's, its band wider."""
+    from advisor.estimate import host_floor as hf
+    from catalog.io import SNAPSHOT_PATH, load
+
+    floor = hf.HostFloor(f["ops_per_step"], f["batch"],
+                         f["pipeline_samples_per_sec_per_worker"] if f["num_workers"] == 0 else None)
+    hosts: dict[float | None, list[str]] = {}
+    for it in load(SNAPSHOT_PATH).instance_types.values():
+        if it.accelerator_kind == "gpu":
+            hosts.setdefault(it.cpu_clock_ghz, []).append(it.family)
+    print(f"  {f['example'].split(' ')[0]} floor per GPU by its host's sustained clock:")
+    for clock in sorted(hosts, key=lambda c: (c is None, c or 0.0)):
+        mid, low, high = floor.on_host(clock)
+        where = ", ".join(sorted(set(hosts[clock])))
+        print(f"    {'unknown' if clock is None else f'{clock:g} GHz':8s} {mid:8,.0f}/s ({low:,.0f}-{high:,.0f})  {where}")
 
 
 def machine_type() -> str | None:

@@ -16,11 +16,17 @@ advisor/data/host_floor.json (derived from our H100 measurements, the source in 
 batch on the GPU than the probe's raises the floor per sample, and so do loader workers,
 torch.compile and CUDA graphs (fewer launches): the floor is for the probe's configuration. Not on
 CPUs: a CPU probe's time already holds its host work. JSON only: `advisor recommend` never imports torch.
+
+The host's own speed enters through its clock (host_speed in the data file): the dispatch seconds
+divide by the host's sustained clock over the reference host's, whose clock was not recorded and is
+bounded by the catalog's hosts of its class, so every floor carries that range in its band; a host
+whose clock the catalog lacks keeps the reference's figure with a wider band, never a guessed clock.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -50,6 +56,28 @@ def constants() -> FloorConstants:
     band = body["band"]
     return FloorConstants(float(body["step_host_s"]), float(body["op_host_s"]), float(band["below"]),
                           float(band["above"]), body["source"], band["why"])
+
+
+@dataclass(frozen=True)
+class HostSpeed:
+    """A host's single-thread speed over the reference host's: its middle and the ends of its band."""
+
+    ratio: float
+    low: float
+    high: float
+    clock_ghz: float | None  # the catalogued sustained clock; None: not catalogued
+
+
+def host_speed(clock_ghz: float | None) -> HostSpeed:
+    """The data file's rule: the host's sustained clock over the reference host's, whose range (not
+    its figure) is known; the middle is the range's geometric mean. No clock: the reference's speed,
+    the band from the catalog's slowest to its fastest GPU host."""
+    s = _data()["host_speed"]
+    lo, hi = s["reference_clock_ghz"]
+    if not clock_ghz:
+        slow, fast = s["unknown_host_clock_ghz"]
+        return HostSpeed(1.0, slow / hi, fast / lo, None)
+    return HostSpeed(clock_ghz / math.sqrt(lo * hi), clock_ghz / hi, clock_ghz / lo, clock_ghz)
 
 
 def step_seconds(ops_per_step: int, c: FloorConstants | None = None) -> float:
@@ -97,33 +125,55 @@ class HostFloor:
 
     @property
     def samples_per_sec(self) -> float:
+        """On the reference host (speed 1)."""
         return self.samples_per_sec_with(constants())
 
-    def samples_per_sec_with(self, c: FloorConstants) -> float:
+    def samples_per_sec_with(self, c: FloorConstants, speed: float = 1.0) -> float:
+        """On a host `speed` times the reference's: its dispatch is that much shorter; the loader's
+        term is the probe host's own measurement."""
         loader = self.batch / self.loader_samples_per_sec if self.loader_samples_per_sec else 0.0
-        return self.raised_by * self.batch / (step_seconds(self.ops_per_step, c) + loader)
+        return self.raised_by * self.batch / (step_seconds(self.ops_per_step, c) / speed + loader)
 
-    def apply(self, mid: float, low: float, high: float) -> tuple[float, float, float, bool]:
-        """(mid, low, high) per device after the floor, and whether it binds the middle figure: the
-        step's time is the larger of the roofline's and the host's, at each end of the band."""
-        c, f = constants(), self.samples_per_sec
-        return min(mid, f), min(low, f / c.below), min(high, f * c.above), mid > f
+    def on_host(self, clock_ghz: float | None) -> tuple[float, float, float]:
+        """The floor on a host of this sustained clock: the middle and its band's ends (host_speed's
+        range times the constants' own band)."""
+        c, s = constants(), host_speed(clock_ghz)
+        return (self.samples_per_sec_with(c, s.ratio), self.samples_per_sec_with(c, s.low) / c.below,
+                self.samples_per_sec_with(c, s.high) * c.above)
 
-    def basis(self, binds: bool, ops_from: str) -> dict:
-        c = constants()
+    def apply(self, mid: float, low: float, high: float,
+              clock_ghz: float | None = None) -> tuple[float, float, float, bool]:
+        """(mid, low, high) per device after the floor on a host of this clock, and whether it binds
+        the middle figure: the step's time is the larger of the roofline's and the host's, at each
+        end of the band."""
+        f, f_low, f_high = self.on_host(clock_ghz)
+        return min(mid, f), min(low, f_low), min(high, f_high), mid > f
+
+    def basis(self, binds: bool, ops_from: str, clock_ghz: float | None = None) -> dict:
+        c, s = constants(), host_speed(clock_ghz)
+        rule = _data()["host_speed"]
+        f, f_low, f_high = self.on_host(clock_ghz)
         out = {"ops_per_step": self.ops_per_step, "batch": self.batch, "ops_from": ops_from,
                "step_host_s": c.step_host_s, "op_host_s": c.op_host_s,
                "loader_samples_per_sec": None if self.loader_samples_per_sec is None else round(self.loader_samples_per_sec),
-               "rule": "per-device samples/s <= batch / (step_host_s + ops_per_step x op_host_s [+ batch / "
+               "rule": "per-device samples/s <= batch / ((step_host_s + ops_per_step x op_host_s) / host_speed [+ batch / "
                        "loader_samples_per_sec: no loader workers]), on a GPU",
-               "max_samples_per_sec_per_device": round(self.samples_per_sec, 1), "binds": binds,
-               "band": f"x/{c.below:g} to x{c.above:g}: {c.band_why}", "source": c.source}
+               "host_clock_ghz": s.clock_ghz, "host_speed": round(s.ratio, 3),
+               "host_speed_band": [round(s.low, 3), round(s.high, 3)],
+               "host_speed_rule": rule["rule"], "reference_clock_ghz": rule["reference_clock_ghz"],
+               "reference_clock_source": rule["reference_clock_source"],
+               "max_samples_per_sec_per_device": round(f, 1),
+               "max_band": [round(f_low, 1), round(f_high, 1)], "binds": binds,
+               "band": f"x/{c.below:g} to x{c.above:g} times host_speed_band: {c.band_why}", "source": c.source}
+        if s.clock_ghz is None:
+            out["host_speed_unknown"] = rule["unknown_host_source"]
         if self.raised_by > 1.0:
             out["raised_by_gpu_probe"] = round(self.raised_by, 3)
         return out
 
-    def note(self) -> str:
+    def note(self, clock_ghz: float | None = None) -> str:
         loader = " and the loader in its process" if self.loader_samples_per_sec else ""
         more = "a larger batch, loader workers" if self.loader_samples_per_sec else "a larger batch"
+        host = f"this {clock_ghz:g} GHz host" if clock_ghz else "a host of uncatalogued clock"
         return (f"host-bound: ~{self.ops_per_step} ops a step at batch {self.batch}{loader} cap one GPU near "
-                f"{self.samples_per_sec:,.0f}/s; {more} or torch.compile/CUDA graphs raise it")
+                f"{self.on_host(clock_ghz)[0]:,.0f}/s on {host}; {more} or torch.compile/CUDA graphs raise it")

@@ -286,8 +286,15 @@ class ThroughputModel:
         for r in [*self._measured.values(), *(r for _, r in self._off_catalog.values())]:
             if r.config.accelerator == "gpu" and r.config.num_nodes == 1 and r.gpu_and_cpu is None:
                 own = HostFloor(ops, r.config.batch_size, loader if r.config.num_workers == 0 else None)
-                raised = max(raised, r.samples_per_sec / self._devices_used(r) / own.samples_per_sec)
+                at = own.on_host(self._host_clock(r))[0]  # the floor at the probe's own host
+                raised = max(raised, r.samples_per_sec / self._devices_used(r) / at)
         return HostFloor(ops, batch, loader, raised)
+
+    def _host_clock(self, r) -> float | None:
+        """A probe's host clock as the host floor reads one: the catalog's sustained clock of its
+        instance type; off EC2 None (the fingerprint's is a nominal or momentary reading)."""
+        it = self.catalog.instance_types.get(r.instance_type or "")
+        return it.cpu_clock_ghz if it is not None else None
 
     def _measured_notes(self, r) -> list[str]:
         notes = []
@@ -513,11 +520,12 @@ class ThroughputModel:
         anchor = self._anchor_words(est)
         if it.accelerator_kind == "gpu" and self.host_floor is not None:
             # One GPU's step is the longer of the roofline's and the host's dispatch of its ops.
-            per, low, high, binds = self.host_floor.apply(per, low, high)
-            basis["host_floor"] = self.host_floor.basis(binds, "the newest probe of this workload that counted them")
+            per, low, high, binds = self.host_floor.apply(per, low, high, it.cpu_clock_ghz)
+            basis["host_floor"] = self.host_floor.basis(binds, "the newest probe of this workload that counted them",
+                                                        it.cpu_clock_ghz)
             if binds:
-                notes.insert(0, self.host_floor.note())
-                anchor = "the host floor (your probe's op count, our H100's per-op time)"
+                notes.insert(0, self.host_floor.note(it.cpu_clock_ghz))
+                anchor = "the host floor (your probe's op count, our H100 host's per-op time at this host's clock)"
         th = self._finish(it, per, low / per, high / per, "estimated",
                           est.precision, basis, notes, anchor=anchor)
         cap = host_cap(it, self.image_size, self.pipeline_rate, images=self.facts.model in BUILTIN_MODELS)
