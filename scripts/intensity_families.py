@@ -370,3 +370,52 @@ class TransformerXL(nn.Module):
             w = layer(w, r, torch.randn(c["mem"], n, c["d"]), self.r_w_bias, self.r_r_bias, mask)
         logits = F.linear(w.reshape(-1, c["d"]), self.embed.weight, self.out_bias)
         return F.cross_entropy(logits, torch.randint(0, TXL_VOCAB, (q_len * n,)))
+
+
+# --- MPT decoders (mosaicml/llm-foundry scripts/train/yamls/pretrain/mpt-<size>.yaml: d_model, n_heads,
+# n_layers, expansion_ratio 4, max_seq_len 2048, vocab_size 50368, for 125m and 350m @2a59782a6754ab8f446836003c86208fcbd69ef2,
+# 760m and 30b @39393a21d451b7fc0fc342b0a2470d5ec59952f5, 1b @06560d59cb6e4788fe75d234748547334b88db2d,
+# 3b @34c28fc9199278b10193e69fb52979043b7dc1bd, 7b @15fb4ffaa6fbe16a33e158118bd8ba0b77ba78dc,
+# 13b @309f68378c1e5f83dd5ccefd9350196cb1553e43, 70b @17e6d6312c13710ecbbeeff7ec93ef8c9ecefe1e; the block is
+# MPT's: pre-LN, fused QKV, flash/triton attention, GELU MLP, learned positions, the output tied to the
+# token embedding, biases on (with them every size's parameter count equals the rows' NumParams, exactly) ---
+MPT_VOCAB, MPT_SEQ = 50_368, 2048
+MPT_SIZES = {"mpt-125m": (768, 12, 12), "mpt-350m": (1024, 16, 24), "mpt-760m": (1536, 12, 24), "mpt-1b": (2048, 16, 24),
+       "mpt-3b": (2560, 20, 32), "mpt-7b": (4096, 32, 32), "mpt-13b": (5120, 40, 40), "mpt-30b": (7168, 56, 48),
+       "mpt-70b": (8192, 64, 80)}  # name -> (d_model, n_heads, n_layers)
+
+
+class _MPTBlock(nn.Module):
+    def __init__(self, d: int, heads: int):
+        super().__init__()
+        self.heads = heads
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.wqkv, self.out = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.up, self.down = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+
+    def forward(self, x):
+        n, s, d = x.shape
+        q, k, v = (t.view(n, s, self.heads, -1).transpose(1, 2) for t in self.wqkv(self.ln1(x)).chunk(3, dim=-1))
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(n, s, d)
+        x = x + self.out(a)
+        return x + self.down(F.gelu(self.up(self.ln2(x))))
+
+
+class MPT(nn.Module):
+    """One 2048-token sequence through an MPT decoder (no activation checkpointing: a recompute
+    adds a forward's FLOPs and its bytes alike)."""
+
+    def __init__(self, name: str):
+        super().__init__()
+        d, heads, layers = MPT_SIZES[name]
+        self.wte, self.wpe = nn.Embedding(MPT_VOCAB, d), nn.Embedding(MPT_SEQ, d)
+        self.blocks = nn.ModuleList(_MPTBlock(d, heads) for _ in range(layers))
+        self.ln_f = nn.LayerNorm(d)
+
+    def loss(self, n: int) -> torch.Tensor:
+        ids = torch.randint(0, MPT_VOCAB, (n, MPT_SEQ))
+        x = self.wte(ids) + self.wpe(torch.arange(MPT_SEQ))
+        for block in self.blocks:
+            x = block(x)
+        logits = F.linear(self.ln_f(x), self.wte.weight)
+        return F.cross_entropy(logits.reshape(-1, MPT_VOCAB), ids.reshape(-1))

@@ -160,16 +160,16 @@ FAMILIES = {
     "transformer-xl-large": (("DeepLearningExamples' Transformer-XL as Lambda runs it (18 layers, d_model 1024, 16 heads x "
                              "64, d_inner 4096, segment and memory 256, the full tied softmax over 267,735 words), written "
                              "in scripts/intensity_families.py"), lambda: fam.TransformerXL("transformer-xl-large"), "meta"),
-}
+} | {name: ((f"llm-foundry's {name.upper()} (d_model {d}, {h} heads, {n} layers, a 2048-token sequence, vocabulary "
+            "50,368, tied output; its parameters the rows' NumParams exactly), written in scripts/intensity_families.py"),
+            lambda name=name: fam.MPT(name), "meta") for name, (d, h, n) in fam.MPT_SIZES.items()}
 UNSHAPED = {
     "bert-base-pretrain": "its source does not state the sequence length, which sets the attention share",
     "bridgetower-large-finetune": "an image-text model (866M parameters) with no definition here; its source "
                                   "names no configuration to rebuild it from",
     "t5-3b-finetune": "a 3B-parameter encoder-decoder with gradient checkpointing (recomputed activations): "
                       "no definition here",
-} | {f"mpt-{size}": "its rows are sharded (FSDP) runs, held out of the fit; a decoder's count waits for fused "
-                    "attention counted at its mathematical FLOPs (issue 31)"
-     for size in ("125m", "350m", "760m", "1b", "3b", "7b", "13b", "30b", "70b")}
+}
 
 
 def count(loss_of, device: str = "cpu") -> tuple[float, float, float]:

@@ -188,3 +188,18 @@ def test_cpus_do_not_scale_linearly_with_cores(snapshot):
     # The t4 estimate is no longer below a big CPU's middle figure.
     t4 = m.evaluate(snapshot.instance_types["g4dn.xlarge"])
     assert big.samples_per_sec < t4.samples_per_sec / 2
+
+
+def test_the_decoders_counts_are_6n_plus_attention_from_their_published_configs(refs):
+    """MPT's counted training FLOPs per token: 6 per parameter (NumParams as published with the
+    rows) plus the attention's 12 x layers x d_model x sequence (QK^T and PV, forward and twice that
+    backward, every query row); and a larger decoder reads a higher intensity (its matmuls grow with
+    d_model squared, its elementwise bytes with d_model)."""
+    shaped = json.loads(INTENSITY_PATH.read_text())["workloads"]
+    params = {m.model: m.parameters for m in refs.measurements if m.model.startswith("mpt-")}
+    layers = {"mpt-125m": (768, 12), "mpt-7b": (4096, 32), "mpt-70b": (8192, 80)}
+    for name, (d, n) in layers.items():
+        per_token = shaped[name]["train_flops_per_sample"] / 2048
+        assert per_token == pytest.approx(6 * params[name] + 12 * n * d * 2048, rel=0.02), name
+    order = [intensities()[f"mpt-{s}"] for s in ("125m", "350m", "760m", "1b", "3b", "7b", "13b", "30b", "70b")]
+    assert order == sorted(order)
