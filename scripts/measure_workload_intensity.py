@@ -16,6 +16,8 @@ definition the dataset does not pin down are listed as unshaped with the reason.
 
 Run (a few minutes on 2 CPU cores):
     .venv/bin/python scripts/measure_workload_intensity.py > advisor/data/workload_intensity.json
+or recount some workloads in place, the others kept:
+    .venv/bin/python scripts/measure_workload_intensity.py --write gnmt tacotron2
 `advisor recommend` reads that file (advisor/estimate/shapes.py) and never imports torch.
 """
 
@@ -25,12 +27,14 @@ import json
 import sys
 import warnings
 
+import intensity_families as fam  # scripts/, the script's own directory, is on its path
 import torch
 import torchvision
 import torchvision.models as tvm
 from torch import nn
 from torchvision.models.resnet import Bottleneck, ResNet
 
+from advisor.estimate.shapes import INTENSITY_PATH
 from lightning_module.contract.result import WorkloadSpec
 from lightning_module.run.counting import StepCounter
 from lightning_module.run.peaks import FLOP_SAMPLES, per_sample_traffic
@@ -127,42 +131,58 @@ DEFINITIONS = {
                                    "(the rows' workload), written in the script"),
                                    lambda: Bert(1024, 24, 16, 128, "pretrain").loss),
 }
+# The families reference schema 3 added (issue 31), from scripts/intensity_families.py (each size
+# and count sourced there): workload -> (how, its definition, the device it is counted on). The meta
+# device runs shapes only: the same counts as the CPU for convolutions, linear layers, attention,
+# norms and embeddings (tests/packages/lightning_module/run/test_counting.py), in seconds where the
+# CPU would take an hour; the recurrent ones on the CPU, which runs an LSTM layer as one fused op.
+FAMILIES = {
+    "ssd300": (("DeepLearningExamples' SSD300 v1.1 (ResNet-50 to layer3, strides 1 in conv4_block1, five extra blocks, "
+               "8732 boxes, 81 classes) at 300 px with its hard-negative-mining loss, written in "
+               "scripts/intensity_families.py (DLE's con_neg[mask] = 0 as a masked fill: the same bytes, no "
+               "data-dependent shape)"), fam.SSD300, "meta"),
+    "ncf": (("DeepLearningExamples' NeuMF (64 factors, MLP 256-256-128-64) on MovieLens-20M's 138,493 users and 26,744 "
+            "items, BCE with logits, a sample one user-item pair, written in scripts/intensity_families.py"), fam.NeuMF,
+            "meta"),
+    "gnmt": (("DeepLearningExamples' GNMT v2 (1024 hidden, 4 LSTM layers each side, the first bidirectional, normalised "
+             "Bahdanau attention, 32,000-token shared vocabulary) at its --train-max-length of 50 tokens each side, "
+             "written in scripts/intensity_families.py"), fam.GNMT, "cpu"),
+    "tacotron2": (("DeepLearningExamples' Tacotron 2 (its arg_parser sizes) over one LJSpeech clip of the mean length, "
+                  "100 characters and 566 mel frames (derived from the dataset's statistics and DLE's 22,050 Hz, hop "
+                  "256; counted at 8 and 16 frames and extended linearly, exact: only the encoder is per clip), "
+                  "teacher-forced, each LSTM cell as the fused one-step layer a GPU runs, written in "
+                  "scripts/intensity_families.py"), fam.Tacotron2, "cpu"),
+    "waveglow": (("DeepLearningExamples' WaveGlow (12 flows, groups of 8, WN 8 layers x 512 channels, kernel 3) on "
+                 "Lambda's --segment-length 8000, written in scripts/intensity_families.py"), fam.WaveGlow, "meta"),
+    "transformer-xl-base": (("DeepLearningExamples' Transformer-XL as Lambda runs it (16 layers, d_model 512, 8 heads x 64, "
+                            "d_inner 2048, segment and memory 192, the full tied softmax over 267,735 words), written in "
+                            "scripts/intensity_families.py"), lambda: fam.TransformerXL("transformer-xl-base"), "meta"),
+    "transformer-xl-large": (("DeepLearningExamples' Transformer-XL as Lambda runs it (18 layers, d_model 1024, 16 heads x "
+                             "64, d_inner 4096, segment and memory 256, the full tied softmax over 267,735 words), written "
+                             "in scripts/intensity_families.py"), lambda: fam.TransformerXL("transformer-xl-large"), "meta"),
+} | {name: ((f"llm-foundry's {name.upper()} (d_model {d}, {h} heads, {n} layers, a 2048-token sequence, vocabulary "
+            "50,368, tied output; its parameters the rows' NumParams exactly), written in scripts/intensity_families.py"),
+            lambda name=name: fam.MPT(name), "meta") for name, (d, h, n) in fam.MPT_SIZES.items()}
 UNSHAPED = {
     "bert-base-pretrain": "its source does not state the sequence length, which sets the attention share",
     "bridgetower-large-finetune": "an image-text model (866M parameters) with no definition here; its source "
                                   "names no configuration to rebuild it from",
     "t5-3b-finetune": "a 3B-parameter encoder-decoder with gradient checkpointing (recomputed activations): "
                       "no definition here",
-    # The workload families added in reference schema 3 (issue 31): detection, translation,
-    # recommender, speech, decoder language models.
-    "ssd300": "DeepLearningExamples' SSD300 v1.1 has a ResNet-50 backbone and its own heads; torchvision ships only "
-              "the VGG-16 SSD300, and no definition is written here yet",
-    "gnmt": "an LSTM encoder-decoder with attention over variable-length WMT16 sentences, its rate in tokens: its "
-            "source fixes no sequence length to count at",
-    "ncf": "NeuMF's embedding tables (users x items of MovieLens-20M) and MLP sizes are DeepLearningExamples' "
-           "defaults, not read into this project yet; a gather-bound recommender whose traffic the per-sample "
-           "count would need them for",
-    "tacotron2": "an autoregressive LSTM decoder over mel frames (its rate in frames): no definition here",
-    "waveglow": "a flow over audio samples (its rate in audio samples): no definition here",
-    "transformer-xl-base": "its segment and memory lengths are set by the benchmark suite's config per GPU memory, "
-                           "not stated per row; no definition here yet",
-    "transformer-xl-large": "its segment and memory lengths are set by the benchmark suite's config per GPU memory, "
-                            "not stated per row; no definition here yet",
-} | {f"mpt-{size}": "its rows are sharded (FSDP) runs, held out of the fit; a decoder's count waits for fused "
-                    "attention counted at its mathematical FLOPs (issue 31)"
-     for size in ("125m", "350m", "760m", "1b", "3b", "7b", "13b", "30b", "70b")}
+}
 
 
-def count(loss_of) -> tuple[float, float, float]:
+def count(loss_of, device: str = "cpu") -> tuple[float, float, float]:
     """(train FLOPs, memory traffic bytes, the traffic of the ops without FLOPs) per sample, as the
     probe counts: FLOPs over FLOP_SAMPLES samples, traffic per additional sample between
-    FLOP_SAMPLES and twice that (per_sample_traffic)."""
+    FLOP_SAMPLES and twice that (per_sample_traffic). `device`: where the step runs (its module
+    was built there)."""
     module = getattr(loss_of, "module", None) or loss_of.__self__
 
     def once(n: int) -> StepCounter:
         module.zero_grad(set_to_none=True)  # a second backward would add into the first's gradients
         torch.manual_seed(0)
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), torch.device(device):
             warnings.simplefilter("ignore")
             with StepCounter() as c:
                 loss_of(n).backward()
@@ -174,29 +194,61 @@ def count(loss_of) -> tuple[float, float, float]:
             per_sample_traffic(*((n, c.other_bytes) for n, c in pair)))
 
 
+# Counted at two lengths and extended along the line to the workload's own (every part of the
+# step but a fixed one grows linearly with it, so the extension is exact): a 566-frame Tacotron 2
+# decoder stepped under the counter takes an hour on 2 CPU cores, 8 and 16 frames a few minutes.
+LINEAR = {"tacotron2": (lambda frames: fam.Tacotron2(frames), (8, 16), fam.TACO_FRAMES)}
+
+
+def count_linear(name: str) -> tuple[float, float, float]:
+    """count() at LINEAR's two lengths, each figure extended linearly to the workload's length."""
+    make, (a, b), target = LINEAR[name]
+    lo, hi = count(make(a).loss), count(make(b).loss)
+    return tuple(x + (y - x) * (target - a) / (b - a) for x, y in zip(lo, hi))
+
+
+def definition(name: str):
+    """(how it was built, its loss function, the device it is counted on) for a workload name."""
+    if name in LINEAR:
+        return FAMILIES[name][0], None, "cpu"
+    if name in FAMILIES:
+        how, make, device = FAMILIES[name]
+        with torch.device(device):
+            return how, make().loss, device
+    how, make = DEFINITIONS[name]
+    return how, make(), "cpu"
+
+
 def main() -> None:
-    names = sys.argv[1:] or list(DEFINITIONS)
-    out = {}
+    args = sys.argv[1:]
+    write = "--write" in args  # update the named entries in place (the rest kept as they are)
+    names = [a for a in args if a != "--write"] or [*DEFINITIONS, *FAMILIES]
+    out = json.loads(INTENSITY_PATH.read_text(encoding="utf-8"))["workloads"] if write else {}
     for name in names:
-        how, make = DEFINITIONS[name]
-        f, b, o = count(make())
+        how, loss_of, device = definition(name)
+        f, b, o = count_linear(name) if name in LINEAR else count(loss_of, device)
+        where = "" if device == "cpu" else f" (on the {device} device: shapes only, the CPU's counts)"
         out[name] = {"train_flops_per_sample": f, "traffic_bytes_per_sample": b, "other_traffic_bytes_per_sample": o,
                      "intensity": round(f / b, 3), "split_intensity": round(f / o, 3),
                      "derived": f"counted by scripts/measure_workload_intensity.py: {how}; forward + backward on "
-                                f"{FLOP_SAMPLES} and {2 * FLOP_SAMPLES} samples under the probe's StepCounter "
-                                "(lightning_module/run/counting.py: matmul/conv/attention FLOPs, unfused fp32 bytes, "
-                                "fused attention and dropout counted one way whatever the kernel); FLOPs per sample, "
-                                "bytes per additional sample (what a step moves once, its weights, is shared by its "
-                                "batch); intensity = FLOPs / bytes; split_intensity = FLOPs / the bytes of the ops "
+                                f"{FLOP_SAMPLES} and {2 * FLOP_SAMPLES} samples{where} under the probe's StepCounter "
+                                "(lightning_module/run/counting.py: matmul/conv/attention/recurrent FLOPs, unfused fp32 "
+                                "bytes, fused attention and dropout counted one way whatever the kernel); FLOPs per "
+                                "sample, bytes per additional sample (what a step moves once, its weights, is shared by "
+                                "its batch); intensity = FLOPs / bytes; split_intensity = FLOPs / the bytes of the ops "
                                 "without FLOPs (advisor/estimate/split.py)"}
         print(f"{name}: {f / 1e9:.2f} GFLOP, {b / 1e9:.2f} GB ({o / 1e9:.2f} GB other), intensity {f / b:.2f}, "
               f"split {f / o:.2f}", file=sys.stderr)
-    json.dump({"about": "Arithmetic intensity (training FLOPs per byte of memory traffic, per sample) of the "
-                        "workloads the cross-device model knows, counted as the probe counts a user's model. "
-                        "Regenerate with scripts/measure_workload_intensity.py.",
-               "measured_with": f"torch {torch.__version__}, torchvision {torchvision.__version__}",
-               "workloads": out, "unshaped": UNSHAPED}, sys.stdout, indent=2)
-    print()
+    body = {"about": "Arithmetic intensity (training FLOPs per byte of memory traffic, per sample) of the "
+                     "workloads the cross-device model knows, counted as the probe counts a user's model. "
+                     "Regenerate with scripts/measure_workload_intensity.py.",
+            "measured_with": f"torch {torch.__version__}, torchvision {torchvision.__version__}",
+            "workloads": out, "unshaped": {k: v for k, v in UNSHAPED.items() if k not in out}}
+    text = json.dumps(body, indent=2) + "\n"
+    if write:
+        INTENSITY_PATH.write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
 
 
 if __name__ == "__main__":

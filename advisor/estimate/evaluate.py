@@ -146,13 +146,15 @@ def out_of_fit_ratios(model: CrossDeviceModel, rows, catalog) -> list[RatioCheck
         base_m, base_dev = by_key[base_key][0]
         base_sps = float(np.median([m.per_device_sps / model.efficiency(m.gpus) for m, _ in by_key[base_key]]))
         f = model.fit
+        # A workload outside the fit still has its counted intensity (as a user's probed one does).
+        counted = (model.intensities() or {}).get(base_m.model)
         for key, ms in sorted(by_key.items()):
             if key == base_key:
                 continue
             m, dev = ms[0]
             sps = float(np.median([x.per_device_sps / model.efficiency(x.gpus) for x, _ in ms]))
-            pred = math.exp(f.log_predict(dev, m.model, m.stack, level=0.0) -
-                            f.log_predict(base_dev, base_m.model, base_m.stack, level=0.0))
+            pred = math.exp(f.log_predict(dev, m.model, m.stack, level=0.0, intensity=counted) -
+                            f.log_predict(base_dev, base_m.model, base_m.stack, level=0.0, intensity=counted))
             out.append(RatioCheck(suite, key, base_key, sps / base_sps, pred))
     return out
 

@@ -276,13 +276,14 @@ class Estimator:
 
     def _family(self, dev: Device) -> dict:
         """What a device with no rows of its own took from its architecture's fitted devices."""
-        factor, family = self.model.fit.family_factor(dev)
+        factor, family = self.model.fit.family_factor(dev, self.workload)
         if family is None:
             return {}
         siblings = sorted({d.group for d in self.model.fit.devices.values() if d.family == family})
         return {"architecture_family": {"family": family, "factor": round(factor, 3), "devices": siblings,
                                         "why": "no rows of its own: its architecture's fitted devices' mean "
-                                               "residual, n devices counting n / (n + 2)"}}
+                                               "residual (for this workload where they have its rows), n devices "
+                                               "counting n / (n + 2)"}}
 
 
     def _device_facts(self, dev: Device) -> tuple[list[str], list[Device]]:

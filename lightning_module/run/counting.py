@@ -20,7 +20,9 @@ reads and writes (q, k, v and the mask in, the output out; backward q, k, v, the
 gradient in, their gradients out), one op each way. Dropout (F.dropout, and attention's own) is not
 counted at all: a rate is a regularisation setting, not the workload's shape, and a compiled or
 fused step applies its mask inside a neighbouring kernel. LayerNorm and GELU are one aten op each
-on every backend, counted as they are; the optimizer's step is not counted (per_sample_counts).
+on every backend, counted as they are; a recurrent layer (nn.LSTM, nn.GRU: one fused op per layer
+and direction on a CPU) at its gates' matmul FLOPs; the optimizer's step is not counted
+(per_sample_counts).
 """
 
 from __future__ import annotations
@@ -46,11 +48,28 @@ def _conv_backward_flop(grad_out_shape, x_shape, w_shape, _bias, _stride, _paddi
     return once * (int(bool(output_mask[0])) + int(bool(output_mask[1])))
 
 
+def _rnn_layer_flop(x_shape, w_ih_shape, w_hh_shape, *_args, **_kwargs) -> int:
+    """One fused recurrent layer over a sequence (the CPU's mkldnn_rnn_layer; an LSTM's on a GPU is
+    cuDNN's): its gates' matmuls, input and recurrent, at every step, 2 per MAC. torch has no
+    formula for it, so an LSTM counted 0 FLOPs and looked all memory-bound. The gates' arithmetic
+    runs inside the kernel: its bytes are what the fused op reads and writes."""
+    steps_by_batch = x_shape[0] * x_shape[1]
+    return 2 * steps_by_batch * w_ih_shape[0] * (w_ih_shape[1] + w_hh_shape[1])
+
+
+def _rnn_layer_backward_flop(x_shape, w_ih_shape, w_hh_shape, *_args, **_kwargs) -> int:
+    """The fused layer's backward: the forward's FLOPs once for the input gradients and once for the weights'."""
+    return 2 * _rnn_layer_flop(x_shape, w_ih_shape, w_hh_shape)
+
+
 def flop_counter():
-    """torch.utils.flop_counter.FlopCounterMode with the grouped-convolution backward counted right."""
+    """torch.utils.flop_counter.FlopCounterMode with the grouped-convolution backward counted right
+    and the fused recurrent layer counted at all."""
     from torch.utils.flop_counter import FlopCounterMode
 
-    return FlopCounterMode(display=False, custom_mapping={torch.ops.aten.convolution_backward: _conv_backward_flop})
+    return FlopCounterMode(display=False, custom_mapping={torch.ops.aten.convolution_backward: _conv_backward_flop,
+                                                          torch.ops.aten.mkldnn_rnn_layer: _rnn_layer_flop,
+                                                          torch.ops.aten.mkldnn_rnn_layer_backward: _rnn_layer_backward_flop})
 
 
 def tensor_bytes(t: torch.Tensor) -> int:

@@ -60,3 +60,18 @@ def test_dropout_is_not_counted_and_its_gradient_still_flows():
         assert x.grad is not None and set(x.grad.unique().tolist()) <= {0.0, 1.0 / (1 - p)}
     # the sum and its gradient's ones: no dropout op, no mask's bytes, at either rate
     assert counts[0] == counts[1] and counts[0][2] <= 2 and counts[0][1] < 8 * 16 * 4 * 2
+
+
+def test_a_recurrent_layer_is_counted_at_its_gates_matmuls_whatever_the_direction():
+    """The CPU runs an nn.LSTM layer as one fused op per direction, for which torch has no FLOP
+    formula: an LSTM counted 0 FLOPs and looked all memory-bound. Counted: 2 per MAC of the four
+    gates' input and recurrent matmuls at every step, forward, and twice that backward."""
+    steps, batch, inp, hidden = 7, 3, 16, 32
+    for bidirectional in (False, True):
+        lstm = torch.nn.LSTM(inp, hidden, batch_first=True, bidirectional=bidirectional)
+        with StepCounter() as c:
+            lstm(torch.randn(batch, steps, inp, requires_grad=True))[0].sum().backward()
+        forward = 2 * steps * batch * 4 * hidden * (inp + hidden) * (2 if bidirectional else 1)
+        assert c.flops == 3 * forward
+        # the gates' arithmetic runs inside the fused op: its bytes are the matmul side's
+        assert c.matmul_bytes > c.other_bytes

@@ -12,7 +12,7 @@ from recommend_catalogs import write_catalog
 
 from advisor.estimate.calibrate import efficiency_from_pairs, leave_one_device_out
 from advisor.estimate.evaluate import check
-from advisor.estimate.fit import device_offset, fit
+from advisor.estimate.fit import device_offset, fit, own_key
 from advisor.estimate.model import FLOPS, build
 from advisor.estimate.points import Point, gpu_device
 from advisor.estimate.references import REFERENCE_PATH, load_references
@@ -216,3 +216,35 @@ def test_every_accelerator_names_its_architecture_with_a_source():
     for spec in acc.specs().values():
         assert spec.architecture, spec.key
         assert spec.sources.get("architecture"), spec.key
+
+
+def test_a_device_without_rows_takes_its_siblings_residual_for_the_workload_where_they_have_its_rows():
+    # Two Ada cards run ResNet-50 30% above the model and a second workload 30% below it; the L40S
+    # (Ada, no rows) takes each workload's own: the siblings' mean over every workload would put
+    # both near the model, ResNet-50 too low and the other too high. Elsewhere both follow the model.
+    pts = synthetic_points()
+    pts += [dataclasses.replace(p, workload="slow", label=p.label + "-slow") for p in pts
+            if p.device.family != "NVIDIA Ada Lovelace"]
+    boost = {"RTX4090", "RTX6000Ada"}
+    for key in boost:
+        dev = gpu_device(acc.get(key), "16-mixed")
+        for wl, gain in (("resnet50", 1.3), ("slow", 0.7)):
+            for stack in ("default", "tuned"):
+                y = 2.0 + (0.4 if stack == "tuned" else 0.0) - device_offset(dev, 3.0, 1e-3) + math.log(gain)
+                pts.append(Point(dev, wl, "16-mixed", stack, math.exp(y), 1, f"{key}-{wl}-{stack}", "reference",
+                                 f"suite|{stack}"))
+    f = fit([p for p in pts if p.device.group != "L40S"])
+    l40s = gpu_device(acc.get("L40S"), "16-mixed")
+    fast, family = f.family_factor(l40s, "resnet50")
+    slow, _ = f.family_factor(l40s, "slow")
+    assert family == "NVIDIA Ada Lovelace"
+    assert fast > 1.05 and slow < 0.95
+    # each the mean of the siblings with that workload's rows (ResNet-50: the L4 too), n / (n + 2)
+    sib = [f.resid[own_key(g, "resnet50")][0] for g in ("L4", *boost)]
+    assert fast == pytest.approx(math.exp(sum(sib) / 3 * 3 / 5), rel=1e-9)
+    sib = [f.resid[own_key(g, "slow")][0] for g in boost]
+    assert slow == pytest.approx(math.exp(sum(sib) / 2 * 2 / 4), rel=1e-9)
+    # a workload no sibling has rows of: the family's mean over its devices, as before
+    assert f.family_factor(l40s, "bert-large") == f.family_factor(l40s)
+    assert f.log_predict(l40s, "slow", "default") - f.log_predict(l40s, "resnet50", "default") == pytest.approx(
+        f.level["slow"] - f.level["resnet50"] + math.log(slow / fast), rel=1e-9)

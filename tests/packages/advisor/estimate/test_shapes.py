@@ -19,11 +19,13 @@ from advisor.estimate.calibrate import (
 )
 from advisor.estimate.evaluate import by_workload
 from advisor.estimate.model import build, shaped_transfers
+from advisor.estimate.points import gpu_device
 from advisor.estimate.predict import UNCALIBRATED
 from advisor.estimate.shapes import INTENSITY_PATH, intensities, intensity_of
 from advisor.estimate.split import ALL, NONE
 from advisor.estimate.throughput import ThroughputModel
 from advisor.store import ResultStore
+from catalog import accelerators as acc
 from lightning_module.contract.result import BUILTIN_MODELS
 from lightning_module.contract.workload_facts import FACTS, facts_from_probes
 
@@ -68,12 +70,21 @@ def ratio(snapshot, workload: str, a: str, b: str) -> float:
     return m.evaluate(snapshot.instance_types[a]).samples_per_sec / m.evaluate(snapshot.instance_types[b]).samples_per_sec
 
 
-def test_device_ratios_differ_by_workload(snapshot):
-    """p5 (H100) over p4d (A100): the same for every workload with one shared intensity; now the
-    higher-intensity workloads gain more from the H100's FLOP/s."""
-    r50, r18, vit = (ratio(snapshot, w, "p5.48xlarge", "p4d.24xlarge") for w in ("resnet50", "resnet18", "vit_b_16"))
+def test_device_ratios_differ_by_workload(refs, snapshot):
+    """H100 over A100: the same for every workload with one shared intensity; now the model's shape
+    gives the higher-intensity workloads more of the H100's FLOP/s. The shape alone (own_rows=False:
+    ResNet-50's own published rows on both GPUs move its estimates, the others take each device's
+    residual), and end to end (p5 over p4d) three different ratios."""
+    f = build(refs.measurements, snapshot).fit
+    h100, a100 = (gpu_device(acc.get(k), "16-mixed") for k in ("H100", "A100-40GB"))
+
+    def shape(w: str) -> float:
+        return math.exp(f.log_predict(h100, w, "default", level=0.0, own_rows=False)
+                        - f.log_predict(a100, w, "default", level=0.0, own_rows=False))
+    r50, r18, vit = (shape(w) for w in ("resnet50", "resnet18", "vit_b_16"))
     assert vit > r50 * 1.03 and r18 > r50 * 1.03
-    assert len({round(r, 3) for r in (r50, r18, vit)}) == 3
+    ends = [ratio(snapshot, w, "p5.48xlarge", "p4d.24xlarge") for w in ("resnet50", "resnet18", "vit_b_16")]
+    assert len({round(r, 3) for r in ends}) == 3
 
 
 def test_the_shared_intensity_model_is_the_one_before_shapes(refs, snapshot):
@@ -177,3 +188,18 @@ def test_cpus_do_not_scale_linearly_with_cores(snapshot):
     # The t4 estimate is no longer below a big CPU's middle figure.
     t4 = m.evaluate(snapshot.instance_types["g4dn.xlarge"])
     assert big.samples_per_sec < t4.samples_per_sec / 2
+
+
+def test_the_decoders_counts_are_6n_plus_attention_from_their_published_configs(refs):
+    """MPT's counted training FLOPs per token: 6 per parameter (NumParams as published with the
+    rows) plus the attention's 12 x layers x d_model x sequence (QK^T and PV, forward and twice that
+    backward, every query row); and a larger decoder reads a higher intensity (its matmuls grow with
+    d_model squared, its elementwise bytes with d_model)."""
+    shaped = json.loads(INTENSITY_PATH.read_text())["workloads"]
+    params = {m.model: m.parameters for m in refs.measurements if m.model.startswith("mpt-")}
+    layers = {"mpt-125m": (768, 12), "mpt-7b": (4096, 32), "mpt-70b": (8192, 80)}
+    for name, (d, n) in layers.items():
+        per_token = shaped[name]["train_flops_per_sample"] / 2048
+        assert per_token == pytest.approx(6 * params[name] + 12 * n * d * 2048, rel=0.02), name
+    order = [intensities()[f"mpt-{s}"] for s in ("125m", "350m", "760m", "1b", "3b", "7b", "13b", "30b", "70b")]
+    assert order == sorted(order)
