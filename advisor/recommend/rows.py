@@ -14,6 +14,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from catalog.models import Market as OfferMarket
+
 from ..estimate.throughput import Variant
 from ..records import JsonForm, fact, finite_or_null, internal, record, worded
 from . import rank as rk
@@ -126,7 +128,7 @@ class ProbeRow:
     throughput_low: float = fact()
     throughput_high: float = fact()
     region: str = fact()
-    market: Literal["on-demand", "spot"] = fact()  # where the probe runs (the market the user asked for)
+    market: OfferMarket = fact()  # where the probe runs (the market the user asked for)
     usd_per_hour: float = fact()
     probe_hours: float = fact()
     probe_cost_usd: float = fact()

@@ -14,9 +14,9 @@ a step's time, and the warm-up ends where the steps settle (settle.py) either wa
 
 from __future__ import annotations
 
-from .result import ProbeConfig
+from .result import TUNED_ARGS, ProbeConfig
 
-LOADER = ("batch_size", "num_workers", "pin_memory")  # what the loader is built from
+LOADER = TUNED_ARGS  # what the loader is built from: the knobs the probe turns
 # What the model's build depends on (precision is not: it is the Trainer's, around the same weights).
 MODEL = ("accelerator", "devices", "num_nodes", "strategy", "channels_last", "compile", "ipex", "run_cpu",
          "allocator", "openmp", "compile_backend", "xla")

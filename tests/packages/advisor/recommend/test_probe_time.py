@@ -31,7 +31,7 @@ def took(instance_type, seconds, *, skipped=0, **kw):
 
 def test_without_past_probes_the_plan_says_it_prices_the_ladders_bound(types):
     t = pi.probe_time(types["c7i.4xlarge"], 50.0, PastProbes([], types))
-    assert t.seconds == pi.probe_seconds(50.0, 16)
+    assert t.seconds == pi.probe_seconds(50.0, 16, True)
     assert "no past probe" in t.basis and "bound" in t.basis
 
 
@@ -40,14 +40,14 @@ def test_the_probe_time_is_the_median_past_probe_of_the_device_per_rung_and_the_
     past = PastProbes([took("c7i.2xlarge", 600, skipped=3), took("c7i.2xlarge", 1000, n=1)], types)
     t = pi.probe_time(types["c7i.4xlarge"], 50.0, past)
     # Median 400 s a rung, times the rungs a 16-vCPU ladder measures, plus start-up.
-    assert t.seconds == pytest.approx(pi.STARTUP_SECONDS + ladder.measured_rungs(16) * 400)
+    assert t.seconds == pytest.approx(pi.STARTUP_SECONDS + ladder.measured_rungs(16, True) * 400)
     assert "2 past probes" in t.basis and "8488C" in t.basis and "derived" in t.basis
     # The same processor in another family is the same device class.
     assert pi.probe_time(types["m7i.2xlarge"], 50.0, past).seconds == pytest.approx(
-        pi.STARTUP_SECONDS + ladder.measured_rungs(8) * 400)
+        pi.STARTUP_SECONDS + ladder.measured_rungs(8, True) * 400)
     # Another CPU: the next-nearest class, any CPU, said so; a GPU: the bound.
     other = pi.probe_time(types["c6i.2xlarge"], 50.0, past)
-    assert other.seconds == pytest.approx(pi.STARTUP_SECONDS + ladder.measured_rungs(8) * 400)
+    assert other.seconds == pytest.approx(pi.STARTUP_SECONDS + ladder.measured_rungs(8, True) * 400)
     assert "any CPU" in other.basis
     gpu = pi.probe_time(types["g5.xlarge"], 500.0, past)
     assert gpu.seconds == pi.probe_seconds(500.0, 4) and "no past probe" in gpu.basis
@@ -58,7 +58,7 @@ def test_a_slow_device_is_never_priced_under_the_steps_a_rung_must_time(types):
     slow = 0.5  # samples/s: one step of the start batch takes 64 s
     t = pi.probe_time(types["c7i.4xlarge"], slow, past)
     step = pi.START_BATCH / slow
-    assert t.seconds == pytest.approx(pi.STARTUP_SECONDS + ladder.measured_rungs(16) * (pi.WARMUP_STEPS + 2) * step)
+    assert t.seconds == pytest.approx(pi.STARTUP_SECONDS + ladder.measured_rungs(16, True) * (pi.WARMUP_STEPS + 2) * step)
 
 
 def test_a_training_runs_record_is_no_probes_time(types):
