@@ -1,5 +1,5 @@
 """The tests' factories of probe records (and the decision benchmark's): a valid ProbeResult, and a
-ladder Measurement; no torch."""
+ladder RungMeasurement; no torch."""
 
 from __future__ import annotations
 
@@ -57,9 +57,9 @@ def probe_result(instance_type: str | None = "c7i.2xlarge", samples_per_sec: flo
 
 
 def fake_measurement(v: float, batch: int, steps: int = 20, **kw):
-    """A Measurement whose step times agree with its samples/s (the confirmation pools them)."""
-    from lightning_module.contract.ladder import Measurement
+    """A RungMeasurement whose step times agree with its samples/s (the confirmation pools them)."""
+    from lightning_module.contract.ladder import RungMeasurement
     from lightning_module.contract.timing import Timing
 
-    return Measurement(v, v, v, steps, extra=Timing([batch / v] * steps, 1, 0.5, batch / v, "converged"),
+    return RungMeasurement(v, v, v, steps, extra=Timing([batch / v] * steps, 1, 0.5, batch / v, "converged"),
                        ci_target_met=True, **kw)

@@ -93,7 +93,7 @@ def device_of(it: InstanceType, memory_gib: float | None = None) -> Device | Non
 
 
 @dataclass(frozen=True)
-class Plan:
+class StrategyFit:
     strategy: str
     checkpointing: bool
     instances: int
@@ -176,10 +176,10 @@ def scale_out_band(devices: int, low: float, high: float) -> tuple[float, float]
 
 def plan(dev: Device, shape: TransformerShape, training: Training, seq_len: int, instances: int,
          strategies: tuple[str, ...] = SEARCH_ORDER, global_tokens: int = DEFAULT_GLOBAL_BATCH_TOKENS,
-         measured_act: float | None = None) -> Plan | None:
+         measured_act: float | None = None) -> StrategyFit | None:
     """The fastest (strategy, checkpointing) whose memory fits on `instances` of the type, or None.
     `measured_act`: the probe's bytes per token per layer, in place of the count from the shape."""
-    best: Plan | None = None
+    best: StrategyFit | None = None
     n = dev.per_instance * instances
     for strategy in strategies:
         if n == 1 and strategy != DDP:
@@ -200,7 +200,7 @@ def plan(dev: Device, shape: TransformerShape, training: Training, seq_len: int,
             if eff <= 0:
                 continue
             lo_f, hi_f = scale_out_band(n, low / mid, high / mid)
-            p = Plan(strategy, ckpt, instances, n, mb, mid * n * eff, mid * lo_f * n * eff, mid * hi_f * n * eff, eff,
+            p = StrategyFit(strategy, ckpt, instances, n, mb, mid * n * eff, mid * lo_f * n * eff, mid * hi_f * n * eff, eff,
                      estimate(shape, t, layout, mb, seq_len, measured_act))
             if best is None or p.tokens_per_sec > best.tokens_per_sec * 1.0001:
                 best = p

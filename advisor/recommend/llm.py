@@ -18,7 +18,7 @@ from lightning_module.contract.transformer_shape import TransformerShape
 
 from ..errors import AdvisorError
 from ..estimate.memory import STRATEGIES, Training
-from ..estimate.strategy import SEARCH_ORDER, Plan, device_of, plan, what_would_fit
+from ..estimate.strategy import SEARCH_ORDER, StrategyFit, device_of, plan, what_would_fit
 from ..options import DEFAULT_TOP
 from .jobspec import catalog_markets
 
@@ -54,7 +54,7 @@ class LlmRow:
     region: str
     market: str
     usd_per_hour: float
-    plan: Plan
+    plan: StrategyFit
     hours: float
     cost_usd: float
     feasible: bool

@@ -116,7 +116,7 @@ CI_UNBOUNDED = 1e18
 
 
 @dataclass
-class Measurement:
+class RungMeasurement:
     samples_per_sec: float
     ci_low: float
     ci_high: float
@@ -220,10 +220,10 @@ class LadderOptions:
 class Ladder:
     rungs: list[RungResult] = field(default_factory=list)
     best: RungResult | None = None
-    best_measurement: Measurement | None = None
+    best_measurement: RungMeasurement | None = None
 
 
-Measure = Callable[[str, ProbeConfig], Measurement]
+Measure = Callable[[str, ProbeConfig], RungMeasurement]
 
 
 def required_gain(rung: str, opts: LadderOptions) -> float:

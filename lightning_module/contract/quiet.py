@@ -12,18 +12,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .ladder import Measurement, RungContended
+from .ladder import RungContended, RungMeasurement
 
 QUIET_TRIES = 2  # re-measurements an emulated rung gets to find the machine quiet
 
 
-def contended(m: Measurement) -> bool:
+def contended(m: RungMeasurement) -> bool:
     """The measurement saw other work on the machine (None: no record, nothing to go on)."""
     return m.contention is not None and m.contention.contended
 
 
-def held_quietly(first: Measurement, again: Callable[[], Measurement], best_sps: float | None, why: str,
-                 tries: int = QUIET_TRIES) -> Measurement:
+def held_quietly(first: RungMeasurement, again: Callable[[], RungMeasurement], best_sps: float | None, why: str,
+                 tries: int = QUIET_TRIES) -> RungMeasurement:
     """The measurement the ladder should judge an emulated rung by: `first` where it does not beat
     `best_sps` (it loses anyway), else the first quiet one of up to `tries` re-measurements
     (`again()`); raises RungContended ("rejected: ...") when none ran quiet."""

@@ -1,6 +1,6 @@
 """Whether a probe's numbers can be believed: pure maths on step-time series, no torch.
 
-- `summarise` turns a rung's timed steps into a Measurement, from the steps nothing else slowed
+- `summarise` turns a rung's timed steps into a RungMeasurement, from the steps nothing else slowed
   down when there are enough of them.
 - `measure_until_known` re-measures a configuration whose CI is still wider than the target when
   its time ran out, pooling the steps (a bounded number of times).
@@ -18,20 +18,20 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from . import contention
-from .ladder import CI_UNBOUNDED, Measurement
+from .ladder import CI_UNBOUNDED, RungMeasurement
 from .options import CONFIRM_ROUNDS, REMEASURE_ROUNDS
 from .race import RACED, look_alpha, t_critical
 from .result import Confirmation, ProbeConfig
 from .timing import MIN_TIMED_STEPS, Timing, step_rate, t95, usable_steps
 
 
-def summarise(timing: Timing, samples_per_step: float, target_ci: float, **extra) -> Measurement:
-    """A Measurement from a rung's timing: throughput and CI over the usable steps."""
+def summarise(timing: Timing, samples_per_step: float, target_ci: float, **extra) -> RungMeasurement:
+    """A RungMeasurement from a rung's timing: throughput and CI over the usable steps."""
     steps = usable_steps(timing)
     if not steps:
         raise RuntimeError("no steps were timed (the data ran out during warm-up?)")
     tp = step_rate(steps, samples_per_step)
-    return Measurement(  # an unbounded CI (inf) is capped by Measurement itself
+    return RungMeasurement(  # an unbounded CI (inf) is capped by RungMeasurement itself
         samples_per_sec=tp.samples_per_sec, ci_low=tp.ci_low, ci_high=tp.ci_high,
         steps_timed=len(timing.step_times), extra=timing, contention=timing.contention,
         # As the stopping rule: a CI from fewer than MIN_TIMED_STEPS steps is not known to be narrow.
@@ -40,7 +40,7 @@ def summarise(timing: Timing, samples_per_step: float, target_ci: float, **extra
     )
 
 
-def pooled(a: Measurement, b: Measurement, samples_per_step: int, target_ci: float) -> Measurement:
+def pooled(a: RungMeasurement, b: RungMeasurement, samples_per_step: int, target_ci: float) -> RungMeasurement:
     """Two measurements of one configuration as one: their timed steps together."""
     ta, tb = a.extra, b.extra
     aligned = len(ta.contended) == len(ta.step_times) and len(tb.contended) == len(tb.step_times)
@@ -59,9 +59,9 @@ def pooled(a: Measurement, b: Measurement, samples_per_step: int, target_ci: flo
                                  if a.rank_peaks and b.rank_peaks else a.rank_peaks or b.rank_peaks))
 
 
-def measure_until_known(measure_once: Callable[[], Measurement], samples_per_step: int, target_ci: float,
+def measure_until_known(measure_once: Callable[[], RungMeasurement], samples_per_step: int, target_ci: float,
                         rounds: int = REMEASURE_ROUNDS,
-                        matters: Callable[[Measurement], bool] = lambda m: True) -> Measurement:
+                        matters: Callable[[RungMeasurement], bool] = lambda m: True) -> RungMeasurement:
     """Measure; while the CI is wider than the target and the answer `matters` (the rung could
     still change the ladder's decision), measure again (at most `rounds` more times) and pool the
     steps. A measurement without a timing to pool is returned as it is, and so is one a race
@@ -88,14 +88,14 @@ class Speedup:
         return self.ci_low > 1.0
 
 
-def _rel_sd(m: Measurement) -> float:
+def _rel_sd(m: RungMeasurement) -> float:
     """The relative standard error of one leg's samples/s, from its own CI (normal approximation)."""
     if m.samples_per_sec <= 0 or m.ci_high >= CI_UNBOUNDED:
         return math.inf
     return (m.ci_high - m.ci_low) / 2 / m.samples_per_sec / 1.96
 
 
-def speedup(base: list[Measurement], tuned: list[Measurement], alpha: float = 0.05) -> Speedup:
+def speedup(base: list[RungMeasurement], tuned: list[RungMeasurement], alpha: float = 0.05) -> Speedup:
     """tuned / baseline from paired rounds, with a 95% CI.
 
     Each round's log-ratio log(tuned_i / base_i) is one observation: pairs measured back to back
@@ -133,7 +133,7 @@ def speedup(base: list[Measurement], tuned: list[Measurement], alpha: float = 0.
     return Speedup(math.exp(mean), math.exp(mean - half), math.exp(mean + half))
 
 
-def _round_halves(base: list[Measurement], tuned: list[Measurement], crit=t95) -> list[float] | None:
+def _round_halves(base: list[RungMeasurement], tuned: list[RungMeasurement], crit=t95) -> list[float] | None:
     """Each round's 95% half-width on log(tuned / base) from the legs' step times: the variance of
     log step time pooled over every leg (a configuration's batch is fixed within a leg, so this is
     the variance of log samples/s per step). None when a leg has no step times or no leg has two."""
@@ -154,9 +154,9 @@ def _round_halves(base: list[Measurement], tuned: list[Measurement], crit=t95) -
 @dataclass
 class Confirmed:
     record: Confirmation
-    base: Measurement  # every baseline leg pooled
-    tuned: Measurement  # every tuned leg pooled
-    legs: list[tuple[str, Measurement]] = field(default_factory=list)
+    base: RungMeasurement  # every baseline leg pooled
+    tuned: RungMeasurement  # every tuned leg pooled
+    legs: list[tuple[str, RungMeasurement]] = field(default_factory=list)
 
 
 # Two timings of one configuration minutes apart, each within its +-TARGET_CI (3%), agree to a few
@@ -170,7 +170,7 @@ def baseline_moved(shift: float | None) -> bool:
     return shift is not None and not 1 / BASELINE_MOVED <= shift <= BASELINE_MOVED
 
 
-def confirm(measure: Callable[[str, ProbeConfig], Measurement], base_cfg: ProbeConfig, tuned_cfg: ProbeConfig,
+def confirm(measure: Callable[[str, ProbeConfig], RungMeasurement], base_cfg: ProbeConfig, tuned_cfg: ProbeConfig,
             samples_per_step: Callable[[ProbeConfig], int], target_ci: float,
             rounds: int = CONFIRM_ROUNDS, ladder_baseline: float | None = None, race: bool = False) -> Confirmed:
     """A B A B ...: `rounds` pairs, baseline first in each; `measure(leg name, config)`.
@@ -179,7 +179,7 @@ def confirm(measure: Callable[[str, ProbeConfig], Measurement], base_cfg: ProbeC
     at that look's level (race.look_alpha: the looks' errors sum to RACE_ALPHA, 5%, as a rung's
     race spends them), so a clear win or loss costs one round, not `rounds`."""
     base, tuned = [], []
-    legs: list[tuple[str, Measurement]] = []
+    legs: list[tuple[str, RungMeasurement]] = []
     for k in range(1, rounds + 1):
         for name, cfg, out in (("baseline", base_cfg, base), ("tuned", tuned_cfg, tuned)):
             m = measure(name, cfg)
@@ -192,7 +192,7 @@ def confirm(measure: Callable[[str, ProbeConfig], Measurement], base_cfg: ProbeC
     rounds = len(base)
     s = speedup(base, tuned)
 
-    def pool(ms: list[Measurement], cfg: ProbeConfig) -> Measurement:
+    def pool(ms: list[RungMeasurement], cfg: ProbeConfig) -> RungMeasurement:
         acc = ms[0]
         for m in ms[1:]:
             acc = pooled(acc, m, samples_per_step(cfg), target_ci)
@@ -214,7 +214,7 @@ def confirm(measure: Callable[[str, ProbeConfig], Measurement], base_cfg: ProbeC
 # What makes a finished result unreliable
 
 
-def reasons(m: Measurement, target_ci: float, confirmation: Confirmation | None = None) -> list[str]:
+def reasons(m: RungMeasurement, target_ci: float, confirmation: Confirmation | None = None) -> list[str]:
     out = []
     if m.ci_target_met is False:
         rel = (m.ci_high - m.ci_low) / 2 / m.samples_per_sec if m.ci_high < CI_UNBOUNDED else math.inf

@@ -8,7 +8,7 @@ from datetime import datetime
 
 import torch
 
-from ..contract.ladder import Ladder, Measurement
+from ..contract.ladder import Ladder, RungMeasurement
 from ..contract.options import ProbeOptions
 from ..contract.reliability import reasons
 from ..contract.result import (
@@ -31,7 +31,7 @@ from .preview import Preview
 
 
 def assemble_result(opts: ProbeOptions, accelerator: str, hw: HardwareFingerprint, lad: Ladder,
-                    started: datetime, config: ProbeConfig, m: Measurement,
+                    started: datetime, config: ProbeConfig, m: RungMeasurement,
                     confirmation: Confirmation | None, notes: list[str],
                     profile_dir: str | None, profile_trace: str | None, pv: Preview,
                     memory: MemoryFit | None, gpu_and_cpu: GpuAndCpu | None = None) -> ProbeResult:

@@ -5,7 +5,7 @@ PJRT_DEVICE=CPU.
     python -m lightning_module.run.child REQUEST.json RESULT.json
 
 The parent (`measure_in_child`) writes the request, starts the child with the environment, and
-reads the result back: the Measurement with its step timing, or the rung's status and reason.
+reads the result back: the RungMeasurement with its step timing, or the rung's status and reason.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import sys
 import tempfile
 from dataclasses import asdict, fields
 
-from ..contract.ladder import Measurement, RungError, classify
+from ..contract.ladder import RungError, RungMeasurement, classify
 from ..contract.options import MeasureSettings
 from ..contract.result import Contention, ProbeConfig, WorkloadSpec
 from ..contract.timing import Timing
@@ -38,7 +38,7 @@ def _timing_from_json(d: dict) -> Timing:
     return Timing(**{k: v for k, v in d.items() if k in names}, contention=Contention(**c) if c else None)
 
 
-def measurement_to_json(m: Measurement) -> dict:
+def measurement_to_json(m: RungMeasurement) -> dict:
     return {
         "samples_per_sec": m.samples_per_sec, "ci_low": m.ci_low, "ci_high": m.ci_high,
         "steps_timed": m.steps_timed, "compile_seconds": m.compile_seconds, "peak_memory_gib": m.peak_memory_gib,
@@ -49,9 +49,9 @@ def measurement_to_json(m: Measurement) -> dict:
     }
 
 
-def measurement_from_json(d: dict) -> Measurement:
+def measurement_from_json(d: dict) -> RungMeasurement:
     timing = _timing_from_json(d["timing"]) if d.get("timing") else None
-    return Measurement(
+    return RungMeasurement(
         samples_per_sec=d["samples_per_sec"], ci_low=d["ci_low"], ci_high=d["ci_high"],
         steps_timed=d["steps_timed"], compile_seconds=d.get("compile_seconds"),
         peak_memory_gib=d.get("peak_memory_gib"), extra=timing,
@@ -83,7 +83,7 @@ def child_environment(config: ProbeConfig, base: dict[str, str]) -> tuple[dict[s
 
 
 def measure_in_child(settings: MeasureSettings, config: ProbeConfig, slow_step_s: float | None = None,
-                     profile_dir: str | None = None, max_steps: int | None = None) -> Measurement:
+                     profile_dir: str | None = None, max_steps: int | None = None) -> RungMeasurement:
     env, cores = child_environment(config, dict(os.environ))
     request = {
         "settings": {**asdict(settings), "spec": settings.spec.model_dump()},

@@ -39,7 +39,7 @@ class CpuTooFailed(Exception):
 
 
 @dataclass
-class Plan:
+class CpuTooLayout:
     spec: dict
     configs: list[dict]
     devices: list[str]
@@ -56,7 +56,7 @@ def main_device() -> str:
     return os.environ.get(MAIN_DEVICE_ENV) or "cuda:0"
 
 
-def _builder(plan: Plan) -> hetero.Builder:
+def _builder(plan: CpuTooLayout) -> hetero.Builder:
     spec = WorkloadSpec(**plan.spec)
     configs = [ProbeConfig(**c) for c in plan.configs]
 
@@ -66,7 +66,7 @@ def _builder(plan: Plan) -> hetero.Builder:
     return build
 
 
-def _together(plan: Plan) -> hetero.Balanced:
+def _together(plan: CpuTooLayout) -> hetero.Balanced:
     pin(plan.cpus[hetero.this_rank()])
     return hetero.balance_run(_builder(plan), plan.devices, plan.total, plan.rates_alone, plan.threads, plan.steps,
                               WARMUP, plan.precisions, plan.rank_timeout)
@@ -87,7 +87,7 @@ def is_extra_rank() -> bool:
 
 def train_along() -> None:
     """Rank 1's whole part: the rounds rank 0 runs, from rank 0's plan."""
-    _together(Plan(**json.loads(os.environ[PLAN_ENV])))
+    _together(CpuTooLayout(**json.loads(os.environ[PLAN_ENV])))
 
 
 def measure_gpu_and_cpu(settings: MeasureSettings, final: ProbeConfig) -> GpuAndCpu:
@@ -105,7 +105,7 @@ def measure_gpu_and_cpu(settings: MeasureSettings, final: ProbeConfig) -> GpuAnd
     split = cores.gpu_and_cpu(machine, host_cpus=1 + final.num_workers)
     threads = [r.threads for r in split]
     steps = min(settings.max_steps or STEPS, STEPS)
-    plan = Plan(spec=settings.spec.model_dump(), configs=[main_cfg.model_dump(), cpu_cfg.model_dump()],
+    plan = CpuTooLayout(spec=settings.spec.model_dump(), configs=[main_cfg.model_dump(), cpu_cfg.model_dump()],
                 devices=[main, "cpu"], threads=threads, cpus=[r.cpus for r in split], total=0, rates_alone=[],
                 steps=steps, precisions=precisions, rank_timeout=settings.rank_timeout)
     before, everything = torch.get_num_threads(), sorted(c for core in machine for c in core)

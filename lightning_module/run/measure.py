@@ -15,7 +15,7 @@ import lightning.pytorch as pl
 import torch
 from lightning.pytorch.callbacks import Callback
 
-from ..contract.ladder import CompileTimeout, Measurement, RungContended, RungError, RungTooSlow
+from ..contract.ladder import CompileTimeout, RungContended, RungError, RungMeasurement, RungTooSlow
 from ..contract.options import MeasureSettings
 from ..contract.race import Race
 from ..contract.reliability import summarise
@@ -91,7 +91,7 @@ def watch_for(config: ProbeConfig) -> Watch:
 
 
 def measure(settings: MeasureSettings, config: ProbeConfig, extra_callbacks=(),
-            max_steps: int | None = None, slow_step_s: float | None = None, label: str = "") -> Measurement:
+            max_steps: int | None = None, slow_step_s: float | None = None, label: str = "") -> RungMeasurement:
     """Train `config` until the stopping rule says the throughput is known; raise on failure.
     `label`: the rung's name on the progress line (settings.progress). A CPU configuration with
     `threads` trains with that many intra-op threads (the threads rung), torch's own count put back after."""
@@ -105,7 +105,7 @@ def measure(settings: MeasureSettings, config: ProbeConfig, extra_callbacks=(),
 
 
 def _measure(settings: MeasureSettings, config: ProbeConfig, extra_callbacks,
-             max_steps: int | None, slow_step_s: float | None, label: str) -> Measurement:
+             max_steps: int | None, slow_step_s: float | None, label: str) -> RungMeasurement:
     spec = settings.spec
     warm = _take_warm(settings, config)  # the rung before's model (and loader) where this rung may keep them
     free_memory(config.accelerator)

@@ -20,8 +20,8 @@ import torch
 
 from ..contract.ladder import (
     LadderOptions,
-    Measurement,
     RankLost,
+    RungMeasurement,
     RungSkipped,
     RungTooSlow,
     required_gain,
@@ -47,7 +47,7 @@ from .workloads import WorkloadError
 log = logging.getLogger(__name__)
 
 
-def measure_anywhere(settings: MeasureSettings, config: ProbeConfig, **kw) -> Measurement:
+def measure_anywhere(settings: MeasureSettings, config: ProbeConfig, **kw) -> RungMeasurement:
     """In this process, or in a child for what acts at process start (run_cpu, xla)."""
     if config.run_cpu or config.xla:
         drop_warm()  # not kept by a child process: not held here while it runs either
@@ -131,7 +131,7 @@ def preflight(opts: ProbeOptions) -> Checked:
 MEMORY_STEPS = 2  # timed steps of each extra batch size the memory fit measures
 
 
-def memory_points(lad, final_cfg: ProbeConfig, final_m: Measurement) -> list[tuple[int, float]]:
+def memory_points(lad, final_cfg: ProbeConfig, final_m: RungMeasurement) -> list[tuple[int, float]]:
     """(batch, peak GiB) of every ladder rung that ran the final configuration but for its batch."""
     same = final_cfg.model_dump(exclude={"batch_size"})
     pts = [(r.config.batch_size, r.peak_memory_gib) for r in lad.rungs
@@ -141,7 +141,7 @@ def memory_points(lad, final_cfg: ProbeConfig, final_m: Measurement) -> list[tup
     return pts
 
 
-def fit_memory(lad, final_cfg: ProbeConfig, final_m: Measurement, pv: Preview, settings: MeasureSettings,
+def fit_memory(lad, final_cfg: ProbeConfig, final_m: RungMeasurement, pv: Preview, settings: MeasureSettings,
                measure_fn) -> MemoryFit | None:
     """Peak memory at the batch sizes tried, fitted as fixed + per sample; when the ladder tried
     only one, the final configuration is run for a few steps at half and double its batch."""
@@ -174,8 +174,8 @@ def fit_memory(lad, final_cfg: ProbeConfig, final_m: Measurement, pv: Preview, s
 
 
 def run_probe(opts: ProbeOptions, on_rung: Callable[[RungResult, RungResult | None], None] | None = None,
-              measure_fn: Callable[[str, ProbeConfig], Measurement] | None = None,
-              on_leg: Callable[[str, Measurement], None] | None = None,
+              measure_fn: Callable[[str, ProbeConfig], RungMeasurement] | None = None,
+              on_leg: Callable[[str, RungMeasurement], None] | None = None,
               checked: Checked | None = None) -> ProbeResult | None:
     """Climb the ladder, confirm the winner and return the finished result (raises on a failed
     baseline). `measure_fn(rung, config)` replaces the real measuring (tests); `on_leg` hears each
@@ -240,7 +240,7 @@ def run_probe(opts: ProbeOptions, on_rung: Callable[[RungResult, RungResult | No
             raise RungSkipped(f"{why}: its first step ran at {m.samples_per_sec:,.1f} samples/s against the best "
                               f"so far's {best_sps[-1]:,.1f}")
 
-    def measure_one(rung: str, cfg: ProbeConfig) -> Measurement:
+    def measure_one(rung: str, cfg: ProbeConfig) -> RungMeasurement:
         if (why := losers.get(rung.split("@")[0])) is not None:
             one_step(rung, cfg, why)  # the rule did not hold here: the rung is timed as any other
         if measure_fn is not None:
@@ -249,7 +249,7 @@ def run_probe(opts: ProbeOptions, on_rung: Callable[[RungResult, RungResult | No
             raced = replace(settings, race_threshold=race_threshold(rung))
             once = lambda: measure_anywhere(raced, cfg, slow_step_s=slow_limit(cfg), label=rung)
         # Re-measured only while the rung could still change the decision: its CI reaches the best.
-        def known() -> Measurement:
+        def known() -> RungMeasurement:
             return measure_until_known(once, samples_per_step(cfg), opts.target_ci, opts.remeasure_rounds,
                                        matters=lambda m: not best_sps or m.ci_high >= best_sps[-1])
 
@@ -283,7 +283,7 @@ def run_probe(opts: ProbeOptions, on_rung: Callable[[RungResult, RungResult | No
     if opts.tune and opts.confirm_rounds > 0 and lad.best is not lad.rungs[0]:
         legs = replace(settings, max_seconds=settings.max_seconds / opts.confirm_rounds)
 
-        def leg(name: str, cfg: ProbeConfig) -> Measurement:
+        def leg(name: str, cfg: ProbeConfig) -> RungMeasurement:
             m = (measure_fn(f"confirm {name}", cfg) if measure_fn is not None
                  else measure_anywhere(legs, cfg, label=f"confirm {name}"))
             if on_leg is not None:

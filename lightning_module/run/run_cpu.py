@@ -69,7 +69,7 @@ def iomp_library(dirs: list[str]) -> str | None:
 
 
 @dataclass
-class Plan:
+class RunCpuSetup:
     """What the rung would change here, or why it cannot run (`missing`)."""
 
     allocator: str | None = None
@@ -87,8 +87,8 @@ class Plan:
 
 
 def plan(manufacturer: str | None, cpuinfo: str, allowed: set[int], dirs: list[str],
-         iomp: str | None) -> Plan:
-    p = Plan(cores=hardware.one_cpu_per_core(cpuinfo, allowed))
+         iomp: str | None) -> RunCpuSetup:
+    p = RunCpuSetup(cores=hardware.one_cpu_per_core(cpuinfo, allowed))
     for name in ALLOCATORS:
         path = find_library(name, dirs)
         if path:
@@ -102,7 +102,7 @@ def plan(manufacturer: str | None, cpuinfo: str, allowed: set[int], dirs: list[s
     return p
 
 
-def plan_here(manufacturer: str | None) -> Plan:
+def plan_here(manufacturer: str | None) -> RunCpuSetup:
     cpuinfo = hardware.read_cpuinfo()
     try:
         allowed = set(os.sched_getaffinity(0))
@@ -112,7 +112,7 @@ def plan_here(manufacturer: str | None) -> Plan:
     return plan(manufacturer, cpuinfo, allowed, dirs, iomp_library(dirs))
 
 
-def environment(config: ProbeConfig, p: Plan, base: dict[str, str]) -> dict[str, str]:
+def environment(config: ProbeConfig, p: RunCpuSetup, base: dict[str, str]) -> dict[str, str]:
     """The child's environment for `config` (its allocator and OpenMP), as run_cpu builds it.
     A value the user set already is kept, as run_cpu keeps it."""
     env = dict(base)

@@ -9,7 +9,7 @@ from lightning_module.contract.ladder import (
     Extension,
     LadderFailed,
     LadderOptions,
-    Measurement,
+    RungMeasurement,
     classify,
     run_ladder,
 )
@@ -29,7 +29,7 @@ def fake(speed, failures=None, log=None):
         if exc is not None:
             raise exc
         v = speed(cfg)
-        return Measurement(v, v * 0.98, v * 1.02, steps_timed=10)
+        return RungMeasurement(v, v * 0.98, v * 1.02, steps_timed=10)
 
     return measure
 
@@ -168,7 +168,7 @@ def test_a_gain_within_the_noise_is_not_kept():
 
     def measure(rung, cfg):
         v = 10.0 * (2 if cfg.precision == "bf16-mixed" else 1) * (1.01 if cfg.compile else 1)
-        return Measurement(v, v * 0.95, v * 1.05, steps_timed=10)
+        return RungMeasurement(v, v * 0.95, v * 1.05, steps_timed=10)
 
     lad = run_ladder(START, measure, LadderOptions(skip=frozenset({"workers", "batch", "ipex"})))
     r = rungs_by_name(lad)
@@ -176,7 +176,7 @@ def test_a_gain_within_the_noise_is_not_kept():
     assert r["compile"].status == "ok" and not r["compile"].kept
     assert not lad.best.config.compile
     # With no spread to judge by (one timed step, ci_low 0) the point estimates decide.
-    lad = run_ladder(START, lambda rung, cfg: Measurement(11.0 if cfg.compile else 10.0, 0.0, float("inf"), 1),
+    lad = run_ladder(START, lambda rung, cfg: RungMeasurement(11.0 if cfg.compile else 10.0, 0.0, float("inf"), 1),
                      LadderOptions(skip=frozenset({"precision", "workers", "batch", "ipex"})))
     assert rungs_by_name(lad)["compile"].kept
 

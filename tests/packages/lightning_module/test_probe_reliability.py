@@ -12,7 +12,7 @@ import pytest
 from factories import fake_measurement
 
 from lightning_module.contract.contention import ContentionMeter, Reading
-from lightning_module.contract.ladder import Measurement, RungTooSlow
+from lightning_module.contract.ladder import RungMeasurement, RungTooSlow
 from lightning_module.contract.reliability import (
     confirm,
     measure_until_known,
@@ -29,7 +29,7 @@ BASE = ProbeConfig(accelerator="cpu", batch_size=BATCH)
 TUNED = BASE.model_copy(update={"precision": "bf16-mixed"})
 
 
-def series(mean_step: float, rel_noise: float, n: int, rng: random.Random) -> Measurement:
+def series(mean_step: float, rel_noise: float, n: int, rng: random.Random) -> RungMeasurement:
     """A rung measured over n steps whose times scatter by rel_noise around mean_step."""
     t = Timing([mean_step * (1 + rng.gauss(0, rel_noise)) for _ in range(n)], 1, 0.1, mean_step, "time-limit")
     return summarise(t, BATCH, target_ci=0.03)
@@ -75,8 +75,8 @@ def test_speedup_ratio_and_its_ci():
     assert s.ratio == pytest.approx(math.exp(sum(d) / 3))
     assert s.ci_low < s.ratio < s.ci_high and s.held
     # Two legs that agree by chance are still only as certain as their own steps allow.
-    noisy = [Measurement(100.0, 80.0, 120.0, 5), Measurement(100.0, 80.0, 120.0, 5)]
-    same = [Measurement(110.0, 88.0, 132.0, 5), Measurement(110.0, 88.0, 132.0, 5)]
+    noisy = [RungMeasurement(100.0, 80.0, 120.0, 5), RungMeasurement(100.0, 80.0, 120.0, 5)]
+    same = [RungMeasurement(110.0, 88.0, 132.0, 5), RungMeasurement(110.0, 88.0, 132.0, 5)]
     s = speedup(noisy, same)
     assert s.ratio == pytest.approx(1.1) and s.ci_low < 1 and not s.held
 
@@ -247,11 +247,11 @@ def test_two_steps_that_agree_have_not_reached_the_target():
 def test_a_leg_too_short_for_its_own_ci():
     from lightning_module.contract.ladder import CI_UNBOUNDED
 
-    short = Measurement(200.0, 50.0, CI_UNBOUNDED, 2)  # two timed steps far apart: unbounded
+    short = RungMeasurement(200.0, 50.0, CI_UNBOUNDED, 2)  # two timed steps far apart: unbounded
     one = speedup([fake_measurement(100.0, BATCH)], [short])
     assert not one.held and one.ci_high >= CI_UNBOUNDED  # one pair and an unbounded leg: nothing is known
-    three = speedup([fake_measurement(100.0, BATCH)] * 3, [short, Measurement(205.0, 50.0, CI_UNBOUNDED, 2),
-                                                            Measurement(198.0, 50.0, CI_UNBOUNDED, 2)])
+    three = speedup([fake_measurement(100.0, BATCH)] * 3, [short, RungMeasurement(205.0, 50.0, CI_UNBOUNDED, 2),
+                                                            RungMeasurement(198.0, 50.0, CI_UNBOUNDED, 2)])
     assert three.held and three.ci_low > 1.8  # three pairs that agree: their spread carries the noise
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from lightning_module.contract.ladder import LadderOptions, Measurement, RungContended, run_ladder
+from lightning_module.contract.ladder import LadderOptions, RungContended, RungMeasurement, run_ladder
 from lightning_module.contract.quiet import held_quietly
 from lightning_module.contract.result import Contention, ProbeConfig
 from lightning_module.contract.threads import busy_elsewhere, climb_threads, free_cores, thread_counts
@@ -22,7 +22,7 @@ def fake(speed, contention=None, log=None):
         if log is not None:
             log.append((rung, cfg))
         v = speed(cfg)
-        return Measurement(v, v * 0.99, v * 1.01, steps_timed=10, contention=contention(cfg) if contention else None)
+        return RungMeasurement(v, v * 0.99, v * 1.01, steps_timed=10, contention=contention(cfg) if contention else None)
 
     return measure
 
@@ -118,8 +118,8 @@ def test_the_rung_is_left_out_without_counts_or_a_known_baseline_count():
 # A precision the ISA emulates wins only on a quiet re-measurement
 
 
-def m(v: float, contention: Contention | None) -> Measurement:
-    return Measurement(v, v * 0.99, v * 1.01, steps_timed=10, contention=contention)
+def m(v: float, contention: Contention | None) -> RungMeasurement:
+    return RungMeasurement(v, v * 0.99, v * 1.01, steps_timed=10, contention=contention)
 
 
 def test_an_emulated_rung_that_loses_is_not_measured_again():

@@ -7,7 +7,7 @@ import pytest
 from factories import probe_result
 
 from lightning_module.contract import order as od
-from lightning_module.contract.ladder import LadderOptions, Measurement, run_ladder
+from lightning_module.contract.ladder import LadderOptions, RungMeasurement, run_ladder
 from lightning_module.contract.result import HardwareFingerprint, ProbeConfig, RungResult
 
 CFG = ProbeConfig(accelerator="cpu", batch_size=32)
@@ -74,7 +74,7 @@ def test_the_ladder_climbs_its_on_off_rungs_in_the_order_given():
 
     def measure(name, cfg):
         seen.append(name)
-        return Measurement(10.0, 9.8, 10.2, steps_timed=10)
+        return RungMeasurement(10.0, 9.8, 10.2, steps_timed=10)
 
     start = ProbeConfig(accelerator="cpu", batch_size=32)
     run_ladder(start, measure, LadderOptions(worker_counts=(2,), order=("workers", "compile", "precision", "channels_last"),
