@@ -303,16 +303,26 @@ def page(plan: Plan, rows: Rows, probe_commands: list[ProbeCommand], *, command_
             parts.append(f'<pre id="probe-commands">{escape(chr(10).join(c.line() for c in probe_commands))}</pre>')
     parts += ["<h2>Assumptions</h2>", assumptions(doc, now)]
     if plan.exclusions:
-        parts.append(f"<h2>Excluded ({len(plan.exclusions)})</h2><details><summary>instance types left out, and "
-                     "why</summary><table>" + "".join(
-                         f"<tr><td>{escape(e['instance_type'])}</td><td>{escape(e['reason'])}</td></tr>"
-                         for e in doc["excluded"]) + "</table></details>")
-    parts += ["<h2>Made by</h2>", f'<pre id="command-line">{escape(command_line)}</pre>',
-              (f"<p>instance-advisor {escape(version)}, {now:%Y-%m-%d %H:%M} UTC. The page fetches nothing; the "
-              "--format json document it was made from is inside it (the script element with id advice).</p>"),
-              f'<script type="application/json" id="advice">{data}</script>', f"<script>{JS}</script>",
-              "</body></html>", ""]
+        parts.append(excluded_section("instance types left out, and why",
+                                      [(e["instance_type"], e["reason"]) for e in doc["excluded"]]))
+    parts += made_by(command_line, version, now, data)
     return "\n".join(parts)
+
+
+def excluded_section(summary: str, excluded: list[tuple[str, str]]) -> str:
+    """The folded table of left-out types and why, shared by both pages."""
+    return (f"<h2>Excluded ({len(excluded)})</h2><details><summary>{summary}</summary><table>"
+            + "".join(f"<tr><td>{escape(n)}</td><td>{escape(w)}</td></tr>" for n, w in excluded)
+            + "</table></details>")
+
+
+def made_by(command_line: str, version: str, now: datetime, data: str) -> list[str]:
+    """The page's closing part: the command, the version and time, the embedded JSON document."""
+    return ["<h2>Made by</h2>", f'<pre id="command-line">{escape(command_line)}</pre>',
+            (f"<p>instance-advisor {escape(version)}, {now:%Y-%m-%d %H:%M} UTC. The page fetches nothing; the "
+             "--format json document it was made from is inside it (the script element with id advice).</p>"),
+            f'<script type="application/json" id="advice">{data}</script>', f"<script>{JS}</script>",
+            "</body></html>", ""]
 
 
 def _left_out(rs: list) -> str:

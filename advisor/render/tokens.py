@@ -72,7 +72,7 @@ def page(advice: LlmAdvice, *, command_line: str, now, version: str) -> str:
     from html import escape
 
     from .. import schemas
-    from .page import CSP, CSS, JS, _td
+    from .page import CSP, CSS, _td, excluded_section, made_by
 
     fields = document_fields(advice)
     data = schemas.dumps("recommend-tokens", **fields)
@@ -116,15 +116,8 @@ def page(advice: LlmAdvice, *, command_line: str, now, version: str) -> str:
     else:
         parts.append("<p>Nothing fits on any priced GPU type within --max-instances.</p>")
     if advice.excluded:
-        parts.append(f"<h2>Excluded ({len(advice.excluded)})</h2><details><summary>instance types on which nothing fits, "
-                     "and what would</summary><table>" + "".join(
-                         f"<tr><td>{escape(n)}</td><td>{escape(w)}</td></tr>" for n, w in advice.excluded)
-                     + "</table></details>")
-    parts += ["<h2>Made by</h2>", f'<pre id="command-line">{escape(command_line)}</pre>',
-              (f"<p>instance-advisor {escape(version)}, {now:%Y-%m-%d %H:%M} UTC. The page fetches nothing; the "
-               "--format json document it was made from is inside it (the script element with id advice).</p>"),
-              f'<script type="application/json" id="advice">{data}</script>', f"<script>{JS}</script>",
-              "</body></html>", ""]
+        parts.append(excluded_section("instance types on which nothing fits, and what would", list(advice.excluded)))
+    parts += made_by(command_line, version, now, data)
     return "\n".join(parts)
 
 
