@@ -186,7 +186,9 @@ def test_an_interrupted_run_still_records_what_it_timed(tmp_path):
     with pytest.raises(RuntimeError, match="stopped by hand"):
         fit(Stops(**SMALL_LM), ThroughputCallback(output=out, warmup_steps=2), steps=50)
     r = parse_result(out.read_bytes())
-    assert r.stop_reason == "interrupted (RuntimeError)" and r.step_time.n_steps == 6
+    # 6 timed steps seen; under load the figure may rest on fewer (clean_steps leaves slowed ones out)
+    seen = r.contention.steps if r.contention is not None else r.step_time.n_steps
+    assert r.stop_reason == "interrupted (RuntimeError)" and seen == 6 and r.step_time.n_steps <= 6
     assert r.pipeline_samples_per_sec_per_worker is None  # an interrupted run's loader is not read again
 
 
