@@ -143,7 +143,7 @@ def report_probe(result, seconds: float, label: str) -> float | None:
     else:
         print(f"[{label}] confirmed speed-up: {conf.speedup:.2f}x (95% CI {conf.speedup_ci[0]:.2f}-"
               f"{min(conf.speedup_ci[1], 1e6):.2f}) over {conf.rounds} A-B rounds; "
-              f"{'held' if conf.held else 'did not hold: baseline kept'}")
+              f"{'held' if conf.held else 'unconfirmed: the pick kept' if conf.pick_kept else 'did not hold: baseline kept'}")
     print(f"[{label}] reliable: {result.reliable}" + (f" ({'; '.join(result.unreliable_reasons)})"
                                                       if result.unreliable_reasons else ""))
     if result.contention is not None:
