@@ -239,6 +239,14 @@ def required_gain(rung: str, opts: LadderOptions) -> float:
     return opts.batch_gain if rung.startswith("batch=") else 0.0
 
 
+def race_lines(rung: str, best: float, opts: LadderOptions) -> tuple[float, float | None]:
+    """The (threshold, floor) a rung races on against `best` samples/s (race.Race): the best by
+    its required gain and, for a batch step, the best itself (below it the step is known slower
+    and the search stops; inside the margin either side it is tied: batch_step's three answers)."""
+    gain = required_gain(rung, opts)
+    return best * (1 + gain), (best if gain > 0 else None)
+
+
 def batch_step(sps: float, ci_low: float, ci_high: float, best: float, gain: float) -> str:
     """A measurement against the best so far: "won" (faster by `gain`, its CI's low end above the
     best: the ladder's keep rule; a CI from one step, ci_low 0, leaves the point estimate to
@@ -282,8 +290,9 @@ def run_ladder(
         # search keeps the faster point, then walks on): the A-B confirmation judges the pick.
         kept = step == "won" or (name.startswith("batch=") and step == "flat" and m.samples_per_sec > best_sps)
         if kept and step == "flat":
-            note = "; ".join(x for x in (note, f"kept on its point estimate: inside the noise of {best_sps:,.1f} "
-                                                "samples/s, neither won nor lost by the batch gain") if x)
+            why = (f"kept on its point estimate: inside the noise of {best_sps:,.1f} samples/s, neither won nor "
+                   "lost by the batch gain")
+            note = f"{note}; {why}" if note else why
         rung = RungResult(
             rung=name, config=config, status="ok", samples_per_sec=m.samples_per_sec,
             ci_low=m.ci_low, ci_high=m.ci_high, steps_timed=m.steps_timed,

@@ -24,7 +24,7 @@ from ..contract.ladder import (
     RungMeasurement,
     RungSkipped,
     RungTooSlow,
-    required_gain,
+    race_lines,
     run_ladder,
     worker_counts,
 )
@@ -222,7 +222,7 @@ def run_probe(opts: ProbeOptions, on_rung: Callable[[RungResult, RungResult | No
         """What the rung races against (contract/race.py): the best so far by the rung's gain."""
         if not opts.race or not best_sps:
             return None
-        return best_sps[-1] * (1 + required_gain(rung, ladder_opts))
+        return race_lines(rung, best_sps[-1], ladder_opts)[0]
 
     emulated = known_losers(accelerator, hw.isa_flags, hw.cpu_manufacturer)
     losers = emulated if opts.race else {}  # measured one step and skipped where the step bears it out
@@ -246,8 +246,7 @@ def run_probe(opts: ProbeOptions, on_rung: Callable[[RungResult, RungResult | No
         if measure_fn is not None:
             once = lambda: measure_fn(rung, cfg)
         else:
-            # A batch step also races on the best itself: known slower there, tied inside the margin.
-            floor = best_sps[-1] if opts.race and best_sps and required_gain(rung, ladder_opts) > 0 else None
+            floor = race_lines(rung, best_sps[-1], ladder_opts)[1] if opts.race and best_sps else None
             raced = replace(settings, race_threshold=race_threshold(rung), race_floor=floor)
             once = lambda: measure_anywhere(raced, cfg, slow_step_s=slow_limit(cfg), label=rung)
         # Re-measured only while the rung could still change the decision: its CI reaches the best.
