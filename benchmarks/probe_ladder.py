@@ -240,7 +240,7 @@ def race_mode(args) -> None:
         out[label] = (result, seconds)
         c = result.config
         print(f"[{label}] wall time to the pick: {seconds:.0f} s; pick: {c.precision}, channels_last={c.channels_last}, "
-              f"compile={c.compile}, batch {c.batch_size}, workers {c.num_workers}; confirmed throughput "
+              f"compile={c.compile}, batch {c.batch_size}, workers {c.num_workers}, threads {c.threads}; confirmed throughput "
               f"{result.samples_per_sec:.2f} samples/s (95% CI {result.samples_per_sec_ci[0]:.2f}-"
               f"{min(result.samples_per_sec_ci[1], 1e6):.2f})" + confirmed_as(result.confirmation), flush=True)
         print(f"  [{label}] rung order: {', '.join(result.rung_order or ['?'])} (from {result.rung_order_basis or '?'})",
