@@ -320,6 +320,7 @@ def write_result(r, fmt: str, stream=None) -> None:
         ("reliable", reliability_line(r)),
         ("contention", contention_line(r.contention) if r.contention else ""),
         ("confirmed", confirmation_line(r.confirmation) if r.confirmation else ""),
+        ("rung order", f"{', '.join(r.rung_order)} (from {r.rung_order_basis or 'not recorded'})" if r.rung_order else ""),
         ("cpu too", gpu_and_cpu_line(r.gpu_and_cpu) if r.gpu_and_cpu else ""),
         ("profile", r.profile_trace or r.profile_dir or ""),
         ("cpu", f"{r.hardware.cpu_model}, {r.hardware.physical_cores} cores, {', '.join(r.hardware.isa_flags)}"),

@@ -182,3 +182,15 @@ def test_a_confirmation_written_before_schema_10_reads_as_its_rule_was():
     assert Confirmation.model_validate({**old, "outcome": "unconfirmed"}).pick_kept
     with pytest.raises(ValueError, match="outcome 'held' but held is False"):
         Confirmation.model_validate({**old, "outcome": "held"})
+
+
+def test_results_show_says_the_rung_order_and_an_unconfirmed_pick(cli, tmp_path):
+    from advisor.store import ResultStore
+
+    result = noisy_probe(lambda c: 110.0 if c.batch_size == 64 else 100.0, 0.10, 4)
+    db = tmp_path / "r.db"
+    with ResultStore(db) as s:
+        s.add(result)
+    _, out, _ = cli("results", "show", result.result_id[:12], "--store", str(db))
+    assert "rung order" in out and "precision, channels_last, compile, workers (from the seeds' ladders" in out
+    assert "its speed-up unconfirmed" in out
