@@ -194,3 +194,47 @@ def test_results_show_says_the_rung_order_and_an_unconfirmed_pick(cli, tmp_path)
     _, out, _ = cli("results", "show", result.result_id[:12], "--store", str(db))
     assert "rung order" in out and "precision, channels_last, compile, workers (from the seeds' ladders" in out
     assert "its speed-up unconfirmed" in out
+
+
+def test_the_raced_probe_races_a_batch_step_on_the_best_and_picks_the_rung_that_wins_at_the_larger_batch(monkeypatch):
+    """run_probe end to end with its own racing (probe.measure_anywhere simulated from the
+    settings it is handed: race_threshold, race_floor, max_steps): compile loses at batch 32 and
+    wins 25% from batch 64 up, the batch curve is flat from 64 to 128 and best at 256."""
+    from lightning_module.contract.result import WorkloadSpec
+    from lightning_module.run import probe
+
+    rng = random.Random(17)
+    seen: list[tuple[str, float | None, float | None, str]] = []
+
+    def speed(cfg):
+        v = {16: 80.0, 32: 100.0, 64: 140.0, 128: 141.0, 256: 180.0, 512: 150.0}[cfg.batch_size]
+        return v * ((0.96 if cfg.batch_size < 64 else 1.25) if cfg.compile else 1.0)
+
+    def simulated_measure(settings, cfg, **kw):
+        mean = cfg.batch_size / speed(cfg)
+        race = (Race(settings.race_threshold, cfg.batch_size, floor=settings.race_floor)
+                if settings.race_threshold else None)
+        steps: list[float] = []
+        while True:
+            steps.append(mean * (1 + rng.gauss(0, NOISE)))
+            why = stop_reason(steps, 0.0, settings.target_ci, float("inf"),
+                              max_steps=kw.get("max_steps") or settings.max_steps or MAX_STEPS, race=race)
+            if why is not None:
+                seen.append((kw.get("label", ""), settings.race_threshold, settings.race_floor, why))
+                return summarise(Timing(steps, 1, mean, mean, why), cfg.batch_size, settings.target_ci)
+
+    monkeypatch.setattr(probe, "measure_anywhere", simulated_measure)
+    spec = WorkloadSpec(model="mlp", image_size=8, num_classes=10, batch_size=32)
+    opts = probe.ProbeOptions(spec=spec, accelerator="cpu", matmul_seconds=0.05, confirm_rounds=2, race=True,
+                              skip=frozenset({"threads", "precision", "channels_last", "workers", "run_cpu"}))
+    result = probe.run_probe(opts)
+    rungs = {r.rung: r for r in result.ladder}
+    assert not rungs["compile"].kept and rungs["compile"].config.batch_size == 32
+    assert result.config.compile and result.config.batch_size == 256, [(r.rung, r.samples_per_sec, r.kept)
+                                                                          for r in result.ladder]
+    assert result.confirmation.outcome == "held"
+    floors = {label: (threshold, floor) for label, threshold, floor, _ in seen}
+    t, f = floors["batch=128"]
+    assert f is not None and t == pytest.approx(f * 1.03)  # a batch step races on the best and the best + 3%
+    assert floors["compile"][1] is None  # an on/off rung on one line
+    assert any(why in ("won", "lost", "tied") for label, _, _, why in seen if label.startswith("batch="))
