@@ -304,7 +304,8 @@ def run_ladder(
             lad.best, lad.best_measurement = rung, m
         return record(rung)
 
-    kinds: dict[str, str] = {}  # rung name -> its TUNING_RUNGS kind (= the ProbeConfig field), for the revisit
+    # rung name -> the ProbeConfig fields it changed, for the revisit (_revisit)
+    kinds: dict[str, tuple[str, ...]] = {}
 
     def skip(name: str, why: str, status: str = "skipped") -> None:
         record(RungResult(rung=name, config=lad.best.config, status=status, error=why))
@@ -335,7 +336,7 @@ def run_ladder(
             elif opts.half_precision is None:
                 skip(name, "no half precision on this device")
             else:
-                kinds[name] = "precision"
+                kinds[name] = ("precision",)
                 attempt(name, lad.best.config.model_copy(update={"precision": opts.half_precision}))
 
     def channels_last() -> None:
@@ -343,12 +344,12 @@ def run_ladder(
             if not opts.vision:
                 skip("channels_last", "not a convolutional image model")
             else:
-                kinds["channels_last"] = "channels_last"
+                kinds["channels_last"] = ("channels_last",)
                 attempt("channels_last", lad.best.config.model_copy(update={"channels_last": True}))
 
     def compile_() -> None:
         if not skipped_by_user("compile", "compile"):
-            kinds["compile"] = "compile"
+            kinds["compile"] = ("compile",)
             attempt("compile", lad.best.config.model_copy(update={"compile": True}))
 
     def workers() -> None:
@@ -360,6 +361,7 @@ def run_ladder(
                 if n == lad.best.config.num_workers:
                     continue
                 update = {"num_workers": n, "pin_memory": opts.pin_memory}
+                kinds[f"workers={n}"] = tuple(update)  # a larger batch leaves loading a larger share of a step
                 r = attempt(f"workers={n}", lad.best.config.model_copy(update=update))
                 if not r.kept:
                     break
@@ -389,7 +391,7 @@ def run_ladder(
     return lad
 
 
-def _revisit(lad: Ladder, attempt, kinds: dict[str, str], decided_at: int) -> None:
+def _revisit(lad: Ladder, attempt, kinds: dict[str, tuple[str, ...]], decided_at: int) -> None:
     """Measure again, at the batch the search settled on, the rungs that lost or tied at the batch
     they were decided at, when the two batches are REVISIT_BATCH_FACTOR or more apart."""
     bs = lad.best.config.batch_size
@@ -397,8 +399,7 @@ def _revisit(lad: Ladder, attempt, kinds: dict[str, str], decided_at: int) -> No
         return
     lost = [r for r in lad.rungs if r.rung in kinds and r.status == "ok" and not r.kept]
     for r in lost:
-        field = kinds[r.rung]  # the kind is the ProbeConfig field the rung changed
-        cfg = lad.best.config.model_copy(update={field: getattr(r.config, field)})
+        cfg = lad.best.config.model_copy(update={f: getattr(r.config, f) for f in kinds[r.rung]})
         if cfg == lad.best.config:
             continue
         attempt(f"{r.rung}@batch={bs}", cfg, note=f"lost at batch {decided_at}; measured again at batch {bs}")
