@@ -233,11 +233,14 @@ def race_mode(args) -> None:
     case = which_case(hw.isa_flags)
     print(f"CPU case: {CASES[case]}"
           f" ({hw.cpu_model}; ISA {', '.join(hw.isa_flags) or '?'})", flush=True)
-    out = {}
+    from probe_seconds import RungSeconds
+
+    out, spent = {}, {}
     for label, race in (("full", False), ("raced", True)):
-        result, seconds = run_probe(args, label, race=race)
+        with RungSeconds() as rs:
+            result, seconds = run_probe(args, label, race=race)
         save(args, label, result)
-        out[label] = (result, seconds)
+        out[label], spent[label] = (result, seconds), rs
         c = result.config
         print(f"[{label}] wall time to the pick: {seconds:.0f} s; pick: {c.precision}, channels_last={c.channels_last}, "
               f"compile={c.compile}, batch {c.batch_size}, workers {c.num_workers}, threads {c.threads}; confirmed throughput "
@@ -249,7 +252,11 @@ def race_mode(args) -> None:
             if r.kept:
                 print(f"  [{label}] kept {r.rung:<14} {rel_ci(r.ci_low, r.ci_high, r.samples_per_sec)} after "
                       f"{r.steps_timed} timed steps, stopped: {r.stop_reason or '?'}", flush=True)
+        rs.report(label, seconds)
     (full, t_full), (raced, t_raced) = out["full"], out["raced"]
+    tf, tr = spent["full"].totals(), spent["raced"].totals()
+    print("raced / full seconds by kind: " + ", ".join(
+        f"{k} {tr.get(k, 0.0) / v:.2f}" for k, v in tf.items() if v > 0))
     gap = abs(raced.samples_per_sec - full.samples_per_sec) / full.samples_per_sec
     print(f"raced / full wall time: {t_raced / t_full:.2f} (target <= {1 / RACE_SPEEDUP:.2f}: "
           f"{'met' if t_raced * RACE_SPEEDUP <= t_full else 'NOT met'}); confirmed throughput {gap:.1%} apart "

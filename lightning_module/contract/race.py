@@ -133,3 +133,12 @@ class Race:
         if floor < self.threshold and ci[0] > 2 * floor - self.threshold and ci[1] < self.threshold:
             return "tied"
         return None
+
+
+def known_slower_after(samples_per_step: float, threshold: float) -> float:
+    """The step time past which one step of `samples_per_step` samples is known slower than
+    `threshold` samples/s. The one-step check of a rung known to lose (run/probe.py's one_step)
+    skips the rung when its step is slower than the best so far, so the step is cut there: the
+    same answer as the whole step's (an emulated bf16 step ran 32 s, 7x the best's, issue 32),
+    for at most the best's own step time."""
+    return samples_per_step / threshold

@@ -91,21 +91,25 @@ def watch_for(config: ProbeConfig) -> Watch:
 
 
 def measure(settings: MeasureSettings, config: ProbeConfig, extra_callbacks=(),
-            max_steps: int | None = None, slow_step_s: float | None = None, label: str = "") -> RungMeasurement:
+            max_steps: int | None = None, slow_step_s: float | None = None, label: str = "",
+            first_step_s: float | None = None) -> RungMeasurement:
     """Train `config` until the stopping rule says the throughput is known; raise on failure.
     `label`: the rung's name on the progress line (settings.progress). A CPU configuration with
-    `threads` trains with that many intra-op threads (the threads rung), torch's own count put back after."""
+    `threads` trains with that many intra-op threads (the threads rung), torch's own count put back after.
+    `first_step_s`: the first step's own limit (RungTooSlow past it), in place of the slow limit's
+    SLOW_FACTOR x: a one-step check whose answer is known once the step runs past it (probe.one_step)."""
     threads_before = torch.get_num_threads()
     if config.accelerator == "cpu" and config.threads:
         torch.set_num_threads(config.threads)  # the threads rung (contract/threads.py); put back below
     try:
-        return _measure(settings, config, extra_callbacks, max_steps, slow_step_s, label)
+        return _measure(settings, config, extra_callbacks, max_steps, slow_step_s, label, first_step_s)
     finally:
         torch.set_num_threads(threads_before)
 
 
 def _measure(settings: MeasureSettings, config: ProbeConfig, extra_callbacks,
-             max_steps: int | None, slow_step_s: float | None, label: str) -> RungMeasurement:
+             max_steps: int | None, slow_step_s: float | None, label: str,
+             first_step_s: float | None = None) -> RungMeasurement:
     spec = settings.spec
     warm = _take_warm(settings, config)  # the rung before's model (and loader) where this rung may keep them
     free_memory(config.accelerator)
@@ -137,6 +141,9 @@ def _measure(settings: MeasureSettings, config: ProbeConfig, extra_callbacks,
             # new memory format) and is warm-up, not timed: under load it crossed a 2 s limit that
             # the steady steps kept. Bound it, more loosely.
             first_limit = (SLOW_FACTOR * slow_step_s, step_limit[1])
+    if first_step_s is not None and single_rank and not config.compile:
+        first_limit = (first_step_s, RungTooSlow(f"its first step ran past {first_step_s:.2f} s, the best so far's "
+                                                 "time for as many samples: slower than the best so far"))
     timer = StepTimer(
         config.accelerator if not config.xla else "tpu", warmup, settings.target_ci, settings.max_seconds,
         max_steps=settings.max_steps, first_step_limit=first_limit, step_limit=step_limit, watch=watch_for(config),

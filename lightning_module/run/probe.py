@@ -31,6 +31,7 @@ from ..contract.ladder import (
 from ..contract.options import MeasureSettings, ProbeOptions
 from ..contract.order import order_for
 from ..contract.quiet import held_quietly
+from ..contract.race import known_slower_after
 from ..contract.reliability import confirm, measure_until_known
 from ..contract.result import MemoryFit, ProbeConfig, ProbeResult, RungResult
 from ..contract.threads import free_cores, thread_counts
@@ -55,7 +56,7 @@ def measure_anywhere(settings: MeasureSettings, config: ProbeConfig, **kw) -> Ru
                                 profile_dir=kw.get("profile_dir"), max_steps=kw.get("max_steps"))
     extra = [profiler_callback(kw["profile_dir"], config.accelerator)] if kw.get("profile_dir") else []
     return measure(settings, config, extra_callbacks=extra, max_steps=kw.get("max_steps"),
-                   slow_step_s=kw.get("slow_step_s"), label=kw.get("label", ""))
+                   slow_step_s=kw.get("slow_step_s"), label=kw.get("label", ""), first_step_s=kw.get("first_step_s"))
 
 
 def known_losers(accelerator: str, isa_flags: list[str], manufacturer: str | None) -> dict[str, str]:
@@ -230,12 +231,14 @@ def run_probe(opts: ProbeOptions, on_rung: Callable[[RungResult, RungResult | No
     def one_step(rung: str, cfg: ProbeConfig, why: str) -> None:
         """Measure one step of a rung known to lose; skip it (RungSkipped) when the step confirms it."""
         short = replace(settings, warmup_steps=0, max_steps=ONE_STEP, target_ci=0.0)
+        threshold = race_threshold(rung)
+        # Cut where the answer is known: a step past the best's time for as many samples is slower.
+        cut = known_slower_after(samples_per_step(cfg), threshold) if threshold else None
         try:
             m = (measure_fn(rung, cfg) if measure_fn is not None
-                 else measure_anywhere(short, cfg, slow_step_s=slow_limit(cfg), label=rung))
+                 else measure_anywhere(short, cfg, slow_step_s=slow_limit(cfg), label=rung, first_step_s=cut))
         except RungTooSlow as e:  # the step itself ran past the slow limit: the rule held
             raise RungSkipped(f"{why}: {e}") from e
-        threshold = race_threshold(rung)
         if threshold is not None and m.samples_per_sec <= threshold:
             raise RungSkipped(f"{why}: its first step ran at {m.samples_per_sec:,.1f} samples/s against the best "
                               f"so far's {best_sps[-1]:,.1f}")

@@ -1,0 +1,117 @@
+"""Where the raced ladder spends no more than its answer needs (issue 32), on simulated step times:
+the one-step check of a rung known to lose is cut at the best's step time, with the same answer
+as the whole step gives. Seconds here are simulated step times, never the clock's."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from lightning_module.contract.race import known_slower_after
+
+BATCH = 32
+BEST = 100.0  # samples/s of every configuration but bf16 (the best so far when bf16 is tried)
+
+
+def run_with_simulated_steps(monkeypatch, bf16_speed: float, cut: bool) -> tuple[object, list[float]]:
+    """A raced probe on an AVX2 CPU (bf16 known to lose) where every measurement is simulated:
+    bf16's one step takes BATCH / bf16_speed s, cut at its first_step_s (when `cut`). Returns the
+    result and the simulated seconds the one-step check spent."""
+    from factories import fake_measurement
+
+    from lightning_module.contract.ladder import RungTooSlow
+    from lightning_module.contract.result import WorkloadSpec
+    from lightning_module.run import probe
+
+    real = probe.hardware.fingerprint()
+    monkeypatch.setattr(probe.hardware, "fingerprint",
+                        lambda: real.model_copy(update={"isa_flags": ["avx2", "fma"], "cpu_manufacturer": "amd"}))
+    one_step: list[float] = []
+
+    def anywhere(settings, cfg, **kw):
+        speed = bf16_speed if cfg.precision == "bf16-mixed" else BEST
+        step = cfg.batch_size / speed
+        if settings.max_steps == probe.ONE_STEP and settings.warmup_steps == 0:
+            limit = kw.get("first_step_s") if cut else None
+            one_step.append(min(step, limit) if limit else step)
+            if limit and step > limit:
+                raise RungTooSlow(f"its first step ran past {limit:.2f} s")
+            return fake_measurement(speed, cfg.batch_size, steps=1)
+        return fake_measurement(speed, cfg.batch_size)
+
+    monkeypatch.setattr(probe, "measure_anywhere", anywhere)
+    spec = WorkloadSpec(model="mlp", image_size=8, num_classes=10, batch_size=BATCH)
+    opts = probe.ProbeOptions(spec=spec, accelerator="cpu", matmul_seconds=0.05, confirm_rounds=0, race=True,
+                              skip=frozenset({"threads", "channels_last", "compile", "workers", "batch", "run_cpu"}))
+    return probe.run_probe(opts), one_step
+
+
+@pytest.mark.parametrize("bf16_speed", [5.0, 40.0, 99.0, 101.0, 300.0])
+def test_the_one_step_check_is_cut_where_its_answer_is_known_and_answers_the_same(monkeypatch, bf16_speed):
+    cut_result, cut_s = run_with_simulated_steps(monkeypatch, bf16_speed, cut=True)
+    whole_result, whole_s = run_with_simulated_steps(monkeypatch, bf16_speed, cut=False)
+    cut_bf16, whole_bf16 = (next(r for r in res.ladder if r.rung == "bf16") for res in (cut_result, whole_result))
+    # The same answer either way: skipped where the step is slower than the best, else timed (and kept).
+    assert cut_bf16.status == whole_bf16.status == ("skipped" if bf16_speed <= BEST else "ok")
+    assert cut_bf16.kept == whole_bf16.kept == (bf16_speed > BEST)
+    assert len(cut_s) == len(whole_s) == 1
+    best_step = BATCH / BEST
+    assert cut_s[0] <= best_step  # never longer than the best's own step ...
+    if bf16_speed < BEST:  # ... where a whole slow step ran BEST / bf16_speed times that
+        assert cut_s[0] / whole_s[0] == pytest.approx(bf16_speed / BEST)
+        assert "emulated" in cut_bf16.error
+
+
+def test_known_slower_after_is_the_threshold_as_a_step_time():
+    assert known_slower_after(32, 100.0) == pytest.approx(0.32)
+    # A step that ends past it reads slower than the threshold, one that ends before it faster.
+    assert 32 / 0.33 < 100.0 < 32 / 0.31
+
+
+SLOW_FIRST = '''
+import time
+import lightning.pytorch as pl
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+SLEPT = []
+
+
+class SlowFirst(pl.LightningModule):
+    def __init__(self, num_classes=10):
+        super().__init__()
+        self.net = nn.Sequential(nn.Flatten(), nn.Linear(3 * 4 * 4, num_classes))
+
+    def training_step(self, batch, batch_idx):
+        time.sleep(5.0)  # a step far slower than the one it is checked against
+        SLEPT.append(batch_idx)  # the steps whose sleep ran to its end
+        x, y = batch
+        return nn.functional.cross_entropy(self.net(x), y)
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    def train_dataloader(self):
+        return DataLoader(TensorDataset(torch.randn(64, 3, 4, 4), torch.arange(64) % 10), batch_size=4)
+'''
+
+
+def test_measure_cuts_the_first_step_at_first_step_s(user_module):
+    """The wiring: measure()'s first_step_s bounds the first step, which a slow limit alone
+    would let run SLOW_FACTOR x longer."""
+    from lightning_module.contract.ladder import RungTooSlow
+    from lightning_module.contract.options import MeasureSettings
+    from lightning_module.contract.result import ProbeConfig, WorkloadSpec
+    from lightning_module.run import measure
+
+    user_module("slowfirst", textwrap.dedent(SLOW_FIRST))
+    measure.quiet_lightning()
+    settings = MeasureSettings(WorkloadSpec(model="slowfirst:SlowFirst", image_size=4, num_classes=10),
+                               warmup_steps=0, max_seconds=30, max_steps=1, target_ci=0.0)
+    import slowfirst
+
+    with pytest.raises(RungTooSlow, match="slower than the best so far"):
+        measure.measure(settings, ProbeConfig(accelerator="cpu", batch_size=4), slow_step_s=10.0, first_step_s=0.5)
+    assert slowfirst.SLEPT == []  # the 5 s step was interrupted inside its sleep
