@@ -20,7 +20,7 @@ from ..contract.options import MeasureSettings
 from ..contract.race import Race
 from ..contract.reliability import summarise
 from ..contract.result import ProbeConfig
-from ..contract.warm import MODEL_ONLY, keeps
+from ..contract.warm import MODEL_ONLY, keeps, settle_from
 from . import workloads
 from .batches import leading_dim, samples_counter
 from .builders import build_workload, compiled, xla_trainer_kwargs
@@ -153,8 +153,8 @@ def _measure(settings: MeasureSettings, config: ProbeConfig, extra_callbacks,
         race=(Race(settings.race_threshold, samples_per_step(config), floor=settings.race_floor)
               if settings.race_threshold else None),
         # The warm-up ends where the step times settle (contract/settle.py), after the first step
-        # (set-up) and the compile step at least.
-        settle_from=1 + (1 if config.compile else 0),
+        # (set-up) of a cold rung and the compile step at least (warm.settle_from).
+        settle_from=settle_from(warm is not None, config.compile),
     )
     warmup = timer.clock.warmup_steps  # at most (settling's cap)
     cap = max_steps if max_steps is not None else (warmup + settings.max_steps if settings.max_steps else -1)
