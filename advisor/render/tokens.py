@@ -59,8 +59,9 @@ def render(fmt: str):
 render_table, render_markdown, render_csv = render("table"), render("markdown"), render("csv")
 
 FOOTNOTE = ("count: instances; GPUs: all of them; AC: activation checkpointing; mb: micro-batch per GPU. "
-            "tokens/s: peak bf16 x MFU (torchtitan's published band) / training FLOPs per token, its band widened on "
-            "more than one GPU to the sharded scale-out model's leave-one-out band (advisor/data/sharded_fit.json); "
+            "tokens/s: the sharded step-time model calibrated on published FSDP runs (training FLOPs per token at the "
+            "fitted share of peak bf16, memory-bound bytes at the GPU's bandwidth, exposed communication), one GPU or "
+            "many, and its leave-one-out band (advisor/data/sharded_fit.json); "
             "memory: advisor/estimate/memory.py (docs/llm-memory.md)")
 
 
