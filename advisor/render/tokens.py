@@ -175,7 +175,7 @@ def document_fields(advice: LlmAdvice) -> dict:
         "model_shape": {k: job.shape.params() if k == "parameters" else getattr(job.shape, k)
                         for k in ModelShape.model_fields},
         "training": {"method": t.method, "precision": t.precision, "optimizer": t.optimizer, "lora_rank": t.lora_rank,
-                     "lora_targets": list(t.lora_targets)},
+                     "lora_targets": list(t.lora_targets), "no_sync_accumulation": t.no_sync_accumulation},
         "tokens": job.tokens, "seq_len": job.seq_len, "budget_usd": job.budget_usd, "deadline_hours": job.deadline_hours,
         "objective": job.objective, "max_instances": job.max_instances, "strategy": job.strategy,
         "global_batch_tokens": job.global_batch_tokens,
