@@ -49,8 +49,9 @@ def entries(rows: list[CandidateRow], budget_usd: float, own_prices: bool) -> tu
             # The cost ceiling (derived): the $/h per instance at which `count` instances for the time at
             # the confidence spend the whole budget. SkyPilot compares it with its own list prices, so it
             # is left out with --prices.
-            if not own_prices and 0 < r.hours_at_confidence < math.inf:
-                e["max_hourly_cost"] = math.floor(budget_usd / (r.count * r.hours_at_confidence) * 1e4) / 1e4
+            ceiling = None if own_prices else cost_ceiling(budget_usd, r.count, r.hours_at_confidence)
+            if ceiling is not None:
+                e["max_hourly_cost"] = ceiling
             out.append(e)
     return out, used
 
@@ -119,21 +120,40 @@ def task_yaml(plan: Plan, rows: Rows) -> str:
     if spot:
         head.append("# Spot: launch as a managed job (sky jobs launch) so job_recovery restarts it after a "
                     f"preemption; checkpoint every {job.checkpoint_minutes:g} min, as the advisor assumed.")
-    lines = head + [f"name: {_q(plan.workload_id)}", f"num_nodes: {k}", "envs:",
-                    f"  TRAIN_SCRIPT: {_q(TRAIN_SCRIPT)}  # your training script (sky launch --env TRAIN_SCRIPT=...)",
-                    (f"  STRATEGY: {_q(strategy_of(same[0]))}  # the pick's strategy, for your script: "
-                     "Trainer(strategy=os.environ['STRATEGY'], num_nodes=int(os.environ['SKYPILOT_NUM_NODES']))"),
-                    "resources:", "  ordered:"]
+    return "\n".join(head + task_lines(plan.workload_id, k, strategy_of(same[0]), ordered, spot)) + "\n"
+
+
+def task_lines(name: str, num_nodes: int, strategy: str, ordered: list[dict], spot: bool,
+               envs: tuple[tuple[str, str, str], ...] = ()) -> list[str]:
+    """The task itself, below its comments: the one shape of a SkyPilot task this writes, for the
+    samples path and the token path alike. `ordered`: resources.ordered's entries (infra,
+    instance_type, accelerators where known, use_spot, max_hourly_cost where given); `envs`: more
+    (name, value, comment) for the script."""
+    lines = [f"name: {_q(name)}", f"num_nodes: {num_nodes}", "envs:",
+             f"  TRAIN_SCRIPT: {_q(TRAIN_SCRIPT)}  # your training script (sky launch --env TRAIN_SCRIPT=...)",
+             (f"  STRATEGY: {_q(strategy)}  # the pick's strategy, for your script: "
+              "Trainer(strategy=os.environ['STRATEGY'], num_nodes=int(os.environ['SKYPILOT_NUM_NODES']))"),
+             *(f"  {k}: {_q(v)}  # {why}" for k, v, why in envs),
+             "resources:", "  ordered:"]
     for e in ordered:
         lines.append(f"    - infra: {_q(e['infra'])}")
         lines.append(f"      instance_type: {_q(e['instance_type'])}")
+        if "accelerators" in e:
+            lines.append(f"      accelerators: {_q(e['accelerators'])}")
         lines.append(f"      use_spot: {'true' if e['use_spot'] else 'false'}")
         if "max_hourly_cost" in e:
             lines.append(f"      max_hourly_cost: {e['max_hourly_cost']}")
     if spot:
         lines += ["  job_recovery:", "    strategy: FAILOVER", "    max_restarts_on_errors: 0"]
-    lines += ["run: |"] + [f"  {ln}" for ln in run_lines(k)]
-    return "\n".join(lines) + "\n"
+    return lines + ["run: |"] + [f"  {ln}" for ln in run_lines(num_nodes)]
+
+
+def cost_ceiling(budget_usd: float, count: int, hours: float) -> float | None:
+    """max_hourly_cost (derived): the $/h per instance at which `count` instances for `hours` spend
+    the whole budget; None where the time is not finite."""
+    if not 0 < hours < math.inf:
+        return None
+    return math.floor(budget_usd / (count * hours) * 1e4) / 1e4
 
 
 def render(result, context) -> None:
