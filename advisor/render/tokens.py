@@ -58,11 +58,19 @@ def render(fmt: str):
 
 render_table, render_markdown, render_csv = render("table"), render("markdown"), render("csv")
 
-FOOTNOTE = ("count: instances; GPUs: all of them; AC: activation checkpointing; mb: micro-batch per GPU. "
-            "tokens/s: the sharded step-time model calibrated on published FSDP runs (training FLOPs per token at the "
-            "fitted share of peak bf16, memory-bound bytes at the GPU's bandwidth, exposed communication), one GPU or "
-            "many, and its leave-one-out band (advisor/data/sharded_fit.json); "
-            "memory: advisor/estimate/memory.py (docs/llm-memory.md)")
+
+def render_skypilot(advice: LlmAdvice, context) -> None:
+    """`--format skypilot` for a token workload: the top plan's task (advisor/render/skypilot.py, the
+    one home of the task's shape)."""
+    from .skypilot import tokens_task_yaml
+
+    print(tokens_task_yaml(advice), end="", file=context.out)
+
+THROUGHPUT_SOURCE = ("tokens/s: the sharded step-time model calibrated on published FSDP runs (training FLOPs per token at the "
+                     "fitted share of peak bf16, memory-bound bytes at the GPU's bandwidth, exposed communication), one "
+                     "GPU or many, and its leave-one-out band (advisor/data/sharded_fit.json); "
+                     "memory: advisor/estimate/memory.py (docs/llm-memory.md)")
+FOOTNOTE = "count: instances; GPUs: all of them; AC: activation checkpointing; mb: micro-batch per GPU. " + THROUGHPUT_SOURCE
 
 
 def page(advice: LlmAdvice, *, command_line: str, now, version: str) -> str:

@@ -7,8 +7,8 @@ from dataclasses import replace
 
 import pytest
 
-from advisor.estimate.memory import Training
 from advisor.estimate import sharded
+from advisor.estimate.memory import Training
 from advisor.estimate.strategy import Device, case_of, flops_per_token, per_device, plan, what_would_fit
 from lightning_module.contract.transformer_shape import parse_shape
 

@@ -110,7 +110,11 @@ def test_csv_and_markdown_carry_the_same_rows_as_json(cli):
     assert "$/M tok" in table[0] and all(r["instance_type"] in out for r in doc)
 
 
-def test_a_format_not_offered_for_tokens_names_those_that_are(cli):
+def test_a_format_not_offered_for_tokens_names_those_that_are(cli, monkeypatch):
+    from advisor import render
+
+    assert render.token_formats() == ("json", "table", "csv", "markdown", "skypilot", "html")  # every format now
+    monkeypatch.setitem(render.FORMATS, "skypilot", render.Format("skypilot", "render"))  # one without a token renderer
     code, out, err = cli(*BASE, "--model-shape", "llama-3-8b", "--tokens", "2e9", "--format", "skypilot")
     assert code == 2 and out == ""
     assert "--format skypilot is not offered for token workloads yet: use json, table, csv, markdown, html" in err
