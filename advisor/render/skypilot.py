@@ -159,17 +159,16 @@ def cost_ceiling(budget_usd: float, count: int, hours: float) -> float | None:
     return math.floor(budget_usd / (count * hours) * 1e4) / 1e4
 
 
-def tokens_task_yaml(advice) -> str:
+def tokens_task_yaml(advice, job_line: str, source: str) -> str:
     """A token workload's task (recommend --model-shape, advisor/recommend/llm.py LlmAdvice): its top
     plan, the first ranked row, as one entry: the instance type, its accelerators, num_nodes the
     instance count, use_spot as the row's market, and the plan's strategy, micro-batch and
     activation checkpointing for the script. With no ranked row it says why in a comment and holds
-    no task, as the samples path does."""
-    from .tokens import THROUGHPUT_SOURCE, job_words
-
+    no task, as the samples path does. `job_line`, `source`: the job in words and where the tokens/s
+    comes from (advisor/render/tokens.py says both, for the table too)."""
     job = advice.job
     head = ["# SkyPilot task written by instance-advisor (advisor recommend --model-shape ... --format skypilot).",
-            (f"# {job_words(job)}; budget ${money(job.budget_usd)}, deadline {duration(job.deadline_hours)}, "
+            (f"# {job_line}; budget ${money(job.budget_usd)}, deadline {duration(job.deadline_hours)}, "
              f"objective {job.objective}")]
     ranked = [r for r in advice.rows if r.feasible]
     if not ranked:
@@ -190,7 +189,7 @@ def tokens_task_yaml(advice) -> str:
     if others:
         head.append("# Ranked next (another task each: their strategy or count differs): "
                     + ", ".join(f"{o.rank}. {o.instance_type} x{o.count} {o.plan.words}" for o in others))
-    head.append("# " + THROUGHPUT_SOURCE)
+    head.append("# " + source)
     pessimistic = job.tokens / p.low / 3600 + job.setup_minutes / 60 if p.low > 0 else math.inf
     ceiling = cost_ceiling(job.budget_usd, r.count, pessimistic)
     if ceiling is not None:

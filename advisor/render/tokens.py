@@ -64,7 +64,7 @@ def render_skypilot(advice: LlmAdvice, context) -> None:
     one home of the task's shape)."""
     from .skypilot import tokens_task_yaml
 
-    print(tokens_task_yaml(advice), end="", file=context.out)
+    print(tokens_task_yaml(advice, job_words(advice.job), THROUGHPUT_SOURCE), end="", file=context.out)
 
 THROUGHPUT_SOURCE = ("tokens/s: the sharded step-time model calibrated on published FSDP runs (training FLOPs per token at the "
                      "fitted share of peak bf16, memory-bound bytes at the GPU's bandwidth, exposed communication), one "
