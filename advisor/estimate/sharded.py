@@ -19,7 +19,8 @@ of it and the instance's network shared by its devices. Communication hides behi
 (SHARDED_FIT) on published sharded rows by benchmarks/llm_fit.py's scale-out part, with their
 leave-one-out band. This is the one model of a sharded step's time: recommend --model-shape's
 tokens/s on one GPU or many, every strategy (advisor/estimate/strategy.py builds its Case), is
-`predict` with the fitted constants, and its band is the fitted band.
+`predict` with the fitted constants, and its band is the fit's leave-one-out band of the runs of
+the same reach (inside one instance, or across several).
 """
 
 from __future__ import annotations
@@ -162,13 +163,24 @@ class Prediction:
     efficiency: float  # compute / (compute + exposed communication), 1 = none exposed
 
 
+ONE_INSTANCE, SEVERAL_INSTANCES = "one_instance", "several_instances"
+
+
+def reach(devices: int, per_instance: int) -> str:
+    """Whether a run's communication stays inside one instance or crosses the network: the fit's
+    leave-one-out errors differ in kind between the two (the band of each: SHARDED_FIT bands)."""
+    return ONE_INSTANCE if devices <= per_instance else SEVERAL_INSTANCES
+
+
 def predict(c: Case) -> Prediction:
-    """The calibrated model (SHARDED_FIT): one device's tokens/s and the leave-one-out band on it."""
+    """The calibrated model (SHARDED_FIT): one device's tokens/s, and the leave-one-out band of the
+    published runs of the same reach (within one instance, one GPU included, or across several)."""
     f = fitted()
     compute = compute_seconds(c, f["mfu"], f["memory_bound_bytes"])
     eff = exposed_efficiency(compute, comm_seconds(c), f["overlap"])
     rate = c.micro_tokens / compute * eff
-    return Prediction(rate, rate * f["band"]["low"], rate * f["band"]["high"], eff)
+    b = f["bands"][reach(c.devices, c.per_instance)]
+    return Prediction(rate, rate * b["low"], rate * b["high"], eff)
 
 
 MFU_GRID = tuple(round(0.20 + 0.01 * i, 2) for i in range(66))  # 0.20 .. 0.85

@@ -68,7 +68,8 @@ def render_skypilot(advice: LlmAdvice, context) -> None:
 
 THROUGHPUT_SOURCE = ("tokens/s: the sharded step-time model calibrated on published FSDP runs (training FLOPs per token at the "
                      "fitted share of peak bf16, memory-bound bytes at the GPU's bandwidth, exposed communication), one "
-                     "GPU or many, and its leave-one-out band (advisor/data/sharded_fit.json); "
+                     "GPU or many, and its leave-one-out band for runs inside one instance or across several "
+                     "(advisor/data/sharded_fit.json); "
                      "memory: advisor/estimate/memory.py (docs/llm-memory.md)")
 FOOTNOTE = "count: instances; GPUs: all of them; AC: activation checkpointing; mb: micro-batch per GPU. " + THROUGHPUT_SOURCE
 

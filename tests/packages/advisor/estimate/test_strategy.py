@@ -39,8 +39,9 @@ def test_one_gpus_rate_is_the_calibrated_compute_model():
                  + f["memory_bound_bytes"] * shape.n_layers * shape.d_model / 3350e9)
     assert r.tokens_per_sec == pytest.approx(1 / per_token)
     assert r.efficiency == 1.0
-    # the model's band, the same on one GPU as on many
-    assert (r.low / r.tokens_per_sec, r.high / r.tokens_per_sec) == pytest.approx((f["band"]["low"], f["band"]["high"]))
+    # the model's band for runs inside one instance (one GPU included)
+    b = f["bands"]["one_instance"]
+    assert (r.low / r.tokens_per_sec, r.high / r.tokens_per_sec) == pytest.approx((b["low"], b["high"]))
     # a device with half the memory bandwidth is slower, by the memory-bound term only
     slow = per_device(Device("x", 80, 1, 989.0, None, 100.0, 1675.0), shape, Training(), 2048, "ddp", 1, 4)
     assert 1 / slow.tokens_per_sec - 1 / r.tokens_per_sec == pytest.approx(
@@ -58,8 +59,9 @@ def test_qlora_keeps_litgpts_share_of_loras_rate():
 def test_every_strategy_is_the_scale_out_model_and_its_band():
     """The ranking's tokens/s for every strategy is sharded.predict on the run's Case: the plan's
     rate, band and efficiency are the model's, times the devices."""
-    b = sharded.fitted()["band"]
+    bands = sharded.fitted()["bands"]
     for strategy, k in (("zero1", 1), ("fsdp", 1), ("fsdp", 2), ("hybrid", 2)):
+        b = bands["one_instance" if k == 1 else "several_instances"]
         p = plan(H100_8, LLAMA3, Training(), 4096, k, strategies=(strategy,))
         case = case_of(H100_8, LLAMA3, replace(Training(), checkpointing=p.checkpointing), 4096, strategy, k, p.micro_batch)
         r = sharded.predict(case)
