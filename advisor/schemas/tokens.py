@@ -97,8 +97,9 @@ class RecommendTokensDocument(BaseModel):
     model_config = DOC
     schema_name: Literal["recommend-tokens"] = schema_field("recommend-tokens")
     # 2: training gains no_sync_accumulation (--fsdp-no-sync); tokens_per_sec and its low/high change
-    # meaning: the calibrated sharded step-time model and its leave-one-out band on one GPU and many
-    # (1: peak x torchtitan's MFU band, widened to that band on more than one GPU). Nothing reads
+    # meaning: the calibrated sharded step-time model, on one GPU and many, and its leave-one-out band
+    # for runs of the plan's reach, one instance or several (1: peak x torchtitan's MFU band, widened
+    # to the model's band on more than one GPU). Nothing reads
     # these documents back; a version-1 document differs only in lacking no_sync_accumulation.
     schema_version: Literal[2] = version_field(2)
     model_shape: ModelShape
