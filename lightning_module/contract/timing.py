@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 
 from .contention import ContentionMeter, GpuState, Reading
-from .race import Race
+from .race import RACE_MIN_STEPS, RACED, Race
 from .result import Contention, StepTimeStats
 from .settle import MAX_WARMUP_FACTOR, settled_at
 
@@ -146,9 +146,13 @@ def clean_steps(timing: Timing) -> list[float]:
 
 def usable_steps(timing: Timing) -> list[float]:
     """What the throughput is computed from: the clean steps when there are enough of them to
-    stop on, else every step (and the rung is reported as contended)."""
+    stop on, else every step (and the rung is reported as contended). A race's verdict was reached
+    on the clean steps alone (Stopwatch.stop_reason), from RACE_MIN_STEPS of them: its figure comes
+    from the same steps, never from the contended ones it set aside (issue 33: a raced rung beside a
+    busy process stopped on 3 clean steps and reported the mean of those and 4 contended ones)."""
     clean = clean_steps(timing)
-    return clean if len(clean) >= MIN_TIMED_STEPS else list(timing.step_times)
+    enough = len(clean) >= MIN_TIMED_STEPS or (timing.reason in RACED and len(clean) >= RACE_MIN_STEPS)
+    return clean if enough else list(timing.step_times)
 
 
 class Stopwatch:
