@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 
 from .contention import ContentionMeter, GpuState, Reading
-from .race import RACE_MIN_STEPS, RACED, Race
+from .race import Race
 from .result import Contention, StepTimeStats
 from .settle import MAX_WARMUP_FACTOR, settled_at
 
@@ -29,6 +29,7 @@ _T95 = {
 }
 
 MIN_TIMED_STEPS = 5
+MIN_CLEAN_STEPS = 2  # clean steps a figure is computed from (usable_steps): a spread, so a CI
 # A step the machine was contended for may run this many times its limit before the rung is given
 # up as "contended": never cut as too slow to win on a step someone else slowed down.
 CONTENDED_EXTENSION = 2
@@ -145,14 +146,17 @@ def clean_steps(timing: Timing) -> list[float]:
 
 
 def usable_steps(timing: Timing) -> list[float]:
-    """What the throughput is computed from: the clean steps when there are enough of them to
-    stop on, else every step (and the rung is reported as contended). A race's verdict was reached
-    on the clean steps alone (Stopwatch.stop_reason), from RACE_MIN_STEPS of them: its figure comes
-    from the same steps, never from the contended ones it set aside (issue 33: a raced rung beside a
-    busy process stopped on 3 clean steps and reported the mean of those and 4 contended ones)."""
+    """What the throughput is computed from: the clean steps, when there are MIN_CLEAN_STEPS of
+    them, else every step (and the rung is reported as contended). A figure is what the
+    configuration does when nothing else slows it; a contended step tells how much the machine
+    slowed it, not how fast it runs. Needing more clean steps than a spread needs made a cliff:
+    under load one thread's rung with 2 clean steps of 358 reported 2,856 samples/s (every step),
+    its confirmation leg with 9 of 261 reported 9,997 (the clean ones), the same configuration a
+    minute apart (issue 33). Few clean steps give a wide CI, which says so (summarise's
+    ci_target_met wants MIN_TIMED_STEPS of them); a race's verdict, reached on the clean steps,
+    comes from the same steps as its figure."""
     clean = clean_steps(timing)
-    enough = len(clean) >= MIN_TIMED_STEPS or (timing.reason in RACED and len(clean) >= RACE_MIN_STEPS)
-    return clean if enough else list(timing.step_times)
+    return clean if len(clean) >= MIN_CLEAN_STEPS else list(timing.step_times)
 
 
 class Stopwatch:

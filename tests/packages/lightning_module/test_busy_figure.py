@@ -40,8 +40,8 @@ class Clock:
 
 
 def test_a_raced_rung_s_figure_comes_from_the_clean_steps_its_verdict_was_reached_on():
-    """Issue 33's quiet smoke: the threads rung stopped 'won' after 7 steps, 4 of them contended,
-    and its figure was the mean of all 7: the race had set the 4 aside, the figure had not."""
+    """Issue 33's smoke: the threads rung stopped 'won' after 7 steps, 4 of them contended, and its
+    figure was the mean of all 7: the race had set the 4 aside, the figure had not."""
     clock = Clock()
     w = Stopwatch(warmup_steps=1, target_ci=0.03, max_seconds=60.0, meter=ContentionMeter(1, 2),
                   race=Race(threshold=4000.0, samples_per_step=BATCH))
@@ -59,9 +59,22 @@ def test_a_raced_rung_s_figure_comes_from_the_clean_steps_its_verdict_was_reache
     w.timing.reason = reason
     m = summarise(w.timing, BATCH, 0.03)
     assert m.samples_per_sec == pytest.approx(BATCH / 0.005)  # those 3 steps' figure, not 7 steps'
-    # Not raced, 3 clean steps are too few to stop on: every step counts (and the rung is contended).
-    t = Timing(list(w.timing.step_times), 1, 0.005, 0.005, "time-limit", list(w.timing.contended))
-    assert len(usable_steps(t)) == len(t.step_times)
+    # With one clean step there is no spread to go by: every step counts (and the rung is contended).
+    t = Timing([0.025, 0.005, 0.025], 1, 0.005, 0.005, "time-limit", [True, False, True])
+    assert len(usable_steps(t)) == 3
+
+
+def test_one_configuration_has_one_figure_however_few_of_its_steps_ran_clean():
+    """Issue 33 under load: the threads rung had 2 clean steps of 358 and reported every step's
+    mean (2,856 samples/s), the confirmation leg of the same configuration had 9 of 261 and
+    reported the clean ones' (9,997): how many steps happened to be clean decided the figure."""
+    def rung(clean: int, contended: int) -> float:
+        times = [BATCH / 10000.0] * clean + [BATCH / 2500.0] * contended
+        flags = [False] * clean + [True] * contended
+        return summarise(Timing(times, 1, 0.1, times[0], "time-limit", flags), BATCH, 0.03).samples_per_sec
+
+    assert rung(2, 356) == pytest.approx(10000.0) and rung(9, 252) == pytest.approx(10000.0)
+    assert rung(1, 100) < 2600.0  # one clean step: no spread, so every step (flagged contended)
 
 
 def test_clean_steps_beside_a_busy_neighbour_are_not_a_quiet_figure():
