@@ -98,12 +98,20 @@ def _allowed() -> set[int] | None:
         return None
 
 
+def _reaped_children_cpu() -> float:
+    """CPU seconds of this process's children that have ended and been waited for: a loader's
+    workers that are not persistent end at every epoch, and their time must not leave the
+    process's count (it would show as other processes' work: contention.py's others' share)."""
+    t = os.times()
+    return t.children_user + t.children_system
+
+
 def read_now() -> Reading:
     """The clocks now, from the calling thread (the one that trains)."""
     sched = _schedstat()
     stat = _stat(_allowed())
     return Reading(
-        wall=time.perf_counter(), cpu=time.process_time() + _children_cpu(),
+        wall=time.perf_counter(), cpu=time.process_time() + _children_cpu() + _reaped_children_cpu(),
         run=sched[0] if sched else None, wait=sched[1] if sched else None,
         steal=stat[0] if stat else None, total=stat[1] if stat else None,
         busy=stat[2] / _TICK if stat else None,
