@@ -18,8 +18,8 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
-from catalog.models import NAME_PATTERN, Arch, Market, Price, one_line
-from safeio import first_error, read_json_file, save_atomic
+from catalog.models import NAME_PATTERN, Arch, Market, Price
+from safeio import first_error, one_line, read_json_file, save_atomic
 
 from ..errors import AdvisorError
 from ..paths import data_dir
