@@ -25,8 +25,8 @@ from pydantic import (
     model_validator,
 )
 
-from catalog.models import MAX_DEVICE_MEMORY_GIB, MAX_MEMORY_GIB, NAME_PATTERN, one_line
-from safeio import first_error, parse_json
+from catalog.models import MAX_DEVICE_MEMORY_GIB, MAX_MEMORY_GIB, NAME_PATTERN
+from safeio import first_error, one_line, parse_json
 
 # 2: the workload's constructor arguments (WorkloadSpec.init_args, data_init_args) and its shape
 # (ProbeResult.shape). 3: the GPU and the CPU training at once (ProbeResult.gpu_and_cpu, `advisor
