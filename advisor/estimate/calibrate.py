@@ -244,6 +244,14 @@ def transfer_scale(held: list[Held]) -> float:
     return band_scale(held, share=TRANSFER_SHARE, weights=transfer_weights(held))
 
 
+def widest_transfer_scale(held: list[Held]) -> float:
+    """The rule before transfer_scale, kept for the benchmark's before/after: the widest of each
+    workload's own scale covering CALIBRATED_SHARE of its transfers."""
+    per = [band_scale(m, weights=transfer_weights(m)) for w in sorted({h.why[0] for h in held})
+           for m in [[h for h in held if h.why[0] == w]]]
+    return max(per) if per else float("nan")
+
+
 def like_for_like(a: Point, b: Point) -> bool:
     """Whether a published pair of rows is the transfer a user makes: one batch on both devices. A
     pair from a table that chose each device's batch (Point.per_device_batch) at two batches, or at
