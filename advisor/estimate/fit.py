@@ -27,7 +27,8 @@ in the catalog: for them only the compute term, with their own offset kappa_cpu.
 
 Fitting: for each (theta_m, theta_o) on a log grid the rest is linear least squares in log space
 (relative errors), rows weighted so each device counts once; the grid point with the least
-weighted squared error wins. A few milliseconds for a few hundred rows (numpy only).
+weighted squared error wins. A row whose publisher ran each device at its own batch adds
+g_w (log batch - c_w) to its workload's level (batch_slopes). A few milliseconds for a few hundred rows (numpy only).
 """
 
 from __future__ import annotations
@@ -371,11 +372,11 @@ def batch_slopes(points: list[Point]) -> dict[str, float]:
 
     A table that runs each device at its own batch (Lambda's: each GPU the largest its memory holds)
     publishes device ratios times batch ratios. How much a larger batch gives is the workload's
-    matter (a step's fixed work spread over more samples: Tacotron 2's recurrent decoder gains most,
-    ResNet-50 at hundreds of images little), so each such workload has its own slope, an elasticity
-    of throughput in the batch, fitted beside its level: exp(g (log b - c)). Without it Tacotron 2's
-    4.5x and WaveGlow's 5.0x from a V100-16GB (batch 48, 8) to an A100-80GB (256, 48) were read as
-    device gains."""
+    matter (a step's fixed work spread over more samples), so each such workload has its own slope,
+    an elasticity of throughput in the batch, fitted beside its level: exp(g (log b - c)). Without it
+    Tacotron 2's 4.5x and WaveGlow's 5.0x from a V100-16GB (batch 48, 8) to an A100-80GB (256, 48)
+    were read as device gains alone. The table sets each batch by the GPU's memory, so a slope is
+    only partly identified (memory size and device speed go together); _fit keeps it at 0 or above."""
     logs: dict[str, list[float]] = {}
     for p in points:
         if p.per_device_batch and p.batch:
