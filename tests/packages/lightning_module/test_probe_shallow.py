@@ -41,20 +41,24 @@ def test_a_module_too_big_to_allocate_is_counted_on_meta(user_module):
 
 def test_depths_are_parsed_and_checked_against_the_full_depth():
     assert parse_depths("2,4") == (2, 4)
-    for bad in ("4,2", "2", "0,2", "a,b", "2,2,3"):
+    assert parse_depths("1,2,3") == (1, 2, 3)
+    for bad in ("4,2", "2", "0,2", "a,b", "2,2,3", "1,3,2", ",".join(map(str, range(1, 11)))):
         with pytest.raises(DepthError):
             parse_depths(bad)
     assert check_full_depth(32, "n_layer", (2, 4)) == 32
     with pytest.raises(DepthError, match="measure it whole"):
         check_full_depth(4, "n_layer", (2, 4))
+    with pytest.raises(DepthError, match="measure it whole"):
+        check_full_depth(3, "n_layer", (1, 2, 3))
     with pytest.raises(DepthError, match="not a whole number"):
         check_full_depth(None, "n_layer", (2, 4))
 
 
 def test_the_arithmetic_is_linear_in_depth_and_the_band_widens():
-    assert at_depth((2, 3.0), (4, 5.0), 32) == pytest.approx(33.0)
-    assert at_depth((2, 5.0), (4, 4.0), 32) == 4.0  # a deeper copy that measured less adds nothing
-    assert at_depth((2, None), (4, 4.0), 32) is None
+    assert at_depth([(2, 3.0), (4, 5.0)], 32) == pytest.approx(33.0)
+    assert at_depth([(1, 2.0), (2, 3.0), (3, 4.0)], 32) == pytest.approx(33.0)
+    assert at_depth([(2, 5.0), (4, 4.0)], 32) == 4.0  # a deeper copy that measured less adds nothing
+    assert at_depth([(2, None), (4, 4.0)], 32) is None
     assert widen((90.0, 110.0), 100.0, 0.1) == pytest.approx((81.0, 121.0))
 
 
@@ -75,8 +79,8 @@ def _probe(layers: int, depths=None):
     spec = WorkloadSpec(model="examples.tinylm:TinyLM", init_args={**LM, "layers": layers}, batch_size=4,
                         batch_size_fixed=True)
 
-    def measure(rung, cfg):
-        depth = layers if depths is None else depths[0] if rung == "shallow" else depths[1]
+    def measure(rung, cfg):  # "depth N": a shallow copy timed in a round; else the probe of the deepest copy
+        depth = int(rung.split()[1]) if rung.startswith("depth ") else layers if depths is None else depths[-1]
         return fake_measurement(cfg.batch_size / (STEP0 + PER_LAYER * depth), cfg.batch_size)
 
     opts = ProbeOptions(spec=spec, accelerator="cpu", devices=1, tune=False, confirm_rounds=0, matmul_seconds=0.01,
