@@ -73,15 +73,17 @@ LM = {"d_model": 16, "heads": 2, "seq_len": 8, "vocab_size": 50, "batch_size": 4
 STEP0, PER_LAYER = 0.010, 0.004  # the fake measurement's seconds a step: outside the layers, per layer
 
 
-def _probe(layers: int, depths=None):
+def _probe(layers: int, depths=None, busy: float = 1.0):
     """Baseline only, timed by a fake whose step time is linear in the depth it measures; FLOPs,
-    ops, traffic and parameters are the real counts."""
+    ops, traffic and parameters are the real counts. `busy`: how much slower the machine ran while
+    the ladder probed the deepest copy than while the rounds timed the copies."""
     spec = WorkloadSpec(model="examples.tinylm:TinyLM", init_args={**LM, "layers": layers}, batch_size=4,
                         batch_size_fixed=True)
 
     def measure(rung, cfg):  # "depth N": a shallow copy timed in a round; else the probe of the deepest copy
-        depth = int(rung.split()[1]) if rung.startswith("depth ") else layers if depths is None else depths[-1]
-        return fake_measurement(cfg.batch_size / (STEP0 + PER_LAYER * depth), cfg.batch_size)
+        rounds = rung.startswith("depth ")
+        depth = int(rung.split()[1]) if rounds else layers if depths is None else depths[-1]
+        return fake_measurement(cfg.batch_size / ((STEP0 + PER_LAYER * depth) * (1 if rounds else busy)), cfg.batch_size)
 
     opts = ProbeOptions(spec=spec, accelerator="cpu", devices=1, tune=False, confirm_rounds=0, matmul_seconds=0.01,
                         depth_arg="layers" if depths else None, depths=depths)
@@ -123,3 +125,18 @@ def test_depths_at_or_above_the_full_depth_or_on_a_builtin_are_one_line():
                                      accelerator="cpu", depth_arg="n_layer", depths=(1, 2)))
     with pytest.raises(WorkloadError, match="builtin"):
         probe.preflight(ProbeOptions(spec=WorkloadSpec(model="mlp"), accelerator="cpu", depth_arg="layers", depths=(1, 2)))
+
+
+def test_the_line_is_fitted_on_the_rounds_alone_with_its_fit_recorded():
+    """The defect behind the benchmark's 59%: the deeper copy's figure came from its probe and the
+    shallower copy's from a measurement minutes later, so whatever the machine did in between went
+    into the slope. Here the machine ran 1.6x slower during the probe than during the rounds: the
+    extrapolation reads the rounds alone (the old arithmetic read a slope of about -0.013 s a layer,
+    clamped to 0, and the 6-layer model as fast as its 2-layer copy was while busy)."""
+    whole, ext = _probe(6), _probe(6, depths=(1, 2, 3), busy=1.6)
+    assert ext.samples_per_sec == pytest.approx(whole.samples_per_sec, rel=1e-6)
+    x = ext.extrapolation
+    assert [p.depth for p in x.points] == [1, 2, 3] and x.rounds == 4 and not x.dropped_rounds
+    assert (x.intercept_s, x.slope_s) == pytest.approx((STEP0, PER_LAYER))
+    assert x.step_band_s == pytest.approx((STEP0 + 6 * PER_LAYER,) * 2)
+    assert ext.step_time.mean_s == pytest.approx(STEP0 + 6 * PER_LAYER)
