@@ -14,8 +14,8 @@ Each round gives its own line (a_r, b_r) and so its own full-depth step; their s
 is the band, with the t quantile of rounds - 1 degrees of freedom: intercept and slope each carry
 their uncertainty and their covariance to the full depth (fit_depths). benchmarks/depth_extrapolation.py
 times models small enough to run whole in the same rounds as their copies and checks that the band
-covers them; its figure (data/depth_extrapolation.json) is how far outside its own band the
-extrapolation landed, and widens the band by that. Torch-free: the arithmetic, the options' checks
+covers them; its figure (data/depth_extrapolation.json), the largest |error| it saw, widens the band
+for what the line itself misses (a step not quite linear in the depth). Torch-free: the arithmetic, the options' checks
 and the fits.
 """
 

@@ -669,8 +669,8 @@ class Extrapolation(BaseModel):
     (FLOPs, ops, memory, traffic) is read as linear in the depth, and the step time is the line
     step(L) = intercept + slope x L fitted on rounds of the copies timed back to back
     (contract/extrapolate.py), its band (step_band_s) the rounds' spread carried to the full depth.
-    The samples/s CI is that band, widened by the share the benchmark saw whole runs land outside
-    it (relative_error, benchmarks/depth_extrapolation.py). Schema 8-9 records hold two points and
+    The samples/s CI is that band, widened by the largest error the benchmark saw against whole
+    runs timed in the same rounds (relative_error, benchmarks/depth_extrapolation.py). Schema 8-9 records hold two points and
     no fit: their CI was the deeper copy's widened by relative_error."""
 
     model_config = _STRICT
