@@ -140,3 +140,7 @@ def test_the_line_is_fitted_on_the_rounds_alone_with_its_fit_recorded():
     assert (x.intercept_s, x.slope_s) == pytest.approx((STEP0, PER_LAYER))
     assert x.step_band_s == pytest.approx((STEP0 + 6 * PER_LAYER,) * 2)
     assert ext.step_time.mean_s == pytest.approx(STEP0 + 6 * PER_LAYER)
+    from advisor.render.probe import token_lines
+
+    said = [line for line in token_lines(ext) if line.startswith("extrapolated:")]
+    assert len(said) == 1 and "copies of depth 1, 2, 3" in said[0] and "a layer over 4 rounds" in said[0]
