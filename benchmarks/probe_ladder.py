@@ -143,7 +143,7 @@ def report_probe(result, seconds: float, label: str) -> float | None:
     else:
         print(f"[{label}] confirmed speed-up: {conf.speedup:.2f}x (95% CI {conf.speedup_ci[0]:.2f}-"
               f"{min(conf.speedup_ci[1], 1e6):.2f}) over {conf.rounds} A-B rounds; "
-              f"{'held' if conf.held else 'did not hold: baseline kept'}")
+              f"{'held' if conf.held else 'unconfirmed: the pick kept' if conf.pick_kept else 'did not hold: baseline kept'}")
     print(f"[{label}] reliable: {result.reliable}" + (f" ({'; '.join(result.unreliable_reasons)})"
                                                       if result.unreliable_reasons else ""))
     if result.contention is not None:
@@ -240,8 +240,11 @@ def race_mode(args) -> None:
         out[label] = (result, seconds)
         c = result.config
         print(f"[{label}] wall time to the pick: {seconds:.0f} s; pick: {c.precision}, channels_last={c.channels_last}, "
-              f"compile={c.compile}, batch {c.batch_size}, workers {c.num_workers}; confirmed throughput "
-              f"{result.samples_per_sec:.2f} samples/s" + ("" if result.confirmation else " (not confirmed)"), flush=True)
+              f"compile={c.compile}, batch {c.batch_size}, workers {c.num_workers}, threads {c.threads}; confirmed throughput "
+              f"{result.samples_per_sec:.2f} samples/s (95% CI {result.samples_per_sec_ci[0]:.2f}-"
+              f"{min(result.samples_per_sec_ci[1], 1e6):.2f})" + confirmed_as(result.confirmation), flush=True)
+        print(f"  [{label}] rung order: {', '.join(result.rung_order or ['?'])} (from {result.rung_order_basis or '?'})",
+              flush=True)
         for r in result.ladder:
             if r.kept:
                 print(f"  [{label}] kept {r.rung:<14} {rel_ci(r.ci_low, r.ci_high, r.samples_per_sec)} after "
@@ -251,6 +254,16 @@ def race_mode(args) -> None:
     print(f"raced / full wall time: {t_raced / t_full:.2f} (target <= {1 / RACE_SPEEDUP:.2f}: "
           f"{'met' if t_raced * RACE_SPEEDUP <= t_full else 'NOT met'}); confirmed throughput {gap:.1%} apart "
           f"(target <= {RACE_TOLERANCE:.0%}: {'met' if gap <= RACE_TOLERANCE else 'NOT met'})")
+
+
+def confirmed_as(conf) -> str:
+    """What the A-B confirmation made of the pick, in a few words."""
+    if conf is None:
+        return " (not confirmed: no A-B confirmation ran)"
+    ci = f"{conf.speedup:.2f}x baseline, 95% CI {conf.speedup_ci[0]:.2f}-{min(conf.speedup_ci[1], 1e6):.2f}"
+    return {"held": f" (confirmed: {ci})", "unconfirmed": f" (the pick kept, speed-up unconfirmed: {ci})",
+            "lost": f" (the pick read no faster, the baseline kept: {ci})"}.get(
+        conf.outcome or "", f" ({'confirmed' if conf.held else 'the baseline kept'}: {ci})")
 
 
 def load_mode(args, idle_speedup: float | None) -> None:

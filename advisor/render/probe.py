@@ -156,7 +156,7 @@ def token_lines(r) -> list[str]:
     if (x := r.extrapolation) is not None:
         depths = ", ".join(str(p.depth) for p in x.points)
         line = f"extrapolated: {x.depth_arg}={x.full_depth} from copies of depth {depths} (parameters counted on the meta device)"
-        if x.rounds is not None and x.intercept_s is not None and x.slope_s is not None:  # schema 10: the fit
+        if x.rounds is not None and x.intercept_s is not None and x.slope_s is not None:  # schema 11: the fit
             line += (f"; step = {x.intercept_s * 1e3:.3g} ms (+/- {(x.intercept_se_s or 0) * 1e3:.2g}) + "
                      f"{x.slope_s * 1e3:.3g} ms (+/- {(x.slope_se_s or 0) * 1e3:.2g}) a layer over {x.rounds} rounds")
             if x.dropped_rounds:
@@ -203,7 +203,9 @@ def gpu_and_cpu_line(g) -> str:
 
 
 def confirmation_line(c) -> str:
-    verdict = "held: the tuned configuration is kept" if c.held else "did not hold: the baseline is kept"
+    verdict = ("held: the tuned configuration is kept" if c.held
+               else "inside the noise: the tuned configuration is kept, its speed-up unconfirmed" if c.pick_kept
+               else "did not hold: the baseline is kept")
     return (f"{c.speedup:.2f}x baseline (95% CI {ci_range(*c.speedup_ci)}) over {c.rounds} "
             f"A-B rounds; {verdict}" + (f"; {moved_line(c)}" if baseline_moved(c.baseline_shift)
                                          else "; contended" if c.contended else ""))
@@ -250,9 +252,10 @@ def summary_lines(result, saved, out_path) -> list[str]:
     said = ("" if x is None and (c is None or not baseline_moved(c.baseline_shift))
             else ", no speed-up stated: the baseline moved (contended)" if x is None
             else f", {x:.2f}x baseline" + (" (confirmed)" if c is not None and c.held else
+                                             " (unconfirmed)" if c is not None and c.pick_kept else
                                              " (the baseline is kept)" if c is not None else ""))
     lines = [
-        (f"{'best' if c is None or c.held else 'kept'}: {r.samples_per_sec:.2f} samples/s "
+        (f"{'best' if c is None or c.pick_kept else 'kept'}: {r.samples_per_sec:.2f} samples/s "
          f"(95% CI {ci_range(*r.samples_per_sec_ci)}, {r.step_time.n_steps} steps, {r.stop_reason}){said}"),
         f"config: {describe(r.config)}",
     ]
@@ -322,6 +325,7 @@ def write_result(r, fmt: str, stream=None) -> None:
         ("reliable", reliability_line(r)),
         ("contention", contention_line(r.contention) if r.contention else ""),
         ("confirmed", confirmation_line(r.confirmation) if r.confirmation else ""),
+        ("rung order", f"{', '.join(r.rung_order)} (from {r.rung_order_basis or 'not recorded'})" if r.rung_order else ""),
         ("cpu too", gpu_and_cpu_line(r.gpu_and_cpu) if r.gpu_and_cpu else ""),
         ("profile", r.profile_trace or r.profile_dir or ""),
         ("cpu", f"{r.hardware.cpu_model}, {r.hardware.physical_cores} cores, {', '.join(r.hardware.isa_flags)}"),

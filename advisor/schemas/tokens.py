@@ -8,6 +8,9 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from catalog.models import Market
+
+from ..estimate.memory import METHODS, STRATEGIES
 from .base import DOC, Row, schema_field, version_field
 
 
@@ -34,7 +37,7 @@ class Memory(Row):
 
 
 class TokenPlan(Row):
-    strategy: Literal["ddp", "zero1", "zero2", "fsdp", "hybrid"]
+    strategy: Literal[STRATEGIES]
     strategy_words: str
     activation_checkpointing: bool
     instances: int
@@ -53,7 +56,7 @@ class TokenRow(Row):
     accelerator: str
     count: int
     region: str
-    market: Literal["on-demand", "spot"]
+    market: Market
     usd_per_hour: float = Field(description="per instance")
     hours: float
     cost_usd: float
@@ -78,7 +81,7 @@ class ModelShape(Row):
 
 
 class TrainingSetup(Row):
-    method: Literal["full", "lora", "qlora"]
+    method: Literal[METHODS]
     precision: str
     optimizer: str
     lora_rank: int

@@ -29,9 +29,15 @@ log = logging.getLogger(__name__)
 BATCH_GAIN = 0.03  # a batch size step must beat the best by more than this to count
 # A rung lost at one batch size can win at another: bf16 and torch.compile lose at a small batch
 # whose steps are bound by kernel launches and win once the batch fills the device (seen on an
-# H100: a transformer's bf16 lost 0.79x at batch 16, its tuned batch was 128). When the batch
-# search moves the batch by this factor or more, those rungs are measured again at the new batch.
-REVISIT_BATCH_FACTOR = 4
+# H100: a transformer's bf16 lost 0.79x at batch 16, its tuned batch was 128), and a 2x move is
+# enough (seen on an AVX2 CPU, issue 32: ResNet-50's channels_last lost 0.97x at batch 32 and won
+# at 128, and a raced ladder that settled on 64 never tried it again). When the batch search
+# moves the batch by this factor or more, the rungs that lost or tied are measured again there.
+REVISIT_BATCH_FACTOR = 2
+# The batch search walks on past a step that neither wins nor loses by the batch gain (a flat
+# stretch of the curve can precede a better one: issue 32) and stops after this many such steps
+# in a row: a curve that stays flat gains nothing from a larger batch but its memory.
+FLAT_STEPS = 2
 
 # The rungs after the baseline in the order the ladder climbs them, each with what it tries in words:
 # the one list of them (`advisor probe --skip` takes the names and its help lists the words; the
@@ -212,6 +218,11 @@ class LadderOptions:
     # CPU, one rank: the intra-op thread counts to try, from the baseline rung (its contention says
     # which cores are free: threads.free_cores). None: no threads rung (a GPU, several ranks).
     thread_counts: Callable[[RungResult], tuple[int, ...]] | None = None
+    # The CPUs other processes leave free, from the baseline's contention (threads.free_cpus): a
+    # loader worker is a process that needs a CPU of its own, so the workers rung tries no more
+    # workers than that (beside a busy process on 2 CPUs, two workers and the training thread
+    # would share the one CPU left). None: every count in worker_counts.
+    free_cpus: Callable[[RungResult], int] | None = None
     # The order of the on/off rungs (order.ORDERABLE's kinds, each once): order.py reads it from past probes.
     order: tuple[str, ...] = ORDERABLE
 
@@ -231,6 +242,27 @@ def required_gain(rung: str, opts: LadderOptions) -> float:
     batch_gain, nothing more for the others. The one home of it: the ladder keeps by it and the
     probe races a rung against it (race.py)."""
     return opts.batch_gain if rung.startswith("batch=") else 0.0
+
+
+def race_lines(rung: str, best: float, opts: LadderOptions) -> tuple[float, float | None]:
+    """The (threshold, floor) a rung races on against `best` samples/s (race.Race): the best by
+    its required gain and, for a batch step, the best itself (below it the step is known slower
+    and the search stops; inside the margin either side it is tied: batch_step's three answers)."""
+    gain = required_gain(rung, opts)
+    return best * (1 + gain), (best if gain > 0 else None)
+
+
+def batch_step(sps: float, ci_low: float, ci_high: float, best: float, gain: float) -> str:
+    """A measurement against the best so far: "won" (faster by `gain`, its CI's low end above the
+    best: the ladder's keep rule; a CI from one step, ci_low 0, leaves the point estimate to
+    decide), "lost" (slower by `gain`, or its CI's high end below the best: known slower) or
+    "flat" (neither: inside the noise, or inside the margin)."""
+    beyond_noise = ci_low <= 0 or ci_low > best
+    if sps > best * (1 + gain) and beyond_noise:
+        return "won"
+    if sps < best * (1 - gain) or ci_high < best:
+        return "lost"
+    return "flat"
 
 
 def run_ladder(
@@ -258,9 +290,14 @@ def run_ladder(
             log.debug("rung %s: %s", name, why, exc_info=True)
             return record(RungResult(rung=name, config=config, status=status, error=why, note=note))
         best_sps = lad.best.samples_per_sec if lad.best else 0.0
-        # ci_low is 0 when one step gave no spread: then only the point estimate can decide.
-        beyond_noise = m.ci_low <= 0 or m.ci_low > best_sps
-        kept = lad.best is None or (m.samples_per_sec > best_sps * (1 + gain) and beyond_noise)
+        step = batch_step(m.samples_per_sec, m.ci_low, m.ci_high, best_sps, gain) if lad.best else "won"
+        # A batch step inside the noise that reads faster is kept on its point estimate (the
+        # search keeps the faster point, then walks on): the A-B confirmation judges the pick.
+        kept = step == "won" or (name.startswith("batch=") and step == "flat" and m.samples_per_sec > best_sps)
+        if kept and step == "flat":
+            why = (f"kept on its point estimate: inside the noise of {best_sps:,.1f} samples/s, neither won nor "
+                   "lost by the batch gain")
+            note = f"{note}; {why}" if note else why
         rung = RungResult(
             rung=name, config=config, status="ok", samples_per_sec=m.samples_per_sec,
             ci_low=m.ci_low, ci_high=m.ci_high, steps_timed=m.steps_timed,
@@ -272,7 +309,8 @@ def run_ladder(
             lad.best, lad.best_measurement = rung, m
         return record(rung)
 
-    kinds: dict[str, str] = {}  # rung name -> its TUNING_RUNGS kind (= the ProbeConfig field), for the revisit
+    # rung name -> the ProbeConfig fields it changed, for the revisit (_revisit)
+    kinds: dict[str, tuple[str, ...]] = {}
 
     def skip(name: str, why: str, status: str = "skipped") -> None:
         record(RungResult(rung=name, config=lad.best.config, status=status, error=why))
@@ -303,7 +341,7 @@ def run_ladder(
             elif opts.half_precision is None:
                 skip(name, "no half precision on this device")
             else:
-                kinds[name] = "precision"
+                kinds[name] = ("precision",)
                 attempt(name, lad.best.config.model_copy(update={"precision": opts.half_precision}))
 
     def channels_last() -> None:
@@ -311,12 +349,12 @@ def run_ladder(
             if not opts.vision:
                 skip("channels_last", "not a convolutional image model")
             else:
-                kinds["channels_last"] = "channels_last"
+                kinds["channels_last"] = ("channels_last",)
                 attempt("channels_last", lad.best.config.model_copy(update={"channels_last": True}))
 
     def compile_() -> None:
         if not skipped_by_user("compile", "compile"):
-            kinds["compile"] = "compile"
+            kinds["compile"] = ("compile",)
             attempt("compile", lad.best.config.model_copy(update={"compile": True}))
 
     def workers() -> None:
@@ -324,10 +362,17 @@ def run_ladder(
         if not skipped_by_user("workers", "workers"):
             if not opts.workers_supported:
                 skip("workers", opts.workers_note or "the DataModule does not take num_workers")
-            for n in opts.worker_counts if opts.workers_supported else ():
+                return
+            free = opts.free_cpus(base) if opts.free_cpus is not None else None
+            counts = [n for n in opts.worker_counts if free is None or n <= free]
+            if opts.worker_counts and not counts:
+                skip("workers", f"{free} CPU(s) free of other processes' load while the baseline ran: no room for "
+                                f"{opts.worker_counts[0]} loader workers beside the training")
+            for n in counts:
                 if n == lad.best.config.num_workers:
                     continue
                 update = {"num_workers": n, "pin_memory": opts.pin_memory}
+                kinds[f"workers={n}"] = tuple(update)  # a larger batch leaves loading a larger share of a step
                 r = attempt(f"workers={n}", lad.best.config.model_copy(update=update))
                 if not r.kept:
                     break
@@ -357,38 +402,53 @@ def run_ladder(
     return lad
 
 
-def _revisit(lad: Ladder, attempt, kinds: dict[str, str], decided_at: int) -> None:
-    """Measure again, at the batch the search settled on, the rungs that lost at the batch they
-    were decided at, when the two batches are REVISIT_BATCH_FACTOR or more apart."""
+def _revisit(lad: Ladder, attempt, kinds: dict[str, tuple[str, ...]], decided_at: int) -> None:
+    """Measure again, at the batch the search settled on, the rungs that lost or tied at the batch
+    they were decided at, when the two batches are REVISIT_BATCH_FACTOR or more apart."""
     bs = lad.best.config.batch_size
     if max(bs, decided_at) < REVISIT_BATCH_FACTOR * min(bs, decided_at):
         return
     lost = [r for r in lad.rungs if r.rung in kinds and r.status == "ok" and not r.kept]
     for r in lost:
-        field = kinds[r.rung]  # the kind is the ProbeConfig field the rung changed
-        cfg = lad.best.config.model_copy(update={field: getattr(r.config, field)})
+        cfg = lad.best.config.model_copy(update={f: getattr(r.config, f) for f in kinds[r.rung]})
         if cfg == lad.best.config:
             continue
         attempt(f"{r.rung}@batch={bs}", cfg, note=f"lost at batch {decided_at}; measured again at batch {bs}")
 
 
 def _batch_search(lad: Ladder, attempt, opts: LadderOptions) -> None:
-    """Half and double the batch; go on in the direction that gained more than batch_gain."""
+    """Double and half the batch, then walk on in the direction whose step did not lose (double
+    first where both did not): a step that wins moves the best, a flat one (batch_step) reading
+    faster moves it on its point estimate, and the walk stops at a step that loses, fails, or
+    after FLAT_STEPS flat steps in a row."""
     start = lad.best.config.batch_size
-    tried: dict[int, RungResult] = {}
+    tried: dict[int, tuple[RungResult, str]] = {}
 
-    def try_size(bs: int) -> RungResult | None:
+    def try_size(bs: int) -> tuple[RungResult, str] | None:
         if bs < 1 or bs > opts.max_batch or bs in tried:
             return None
-        tried[bs] = attempt(f"batch={bs}", lad.best.config.model_copy(update={"batch_size": bs}))
+        best = lad.best.samples_per_sec
+        r = attempt(f"batch={bs}", lad.best.config.model_copy(update={"batch_size": bs}))
+        verdict = (batch_step(r.samples_per_sec, r.ci_low or 0.0, r.ci_high or 0.0, best, opts.batch_gain)
+                   if r.status == "ok" else "failed")
+        tried[bs] = (r, verdict)
         return tried[bs]
 
-    up, down = try_size(start * 2), try_size(start // 2)
-    winners = [r for r in (up, down) if r is not None and r.kept]
-    if not winners:
-        return
-    step = 2 if lad.best.config.batch_size > start else 0.5
-    while True:
-        nxt = try_size(int(lad.best.config.batch_size * step))
-        if nxt is None or not nxt.kept:
+    first = {2: try_size(start * 2), 0.5: try_size(start // 2)}
+    moved = lad.best.config.batch_size
+    if moved != start:
+        step = 2 if moved > start else 0.5
+    else:
+        open_ = [f for f, t in first.items() if t is not None and t[1] == "flat"]
+        if not open_:
             return
+        step = open_[0]
+    at, flat = int(start * step), int(first[step][1] == "flat")
+    while True:
+        t = try_size(int(at * step))
+        if t is None or t[1] in ("lost", "failed"):
+            return
+        flat = flat + 1 if t[1] == "flat" else 0
+        if flat >= FLAT_STEPS:
+            return
+        at = t[0].config.batch_size

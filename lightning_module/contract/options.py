@@ -80,6 +80,7 @@ class MeasureSettings:
     seed: int = 0
     rank_timeout: float = RANK_TIMEOUT
     race_threshold: float | None = None  # samples/s the rung races against (race.py); None: not raced
+    race_floor: float | None = None  # a batch step's: lost below it, tied near it (race.Race.floor)
 
     @classmethod
     def from_options(cls, opts: ProbeOptions) -> MeasureSettings:

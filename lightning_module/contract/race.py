@@ -17,6 +17,13 @@ cannot produce an interval wholly below it otherwise), so the false-stop rate of
 most alpha, for step times that are independent and near normal; tests/.../test_race.py checks it
 on simulated step times. The best so far is taken as its point estimate, as the ladder's own
 keep rule takes it.
+
+A batch step is raced on two lines (`floor`, below `threshold`): it has won above the threshold
+(the best by the batch gain), lost below the floor (the best itself: it is known to be slower,
+so the batch search stops there), and "tied" when its interval lies inside the band the margin
+draws either side of the best (floor - (threshold - floor) to threshold): it neither wins nor
+loses by the margin, and the batch search walks on past it (ladder._batch_search). The same
+coverage argument bounds all three: each verdict is wrong only when an interval misses the mean.
 """
 
 from __future__ import annotations
@@ -29,7 +36,7 @@ from functools import lru_cache
 
 RACE_ALPHA = 0.05  # the stated bound on a rung's false-stop rate, over all its looks
 RACE_MIN_STEPS = 3  # the first look: two degrees of freedom (fewer give no usable interval)
-RACED = ("won", "lost")  # the stop reasons a race gives (timing.stop_reason's others: its own rule)
+RACED = ("won", "lost", "tied")  # the stop reasons a race gives (timing.stop_reason's others: its own rule)
 
 
 def look_alpha(k: int, alpha: float = RACE_ALPHA) -> float:
@@ -97,6 +104,7 @@ class Race:
     samples_per_step: float
     alpha: float = RACE_ALPHA
     min_steps: int = RACE_MIN_STEPS
+    floor: float | None = None  # lost below this (None: the threshold); set, a "tied" band too
 
     def interval(self, step_times: Sequence[float]) -> tuple[float, float] | None:
         """samples/s's interval at this look's level (the look is the number of steps past
@@ -113,12 +121,15 @@ class Race:
         return low, high
 
     def verdict(self, step_times: Sequence[float]) -> str | None:
-        """"won", "lost", or None (not known yet)."""
+        """"won", "lost", "tied" (with a floor), or None (not known yet)."""
         ci = self.interval(step_times)
         if ci is None:
             return None
+        floor = self.threshold if self.floor is None else self.floor
         if ci[0] > self.threshold:
             return "won"
-        if ci[1] < self.threshold:
+        if ci[1] < floor:
             return "lost"
+        if floor < self.threshold and ci[0] > 2 * floor - self.threshold and ci[1] < self.threshold:
+            return "tied"
         return None

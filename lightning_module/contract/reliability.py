@@ -5,8 +5,10 @@
 - `measure_until_known` re-measures a configuration whose CI is still wider than the target when
   its time ran out, pooling the steps (a bounded number of times).
 - `confirm` measures the ladder's pick and the baseline again in alternation (A B A B ...) and
-  gives the speed-up as a ratio with its 95% CI: the pick is kept only if the CI lies above 1
-  (with step times at hand: it won every round by more than its steps' noise).
+  gives the speed-up as a ratio with its 95% CI: the speed-up is confirmed ("held") when the CI
+  lies above 1 (with step times at hand: it won every round by more than its steps' noise); the
+  pick is dropped for the baseline only when the confirmation reads it no faster
+  (`confirm_outcome`), and kept, its speed-up unconfirmed, when the answer is inside the noise.
 - `reasons` says why a finished result is not reliable.
 """
 
@@ -151,6 +153,18 @@ def _round_halves(base: list[RungMeasurement], tuned: list[RungMeasurement], cri
     return [crit(df) * math.sqrt(var * (1 / len(logs[i]) + 1 / len(logs[k + i]))) for i in range(k)]
 
 
+def confirm_outcome(s: Speedup) -> str:
+    """What the probe keeps after a confirmation: "held" (the pick; its CI lies above 1), "lost"
+    (the baseline: the fresh draws read the pick no faster, ratio <= 1, its CI's top end included)
+    or "unconfirmed" (the pick, with its own band: it read faster but inside the noise). Reverting
+    on an unclear answer threw away a pick that read +10% in its one raced round (issue 32); the
+    ladder kept it beyond its own noise, and the confirmation did not say otherwise. A pick that
+    reads no faster is dropped: the ladder's figure for it was the luckiest of several draws."""
+    if s.held:
+        return "held"
+    return "lost" if s.ratio <= 1.0 else "unconfirmed"
+
+
 @dataclass
 class Confirmed:
     record: Confirmation
@@ -203,7 +217,7 @@ def confirm(measure: Callable[[str, ProbeConfig], RungMeasurement], base_cfg: Pr
     record = Confirmation(
         rounds=rounds, baseline_samples_per_sec=[m.samples_per_sec for m in base],
         tuned_samples_per_sec=[m.samples_per_sec for m in tuned], speedup=s.ratio,
-        speedup_ci=(s.ci_low, s.ci_high), held=s.held,
+        speedup_ci=(s.ci_low, s.ci_high), held=s.held, outcome=confirm_outcome(s),
         contended=any(m.contention is not None and m.contention.contended for _, m in legs) or baseline_moved(shift),
         baseline_shift=shift,
     )
@@ -239,11 +253,12 @@ def moved_line(c: Confirmation) -> str:
 
 def speedup_over_baseline(r) -> float | None:
     """The speed-up a ProbeResult states over its baseline, one figure wherever it is printed or
-    stored: the A-B confirmation's when there was one (1 when it did not hold: the baseline was
-    kept), None when the baseline moved between the ladder and the confirmation (no speed-up can
-    be stated) or there is no baseline; else the stored figure over the ladder's baseline rung."""
+    stored: the A-B confirmation's when there was one (confirmed or not: Confirmation.outcome says;
+    1 when the baseline was kept), None when the baseline moved between the ladder and the
+    confirmation (no speed-up can be stated) or there is no baseline; else the stored figure over
+    the ladder's baseline rung."""
     c = r.confirmation
     if c is not None:
-        return None if baseline_moved(c.baseline_shift) else c.speedup if c.held else 1.0
+        return None if baseline_moved(c.baseline_shift) else c.speedup if c.pick_kept else 1.0
     base = r.ladder[0].samples_per_sec if r.ladder else None
     return r.samples_per_sec / base if base else None

@@ -26,8 +26,8 @@ from pydantic import (
     model_validator,
 )
 
-from catalog.models import MAX_DEVICE_MEMORY_GIB, MAX_MEMORY_GIB, NAME_PATTERN, one_line
-from safeio import first_error, parse_json
+from catalog.models import MAX_DEVICE_MEMORY_GIB, MAX_MEMORY_GIB, NAME_PATTERN
+from safeio import first_error, one_line, parse_json
 
 # 2: the workload's constructor arguments (WorkloadSpec.init_args, data_init_args) and its shape
 # (ProbeResult.shape). 3: the GPU and the CPU training at once (ProbeResult.gpu_and_cpu, `advisor
@@ -46,11 +46,15 @@ from safeio import first_error, parse_json
 # (WorkloadShape.activations), the runtime's own memory (ProbeResult.runtime_overhead), a model
 # measured as shallower copies of itself (ProbeResult.extrapolation) and each rank's peak memory
 # (ProbeResult.rank_peak_memory_gib). 9: the intra-op threads a CPU configuration trains with
-# (ProbeConfig.threads, the threads rung: contract/threads.py). 10: an extrapolated model's fit
-# (Extrapolation.rounds, intercept_s, slope_s, their standard errors and covariance, step_band_s,
-# dropped_rounds; two to eight points). Older records read as they are: none of these fields is required.
-RESULT_SCHEMA_VERSION = 10
-READABLE_SCHEMA_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10)
+# (ProbeConfig.threads, the threads rung: contract/threads.py). 10: what the A-B confirmation kept
+# (Confirmation.outcome: an unclear confirmation keeps the pick, its speed-up unconfirmed), the order
+# the on/off rungs were climbed in and what it was read from (ProbeResult.rung_order,
+# rung_order_basis: contract/order.py), a batch step raced to a "tied" stop (RungResult.stop_reason).
+# 11: an extrapolated model's fit (Extrapolation.rounds, intercept_s, slope_s, their standard errors
+# and covariance, step_band_s, dropped_rounds; two to eight points).
+# Older records read as they are: none of these fields is required.
+RESULT_SCHEMA_VERSION = 11
+READABLE_SCHEMA_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11)
 
 BUILTIN_MODELS = ("resnet50", "resnet18", "vit_b_16", "mlp")
 # A builtin that cuts its input into square patches takes an image side that is a whole number of
@@ -343,11 +347,26 @@ class Confirmation(BaseModel):
     tuned_samples_per_sec: list[SamplesPerSec] = Field(max_length=100)
     speedup: Positive  # tuned / baseline
     speedup_ci: tuple[NonNegative, NonNegative]  # 95%
-    held: StrictBool  # the speed-up's CI lies above 1: the ladder's pick is kept
+    held: StrictBool  # the speed-up's CI lies above 1: the ladder's pick is kept, its speed-up confirmed
     contended: StrictBool = False  # a leg was contended, or the baseline moved (baseline_shift)
     # The confirmation's baseline (median of its legs) over the ladder's baseline rung: 1 when the
     # machine stayed the same; None in results written before it was recorded.
     baseline_shift: Positive | None = None
+    # What the probe kept (reliability.confirm_outcome): "held" (the pick, confirmed), "unconfirmed"
+    # (the pick, its speed-up inside the noise) or "lost" (the baseline: the pick read no faster).
+    # None in results before schema 10, whose rule was held or the baseline.
+    outcome: Literal["held", "unconfirmed", "lost"] | None = None
+
+    @model_validator(mode="after")
+    def _outcome_agrees(self) -> Confirmation:
+        if self.outcome is not None and (self.outcome == "held") != self.held:
+            raise ValueError(f"confirmation.outcome {self.outcome!r} but held is {self.held}")
+        return self
+
+    @property
+    def pick_kept(self) -> bool:
+        """Whether the probe kept the ladder's pick (else the baseline): the one reading of it."""
+        return self.outcome in ("held", "unconfirmed") if self.outcome is not None else self.held
 
 
 class RungResult(BaseModel):
@@ -369,7 +388,7 @@ class RungResult(BaseModel):
     remeasured: Count = 0  # extra measurements pooled in because the CI stayed wider than the target
     ci_target_met: StrictBool | None = None  # None: not known (older results)
     # Why its timing stopped: "converged" | "time-limit" | "max-steps", or a race's "won" | "lost"
-    # (its answer against the best so far known: contract/race.py). None: older results.
+    # | "tied" (its answer against the best so far known: contract/race.py). None: older results.
     stop_reason: Text | None = None
 
     @model_validator(mode="after")
@@ -670,16 +689,16 @@ class Extrapolation(BaseModel):
     step(L) = intercept + slope x L fitted on rounds of the copies timed back to back
     (contract/extrapolate.py), its band (step_band_s) the rounds' spread carried to the full depth.
     The samples/s CI is that band, widened by the largest error the benchmark saw against whole
-    runs timed in the same rounds (relative_error, benchmarks/depth_extrapolation.py). Schema 8-9 records hold two points and
-    no fit: their CI was the deeper copy's widened by relative_error."""
+    runs timed in the same rounds (relative_error, benchmarks/depth_extrapolation.py). Schema 8-10
+    records hold two points and no fit: their CI was the deeper copy's widened by relative_error."""
 
     model_config = _STRICT
 
     depth_arg: str = Field(max_length=100, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")  # the constructor argument
     full_depth: int = Field(strict=True, ge=1, le=100_000)
-    points: list[DepthPoint] = Field(min_length=2, max_length=8)  # step_s: the mean over the rounds (schema 10)
+    points: list[DepthPoint] = Field(min_length=2, max_length=8)  # step_s: the mean over the rounds (schema 11)
     parameters_counted_on: Literal["meta"] = "meta"
-    # The fit (schema 10; None before): rounds timed, the line's intercept and slope (seconds, per
+    # The fit (schema 11; None before): rounds timed, the line's intercept and slope (seconds, per
     # layer), their standard errors and covariance over the rounds, the 95% band of the full
     # depth's step time; rounds left out (contended), each with why.
     rounds: int | None = Field(default=None, strict=True, ge=2, le=1000)
@@ -802,6 +821,10 @@ class ProbeResult(BaseModel):
     profile_trace: Text | None = None  # the same trace as one Chrome/Perfetto JSON file
     contention: Contention | None = None  # the winner's final measurement
     confirmation: Confirmation | None = None  # the winner against the baseline, in alternation
+    # The on/off rungs' kinds in the order the ladder climbed them (contract/order.py) and what the
+    # order was read from, in words; None: not recorded (before schema 10, or no ladder).
+    rung_order: list[Annotated[str, Field(max_length=40)]] | None = Field(default=None, max_length=20)
+    rung_order_basis: Text | None = None
     # False when the probe could not trust its own number (CI target not reached, machine
     # contended, ...); unreliable_reasons says why, one short phrase each. Old results: True.
     reliable: StrictBool = True

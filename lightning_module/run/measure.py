@@ -143,7 +143,8 @@ def _measure(settings: MeasureSettings, config: ProbeConfig, extra_callbacks,
         contended_exc=lambda ran: RungContended(
             f"a step ran {ran:.1f} s while the machine was busy with other work: stopped without a verdict on speed"),
         count=count,
-        race=Race(settings.race_threshold, samples_per_step(config)) if settings.race_threshold else None,
+        race=(Race(settings.race_threshold, samples_per_step(config), floor=settings.race_floor)
+              if settings.race_threshold else None),
         # The warm-up ends where the step times settle (contract/settle.py), after the first step
         # (set-up) and the compile step at least.
         settle_from=1 + (1 if config.compile else 0),

@@ -24,7 +24,7 @@ from ..contract.ladder import (
     RungMeasurement,
     RungSkipped,
     RungTooSlow,
-    required_gain,
+    race_lines,
     run_ladder,
     worker_counts,
 )
@@ -33,7 +33,7 @@ from ..contract.order import order_for
 from ..contract.quiet import held_quietly
 from ..contract.reliability import confirm, measure_until_known
 from ..contract.result import MemoryFit, ProbeConfig, ProbeResult, RungResult
-from ..contract.threads import free_cores, thread_counts
+from ..contract.threads import free_cores, free_cpus, thread_counts
 from . import cpu_too, extensions, hardware, workloads
 from .assemble import assemble_result
 from .callbacks import CHROME_TRACE, profiler_callback
@@ -222,7 +222,7 @@ def run_probe(opts: ProbeOptions, on_rung: Callable[[RungResult, RungResult | No
         """What the rung races against (contract/race.py): the best so far by the rung's gain."""
         if not opts.race or not best_sps:
             return None
-        return best_sps[-1] * (1 + required_gain(rung, ladder_opts))
+        return race_lines(rung, best_sps[-1], ladder_opts)[0]
 
     emulated = known_losers(accelerator, hw.isa_flags, hw.cpu_manufacturer)
     losers = emulated if opts.race else {}  # measured one step and skipped where the step bears it out
@@ -246,7 +246,8 @@ def run_probe(opts: ProbeOptions, on_rung: Callable[[RungResult, RungResult | No
         if measure_fn is not None:
             once = lambda: measure_fn(rung, cfg)
         else:
-            raced = replace(settings, race_threshold=race_threshold(rung))
+            floor = race_lines(rung, best_sps[-1], ladder_opts)[1] if opts.race and best_sps else None
+            raced = replace(settings, race_threshold=race_threshold(rung), race_floor=floor)
             once = lambda: measure_anywhere(raced, cfg, slow_step_s=slow_limit(cfg), label=rung)
         # Re-measured only while the rung could still change the decision: its CI reaches the best.
         def known() -> RungMeasurement:
@@ -274,6 +275,7 @@ def run_probe(opts: ProbeOptions, on_rung: Callable[[RungResult, RungResult | No
         pin_memory=accelerator == "gpu", skip=opts.skip,
         extensions=extensions.detect(accelerator, hw, spec, devices * opts.num_nodes), order=order.kinds,
         thread_counts=cpu_thread_counts(hw) if one_cpu_rank else None,
+        free_cpus=lambda base: free_cpus(usable_cpus(), base.contention),
     )
     lad = run_ladder(start, measure_one, ladder_opts, track)
 
@@ -299,7 +301,7 @@ def run_probe(opts: ProbeOptions, on_rung: Callable[[RungResult, RungResult | No
             notes.append(f"the A-B confirmation could not run ({type(e).__name__}: {str(e)[:200]})")
         else:
             confirmation = done.record
-            if done.record.held:
+            if done.record.pick_kept:  # held, or unconfirmed: the pick with its own band (confirm_outcome)
                 final_m = done.tuned  # fresh draws: the ladder's own number is the luckiest of several
             else:
                 final_cfg, final_m = lad.rungs[0].config, done.base
@@ -325,5 +327,8 @@ def run_probe(opts: ProbeOptions, on_rung: Callable[[RungResult, RungResult | No
     if not is_global_zero():
         return None  # the other DDP ranks trained along; measuring peaks there would slow rank 0's
     both = cpu_too.measure_gpu_and_cpu(settings, final_cfg) if opts.cpu_too else None
-    return assemble_result(opts, accelerator, hw, lad, started, final_cfg, final_m, confirmation,
-                           notes, profile_dir, profile_trace, pv, memory, both)
+    result = assemble_result(opts, accelerator, hw, lad, started, final_cfg, final_m, confirmation,
+                             notes, profile_dir, profile_trace, pv, memory, both)
+    # The order is part of what the probe did (and what the next probe's order reads, with the ladder).
+    return result.model_copy(update={"rung_order": list(order.kinds) if opts.tune else None,
+                                     "rung_order_basis": order.basis if opts.tune else None})

@@ -1,0 +1,240 @@
+"""The raced ladder picks what the full ladder picks (issue 32), on simulated step times: a rung
+that wins only at a larger batch, a batch curve that is flat before it gets better, and an A-B
+confirmation inside the noise. No torch: each rung's steps are drawn from a known mean step time
+and timed as the probe times them (timing.stop_reason, raced on ladder.race_lines)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from lightning_module.contract.ladder import LadderOptions, race_lines, run_ladder
+from lightning_module.contract.race import Race
+from lightning_module.contract.reliability import summarise
+from lightning_module.contract.result import ProbeConfig
+from lightning_module.contract.timing import Timing, stop_reason
+
+START = ProbeConfig(accelerator="cpu", batch_size=32)
+NOISE = 0.02  # each step's time scatters by 2% around its mean
+MAX_STEPS = 40  # the time limit, counted in steps
+
+
+def simulated(speed, rng: random.Random, race: bool, opts: LadderOptions):
+    """measure(rung, cfg): steps drawn around batch / speed(cfg) until the probe's stopping rule
+    (its CI at +-3%, the time limit or, raced, the race against the best so far) says stop."""
+    best: list[float] = []
+
+    def measure(rung, cfg):
+        mean = cfg.batch_size / speed(cfg)
+        r = None
+        if race and best:
+            threshold, floor = race_lines(rung, best[-1], opts)
+            r = Race(threshold, cfg.batch_size, floor=floor)
+        steps: list[float] = []
+        while True:
+            steps.append(mean * (1 + rng.gauss(0, NOISE)))
+            why = stop_reason(steps, 0.0, 0.03, float("inf"), max_steps=MAX_STEPS, race=r)
+            if why is not None:
+                return summarise(Timing(steps, 1, mean, mean, why), cfg.batch_size, 0.03)
+
+    def on_rung(rung, base):
+        if rung.kept:
+            best.append(rung.samples_per_sec)
+
+    return measure, on_rung
+
+
+def climb(speed, opts: LadderOptions, race: bool, seed: int):
+    measure, on_rung = simulated(speed, random.Random(seed), race, opts)
+    return run_ladder(START, measure, opts, on_rung)
+
+
+def wins_only_at_a_larger_batch(kind: str):
+    """A CPU-shaped curve: batch 64 is best, and the `kind` rung costs 4% at batch 32 but gains 25%
+    from batch 64 up (a launch-bound small batch; ResNet-50's channels_last on AVX2 was this shape)."""
+    field, on = {"precision": ("precision", "bf16-mixed"), "channels_last": ("channels_last", True),
+                 "compile": ("compile", True), "workers": ("num_workers", 2)}[kind]
+
+    def speed(cfg):
+        v = {16: 70.0, 32: 100.0, 64: 150.0, 128: 120.0, 256: 90.0}[cfg.batch_size]
+        if getattr(cfg, field) == on:
+            v *= 0.96 if cfg.batch_size < 64 else 1.25
+        return v
+
+    return speed, field, on
+
+
+@pytest.mark.parametrize("race", [False, True])
+@pytest.mark.parametrize("kind", ["precision", "channels_last", "compile", "workers"])
+def test_a_rung_that_loses_at_the_start_batch_is_picked_at_the_batch_where_it_wins(kind, race):
+    speed, field, on = wins_only_at_a_larger_batch(kind)
+    order = (kind,) + tuple(k for k in ("precision", "channels_last", "compile", "workers") if k != kind)
+    opts = LadderOptions(order=order, worker_counts=(2,) if kind == "workers" else ())
+    for seed in range(10):
+        lad = climb(speed, opts, race, seed)
+        rungs = {r.rung: r for r in lad.rungs}
+        first = next(r for r in lad.rungs if r.config.model_dump()[field] == on)
+        assert first.config.batch_size == 32 and not first.kept  # it lost where it was first tried ...
+        assert lad.best.config.batch_size == 64 and getattr(lad.best.config, field) == on, (seed, lad.best.rung)
+        assert lad.best.rung.endswith("@batch=64") and rungs[lad.best.rung].kept  # ... and won measured again
+
+
+def flat_then_better(cfg):
+    return {16: 80.0, 32: 100.0, 64: 140.0, 128: 141.0, 256: 180.0, 512: 150.0, 1024: 100.0}[cfg.batch_size]
+
+
+def step_inside_the_margin(cfg):
+    """issue 32's raced search: batch 128 read 175.5 against 64's 169.7, inside the 3% step."""
+    return {16: 80.0, 32: 120.0, 64: 170.0, 128: 175.5, 256: 140.0}[cfg.batch_size]
+
+
+@pytest.mark.parametrize("race", [False, True])
+@pytest.mark.parametrize("curve,picked", [(flat_then_better, 256), (step_inside_the_margin, 128)])
+def test_the_batch_search_walks_past_a_flat_step_and_keeps_the_faster_point(curve, picked, race):
+    opts = LadderOptions(skip=frozenset({"precision", "channels_last", "compile", "workers"}))
+    for seed in range(10):
+        lad = climb(curve, opts, race, seed)
+        assert lad.best.config.batch_size == picked, (seed, [(r.rung, r.samples_per_sec, r.kept) for r in lad.rungs])
+
+
+def test_a_raced_flat_step_stops_tied_once_its_ci_is_inside_the_margin():
+    rng = random.Random(3)
+    race = Race(100.0 * 1.03, 1.0, floor=100.0)
+    steps: list[float] = []
+    why = None
+    while why is None and len(steps) < 400:
+        steps.append(1 / 100.5 * (1 + rng.gauss(0, NOISE)))
+        why = race.verdict(steps)
+    assert why == "tied"
+    assert race.verdict([1 / 90 * (1 + rng.gauss(0, NOISE)) for _ in range(10)]) == "lost"  # known slower
+    assert Race(103.0, 1.0).verdict([1 / 100.5] * 3 + [1 / 100.4] * 3) == "lost"  # no floor: no tie, as before
+
+
+def test_a_tie_is_wrongly_called_no_more_often_than_the_stated_rate():
+    """A step truly 4% faster (outside the band) must not be called tied (nor lost), at most 5% of the time."""
+    rng = random.Random(11)
+    wrong = 0
+    for _ in range(300):
+        race = Race(103.0, 1.0, floor=100.0)
+        steps: list[float] = []
+        why = None
+        while why is None and len(steps) < 200:
+            steps.append(1 / 104.0 * (1 + rng.gauss(0, 0.05)))
+            why = race.verdict(steps)
+        wrong += why in ("tied", "lost")
+    assert wrong / 300 <= 0.05
+
+
+def noisy_probe(confirm_speed, rel_noise: float, steps: int, seed: int = 5):
+    """run_probe on an mlp whose ladder finds batch 64 1.5x faster (tight steps), and whose A-B
+    legs run at `confirm_speed(cfg)` with `rel_noise` per step over `steps` steps."""
+    from lightning_module.contract.result import WorkloadSpec
+    from lightning_module.run import probe
+
+    rng = random.Random(seed)
+
+    def measure(rung, cfg):
+        if rung.startswith("confirm"):
+            v, noise, n = confirm_speed(cfg), rel_noise, steps
+        else:
+            v, noise, n = {16: 60.0, 32: 100.0, 64: 150.0, 128: 90.0}[cfg.batch_size], 0.01, 20
+        mean = cfg.batch_size / v
+        t = Timing([mean * (1 + rng.gauss(0, noise)) for _ in range(n)], 1, mean, mean, "time-limit")
+        return summarise(t, cfg.batch_size, 0.03)
+
+    spec = WorkloadSpec(model="mlp", image_size=8, num_classes=10, batch_size=32)
+    opts = probe.ProbeOptions(spec=spec, accelerator="cpu", matmul_seconds=0.05, confirm_rounds=1,
+                              skip=frozenset({"threads", "precision", "channels_last", "compile", "workers", "run_cpu"}))
+    return probe.run_probe(opts, measure_fn=measure)
+
+
+def test_an_unclear_confirmation_keeps_the_pick_with_its_band_and_says_the_speed_up_is_unconfirmed():
+    from advisor.render.probe import summary_lines
+    from lightning_module.contract.reliability import speedup_over_baseline
+
+    # The pick is 10% faster in truth; one round of four steps at 10% noise cannot clear 1.
+    result = noisy_probe(lambda c: 110.0 if c.batch_size == 64 else 100.0, 0.10, 4)
+    c = result.confirmation
+    assert c.speedup_ci[0] < 1 < c.speedup_ci[1] and c.speedup > 1
+    assert c.outcome == "unconfirmed" and not c.held and c.pick_kept
+    assert result.config.batch_size == 64  # the ladder's pick, not the baseline
+    lo, hi = result.samples_per_sec_ci
+    assert lo < result.samples_per_sec < hi and hi - lo > 0.05 * result.samples_per_sec  # its own (wide) band
+    assert speedup_over_baseline(result) == pytest.approx(c.speedup)
+    text = "\n".join(summary_lines(result, None, None))
+    assert "x baseline (unconfirmed)" in text and "its speed-up unconfirmed" in text
+    assert result.rung_order == ["precision", "channels_last", "compile", "workers"] and "seeds" in result.rung_order_basis
+
+
+@pytest.mark.parametrize("tuned,outcome,batch", [(150.0, "held", 64), (80.0, "lost", 32)])
+def test_a_clear_confirmation_keeps_or_drops_the_pick(tuned, outcome, batch):
+    result = noisy_probe(lambda c: tuned if c.batch_size == 64 else 100.0, 0.01, 10)
+    assert result.confirmation.outcome == outcome and result.config.batch_size == batch
+
+
+def test_a_confirmation_written_before_schema_10_reads_as_its_rule_was():
+    from lightning_module.contract.result import Confirmation
+
+    old = {"rounds": 2, "baseline_samples_per_sec": [100.0, 101.0], "tuned_samples_per_sec": [108.0, 112.0],
+           "speedup": 1.1, "speedup_ci": [0.95, 1.27], "held": False}
+    assert not Confirmation.model_validate(old).pick_kept  # then: not held, the baseline was kept
+    assert Confirmation.model_validate({**old, "outcome": "unconfirmed"}).pick_kept
+    with pytest.raises(ValueError, match="outcome 'held' but held is False"):
+        Confirmation.model_validate({**old, "outcome": "held"})
+
+
+def test_results_show_says_the_rung_order_and_an_unconfirmed_pick(cli, tmp_path):
+    from advisor.store import ResultStore
+
+    result = noisy_probe(lambda c: 110.0 if c.batch_size == 64 else 100.0, 0.10, 4)
+    db = tmp_path / "r.db"
+    with ResultStore(db) as s:
+        s.add(result)
+    _, out, _ = cli("results", "show", result.result_id[:12], "--store", str(db))
+    assert "rung order" in out and "precision, channels_last, compile, workers (from the seeds' ladders" in out
+    assert "its speed-up unconfirmed" in out
+
+
+def test_the_raced_probe_races_a_batch_step_on_the_best_and_picks_the_rung_that_wins_at_the_larger_batch(monkeypatch):
+    """run_probe end to end with its own racing (probe.measure_anywhere simulated from the
+    settings it is handed: race_threshold, race_floor, max_steps): compile loses at batch 32 and
+    wins 25% from batch 64 up, the batch curve is flat from 64 to 128 and best at 256."""
+    from lightning_module.contract.result import WorkloadSpec
+    from lightning_module.run import probe
+
+    rng = random.Random(17)
+    seen: list[tuple[str, float | None, float | None, str]] = []
+
+    def speed(cfg):
+        v = {16: 80.0, 32: 100.0, 64: 140.0, 128: 141.0, 256: 180.0, 512: 150.0}[cfg.batch_size]
+        return v * ((0.96 if cfg.batch_size < 64 else 1.25) if cfg.compile else 1.0)
+
+    def simulated_measure(settings, cfg, **kw):
+        mean = cfg.batch_size / speed(cfg)
+        race = (Race(settings.race_threshold, cfg.batch_size, floor=settings.race_floor)
+                if settings.race_threshold else None)
+        steps: list[float] = []
+        while True:
+            steps.append(mean * (1 + rng.gauss(0, NOISE)))
+            why = stop_reason(steps, 0.0, settings.target_ci, float("inf"),
+                              max_steps=kw.get("max_steps") or settings.max_steps or MAX_STEPS, race=race)
+            if why is not None:
+                seen.append((kw.get("label", ""), settings.race_threshold, settings.race_floor, why))
+                return summarise(Timing(steps, 1, mean, mean, why), cfg.batch_size, settings.target_ci)
+
+    monkeypatch.setattr(probe, "measure_anywhere", simulated_measure)
+    spec = WorkloadSpec(model="mlp", image_size=8, num_classes=10, batch_size=32)
+    opts = probe.ProbeOptions(spec=spec, accelerator="cpu", matmul_seconds=0.05, confirm_rounds=2, race=True,
+                              skip=frozenset({"threads", "precision", "channels_last", "workers", "run_cpu"}))
+    result = probe.run_probe(opts)
+    rungs = {r.rung: r for r in result.ladder}
+    assert not rungs["compile"].kept and rungs["compile"].config.batch_size == 32
+    assert result.config.compile and result.config.batch_size == 256, [(r.rung, r.samples_per_sec, r.kept)
+                                                                          for r in result.ladder]
+    assert result.confirmation.outcome == "held"
+    floors = {label: (threshold, floor) for label, threshold, floor, _ in seen}
+    t, f = floors["batch=128"]
+    assert f is not None and t == pytest.approx(f * 1.03)  # a batch step races on the best and the best + 3%
+    assert floors["compile"][1] is None  # an on/off rung on one line
+    assert any(why in ("won", "lost", "tied") for label, _, _, why in seen if label.startswith("batch="))
