@@ -159,8 +159,6 @@ def token_lines(r) -> list[str]:
         if x.rounds is not None and x.intercept_s is not None and x.slope_s is not None:  # schema 11: the fit
             line += (f"; step = {x.intercept_s * 1e3:.3g} ms (+/- {(x.intercept_se_s or 0) * 1e3:.2g}) + "
                      f"{x.slope_s * 1e3:.3g} ms (+/- {(x.slope_se_s or 0) * 1e3:.2g}) a layer over {x.rounds} rounds")
-            if x.dropped_rounds:
-                line += f" ({len(x.dropped_rounds)} contended round(s) left out)"
         lines.append(line + f"; the CI widened by {x.relative_error:.0%} each side ({x.error_source})")
     return lines
 

@@ -51,7 +51,7 @@ from safeio import first_error, one_line, parse_json
 # the on/off rungs were climbed in and what it was read from (ProbeResult.rung_order,
 # rung_order_basis: contract/order.py), a batch step raced to a "tied" stop (RungResult.stop_reason).
 # 11: an extrapolated model's fit (Extrapolation.rounds, intercept_s, slope_s, their standard errors
-# and covariance, step_band_s, dropped_rounds; two to eight points).
+# and covariance, step_band_s; two to eight points).
 # Older records read as they are: none of these fields is required.
 RESULT_SCHEMA_VERSION = 11
 READABLE_SCHEMA_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11)
@@ -700,7 +700,7 @@ class Extrapolation(BaseModel):
     parameters_counted_on: Literal["meta"] = "meta"
     # The fit (schema 11; None before): rounds timed, the line's intercept and slope (seconds, per
     # layer), their standard errors and covariance over the rounds, the 95% band of the full
-    # depth's step time; rounds left out (contended), each with why.
+    # depth's step time.
     rounds: int | None = Field(default=None, strict=True, ge=2, le=1000)
     intercept_s: float | None = None
     slope_s: float | None = None
@@ -708,7 +708,6 @@ class Extrapolation(BaseModel):
     slope_se_s: Annotated[float, Field(strict=True, ge=0)] | None = None
     covariance_s2: float | None = None
     step_band_s: tuple[Positive, Positive] | None = None
-    dropped_rounds: list[Text] = Field(default=[], max_length=20)
     relative_error: Annotated[float, Field(strict=True, ge=0, le=10)]  # the CI is widened by this share each side
     error_source: Text  # where relative_error was measured
 

@@ -17,7 +17,6 @@ from dataclasses import dataclass, field, replace
 import torch
 
 from ..contract.extrapolate import DepthError, at_depth, check_full_depth, error_figure, fit_depths, widen
-from ..contract.ladder import RungContended
 from ..contract.options import MeasureSettings, ProbeOptions
 from ..contract.result import DepthPoint, Extrapolation, ProbeConfig, ProbeResult, WorkloadSpec, utilisation
 from . import workloads
@@ -66,29 +65,24 @@ class Rounds:
 
     steps: list[dict[int, float]] = field(default_factory=list)
     peaks: dict[int, float] = field(default_factory=dict)
-    dropped: list[str] = field(default_factory=list)  # rounds left out, each with why
 
 
 def time_rounds(opts: ProbeOptions, config: ProbeConfig, depths: tuple[int, ...], measure_one) -> Rounds:
     """Every depth once a round, back to back, for opts.depth_rounds rounds, the order reversed every
     other round so that no depth always comes first; `measure_one(depth, settings, label)` times one
-    copy in `config`. A round in which a copy ran contended is left out whole (its line would pair a
-    busy depth with a quiet one). The benchmark times the full model in these rounds as well."""
+    copy in `config` (its contended steps left out by the measurement itself, as for any rung). The
+    benchmark times the full model in these rounds as well."""
     per_copy = opts.max_seconds / opts.depth_rounds
     out = Rounds()
     for r in range(opts.depth_rounds):
         row: dict[int, float] = {}
-        try:
-            for depth in depths if r % 2 == 0 else depths[::-1]:
-                spec = at(opts.spec, opts.depth_arg, depth).model_copy(update={"batch_size": config.batch_size})
-                settings = replace(MeasureSettings.from_options(replace(opts, spec=spec)), max_seconds=per_copy)
-                m = measure_one(depth, settings, f"depth {depth} round {r + 1}")
-                row[depth] = samples_per_step(config) / m.samples_per_sec
-                if m.peak_memory_gib is not None:
-                    out.peaks[depth] = max(out.peaks.get(depth, 0.0), m.peak_memory_gib)
-        except RungContended as e:
-            out.dropped.append(f"round {r + 1}: {e}")
-            continue
+        for depth in depths if r % 2 == 0 else depths[::-1]:
+            spec = at(opts.spec, opts.depth_arg, depth).model_copy(update={"batch_size": config.batch_size})
+            settings = replace(MeasureSettings.from_options(replace(opts, spec=spec)), max_seconds=per_copy)
+            m = measure_one(depth, settings, f"depth {depth} round {r + 1}")
+            row[depth] = samples_per_step(config) / m.samples_per_sec
+            if m.peak_memory_gib is not None:
+                out.peaks[depth] = max(out.peaks.get(depth, 0.0), m.peak_memory_gib)
         out.steps.append(row)
     return out
 
@@ -145,7 +139,6 @@ def extrapolated(opts: ProbeOptions, deep: ProbeResult, rounds: Rounds, counts: 
     extra = Extrapolation(depth_arg=opts.depth_arg, full_depth=full, points=points, rounds=fit.rounds,
                           intercept_s=fit.intercept_s, slope_s=fit.slope_s, intercept_se_s=fit.intercept_se,
                           slope_se_s=fit.slope_se, covariance_s2=fit.covariance, step_band_s=(lo_s, hi_s),
-                          dropped_rounds=[w[:300] for w in rounds.dropped][:20],
                           relative_error=err.relative_error, error_source=err.source)
     data = deep.model_dump()
     data.update(
@@ -176,9 +169,6 @@ def run_shallow(opts: ProbeOptions, run_probe, measure_anywhere, **kw) -> ProbeR
         return measure_anywhere(settings, deep.config, label=label)
 
     rounds = time_rounds(opts, deep.config, opts.depths, measure_one)
-    if len(rounds.steps) < 2:
-        raise RungContended(f"{len(rounds.steps)} of {opts.depth_rounds} rounds of the shallow copies ran uncontended "
-                            f"({'; '.join(rounds.dropped)[:300]}): too few for the extrapolation's band")
     counts = {}
     for d in opts.depths:
         if d == opts.depths[-1] and deep.shape is not None:
