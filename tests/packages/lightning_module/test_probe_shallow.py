@@ -144,3 +144,26 @@ def test_the_line_is_fitted_on_the_rounds_alone_with_its_fit_recorded():
 
     said = [line for line in token_lines(ext) if line.startswith("extrapolated:")]
     assert len(said) == 1 and "copies of depth 1, 2, 3" in said[0] and "a layer over 4 rounds" in said[0]
+
+
+def test_the_rounds_time_every_depth_back_to_back_in_alternating_order():
+    """Each round times every copy once, the order reversed every other round (no depth always
+    first, after the machine's quietest or busiest stretch), each copy timed max_seconds / rounds."""
+    from factories import fake_measurement as fake
+
+    from lightning_module.contract.result import ProbeConfig
+    from lightning_module.run.shallow import time_rounds
+
+    opts = ProbeOptions(spec=WorkloadSpec(model="examples.tinylm:TinyLM", init_args={**LM, "layers": 8}),
+                        depth_arg="layers", depths=(1, 2, 3), depth_rounds=3, max_seconds=6.0)
+    config = ProbeConfig(accelerator="cpu", batch_size=4)
+    calls = []
+
+    def measure_one(depth, settings, label):
+        calls.append((depth, settings.spec.init_args["layers"], settings.spec.batch_size, settings.max_seconds))
+        return fake(4 / (STEP0 + PER_LAYER * depth), 4)
+
+    rounds = time_rounds(opts, config, (1, 2, 3, 8), measure_one)
+    assert [c[0] for c in calls] == [1, 2, 3, 8, 8, 3, 2, 1, 1, 2, 3, 8]
+    assert all(d == layers and batch == 4 and secs == 2.0 for d, layers, batch, secs in calls)
+    assert rounds.steps == [pytest.approx({d: STEP0 + PER_LAYER * d for d in (1, 2, 3, 8)})] * 3
