@@ -14,6 +14,7 @@ import re
 
 from catalog.models import NAME_PATTERN
 from lightning_module.contract.result import MAX_BATCH_SIZE, MAX_IMAGE_SIZE, MAX_NUM_CLASSES
+from safeio import CONTROLS_REFUSED, has_controls
 
 from .errors import AdvisorError
 
@@ -136,8 +137,8 @@ def check_text(value: str, what: str = "", max_len: int = MAX_TEXT) -> str:
         value.encode("utf-8")
     except UnicodeEncodeError:
         raise AdvisorError(f"{label}{_shown(value)} is not valid UTF-8 text") from None
-    if any(ord(c) < 32 or 127 <= ord(c) < 160 for c in value):
-        raise AdvisorError(f"{label}{_shown(value)} contains control characters")
+    if has_controls(value):  # a tab too: a name is looked up and stored as typed (safeio/text.py)
+        raise AdvisorError(f"{label}{_shown(value)} {CONTROLS_REFUSED}")
     if len(value) > max_len:
         raise AdvisorError(f"{label}is {len(value):,} characters long; at most {max_len}")
     return value

@@ -15,13 +15,14 @@ from collections.abc import Iterable, Sequence
 from itertools import combinations
 from typing import Any
 
+from safeio import strip_controls
+
 FORMATS = ("table", "json", "csv", "markdown")
 
-# Terminal escape sequences (CSI "ESC [ ... final", OSC "ESC ] ... BEL|ESC \\", two-byte ESC x),
-# then any other control character (C0 but tab and newline, DEL, C1) and the bidi overrides that
-# make text read in another order than it is stored.
+# Terminal escape sequences (CSI "ESC [ ... final", OSC "ESC ] ... BEL|ESC \\", two-byte ESC x) go
+# whole, so no parameters are left behind; then any other control character and the bidi overrides
+# (safeio.strip_controls: the one home of which characters text may carry).
 _ESCAPES = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]?|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[ -~]?)|\x9b[0-?]*[ -/]*[@-~]?")
-_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 CELL_LIMIT = 2000  # characters of one table/csv cell
 LINE_LIMIT = 1000  # characters of one warning or error line
 
@@ -33,7 +34,7 @@ def safe_text(value: Any, limit: int = LINE_LIMIT, newlines: bool = False) -> st
     s = value if isinstance(value, str) else str(value)
     n = len(s)
     s = s[: limit * 4]  # bounded work on a 50 MB string; stripping only shortens what is left
-    s = _CONTROLS.sub("", _ESCAPES.sub("", s))
+    s = strip_controls(_ESCAPES.sub("", s))
     if not newlines:
         s = s.replace("\n", " ").replace("\t", " ")
     s = s.encode("utf-8", "replace").decode("utf-8")

@@ -61,12 +61,21 @@ def report(label: str, r: dict) -> float:
     for name, x in ladder.items():
         if name.startswith("threads="):
             figure = f" {x['samples_per_sec']:,.0f} samples/s" if x["samples_per_sec"] else ""
-            print(f"[{label}]   {name}: {x['status']}{figure}" + (" kept" if x["kept"] else ""))
+            xc = x.get("contention") or {}
+            steps = (f" ({x['steps_timed']} steps, {xc.get('contended_steps', 0)} contended, stopped {x.get('stop_reason')})"
+                     if x["samples_per_sec"] else "")
+            print(f"[{label}]   {name}: {x['status']}{figure}{steps}" + (" kept" if x["kept"] else ""))
+    conf = r.get("confirmation")
+    if conf:
+        # The stored figure is the pick's legs here (their clean steps), not the ladder's draw above.
+        print(f"[{label}] A-B legs: baseline {', '.join(f'{v:,.0f}' for v in conf['baseline_samples_per_sec'])}, "
+              f"pick {', '.join(f'{v:,.0f}' for v in conf['tuned_samples_per_sec'])} samples/s; held {conf['held']}")
     if bf16 is not None:
         print(f"[{label}] bf16 rung: {bf16['status']}" + (" kept" if bf16["kept"] else "")
               + (f" ({bf16['error']})" if bf16.get("error") else ""))
-    print(f"[{label}] stored: {r['samples_per_sec']:,.0f} samples/s, {r['config']['precision']}, "
-          f"contended {bool(c.get('contended'))}, reliable {r['reliable']}"
+    others = f", others kept {c['others_share']:.0%} of its CPUs busy" if c.get("others_share") is not None else ""
+    print(f"[{label}] stored: {r['samples_per_sec']:,.0f} samples/s over {r['step_time']['n_steps']} steps, "
+          f"{r['config']['precision']}, contended {bool(c.get('contended'))}{others}, reliable {r['reliable']}"
           + (f" ({'; '.join(c.get('reasons') or [])})" if c.get("contended") else ""), flush=True)
     return float(r["samples_per_sec"])
 

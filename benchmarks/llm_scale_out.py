@@ -52,6 +52,14 @@ def rows_and_cases():
     return out
 
 
+def bands_by_reach(rows, loo) -> dict[str, list[float]]:
+    """The leave-one-out errors of the rows inside one instance and of those across several."""
+    out: dict[str, list[float]] = {sharded.ONE_INSTANCE: [], sharded.SEVERAL_INSTANCES: []}
+    for (_, c, _), e in zip(rows, loo):
+        out[sharded.reach(c.devices, c.per_instance)].append(e)
+    return out
+
+
 def scale_out_part() -> bool:
     rows = rows_and_cases()
     cases, ys = [c for _, c, _ in rows], [y for _, _, y in rows]
@@ -74,4 +82,47 @@ def scale_out_part() -> bool:
           f"band x[{low:.3f}, {high:.3f}] "
           f"from the LOO residuals covers {cov:.0%} (target >= {COVERAGE_TARGET:.0%}; "
           "in-sample: the band is drawn from these residuals)")
+    for name, group in bands_by_reach(rows, loo).items():
+        b = sharded.band(group)
+        print(f"  {name.replace('_', ' ')}: {len(group)} rows, LOO median |error| "
+              f"{statistics.median(abs(e) for e in group):.1%}, band x[{b[0]:.3f}, {b[1]:.3f}] "
+              "(the band recommend puts on a plan of this reach)")
+    torchtitan_check()
     return med <= MEDIAN_TARGET and cov >= COVERAGE_TARGET
+
+
+def torchtitan_check() -> None:
+    """torchtitan's published FSDP2 runs (advisor/data/llm_throughput.json), which the fit never saw,
+    predicted by recommend's own path (strategy.case_of -> sharded.predict) on the catalog type with
+    that GPU (TYPE_OF, its links as the rows above assume): selective activation checkpointing lies
+    between none and full, so both are printed."""
+    from dataclasses import replace
+
+    from advisor.estimate.memory import Training
+    from advisor.estimate.strategy import case_of, device_of
+    from lightning_module.contract.transformer_shape import parse_shape
+
+    cat = load(ROOT / "catalog" / "data" / "snapshot.json")
+    data = json.loads((ROOT / "advisor" / "data" / "llm_throughput.json").read_text())["torchtitan_checks"]
+    print("\ncheck, out of sample: torchtitan's published FSDP2 runs (advisor/data/llm_throughput.json) by recommend's "
+          "path; selective checkpointing lies between none and full")
+    print(f"{'row':<46} {'gpus':>4} {'published':>9} {'no AC':>7} {'full AC':>7} {'published / predicted':>22}"
+          f"  {'compute only':>12}")
+    for r in data["rows"]:
+        dev = device_of(cat.instance_types[TYPE_OF[(r["device"], r["device_memory_gib"])]])
+        if r.get("hbm_gbs"):
+            dev = replace(dev, hbm_gbs=r["hbm_gbs"])
+        shape, n = parse_shape(r["model"]), r["gpus"] * r["nodes"]
+        got = [sharded.predict(case_of(dev, shape, Training(checkpointing=ac), r["seq_len"], "fsdp", r["nodes"],
+                                       r["batch_per_device"], r["batch_per_device"] * r["seq_len"] * n)) for ac in (False, True)]
+        pred = [p.tokens_per_sec for p in got]
+        y = r["tokens_per_sec_per_gpu"]
+        print(f"{r['id'][:46]:<46} {n:>4} {y:>9,.0f} {pred[0]:>7,.0f} {pred[1]:>7,.0f} "
+              f"{y / pred[0]:>10.2f} to {y / pred[1]:.2f}  {y / (pred[0] / got[0].efficiency):>5.2f} to "
+              f"{y / (pred[1] / got[1].efficiency):.2f}")
+    b = sharded.fitted()["bands"]
+    print(f"(compute only: published / the prediction without its exposed communication. The fit's bands on a prediction: "
+          f"x[{b['one_instance']['low']:.2f}, {b['one_instance']['high']:.2f}] inside one instance, "
+          f"x[{b['several_instances']['low']:.2f}, {b['several_instances']['high']:.2f}] across several; the H100 rows ran "
+          "at 500 W with HBM2e, a lower peak than the catalog's SXM figure the check takes; the A100 rows' network is the "
+          "p4de.24xlarge stand-in's)")

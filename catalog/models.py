@@ -7,11 +7,12 @@ gives the column view the ranker vectorises over.
 from __future__ import annotations
 
 import operator
-import re
 from datetime import datetime, timedelta, timezone
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from safeio import one_line
 
 # 2: `cloud` and the hardware facts (socket_vcpus, interconnect, host_link) became fields. Version 1
 # files still load: Catalog._schema_1_facts fills the facts as AWS's fetcher writes them.
@@ -53,16 +54,6 @@ MAX_MEMORY_GIB = 2**20
 MAX_DEVICE_MEMORY_GIB = 4096
 NAME_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,63}$"  # g6e.12xlarge, us-east-1, g6e: never "..", ".x", "-x"
 Name = Annotated[str, Field(pattern=NAME_PATTERN)]
-_CONTROLS = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")
-
-
-def one_line(v: str) -> str:
-    """Text that reaches a terminal: no control characters (tab allowed), so no escape sequence."""
-    if _CONTROLS.search(v):
-        raise ValueError("contains control characters")
-    return v
-
-
 Text = Annotated[str, Field(max_length=200), AfterValidator(one_line)]  # a CPU or accelerator model name
 
 

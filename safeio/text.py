@@ -1,11 +1,55 @@
 """The one text rule and the one safe JSON reader every JSON file the advisor reads goes through
-(catalog, probe results, S3 objects, run manifests, the spot advisor, the reference dataset)."""
+(catalog, probe results, S3 objects, run manifests, the spot advisor, the reference dataset), and
+the one rule for the characters a name, a label or a line from a user or a file may carry."""
 
 from __future__ import annotations
 
 import json
+import re
 
 from .errors import FileError
+
+# --- Control characters: the one home of the rule --------------------------------------------------
+# C0 (U+0000-U+001F), DEL and C1 (U+007F-U+009F): ESC and C1's CSI (U+009B) start terminal escape
+# sequences, CR and BS overwrite what was printed, LF ends a line where a cell or a log line expects
+# none. Text that is stored or looked up refuses them (has_controls, one_line: one message,
+# CONTROLS_REFUSED); text that is shown has them removed (strip_controls). A tab is the one
+# exception, and only in prose from a file (a model name, an error line): a name typed on the
+# command line is looked up and stored as typed, so a tab there is refused too. The bidi overrides
+# and isolates (U+202A-U+202E, U+2066-U+2069) make shown text read in another order than it is
+# stored: they are removed from what is shown (a name that holds one is still stored as given).
+CONTROLS_REFUSED = "contains control characters"
+_CONTROL_CODES = (*range(0x20), *range(0x7F, 0xA0))
+_BIDI_CODES = (*range(0x202A, 0x202F), *range(0x2066, 0x206A))
+
+
+def _class(codes, keep: str = "") -> re.Pattern[str]:
+    escaped = (f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}" for c in codes if chr(c) not in keep)
+    return re.compile("[" + "".join(escaped) + "]")
+
+
+_IN_A_NAME = _class(_CONTROL_CODES)  # text typed to be looked up and stored
+_IN_A_LINE = _class(_CONTROL_CODES, keep="\t")  # one line of prose from a file
+_SHOWN = _class((*_CONTROL_CODES, *_BIDI_CODES), keep="\t\n")  # the caller says what tabs and newlines become
+
+
+def has_controls(text: str, tab: bool = False) -> bool:
+    """Whether `text` holds a control character (C0, DEL, C1); a tab is one unless `tab` (prose)."""
+    return (_IN_A_LINE if tab else _IN_A_NAME).search(text) is not None
+
+
+def one_line(text: str) -> str:
+    """pydantic's AfterValidator for one line of text from a file (a name, a version, a path, an S3
+    key, an error line): no control character but a tab, so no escape sequence reaches a terminal."""
+    if has_controls(text, tab=True):
+        raise ValueError(CONTROLS_REFUSED)
+    return text
+
+
+def strip_controls(text: str) -> str:
+    """`text` with its control characters and bidi overrides removed, tabs and newlines kept."""
+    return _SHOWN.sub("", text)
+
 
 # Our files hold small integers: 100 digits is past any count or price, and far below the 4,300
 # digits at which Python's int() raises ValueError (and which take quadratic time to convert).

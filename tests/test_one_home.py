@@ -2,8 +2,9 @@
 constant, a `Literal[...]`, an argparse `choices=`) stands in one place; everywhere else names it
 (`get_args(Market)`, an import). Read from the source, as tests/test_layout.py reads imports.
 
-advisor/schemas/ is left out while its documents retype the rows' fields (issue 30 step 1 derives
-them from the rows); ALLOWED lists value sets that are alike by chance, each with why.
+advisor/schemas/ is read too: a document's field names its table's home (`Market`, `LaunchState`,
+`Literal[STRATEGIES]`), and the generated schema files are JSON, not read. ALLOWED lists value sets
+that are alike by chance, each with why.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("advisor", "catalog", "lightning_module", "safeio")
-LEFT_OUT = ("advisor/schemas/",)
 ALLOWED = {
     # estimate/calibrate's kinds of probed device vs a GPU + CPU run's rank device: two concepts
     frozenset({"cpu", "gpu"}),
@@ -27,14 +27,12 @@ def words(node: ast.AST) -> tuple[str, ...] | None:
     return None
 
 
-def tables(root: Path, packages=PACKAGES, left_out=LEFT_OUT) -> dict[frozenset, list[str]]:
+def tables(root: Path, packages=PACKAGES) -> dict[frozenset, list[str]]:
     """Every literal set of words -> where it is written (path:line)."""
     found: dict[frozenset, list[str]] = {}
     for pkg in packages:
         for path in sorted((root / pkg).rglob("*.py")):
             rel = path.relative_to(root).as_posix()
-            if rel.startswith(left_out):
-                continue
             for node in ast.walk(ast.parse(path.read_text())):
                 if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id == "Literal":
                     values = words(node.slice)

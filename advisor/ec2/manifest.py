@@ -18,8 +18,8 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
-from catalog.models import NAME_PATTERN, Arch, Market, Price, one_line
-from safeio import first_error, read_json_file, save_atomic
+from catalog.models import NAME_PATTERN, Arch, Market, Price
+from safeio import first_error, one_line, read_json_file, save_atomic
 
 from ..errors import AdvisorError
 from ..paths import data_dir
@@ -38,6 +38,7 @@ _STRICT = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
 # An S3 key: 1,024 bytes at most (S3's limit), printable, no "..": it becomes a path in messages.
 S3Key = Annotated[str, Field(min_length=1, max_length=1024), AfterValidator(one_line)]
 AwsId = Annotated[str, Field(max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:/-]*$")]  # an AMI, instance or error code
+LaunchState = Literal["pending", "launched", "failed"]  # an entry's: asked for, running, refused
 
 
 def _aware_time(v: datetime) -> datetime:
@@ -65,7 +66,7 @@ class LaunchEntry(BaseModel):
                        Annotated[int, Field(ge=1, le=MAX_VOLUME_GIB)] | None] = Field(default={}, max_length=100)
     market: Market
     usd_per_hour: Price | None = None  # from the catalog at launch time; None when unknown
-    state: Literal["pending", "launched", "failed"] = "pending"
+    state: LaunchState = "pending"
     instance_id: AwsId | None = None
     error_code: AwsId | None = None
     error: Annotated[str, Field(max_length=4096), AfterValidator(one_line)] | None = None

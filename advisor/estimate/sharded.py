@@ -9,12 +9,18 @@ is why narrow models reach a smaller share of peak); communication =
 - FSDP full shard (ZeRO-3): the bf16 weights all-gathered forward and backward and the gradients
   reduce-scattered, every micro-batch: an all-gather or reduce-scatter moves half an all-reduce's
   bytes, so 3 x 1/2 = 1.5 x DDP's gradient all-reduce (Rajbhandari et al. 2020, arXiv:1910.02054, 7.2.2);
-- DDP / ZeRO-1 / ZeRO-2 (FSDP SHARD_GRAD_OP): one gradient all-reduce's bytes per optimizer step (section 7).
+- DDP / ZeRO-1 / ZeRO-2 (FSDP SHARD_GRAD_OP): one gradient all-reduce's bytes per optimizer step (section 7);
+- FSDP accumulating under no_sync: the weights gathered every micro-batch, the gradients
+  reduce-scattered once a step;
+- hybrid shard: FSDP inside the instance, its gradient shard all-reduced across instances once a step.
 The link is the instance's NVLink/PCIe (catalog interconnect) within one instance, else the slower
 of it and the instance's network shared by its devices. Communication hides behind up to
 `overlap` x compute; the rest is exposed. MFU, overlap and the memory-bound bytes are fitted
-(SHARDED_FIT) on published sharded rows by benchmarks/llm_fit.py's scale-out part; recommend reads
-the overlap and the leave-one-out band (advisor/estimate/strategy.py).
+(SHARDED_FIT) on published sharded rows by benchmarks/llm_fit.py's scale-out part, with their
+leave-one-out band. This is the one model of a sharded step's time: recommend --model-shape's
+tokens/s on one GPU or many, every strategy (advisor/estimate/strategy.py builds its Case), is
+`predict` with the fitted constants, and its band is the fit's leave-one-out band of the runs of
+the same reach (inside one instance, or across several).
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ SHARDED_FIT = Path(__file__).resolve().parents[1] / "data" / "sharded_fit.json"
 MODEL_SHAPES = Path(__file__).resolve().parents[1] / "data" / "reference_model_shapes.json"
 FULL_SHARD = "full_shard"  # FSDP FULL_SHARD / ZeRO-3
 GRAD_SHARD = "grad_shard"  # DDP, ZeRO-1, ZeRO-2, FSDP SHARD_GRAD_OP: DDP's bytes
+HYBRID_SHARD = "hybrid_shard"  # FSDP HYBRID_SHARD: full shard inside an instance, replicated across them
 
 
 @lru_cache(maxsize=1)
@@ -101,18 +108,79 @@ class Case:
     # `layer_width` is that product, `hbm` the device's memory bandwidth (bytes/s).
     layer_width: float = 0.0
     hbm: float = 0.0
+    # FSDP (full or hybrid) accumulating under no_sync: the gradients reduce-scattered once a step
+    no_sync: bool = False
+    # Hybrid shard only: `link` is the instance's own, `inter_link` the instance's network per device.
+    inter_link: float = 0.0
+    # The share of the modelled compute rate left by work the FLOP count misses (QLoRA's
+    # dequantization of the 4-bit base: advisor/data/llm_throughput.json); 1 for every published row.
+    compute_share: float = 1.0
+
+
+def compute_seconds(c: Case, mfu: float, width_bytes: float = 0.0) -> float:
+    """One micro-batch's compute on one device. `width_bytes`: the memory-bound kernels' bytes a
+    token per unit of n_layers x d_model."""
+    return c.micro_tokens * (c.flops_per_token / (c.peak_flops * mfu)
+                             + (width_bytes * c.layer_width / c.hbm if c.hbm else 0.0)) / c.compute_share
+
+
+def comm_seconds(c: Case) -> float:
+    """One micro-batch's communication (a step's spread over its micro-batches where it happens
+    once a step); inf where a link the run needs is unknown."""
+    n = c.devices
+    if n == 1:
+        return 0.0
+    if not c.link:
+        return math.inf
+    accum = max(c.accum, 1)
+    if c.kind == GRAD_SHARD:
+        return float(allreduce_seconds(n, comm_bytes(GRAD_SHARD, c.grad_bytes, c.param_bytes), c.link)) / accum
+    # the gathers every micro-batch; the reduce-scatter too, or once a step under no_sync
+    fsdp = comm_bytes(FULL_SHARD, c.grad_bytes / (accum if c.no_sync else 1), c.param_bytes)
+    if c.kind == FULL_SHARD:
+        return float(allreduce_seconds(n, fsdp, c.link))
+    m = c.per_instance
+    inside = float(allreduce_seconds(m, fsdp, c.link))
+    if n == m:
+        return inside
+    if not c.inter_link:
+        return math.inf
+    return inside + float(allreduce_seconds(n // m, c.grad_bytes / m, c.inter_link)) / accum
 
 
 def per_device_tokens_per_sec(c: Case, mfu: float, overlap: float, width_bytes: float = 0.0) -> float:
-    """`width_bytes`: the memory-bound kernels' bytes a token per unit of n_layers x d_model."""
-    compute = c.micro_tokens * (c.flops_per_token / (c.peak_flops * mfu)
-                                + (width_bytes * c.layer_width / c.hbm if c.hbm else 0.0))
-    n = c.devices
-    rounds = 1.0 if c.kind == FULL_SHARD else 1.0 / max(c.accum, 1)  # FSDP: every micro-batch
-    comm = float(allreduce_seconds(n, comm_bytes(c.kind, c.grad_bytes, c.param_bytes), c.link)) * rounds if c.link else math.inf
-    if n == 1:
-        comm = 0.0
-    return c.micro_tokens / compute * exposed_efficiency(compute, comm, overlap)
+    compute = compute_seconds(c, mfu, width_bytes)
+    return c.micro_tokens / compute * exposed_efficiency(compute, comm_seconds(c), overlap)
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """One device's tokens/s under the fitted constants, its band, and the communication efficiency."""
+
+    tokens_per_sec: float
+    low: float
+    high: float
+    efficiency: float  # compute / (compute + exposed communication), 1 = none exposed
+
+
+ONE_INSTANCE, SEVERAL_INSTANCES = "one_instance", "several_instances"
+
+
+def reach(devices: int, per_instance: int) -> str:
+    """Whether a run's communication stays inside one instance or crosses the network: the fit's
+    leave-one-out errors differ in kind between the two (the band of each: SHARDED_FIT bands)."""
+    return ONE_INSTANCE if devices <= per_instance else SEVERAL_INSTANCES
+
+
+def predict(c: Case) -> Prediction:
+    """The calibrated model (SHARDED_FIT): one device's tokens/s, and the leave-one-out band of the
+    published runs of the same reach (within one instance, one GPU included, or across several)."""
+    f = fitted()
+    compute = compute_seconds(c, f["mfu"], f["memory_bound_bytes"])
+    eff = exposed_efficiency(compute, comm_seconds(c), f["overlap"])
+    rate = c.micro_tokens / compute * eff
+    b = f["bands"][reach(c.devices, c.per_instance)]
+    return Prediction(rate, rate * b["low"], rate * b["high"], eff)
 
 
 MFU_GRID = tuple(round(0.20 + 0.01 * i, 2) for i in range(66))  # 0.20 .. 0.85
@@ -129,11 +197,10 @@ def _log_errors(cases: list[Case], observed: list[float]) -> tuple[np.ndarray, l
     flops = np.array([c.flops_per_token / c.peak_flops for c in cases])
     width = np.array([c.layer_width / c.hbm if c.hbm else 0.0 for c in cases])
     tokens = np.array([float(c.micro_tokens) for c in cases])
-    comm = np.array([0.0 if c.devices == 1 else (
-        float(allreduce_seconds(c.devices, comm_bytes(c.kind, c.grad_bytes, c.param_bytes), c.link))
-        * (1.0 if c.kind == FULL_SHARD else 1.0 / max(c.accum, 1)) if c.link else math.inf) for c in cases])
+    share = np.array([c.compute_share for c in cases])
+    comm = np.array([comm_seconds(c) for c in cases])
     g = np.array(grid)
-    compute = tokens[None, :] * (flops[None, :] / g[:, :1] + g[:, 2:3] * width[None, :])
+    compute = tokens[None, :] * (flops[None, :] / g[:, :1] + g[:, 2:3] * width[None, :]) / share[None, :]
     exposed = np.maximum(comm[None, :] - g[:, 1:2] * compute, 0.0)
     rate = tokens[None, :] / (compute + exposed)
     return np.abs(np.log(rate / np.array(observed)[None, :])), grid

@@ -2,20 +2,23 @@
 costly in throughput among those whose memory fits (advisor/estimate/memory.py), its micro-batch
 and what it costs; and for a type on which nothing fits, what would.
 
-Throughput of one device, tokens/s = peak bf16 FLOP/s x MFU / training FLOPs per token:
+Throughput: the calibrated sharded step-time model of advisor/estimate/sharded.py, the one model of
+a sharded step's time, on one GPU and many, for every strategy: compute = tokens x (training FLOPs
+per token / (peak bf16 x the fitted matmul efficiency) + the fitted memory-bound bytes per n_layers
+x d_model / HBM bandwidth), communication exposed past the fitted overlap, and the leave-one-out
+band of that fit (advisor/data/sharded_fit.json, fitted on published FSDP runs by
+benchmarks/llm_scale_out.py). This module only says what the run is, as a sharded.Case:
 - FLOPs per token: 6N + 12 L d_q s (Chowdhery et al. 2022, PaLM, arXiv:2204.02311, appendix B);
   LoRA/QLoRA compute no weight gradient of the frozen base: 4N (forward 2N, input gradients 2N);
   activation checkpointing runs each block's forward again: + 2N (Korthikanti et al. 2022, section 5).
-- MFU: what torchtitan publishes for Llama 3/3.1 8B under FSDP2 in bf16 (advisor/data/llm_throughput.json).
-- QLoRA's dequantization: the slowdown litgpt's resource tables measured against LoRA (same file).
-- Communication: the data-parallel model of advisor/estimate/scaling.py (ring all-reduce, overlapped
-  with backward): DDP/ZeRO-1/ZeRO-2 move a gradient all-reduce's bytes once per optimizer step
-  (ZeRO-1/2 add nothing over DDP; Rajbhandari et al. 2020, arXiv:1910.02054, section 7); FSDP full
-  shard gathers the weights forward and backward and reduce-scatters the gradients every
-  micro-batch: 1.5 times DDP's bytes when every weight trains (section 7.2.2), the whole frozen
-  base gathered under LoRA; hybrid shard does FSDP inside an instance and all-reduces its shard across them.
-  The bytes come from advisor/estimate/sharded.py; the share of compute they hide behind is the
-  overlap fitted there on published sharded runs (advisor/data/sharded_fit.json).
+- QLoRA's dequantization: the slowdown litgpt's resource tables measured against LoRA
+  (advisor/data/llm_throughput.json), as the compute rate's share left.
+- Communication, by strategy: DDP/ZeRO-1/ZeRO-2 move a gradient all-reduce's bytes once per
+  optimizer step (ZeRO-1/2 add nothing over DDP; Rajbhandari et al. 2020, arXiv:1910.02054,
+  section 7); FSDP full shard gathers the weights forward and backward and reduce-scatters the
+  gradients every micro-batch: 1.5 times DDP's bytes when every weight trains (section 7.2.2), the
+  whole frozen base gathered under LoRA; hybrid shard does FSDP inside an instance and all-reduces
+  its shard across them.
 """
 
 from __future__ import annotations
@@ -47,8 +50,7 @@ from .memory import (
     estimate,
     largest_micro_batch,
 )
-from .scaling import allreduce_seconds, overlap_efficiency
-from .sharded import FULL_SHARD, GRAD_SHARD, comm_bytes, fitted, training_flops_per_token
+from .sharded import FULL_SHARD, GRAD_SHARD, HYBRID_SHARD, Case, Prediction, link_bytes_per_s, predict, training_flops_per_token
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "llm_throughput.json"
 # Cheapest in communication first: the order a tie in throughput is broken in.
@@ -75,6 +77,7 @@ class Device:
     peak_tflops: float  # dense bf16 (or fp16) of one device
     interconnect_gbs: float | None  # between its devices, GB/s per direction
     network_gbps: float | None  # between instances
+    hbm_gbs: float | None = None  # one device's memory bandwidth (its share of it on a fractional GPU), GB/s
 
 
 def device_of(it: InstanceType, memory_gib: float | None = None) -> Device | None:
@@ -89,7 +92,7 @@ def device_of(it: InstanceType, memory_gib: float | None = None) -> Device | Non
     if not peak:
         return None
     return Device(it.name, memory, device_count(it), peak * device_share(it), it.interconnect_gbs,
-                  sustained_network_gbps(it)[0])
+                  sustained_network_gbps(it)[0], spec.bandwidth_gbs * device_share(it))
 
 
 @dataclass(frozen=True)
@@ -117,61 +120,34 @@ class StrategyFit:
                 "memory": self.memory.as_dict()}
 
 
-def per_device_tokens_per_sec(dev: Device, shape: TransformerShape, training: Training,
-                              seq_len: int) -> tuple[float, float, float]:
-    c = throughput_constants()
-    mfu = c["mfu"]
-    f = flops_per_token(shape, training, seq_len)
-    slow = c["qlora_slowdown"]["value"] if training.method == QLORA else 1.0
-    rate = dev.peak_tflops * 1e12 / f * slow
-    return rate * mfu["value"], rate * mfu["low"], rate * mfu["high"]
+KIND_OF = {DDP: GRAD_SHARD, ZERO1: GRAD_SHARD, ZERO2: GRAD_SHARD, FSDP: FULL_SHARD, HYBRID: HYBRID_SHARD}
 
 
-def _efficiency(dev: Device, strategy: str, instances: int, micro_batch: int, seq_len: int, global_tokens: int,
-                per_dev_rate: float, grad_bytes: float, weight_bytes: float, no_sync: bool = False) -> float:
-    """Communication efficiency. An all-gather or a reduce-scatter of X bytes moves half an
-    all-reduce's: FSDP gathers every weight, frozen ones included, forward and backward
-    (allreduce_seconds(n, W)) and reduce-scatters the trained gradients (allreduce_seconds(n, G) / 2),
-    every micro-batch, or once a step where the run accumulates under no_sync."""
+def case_of(dev: Device, shape: TransformerShape, training: Training, seq_len: int, strategy: str, instances: int,
+            micro_batch: int, global_tokens: int = DEFAULT_GLOBAL_BATCH_TOKENS) -> Case:
+    """The run as the sharded step-time model sees it. Gradients: the trained weights' (the adapters
+    under LoRA) in bf16; gathers: every weight, the frozen base's too."""
     n = dev.per_instance * instances
-    if n == 1:
-        return 1.0
-    intra = (dev.interconnect_gbs or 0) * 1e9
-    inter = (dev.network_gbps or 0) * 1e9 / 8 / dev.per_instance  # the instance's network, shared by its devices
-    link = intra if instances == 1 else min(x for x in (intra or inter, inter) if x)
-    if not link:
-        return 0.0
     micro_tokens = micro_batch * seq_len
-    micro_s = micro_tokens / per_dev_rate
-    accum = max(1, round(global_tokens / (micro_tokens * n)))
-    if strategy in (DDP, ZERO1, ZERO2):
-        comm = float(allreduce_seconds(n, comm_bytes(GRAD_SHARD, grad_bytes, weight_bytes), link)) / accum  # once per step
-    elif strategy == FSDP:
-        comm = float(allreduce_seconds(n, _fsdp_bytes(grad_bytes, weight_bytes, accum if no_sync else 1), link))
-    else:  # hybrid: FSDP inside the instance, the shard all-reduced across instances once per step
-        m = dev.per_instance
-        comm = float(allreduce_seconds(m, _fsdp_bytes(grad_bytes, weight_bytes, accum if no_sync else 1), intra or inter))
-        if instances > 1:
-            comm += float(allreduce_seconds(instances, grad_bytes / dev.per_instance, inter)) / accum
-    # The overlap share fitted on published sharded runs (advisor/data/sharded_fit.json).
-    return float(overlap_efficiency(micro_s, comm, fitted()["overlap"]))
+    kind = KIND_OF[strategy]
+    trained = shape.params() if training.method == FULL else shape.lora_params(training.lora_rank, training.lora_targets)
+    if kind == HYBRID_SHARD:  # FSDP over the instance's own link, the shard's all-reduce over its network
+        link = link_bytes_per_s(dev.per_instance, 1, dev.interconnect_gbs, dev.network_gbps)
+    else:
+        link = link_bytes_per_s(dev.per_instance, instances, dev.interconnect_gbs, dev.network_gbps)
+    inter = (dev.network_gbps or 0.0) * 1e9 / 8.0 / dev.per_instance
+    share = throughput_constants()["qlora_slowdown"]["value"] if training.method == QLORA else 1.0
+    return Case(kind, n, dev.per_instance, micro_tokens, max(1, round(global_tokens / (micro_tokens * n))),
+                flops_per_token(shape, training, seq_len), dev.peak_tflops * 1e12, shape.params() * 2.0, trained * 2.0,
+                link, shape.n_layers * shape.d_model * (4.0 / 3.0 if training.checkpointing else 1.0),
+                (dev.hbm_gbs or 0.0) * 1e9, no_sync=training.no_sync_accumulation, inter_link=inter,
+                compute_share=share)
 
 
-def _fsdp_bytes(grad_bytes: float, weight_bytes: float, rounds: int) -> float:
-    """FSDP's all-reduce-equivalent bytes a micro-batch: the weights gathered every micro-batch, the
-    gradients' reduce-scatter spread over the `rounds` micro-batches it waits for (1: every one)."""
-    return comm_bytes(FULL_SHARD, grad_bytes / rounds, weight_bytes)
-
-
-def scale_out_band(devices: int, low: float, high: float) -> tuple[float, float]:
-    """The (low, high) multipliers on a plan's tokens/s: the MFU band of one device, widened on more
-    than one to the scale-out model's leave-one-out band (advisor/data/sharded_fit.json: the central
-    80% of its errors on published sharded runs), whichever is wider on each side. The envelope,
-    not the product: the scale-out residuals already hold those runs' compute error."""
-    if devices <= 1:
-        return low, high
-    b = fitted()["band"]
-    return min(low, b["low"]), max(high, b["high"])
+def per_device(dev: Device, shape: TransformerShape, training: Training, seq_len: int, strategy: str, instances: int,
+               micro_batch: int, global_tokens: int = DEFAULT_GLOBAL_BATCH_TOKENS) -> Prediction:
+    """One device's tokens/s, its band and its communication efficiency (sharded.predict)."""
+    return predict(case_of(dev, shape, training, seq_len, strategy, instances, micro_batch, global_tokens))
 
 
 def plan(dev: Device, shape: TransformerShape, training: Training, seq_len: int, instances: int,
@@ -193,15 +169,11 @@ def plan(dev: Device, shape: TransformerShape, training: Training, seq_len: int,
                                      measured_act_per_token_layer=measured_act)
             if mb == 0:
                 continue
-            mid, low, high = per_device_tokens_per_sec(dev, shape, t, seq_len)
-            grads = (shape.params() if t.method == FULL else shape.lora_params(t.lora_rank, t.lora_targets)) * 2.0
-            eff = _efficiency(dev, strategy, instances, mb, seq_len, global_tokens, mid, grads, shape.params() * 2.0,
-                              t.no_sync_accumulation)
-            if eff <= 0:
+            r = per_device(dev, shape, t, seq_len, strategy, instances, mb, global_tokens)
+            if r.efficiency <= 0:
                 continue
-            lo_f, hi_f = scale_out_band(n, low / mid, high / mid)
-            p = StrategyFit(strategy, ckpt, instances, n, mb, mid * n * eff, mid * lo_f * n * eff, mid * hi_f * n * eff, eff,
-                     estimate(shape, t, layout, mb, seq_len, measured_act))
+            p = StrategyFit(strategy, ckpt, instances, n, mb, r.tokens_per_sec * n, r.low * n, r.high * n, r.efficiency,
+                            estimate(shape, t, layout, mb, seq_len, measured_act))
             if best is None or p.tokens_per_sec > best.tokens_per_sec * 1.0001:
                 best = p
             break  # checkpointing only where nothing fits without it

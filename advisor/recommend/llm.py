@@ -60,6 +60,8 @@ class LlmRow:
     feasible: bool
     reason: str | None
     rank: int | None = None
+    # accelerators one instance has, a fraction on a fractional GPU (what SkyPilot's accelerators names)
+    accelerators_per_instance: float = 1.0
 
     @property
     def usd_per_million_tokens(self) -> float:
@@ -124,8 +126,10 @@ def advise_llm(catalog: Catalog, job: LlmJob, top: int = DEFAULT_TOP, wanted=Non
                 why.append(f"costs ${cost:,.0f} > budget ${job.budget_usd:,.0f}")
             if hours > job.deadline_hours:
                 why.append(f"takes {hours:,.1f} h > deadline {job.deadline_hours:,.1f} h")
-            rows.append(LlmRow(name, catalog.instance_types[name].accelerator_model or "", k, region, market, price, p,
-                               hours, cost, not why, "; ".join(why) or None))
+            it = catalog.instance_types[name]
+            rows.append(LlmRow(name, it.accelerator_model or "", k, region, market, price, p, hours, cost, not why,
+                               "; ".join(why) or None,
+                               accelerators_per_instance=it.accelerator_count * (it.accelerator_fraction or 1.0)))
         if not fitted:
             excluded.append((name, what_would_fit(dev, job.shape, job.training, job.seq_len, job.max_instances,
                                                   job.strategies())))

@@ -75,7 +75,8 @@ FORMATS: dict[str, Format] = {
     "csv": Format("report", "render_csv", tokens="render_csv"),
     "markdown": Format("report", "render_markdown", tokens="render_markdown"),
     "skypilot": Format("skypilot", "render",
-                       help="skypilot: a SkyPilot task file for the ranked candidates (sky launch / sky jobs launch)"),
+                       help="skypilot: a SkyPilot task file for the ranked candidates (sky launch / sky jobs launch)",
+                       tokens="render_skypilot"),
     "html": Format("page", "render", to_file="a page", example="advice.html", for_people=True,
                    help="html FILE: the advice as one self-contained page written to FILE (table, plot, probe "
                         "plan, sources; it fetches nothing), to open in a browser or send", tokens="render_html"),

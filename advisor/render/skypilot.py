@@ -49,8 +49,9 @@ def entries(rows: list[CandidateRow], budget_usd: float, own_prices: bool) -> tu
             # The cost ceiling (derived): the $/h per instance at which `count` instances for the time at
             # the confidence spend the whole budget. SkyPilot compares it with its own list prices, so it
             # is left out with --prices.
-            if not own_prices and 0 < r.hours_at_confidence < math.inf:
-                e["max_hourly_cost"] = math.floor(budget_usd / (r.count * r.hours_at_confidence) * 1e4) / 1e4
+            ceiling = None if own_prices else cost_ceiling(budget_usd, r.count, r.hours_at_confidence)
+            if ceiling is not None:
+                e["max_hourly_cost"] = ceiling
             out.append(e)
     return out, used
 
@@ -119,21 +120,95 @@ def task_yaml(plan: Plan, rows: Rows) -> str:
     if spot:
         head.append("# Spot: launch as a managed job (sky jobs launch) so job_recovery restarts it after a "
                     f"preemption; checkpoint every {job.checkpoint_minutes:g} min, as the advisor assumed.")
-    lines = head + [f"name: {_q(plan.workload_id)}", f"num_nodes: {k}", "envs:",
-                    f"  TRAIN_SCRIPT: {_q(TRAIN_SCRIPT)}  # your training script (sky launch --env TRAIN_SCRIPT=...)",
-                    (f"  STRATEGY: {_q(strategy_of(same[0]))}  # the pick's strategy, for your script: "
-                     "Trainer(strategy=os.environ['STRATEGY'], num_nodes=int(os.environ['SKYPILOT_NUM_NODES']))"),
-                    "resources:", "  ordered:"]
+    return "\n".join(head + task_lines(plan.workload_id, k, strategy_of(same[0]), ordered, spot)) + "\n"
+
+
+TRAINER_NOTE = ("the pick's strategy, for your script: "
+                "Trainer(strategy=os.environ['STRATEGY'], num_nodes=int(os.environ['SKYPILOT_NUM_NODES']))")
+
+
+def task_lines(name: str, num_nodes: int, strategy: str, ordered: list[dict], spot: bool,
+               envs: tuple[tuple[str, str, str], ...] = (), strategy_note: str = TRAINER_NOTE) -> list[str]:
+    """The task itself, below its comments: the one shape of a SkyPilot task this writes, for the
+    samples path and the token path alike. `ordered`: resources.ordered's entries (infra,
+    instance_type, accelerators where known, use_spot, max_hourly_cost where given); `envs`: more
+    (name, value, comment) for the script."""
+    lines = [f"name: {_q(name)}", f"num_nodes: {num_nodes}", "envs:",
+             f"  TRAIN_SCRIPT: {_q(TRAIN_SCRIPT)}  # your training script (sky launch --env TRAIN_SCRIPT=...)",
+             f"  STRATEGY: {_q(strategy)}  # {strategy_note}",
+             *(f"  {k}: {_q(v)}  # {why}" for k, v, why in envs),
+             "resources:", "  ordered:"]
     for e in ordered:
         lines.append(f"    - infra: {_q(e['infra'])}")
         lines.append(f"      instance_type: {_q(e['instance_type'])}")
+        if "accelerators" in e:
+            lines.append(f"      accelerators: {_q(e['accelerators'])}")
         lines.append(f"      use_spot: {'true' if e['use_spot'] else 'false'}")
         if "max_hourly_cost" in e:
             lines.append(f"      max_hourly_cost: {e['max_hourly_cost']}")
     if spot:
         lines += ["  job_recovery:", "    strategy: FAILOVER", "    max_restarts_on_errors: 0"]
-    lines += ["run: |"] + [f"  {ln}" for ln in run_lines(k)]
-    return "\n".join(lines) + "\n"
+    return lines + ["run: |"] + [f"  {ln}" for ln in run_lines(num_nodes)]
+
+
+def cost_ceiling(budget_usd: float, count: int, hours: float) -> float | None:
+    """max_hourly_cost (derived): the $/h per instance at which `count` instances for `hours` spend
+    the whole budget; None where the time is not finite."""
+    if not 0 < hours < math.inf:
+        return None
+    return math.floor(budget_usd / (count * hours) * 1e4) / 1e4
+
+
+def tokens_task_yaml(advice, job_line: str, source: str) -> str:
+    """A token workload's task (recommend --model-shape, advisor/recommend/llm.py LlmAdvice): its top
+    plan, the first ranked row, as one entry: the instance type, its accelerators, num_nodes the
+    instance count, use_spot as the row's market, and the plan's strategy, micro-batch and
+    activation checkpointing for the script. With no ranked row it says why in a comment and holds
+    no task, as the samples path does. `job_line`, `source`: the job in words and where the tokens/s
+    comes from (advisor/render/tokens.py says both, for the table too)."""
+    job = advice.job
+    head = ["# SkyPilot task written by instance-advisor (advisor recommend --model-shape ... --format skypilot).",
+            (f"# {job_line}; budget ${money(job.budget_usd)}, deadline {duration(job.deadline_hours)}, "
+             f"objective {job.objective}")]
+    ranked = [r for r in advice.rows if r.feasible]
+    if not ranked:
+        why = ("nothing meets the budget and the deadline" if advice.rows
+               else "nothing fits on any priced GPU type within --max-instances")
+        head.append(f"# No task: {why}; run recommend without --format skypilot for the closest candidates "
+                    "and what they need.")
+        return "\n".join(head) + "\n"
+    r = ranked[0]
+    p = r.plan
+    per = r.accelerators_per_instance
+    spot = r.market == "spot"
+    head.append(f"# The top plan: {r.rank}. {r.instance_type} x{r.count} {r.region} {r.market} at ${r.usd_per_hour:.4g}/h: "
+                f"{p.devices} {r.accelerator}, {p.words}, micro-batch {p.micro_batch} x {job.seq_len} tokens, "
+                f"{p.memory.device_gib:.1f} GiB a GPU; {p.tokens_per_sec:,.0f} tokens/s ({p.low:,.0f}-{p.high:,.0f}), "
+                f"{duration(r.hours)}, ${money(r.cost_usd)}")
+    others = ranked[1:6]
+    if others:
+        head.append("# Ranked next (another task each: their strategy or count differs): "
+                    + ", ".join(f"{o.rank}. {o.instance_type} x{o.count} {o.plan.words}" for o in others))
+    head.append("# " + source)
+    pessimistic = job.tokens / p.low / 3600 + job.setup_minutes / 60 if p.low > 0 else math.inf
+    ceiling = cost_ceiling(job.budget_usd, r.count, pessimistic)
+    if ceiling is not None:
+        head.append("# max_hourly_cost (derived): the $/h per instance at which the run spends the whole budget in "
+                    "its time at the band's low tokens/s; SkyPilot skips dearer offers.")
+    if spot:
+        head.append("# Spot: launch as a managed job (sky jobs launch) so job_recovery restarts it after a "
+                    "preemption; interruptions are not modelled for token workloads, so checkpoint often.")
+    entry = {"infra": f"aws/{r.region}", "instance_type": r.instance_type, "use_spot": spot}
+    if r.accelerator:
+        entry["accelerators"] = f"{r.accelerator}:{per:g}"
+    if ceiling is not None:
+        entry["max_hourly_cost"] = ceiling
+    envs = (("MICRO_BATCH", str(p.micro_batch), "sequences per GPU per forward"),
+            ("SEQ_LEN", str(job.seq_len), "tokens per sequence"),
+            ("ACTIVATION_CHECKPOINTING", "true" if p.checkpointing else "false", "what the memory fit assumed"))
+    name = f"{job.shape.name}-{job.training.method}"
+    note = f"the plan's strategy ({p.words.split(' + ')[0]}), for your script to set up"
+    return "\n".join(head + task_lines(name, r.count, p.strategy, [entry], spot, envs, note)) + "\n"
 
 
 def render(result, context) -> None:

@@ -58,10 +58,20 @@ def render(fmt: str):
 
 render_table, render_markdown, render_csv = render("table"), render("markdown"), render("csv")
 
-FOOTNOTE = ("count: instances; GPUs: all of them; AC: activation checkpointing; mb: micro-batch per GPU. "
-            "tokens/s: peak bf16 x MFU (torchtitan's published band) / training FLOPs per token, its band widened on "
-            "more than one GPU to the sharded scale-out model's leave-one-out band (advisor/data/sharded_fit.json); "
-            "memory: advisor/estimate/memory.py (docs/llm-memory.md)")
+
+def render_skypilot(advice: LlmAdvice, context) -> None:
+    """`--format skypilot` for a token workload: the top plan's task (advisor/render/skypilot.py, the
+    one home of the task's shape)."""
+    from .skypilot import tokens_task_yaml
+
+    print(tokens_task_yaml(advice, job_words(advice.job), THROUGHPUT_SOURCE), end="", file=context.out)
+
+THROUGHPUT_SOURCE = ("tokens/s: the sharded step-time model calibrated on published FSDP runs (training FLOPs per token at the "
+                     "fitted share of peak bf16, memory-bound bytes at the GPU's bandwidth, exposed communication), one "
+                     "GPU or many, and its leave-one-out band for runs inside one instance or across several "
+                     "(advisor/data/sharded_fit.json); "
+                     "memory: advisor/estimate/memory.py (docs/llm-memory.md)")
+FOOTNOTE = "count: instances; GPUs: all of them; AC: activation checkpointing; mb: micro-batch per GPU. " + THROUGHPUT_SOURCE
 
 
 def page(advice: LlmAdvice, *, command_line: str, now, version: str) -> str:
@@ -174,7 +184,7 @@ def document_fields(advice: LlmAdvice) -> dict:
         "model_shape": {k: job.shape.params() if k == "parameters" else getattr(job.shape, k)
                         for k in ModelShape.model_fields},
         "training": {"method": t.method, "precision": t.precision, "optimizer": t.optimizer, "lora_rank": t.lora_rank,
-                     "lora_targets": list(t.lora_targets)},
+                     "lora_targets": list(t.lora_targets), "no_sync_accumulation": t.no_sync_accumulation},
         "tokens": job.tokens, "seq_len": job.seq_len, "budget_usd": job.budget_usd, "deadline_hours": job.deadline_hours,
         "objective": job.objective, "max_instances": job.max_instances, "strategy": job.strategy,
         "global_batch_tokens": job.global_batch_tokens,

@@ -7,6 +7,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from catalog.models import Market
+
 from .base import DOC, Row, schema_field, version_field
 
 
@@ -15,7 +17,7 @@ class OfferRow(Row):
 
     instance_type: str
     region: str
-    market: Literal["on-demand", "spot"]
+    market: Market
     usd_per_hour: float = Field(description="per instance; spot: the median over the region's zones")
     spot_min_usd: float | None = Field(description="spot: the cheapest zone's price")
     az_count: int | None = Field(description="spot: zones with a price")

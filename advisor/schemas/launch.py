@@ -7,6 +7,9 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from catalog.models import Market
+
+from ..ec2.manifest import LaunchState
 from .base import DOC, Row, schema_field, version_field
 
 
@@ -14,7 +17,7 @@ class PlannedRow(Row):
     instance_type: str
     arch: str
     ami: str
-    market: Literal["on-demand", "spot"]
+    market: Market
     usd_per_hour: float | None = Field(description="null: the catalog has no price for it")
     max_cost_usd: float | None = Field(description="if it runs its full --max-minutes; null: price unknown")
     check_error: str | None = Field(description="why it would be skipped (quota, AMI, EC2 DryRun); null: ok")
@@ -31,7 +34,7 @@ class LaunchPlanDocument(BaseModel):
 
 class LaunchedRow(Row):
     instance_type: str
-    state: Literal["pending", "launched", "failed"]
+    state: LaunchState
     instance_id: str | None
     error: str | None
 

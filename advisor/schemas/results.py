@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from lightning_module.contract.result import ProbeResult
+from lightning_module.contract.result import ProbeResult, ResultSource
 
 from ..ec2 import pull
 from .base import DOC, Row, model_of, schema_field, version_field
@@ -33,7 +33,7 @@ class ResultRow(Row):
     speedup_over_baseline: float | None = Field(
         description="samples_per_sec / the ladder's baseline rung (null: no ladder, or a baseline "
                     "that moved between the ladder and the confirmation)")
-    source: Literal["probe", "training run"] = Field(
+    source: ResultSource = Field(
         description="what measured it: advisor probe, or ThroughputCallback in a training run")
     finished_at: datetime
 

@@ -8,6 +8,9 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from catalog.models import Market
+
+from ..estimate.memory import METHODS, STRATEGIES
 from .base import DOC, Row, schema_field, version_field
 
 
@@ -34,7 +37,7 @@ class Memory(Row):
 
 
 class TokenPlan(Row):
-    strategy: Literal["ddp", "zero1", "zero2", "fsdp", "hybrid"]
+    strategy: Literal[STRATEGIES]
     strategy_words: str
     activation_checkpointing: bool
     instances: int
@@ -53,7 +56,7 @@ class TokenRow(Row):
     accelerator: str
     count: int
     region: str
-    market: Literal["on-demand", "spot"]
+    market: Market
     usd_per_hour: float = Field(description="per instance")
     hours: float
     cost_usd: float
@@ -78,11 +81,14 @@ class ModelShape(Row):
 
 
 class TrainingSetup(Row):
-    method: Literal["full", "lora", "qlora"]
+    method: Literal[METHODS]
     precision: str
     optimizer: str
     lora_rank: int
     lora_targets: list[str]
+    no_sync_accumulation: bool = Field(description="--fsdp-no-sync: the script accumulates gradients under FSDP's "
+                                       "no_sync(), so every GPU holds the unsharded gradient between optimizer steps "
+                                       "and reduce-scatters it once a step")
 
 
 class Excluded(Row):
@@ -93,7 +99,12 @@ class Excluded(Row):
 class RecommendTokensDocument(BaseModel):
     model_config = DOC
     schema_name: Literal["recommend-tokens"] = schema_field("recommend-tokens")
-    schema_version: Literal[1] = version_field(1)
+    # 2: training gains no_sync_accumulation (--fsdp-no-sync); tokens_per_sec and its low/high change
+    # meaning: the calibrated sharded step-time model, on one GPU and many, and its leave-one-out band
+    # for runs of the plan's reach, one instance or several (1: peak x torchtitan's MFU band, widened
+    # to the model's band on more than one GPU). Nothing reads
+    # these documents back; a version-1 document differs only in lacking no_sync_accumulation.
+    schema_version: Literal[2] = version_field(2)
     model_shape: ModelShape
     training: TrainingSetup
     tokens: float

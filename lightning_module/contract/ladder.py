@@ -218,6 +218,11 @@ class LadderOptions:
     # CPU, one rank: the intra-op thread counts to try, from the baseline rung (its contention says
     # which cores are free: threads.free_cores). None: no threads rung (a GPU, several ranks).
     thread_counts: Callable[[RungResult], tuple[int, ...]] | None = None
+    # The CPUs other processes leave free, from the baseline's contention (threads.free_cpus): a
+    # loader worker is a process that needs a CPU of its own, so the workers rung tries no more
+    # workers than that (beside a busy process on 2 CPUs, two workers and the training thread
+    # would share the one CPU left). None: every count in worker_counts.
+    free_cpus: Callable[[RungResult], int] | None = None
     # The order of the on/off rungs (order.ORDERABLE's kinds, each once): order.py reads it from past probes.
     order: tuple[str, ...] = ORDERABLE
 
@@ -357,7 +362,13 @@ def run_ladder(
         if not skipped_by_user("workers", "workers"):
             if not opts.workers_supported:
                 skip("workers", opts.workers_note or "the DataModule does not take num_workers")
-            for n in opts.worker_counts if opts.workers_supported else ():
+                return
+            free = opts.free_cpus(base) if opts.free_cpus is not None else None
+            counts = [n for n in opts.worker_counts if free is None or n <= free]
+            if opts.worker_counts and not counts:
+                skip("workers", f"{free} CPU(s) free of other processes' load while the baseline ran: no room for "
+                                f"{opts.worker_counts[0]} loader workers beside the training")
+            for n in counts:
                 if n == lad.best.config.num_workers:
                     continue
                 update = {"num_workers": n, "pin_memory": opts.pin_memory}

@@ -41,6 +41,13 @@ def free_cores(physical: int, logical: int, contention: Contention | None) -> in
     return max(1, min(physical, round(physical - busy_cores)))
 
 
+def free_cpus(logical: int, contention: Contention | None) -> int:
+    """Logical CPUs left to the probe (for its loader workers, one process each): the CPUs less
+    those others kept busy, rounded, at least one."""
+    logical = max(1, logical)
+    return max(1, min(logical, round(logical - busy_elsewhere(contention))))
+
+
 def thread_counts(free: int) -> tuple[int, ...]:
     """The counts the rung tries, most first: the free cores, then powers of two below them, down
     to one (8 -> 8, 4, 2, 1; 6 -> 6, 4, 2, 1)."""

@@ -29,6 +29,7 @@ _T95 = {
 }
 
 MIN_TIMED_STEPS = 5
+MIN_CLEAN_STEPS = 2  # clean steps a figure is computed from (usable_steps): a spread, so a CI
 # A step the machine was contended for may run this many times its limit before the rung is given
 # up as "contended": never cut as too slow to win on a step someone else slowed down.
 CONTENDED_EXTENSION = 2
@@ -145,10 +146,17 @@ def clean_steps(timing: Timing) -> list[float]:
 
 
 def usable_steps(timing: Timing) -> list[float]:
-    """What the throughput is computed from: the clean steps when there are enough of them to
-    stop on, else every step (and the rung is reported as contended)."""
+    """What the throughput is computed from: the clean steps, when there are MIN_CLEAN_STEPS of
+    them, else every step (and the rung is reported as contended). A figure is what the
+    configuration does when nothing else slows it; a contended step tells how much the machine
+    slowed it, not how fast it runs. Needing more clean steps than a spread needs made a cliff:
+    under load one thread's rung with 2 clean steps of 358 reported 2,856 samples/s (every step),
+    its confirmation leg with 9 of 261 reported 9,997 (the clean ones), the same configuration a
+    minute apart (issue 33). Few clean steps give a wide CI, which says so (summarise's
+    ci_target_met wants MIN_TIMED_STEPS of them); a race's verdict, reached on the clean steps,
+    comes from the same steps as its figure."""
     clean = clean_steps(timing)
-    return clean if len(clean) >= MIN_TIMED_STEPS else list(timing.step_times)
+    return clean if len(clean) >= MIN_CLEAN_STEPS else list(timing.step_times)
 
 
 class Stopwatch:

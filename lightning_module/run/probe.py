@@ -33,7 +33,7 @@ from ..contract.order import order_for
 from ..contract.quiet import held_quietly
 from ..contract.reliability import confirm, measure_until_known
 from ..contract.result import MemoryFit, ProbeConfig, ProbeResult, RungResult
-from ..contract.threads import free_cores, thread_counts
+from ..contract.threads import free_cores, free_cpus, thread_counts
 from . import cpu_too, extensions, hardware, workloads
 from .assemble import assemble_result
 from .callbacks import CHROME_TRACE, profiler_callback
@@ -275,6 +275,7 @@ def run_probe(opts: ProbeOptions, on_rung: Callable[[RungResult, RungResult | No
         pin_memory=accelerator == "gpu", skip=opts.skip,
         extensions=extensions.detect(accelerator, hw, spec, devices * opts.num_nodes), order=order.kinds,
         thread_counts=cpu_thread_counts(hw) if one_cpu_rank else None,
+        free_cpus=lambda base: free_cpus(usable_cpus(), base.contention),
     )
     lad = run_ladder(start, measure_one, ladder_opts, track)
 

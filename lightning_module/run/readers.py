@@ -73,21 +73,37 @@ def _stat(cpus: set[int] | None) -> tuple[int, int, int] | None:
         return None
 
 
-def _children_cpu() -> float:
-    """CPU seconds of this process's live children (loader workers), from /proc."""
-    pid, total = os.getpid(), 0.0
+def _children(pid: int) -> list[int]:
+    """The live children a process's main thread started (/proc/PID/task/PID/children): loader
+    workers and DDP ranks are started from it. This process's own file is kept open (_read_proc):
+    it is read at every step."""
     try:
-        with open(f"/proc/self/task/{pid}/children") as f:
-            kids = f.read().split()
-    except OSError:
-        return 0.0
-    for k in kids:
+        path = f"/proc/{pid}/task/{pid}/children"
+        if pid == os.getpid():
+            return [int(k) for k in _read_proc(path).split()]
+        with open(path) as f:
+            return [int(k) for k in f.read().split()]
+    except (OSError, ValueError):
+        return []
+
+
+def _children_cpu() -> float:
+    """CPU seconds of this process's live descendants, from /proc: loader workers, the other DDP
+    ranks and their own workers (grandchildren: before, another rank's workers counted as
+    other processes' work), each with its ended children's time (cutime, cstime)."""
+    total, todo, seen = 0.0, _children(os.getpid()), set()
+    while todo:
+        k = todo.pop()
+        if k in seen:
+            continue
+        seen.add(k)
         try:
             with open(f"/proc/{k}/stat") as f:
                 fields = f.read().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / _TICK  # utime, stime
+            total += sum(int(x) for x in fields[11:15]) / _TICK  # utime, stime, cutime, cstime
         except (OSError, ValueError, IndexError):
             continue
+        todo.extend(_children(k))
     return total
 
 
@@ -98,12 +114,20 @@ def _allowed() -> set[int] | None:
         return None
 
 
+def _reaped_children_cpu() -> float:
+    """CPU seconds of this process's children that have ended and been waited for: a loader's
+    workers that are not persistent end at every epoch, and their time must not leave the
+    process's count (it would show as other processes' work: contention.py's others' share)."""
+    t = os.times()
+    return t.children_user + t.children_system
+
+
 def read_now() -> Reading:
     """The clocks now, from the calling thread (the one that trains)."""
     sched = _schedstat()
     stat = _stat(_allowed())
     return Reading(
-        wall=time.perf_counter(), cpu=time.process_time() + _children_cpu(),
+        wall=time.perf_counter(), cpu=time.process_time() + _children_cpu() + _reaped_children_cpu(),
         run=sched[0] if sched else None, wait=sched[1] if sched else None,
         steal=stat[0] if stat else None, total=stat[1] if stat else None,
         busy=stat[2] / _TICK if stat else None,

@@ -55,3 +55,8 @@ def test_the_shipped_scale_out_constants_are_the_fit_of_the_published_rows():
     assert round(statistics.median(abs(e) for e in loo), 3) == f["loo_median_abs_error"]
     low, high = sharded.band(loo)
     assert (round(low, 3), round(high, 3)) == (f["band"]["low"], f["band"]["high"])
+    from benchmarks.llm_scale_out import bands_by_reach
+    for reach, errors in bands_by_reach(rows, loo).items():
+        b = f["bands"][reach]
+        assert len(errors) == b["rows"] and round(statistics.median(abs(e) for e in errors), 3) == b["loo_median_abs_error"]
+        assert tuple(round(x, 3) for x in sharded.band(errors)) == (b["low"], b["high"])

@@ -143,6 +143,41 @@ def test_read_now_reads_this_machine():
         assert r.run is not None and r.wait is not None and r.total and r.total > 0
 
 
+@pytest.mark.skipif(not os.path.exists("/proc/self/task"), reason="Linux /proc")
+def test_a_child_s_cpu_time_stays_the_process_s_after_it_ends():
+    """A loader's workers that are not persistent end at every epoch: their CPU time, read from
+    /proc while they run, must not vanish from the count once they are waited for, or it would
+    show as other processes' work (the others' share that makes a result a busy one)."""
+    burn = ("import sys, time\nt = time.process_time()\nwhile time.process_time() - t < 0.3: pass\n"
+            "print('done', flush=True)\nsys.stdin.read()")
+    child = subprocess.Popen([sys.executable, "-c", burn], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert child.stdout.readline().strip() == "done"
+    alive = read_now()
+    child.stdin.close()
+    child.wait()
+    ended = read_now()
+    assert ended.cpu - alive.cpu > -0.05  # without the reaped children's time it fell by the child's 0.3 s
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/task"), reason="Linux /proc")
+def test_a_grandchild_s_cpu_time_is_the_process_s():
+    """Another DDP rank's loader workers are this probe's grandchildren: their work is not others'."""
+    from lightning_module.run.readers import _children_cpu
+
+    burn = ("import sys, time\nt = time.process_time()\nwhile time.process_time() - t < 0.3: pass\n"
+            "print('done', flush=True)\nsys.stdin.read()")
+    rank = ("import subprocess, sys\n"
+            f"w = subprocess.Popen([sys.executable, '-c', {burn!r}], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)\n"
+            "print(w.stdout.readline().strip(), flush=True)\nsys.stdin.read()\nw.stdin.close()\nw.wait()")
+    child = subprocess.Popen([sys.executable, "-c", rank], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "done"
+        assert _children_cpu() >= 0.3  # the worker's 0.3 s, and the rank's own start-up
+    finally:
+        child.stdin.close()
+        child.wait()
+
+
 class FakeNvml:
     NVML_CLOCK_SM = 1
 

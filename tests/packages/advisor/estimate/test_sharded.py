@@ -80,3 +80,37 @@ def test_fitted_constants_carry_their_derivation():
     f = sharded.fitted()
     assert "fitted on rows" in f["derived"] and "benchmarks/llm_fit.py" in f["derived"]
     assert 0.0 <= f["overlap"] <= 1.0 and 0.0 < f["mfu"] < 1.0
+
+
+def test_hybrid_shard_gathers_inside_the_instance_and_all_reduces_its_shard_across():
+    g = w = 2.0 * 8e9
+    c = sharded.Case(sharded.HYBRID_SHARD, 16, 8, 4096, 4, 1.0, 1.0, w, g, 450e9, inter_link=50e9)
+    inside = float(allreduce_seconds(8, w + g / 2, 450e9))  # FSDP's bytes over the instance's own link
+    across = float(allreduce_seconds(2, g / 8, 50e9)) / 4  # the 1/8 shard, once a step of 4 micro-batches
+    assert sharded.comm_seconds(c) == pytest.approx(inside + across)
+    from dataclasses import replace
+    assert sharded.comm_seconds(replace(c, devices=8)) == pytest.approx(inside)  # one instance: nothing across
+    assert sharded.comm_seconds(replace(c, inter_link=0.0)) == float("inf")  # a network it needs, unknown
+    assert sharded.comm_seconds(replace(c, devices=1)) == 0.0
+
+
+def test_predict_is_the_fitted_constants_and_their_band():
+    from dataclasses import replace
+
+    f = sharded.fitted()
+    c = sharded.Case(sharded.FULL_SHARD, 16, 8, 8 * 2048, 1, 6.0 * 7e9, 989e12, 2.0 * 7e9, 2.0 * 7e9,
+                     sharded.link_bytes_per_s(8, 2, 450.0, 3200.0), 32 * 4096, 3.35e12)
+    p = sharded.predict(c)
+    want = sharded.per_device_tokens_per_sec(c, f["mfu"], f["overlap"], f["memory_bound_bytes"])
+    assert p.tokens_per_sec == pytest.approx(want)
+    b = f["bands"]["several_instances"]  # 16 GPUs, 8 an instance: across the network
+    assert (p.low, p.high) == pytest.approx((p.tokens_per_sec * b["low"], p.tokens_per_sec * b["high"]))
+    one = sharded.predict(replace(c, devices=8))
+    assert one.high / one.tokens_per_sec == pytest.approx(f["bands"]["one_instance"]["high"])
+    assert f["bands"]["one_instance"]["high"] < b["high"]  # inside an instance the published runs were closer
+    compute = sharded.compute_seconds(c, f["mfu"], f["memory_bound_bytes"])
+    assert p.efficiency == pytest.approx(sharded.exposed_efficiency(compute, sharded.comm_seconds(c), f["overlap"]))
+    # work the FLOP count misses (QLoRA's dequantization) slows the compute, not the communication
+    slow = replace(c, compute_share=0.5)
+    assert sharded.compute_seconds(slow, f["mfu"], f["memory_bound_bytes"]) == pytest.approx(2 * compute)
+    assert sharded.comm_seconds(slow) == sharded.comm_seconds(c)

@@ -7,14 +7,15 @@ from dataclasses import replace
 
 import pytest
 
+from advisor.estimate import sharded
 from advisor.estimate.memory import Training
-from advisor.estimate.strategy import Device, flops_per_token, per_device_tokens_per_sec, plan, what_would_fit
+from advisor.estimate.strategy import Device, case_of, flops_per_token, per_device, plan, what_would_fit
 from lightning_module.contract.transformer_shape import parse_shape
 
 LLAMA3 = parse_shape("llama-3-8b")
 A10G_1 = Device("g5.xlarge", 24, 1, 125.0, None, 10.0)
 A10G_8 = Device("g5.48xlarge", 24, 8, 125.0, 32.0, 100.0)
-H100_8 = Device("p5.48xlarge", 80, 8, 989.0, 450.0, 3200.0)
+H100_8 = Device("p5.48xlarge", 80, 8, 989.0, 450.0, 3200.0, 3350.0)
 
 
 def test_flops_per_token_is_palms_count():
@@ -26,27 +27,53 @@ def test_flops_per_token_is_palms_count():
     assert flops_per_token(LLAMA3, Training(checkpointing=True), s) == pytest.approx(8 * n + attn * 4 / 3)
 
 
-def test_per_device_rate_is_peak_times_mfu_over_flops():
-    mid, low, high = per_device_tokens_per_sec(H100_8, LLAMA3, Training(), 4096)
-    f = flops_per_token(LLAMA3, Training(), 4096)
-    assert mid == pytest.approx(989e12 * 0.44 / f)
-    assert low < mid < high
-    q, _, _ = per_device_tokens_per_sec(H100_8, LLAMA3, Training(method="qlora"), 4096)
-    lora, _, _ = per_device_tokens_per_sec(H100_8, LLAMA3, Training(method="lora"), 4096)
-    assert q == pytest.approx(lora * 0.62)
+def test_one_gpus_rate_is_the_calibrated_compute_model():
+    """One device, nothing to communicate: tokens/s = 1 / (FLOPs / (peak x fitted matmul efficiency)
+    + fitted memory-bound bytes x n_layers x d_model / HBM bandwidth), the fitted constants of
+    advisor/data/sharded_fit.json, not a separate MFU."""
+    f = sharded.fitted()
+    h100 = Device("p5.4xlarge", 80, 1, 989.0, None, 100.0, 3350.0)
+    shape = parse_shape("llama-3.2-1b")
+    r = per_device(h100, shape, Training(), 2048, "ddp", 1, 4)
+    per_token = (flops_per_token(shape, Training(), 2048) / (989e12 * f["mfu"])
+                 + f["memory_bound_bytes"] * shape.n_layers * shape.d_model / 3350e9)
+    assert r.tokens_per_sec == pytest.approx(1 / per_token)
+    assert r.efficiency == 1.0
+    # the model's band for runs inside one instance (one GPU included)
+    b = f["bands"]["one_instance"]
+    assert (r.low / r.tokens_per_sec, r.high / r.tokens_per_sec) == pytest.approx((b["low"], b["high"]))
+    # a device with half the memory bandwidth is slower, by the memory-bound term only
+    slow = per_device(Device("x", 80, 1, 989.0, None, 100.0, 1675.0), shape, Training(), 2048, "ddp", 1, 4)
+    assert 1 / slow.tokens_per_sec - 1 / r.tokens_per_sec == pytest.approx(
+        f["memory_bound_bytes"] * shape.n_layers * shape.d_model / 3350e9)
 
 
-def test_the_band_widens_to_the_scale_out_band_on_more_than_one_gpu():
-    from advisor.estimate.sharded import fitted
-    b = fitted()["band"]
-    one = plan(Device("p5.4xlarge", 80, 1, 989.0, None, 100.0), parse_shape("llama-3.2-1b"), Training(), 2048, 1)
-    _, low, high = per_device_tokens_per_sec(H100_8, parse_shape("llama-3.2-1b"), Training(), 2048)
-    mid = per_device_tokens_per_sec(H100_8, parse_shape("llama-3.2-1b"), Training(), 2048)[0]
-    assert (one.low / one.tokens_per_sec, one.high / one.tokens_per_sec) == pytest.approx((low / mid, high / mid))
-    eight = plan(H100_8, LLAMA3, Training(), 4096, 1)
-    assert eight.low / eight.tokens_per_sec == pytest.approx(min(low / mid, b["low"]))
-    assert eight.high / eight.tokens_per_sec == pytest.approx(max(high / mid, b["high"]))
-    assert eight.high / eight.tokens_per_sec > high / mid  # the scale-out band is the wider one above
+def test_qlora_keeps_litgpts_share_of_loras_rate():
+    lora = per_device(H100_8, LLAMA3, Training(method="lora"), 4096, "ddp", 1, 1)
+    q = per_device(H100_8, LLAMA3, Training(method="qlora"), 4096, "ddp", 1, 1)
+    # both communicate only the adapters' gradients, hidden behind compute: the ratio is the compute's
+    assert lora.efficiency == q.efficiency == 1.0
+    assert q.tokens_per_sec == pytest.approx(lora.tokens_per_sec * 0.62)
+
+
+def test_every_strategy_is_the_scale_out_model_and_its_band():
+    """The ranking's tokens/s for every strategy is sharded.predict on the run's Case: the plan's
+    rate, band and efficiency are the model's, times the devices."""
+    bands = sharded.fitted()["bands"]
+    for strategy, k in (("zero1", 1), ("fsdp", 1), ("fsdp", 2), ("hybrid", 2)):
+        b = bands["one_instance" if k == 1 else "several_instances"]
+        p = plan(H100_8, LLAMA3, Training(), 4096, k, strategies=(strategy,))
+        case = case_of(H100_8, LLAMA3, replace(Training(), checkpointing=p.checkpointing), 4096, strategy, k, p.micro_batch)
+        r = sharded.predict(case)
+        assert p.tokens_per_sec == pytest.approx(r.tokens_per_sec * p.devices)
+        assert p.efficiency == pytest.approx(r.efficiency)
+        assert (p.low / p.tokens_per_sec, p.high / p.tokens_per_sec) == pytest.approx((b["low"], b["high"]))
+    # the kinds: ZeRO-1 all-reduces once a step, FSDP gathers and reduce-scatters every micro-batch,
+    # hybrid shard's cross-instance all-reduce rides the network
+    assert case_of(H100_8, LLAMA3, Training(), 4096, "zero1", 1, 1).kind == sharded.GRAD_SHARD
+    assert case_of(H100_8, LLAMA3, Training(), 4096, "fsdp", 2, 1).kind == sharded.FULL_SHARD
+    hyb = case_of(H100_8, LLAMA3, Training(), 4096, "hybrid", 2, 1)
+    assert hyb.kind == sharded.HYBRID_SHARD and hyb.link == 450e9 and hyb.inter_link == 3200e9 / 8 / 8
 
 
 def test_an_8b_full_fine_tune_does_not_fit_one_24_gib_gpu_but_a_sharded_instance_of_eight():
@@ -169,7 +196,11 @@ def test_fsdp_no_sync_holds_the_gradient_and_reduce_scatters_once_a_step():
     llama2 = parse_shape("llama-2-7b")
     assert plan(a10g_4, llama2, Training(), 512, 1, strategies=("fsdp",)) is not None
     assert plan(a10g_4, llama2, Training(no_sync_accumulation=True), 512, 1, strategies=("fsdp",)) is None
-    from advisor.estimate.strategy import _fsdp_bytes
+    from advisor.estimate.scaling import allreduce_seconds
     g = w = 2.0 * 8e9
-    assert _fsdp_bytes(g, w, 1) == w + g / 2  # gathers twice (each half an all-reduce) + the reduce-scatter
-    assert _fsdp_bytes(g, w, 8) == w + g / 16  # the reduce-scatter once in 8 micro-batches
+    every = sharded.Case(sharded.FULL_SHARD, 8, 8, 4096, 8, 1.0, 1.0, w, g, 100e9)
+    once = replace(every, no_sync=True)
+    # gathers twice (each half an all-reduce) + the reduce-scatter, every micro-batch
+    assert sharded.comm_seconds(every) == pytest.approx(float(allreduce_seconds(8, w + g / 2, 100e9)))
+    # the reduce-scatter once in 8 micro-batches
+    assert sharded.comm_seconds(once) == pytest.approx(float(allreduce_seconds(8, w + g / 16, 100e9)))

@@ -110,7 +110,11 @@ def test_csv_and_markdown_carry_the_same_rows_as_json(cli):
     assert "$/M tok" in table[0] and all(r["instance_type"] in out for r in doc)
 
 
-def test_a_format_not_offered_for_tokens_names_those_that_are(cli):
+def test_a_format_not_offered_for_tokens_names_those_that_are(cli, monkeypatch):
+    from advisor import render
+
+    assert render.token_formats() == ("json", "table", "csv", "markdown", "skypilot", "html")  # every format now
+    monkeypatch.setitem(render.FORMATS, "skypilot", render.Format("skypilot", "render"))  # one without a token renderer
     code, out, err = cli(*BASE, "--model-shape", "llama-3-8b", "--tokens", "2e9", "--format", "skypilot")
     assert code == 2 and out == ""
     assert "--format skypilot is not offered for token workloads yet: use json, table, csv, markdown, html" in err
@@ -144,3 +148,16 @@ def test_fsdp_no_sync_is_said_and_its_gradient_is_in_the_ledger(cli):
     assert code == 0, err
     terms = {t["name"] for r in json.loads(out)["recommendations"] for t in r["plan"]["memory"]["terms"]}
     assert "gradients: unsharded, held across the accumulation (no_sync)" in terms
+
+
+def test_the_document_records_fsdp_no_sync(cli):
+    """The job's --fsdp-no-sync is in the recommend-tokens document (schema 2), false without it."""
+    args = (*BASE, "--model-shape", "llama-3-8b", "--tokens", "2e9", "--strategy", "fsdp", "--top", "2", "--format", "json")
+    docs = {}
+    for flag in ((), ("--fsdp-no-sync",)):
+        code, out, err = cli(*args, *flag)
+        assert code == 0, err
+        docs[bool(flag)] = checked(out, "recommend-tokens")
+    assert docs[True]["schema_version"] == 2
+    assert docs[True]["training"]["no_sync_accumulation"] is True
+    assert docs[False]["training"]["no_sync_accumulation"] is False

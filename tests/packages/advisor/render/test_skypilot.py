@@ -125,7 +125,7 @@ import sky
 t = sky.Task.from_yaml(sys.argv[1])
 t.validate()
 print(json.dumps({"num_nodes": t.num_nodes, "run": t.run,
-                  "ordered": [[r.instance_type, r.region, r.use_spot, r.get_cost(3600)] for r in t.resources]}))
+                  "ordered": [[r.instance_type, r.region, r.use_spot, r.get_cost(3600), r.accelerators] for r in t.resources]}))
 """
 
 
@@ -151,6 +151,17 @@ def sky_catalog(home, task: dict) -> None:
             w.writerow([name, it.accelerator_model if gpu else "", float(it.accelerator_count) if gpu else "",
                         float(it.vcpus), it.memory_gib, info, price.get("on-demand", ""), price.get("spot", ""),
                         region, f"{region}-az1", it.arch, "", False, "", "", 0])
+    # A task that names accelerators also makes SkyPilot read its accelerator names (common/accelerators.csv,
+    # common/metadata.csv, columns as its loader reads them: sky/utils/accelerator_registry.py).
+    gpus = sorted({cat.instance_types[e["instance_type"]].accelerator_model for e in task["resources"]["ordered"]
+                   if "accelerators" in e})
+    if gpus:
+        common = home / ".sky" / "catalogs" / "v8" / "common"
+        common.mkdir(parents=True)
+        with open(common / "accelerators.csv", "w", newline="") as f:
+            csv.writer(f).writerows([("AcceleratorName", "Clouds"), *((g, "AWS") for g in gpus)])
+        with open(common / "metadata.csv", "w", newline="") as f:
+            csv.writer(f).writerow(("GPU", "MemoryGB", "Manufacturer"))
 
 
 def sky_load(tmp_path, text: str) -> subprocess.CompletedProcess:
@@ -196,3 +207,74 @@ def test_recommend_never_imports_skypilot():
     code = ("import sys; from advisor.cli import main; main(['recommend', '--budget', '500', '--deadline', '2d', "
             "'--samples', '1e8', '--format', 'skypilot']); assert 'sky' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, capture_output=True)
+
+
+# --- a token workload (recommend --model-shape): the top plan's task -------------------------------
+
+TOKENS = ("recommend", "--budget", "5000", "--deadline", "3d", "--region", "us-east-1", "--model-shape", "llama-3-8b",
+          "--tokens", "2e9")
+TOKEN_ENTRY = {**ENTRY, "required": [*ENTRY["required"], "accelerators"],
+               "properties": {**ENTRY["properties"], "accelerators": {"type": "string", "pattern": r"^[A-Za-z0-9-]+:\d+$"}}}
+TOKEN_TASK = {**TASK, "properties": {**TASK["properties"], "resources": {
+    **TASK["properties"]["resources"],
+    "properties": {**TASK["properties"]["resources"]["properties"],
+                   "ordered": {"type": "array", "items": TOKEN_ENTRY, "minItems": 1, "maxItems": 1}}}}}
+
+
+def token_task_and_top(cli, *args):
+    code, out, err = cli(*TOKENS, *args, "--format", "skypilot")
+    assert code == 0, err
+    code, doc, err = cli(*TOKENS, *args, "--format", "json")
+    assert code == 0, err
+    return out, yaml.safe_load(out), json.loads(doc)["recommendations"][0]
+
+
+@pytest.mark.parametrize("args", [(), ("--finetune", "lora", "--market", "spot"), ("--family", "g6e", "--strategy", "fsdp")])
+def test_a_token_workloads_task_is_its_top_plan(cli, args):
+    out, task, top = token_task_and_top(cli, *args)
+    jsonschema.validate(task, TOKEN_TASK)
+    (entry,) = task["resources"]["ordered"]
+    plan = top["plan"]
+    assert entry["instance_type"] == top["instance_type"] and entry["infra"] == f"aws/{top['region']}"
+    assert entry["accelerators"] == f"{top['accelerator']}:{plan['devices'] // plan['instances']}"
+    assert task["num_nodes"] == top["count"] == plan["instances"]
+    assert entry["use_spot"] is (top["market"] == "spot")
+    assert ("job_recovery" in task["resources"]) is entry["use_spot"]
+    assert task["envs"]["STRATEGY"] == plan["strategy"] and task["envs"]["MICRO_BATCH"] == str(plan["micro_batch"])
+    assert task["envs"]["ACTIVATION_CHECKPOINTING"] == str(plan["activation_checkpointing"]).lower()
+    # the ceiling: the whole budget over the count at the band's low rate
+    hours = 2e9 / plan["tokens_per_sec_low"] / 3600
+    assert entry["max_hourly_cost"] == pytest.approx(5000 / (top["count"] * hours), rel=1e-3)
+    subprocess.run(["bash", "-n"], input=task["run"], text=True, check=True)
+    if task["num_nodes"] > 1:
+        assert "$SKYPILOT_NUM_NODES" in task["run"]
+    assert "sharded step-time model" in out  # where its tokens/s comes from, in the comments
+
+
+def test_a_token_workload_with_nothing_that_fits_is_a_comment_and_no_task(cli):
+    for args, why in ((("--budget", "5"), "nothing meets the budget and the deadline"),
+                      (("--family", "g4dn", "--max-instances", "1"), "nothing fits on any priced GPU type")):
+        code, out, err = cli(*TOKENS, *args, "--format", "skypilot")
+        assert code == 0, err
+        assert yaml.safe_load(out) is None and f"# No task: {why}" in out
+
+
+def test_skypilots_own_loader_reads_a_token_task(cli, tmp_path):
+    """SkyPilot's Task.from_yaml and Task.validate take the token task as written: its one entry,
+    market, accelerators and num_nodes."""
+    if importlib.util.find_spec("sky") is None:
+        why = "skypilot not installed: pip install -e '.[dev]' installs it, to run SkyPilot's own loader"
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(f"under CI SkyPilot's loader must run: {why}", pytrace=False)
+        pytest.skip(why)
+    out, task, top = token_task_and_top(cli)
+    sky_catalog(tmp_path, task)
+    got = sky_load(tmp_path, out)
+    assert got.returncode == 0, got.stderr[-2000:]
+    loaded = json.loads(got.stdout.strip().splitlines()[-1])
+    assert loaded["num_nodes"] == task["num_nodes"]
+    assert [o[:3] for o in loaded["ordered"]] == [[top["instance_type"], top["region"], top["market"] == "spot"]]
+    name, count = task["resources"]["ordered"][0]["accelerators"].split(":")
+    assert loaded["ordered"][0][4] == {name: int(count)}
+    misspelt = out.replace("\n      accelerators:", "\n      accelerator:", 1)
+    assert misspelt != out and sky_load(tmp_path, misspelt).returncode != 0
