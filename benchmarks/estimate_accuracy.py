@@ -48,7 +48,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from advisor.estimate.evaluate import by_workload, check, device_pair_ratios, external, out_of_fit_ratios
+from advisor.estimate.calibrate import TRANSFER_SHARE
+from advisor.estimate.evaluate import Check, by_workload, check, device_pair_ratios, external, out_of_fit_ratios
 from advisor.estimate.model import build
 from advisor.estimate.references import load_references
 from advisor.estimate.split import ALL, NONE
@@ -100,9 +101,13 @@ def main(argv: list[str] | None = None) -> int:
     print("  lambda = " + ", ".join(f"{w} {v:.3f}" for w, v in sorted(f.level.items())))
     print(f"  in-sample rms log residual {f.rms:.3f}; multi-GPU scaling: {model.efficiency.loss_per_doubling:.2%} "
           f"lost per doubling (8 GPUs: {model.efficiency(8):.1%}) from {len(model.efficiency.pairs)} published pairs")
+    print("  batch slope (rows whose publisher ran each device at its own batch: exp(g (log batch - centre))): "
+          + (", ".join(f"{w} {g:.3f}" for w, (g, _) in sorted(f.batch_slope.items())) or "none"))
     print(f"  band: log half-width {model.bands.model_scale:.3f} x (1 + distance) from references, "
           f"{model.bands.probe_scale:.3f} x (1 + distance) re-anchored by a probe (calibrated to cover "
-          f"{model.bands.share:.0%} of held-out points)")
+          f"{model.bands.share:.0%} of held-out points); {model.bands.transfer_scale:.3f} x (1 + distance) for a workload "
+          f"known from one device (the {TRANSFER_SHARE:.0%} quantile of {model.bands.transfer_workloads} held-out "
+          "workloads' transfers at one batch, each workload weighted equally)")
 
     ok = True
     for probe, title in ((False, "leave-one-device-out (model fitted on the other devices)"),
@@ -119,6 +124,10 @@ def main(argv: list[str] | None = None) -> int:
               f"over {s['rows']} rows), coverage {s['coverage']:.0%}, worst device {s['worst_device']} "
               f"({s['worst_median_abs_error']:.0%}); targets <= {TARGET_ERROR:.0%} and >= {TARGET_COVERAGE:.0%}: "
               f"{'met' if met else 'NOT met'}")
+    family = {m.id: m.family or "unrecorded" for m in refs.measurements}
+    print("\nleave-one-device-out by workload family (median |error|, devices weighted equally; coverage):")
+    for fam, part in sorted(by_family(result.rows, family).items()):
+        print(f"  {fam:22} {part['rows']:4d} rows  {part['median_abs_error']:6.1%}  {part['coverage']:5.0%}")
     if result.not_estimable:
         print("\nnot counted (held out, no other anchor of their kind left): "
               + ", ".join(f"{r.row} {r.error:+.0%}" for r in result.not_estimable))
@@ -181,6 +190,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.external:
         ok &= external_check(model, catalog)
     return 0 if ok else 1
+
+
+def by_family(rows, family: dict[str, str]) -> dict[str, dict]:
+    """Held-out rows grouped by their workload family: median |error| and coverage, devices weighted equally."""
+    out = {}
+    for fam in sorted({family.get(r.row, "unrecorded") for r in rows}):
+        mine = [r for r in rows if family.get(r.row, "unrecorded") == fam]
+        s = Check(mine, [], [], []).summary()
+        out[fam] = {"rows": s["rows"], "median_abs_error": s["median_abs_error"], "coverage": s["coverage"]}
+    return out
 
 
 # --ratios targets (issue 31), on device pairs with at least RATIO_MIN_WORKLOADS workloads
@@ -278,13 +297,14 @@ def workload_transfer(rows, catalog, origin: str, shaped) -> bool:
               f"{'' if c.shaped else '  (unshaped: at ResNet-50 intensity; not in the band calibration)'}")
     for m, name in ((before, "before"), (shaped, "after")):
         b = m.bands
-        print(f"  {name}: transfer band log half-width {b.transfer_scale:.3f} x (1 + device distance), covers "
+        print(f"  {name}: transfer band log half-width {b.transfer_scale:.3f} x (1 + device distance) (the "
+              f"{TRANSFER_SHARE:.0%} quantile), covers "
               f"{b.coverage_transfer:.0%} of held-out pairs over {b.transfer_workloads} workloads; "
               f"leave-one-device-out {check(m).summary()['median_abs_error']:.1%} / "
               f"{check(m).summary()['coverage']:.0%}")
-    pooled = {c.workload: c.coverage for c in by_workload(shaped, pooled=True)}
-    print("  band coverage with the transfer scale pooled over the other workloads' pairs (the rule before each "
-          "workload's own was required): " + ", ".join(f"{w} {v:.0%}" for w, v in pooled.items()))
+    widest = {c.workload: c.coverage for c in by_workload(shaped, widest=True)}
+    print("  band coverage with the transfer scale the widest other workload's own (the rule before the pooled "
+          f"{TRANSFER_SHARE:.0%} quantile): " + ", ".join(f"{w} {v:.0%}" for w, v in widest.items()))
     within = by_workload(shaped, among=TRANSFORMERS)
     if len(within) > 1:
         print("  transformers, each with its band calibrated on the other transformers' pairs alone: "

@@ -75,10 +75,10 @@ def register(sub) -> None:
                         f"{_WORKLOAD.batch_size} for the builtin workloads, the articles' toy)")
     w.add_argument("--depth-arg", metavar="NAME",
                    help="for a model too big for this machine: the constructor argument that sets its depth "
-                        "(e.g. n_layer); with --depths, two shallower copies are measured and extrapolated")
-    w.add_argument("--depths", type=_depths, metavar="A,B",
-                   help="the two shallower depths measured with --depth-arg (e.g. 2,4); the full depth is "
-                        "the workload's own --depth-arg value")
+                        "(e.g. n_layer); with --depths, shallower copies are timed in rounds and extrapolated")
+    w.add_argument("--depths", type=_depths, metavar="A,B[,C...]",
+                   help="two or more shallower depths measured with --depth-arg (e.g. 1,2,3: three check the line); "
+                        "the full depth is the workload's own --depth-arg value")
     d = p.add_argument_group("device")
     d.add_argument("--accelerator", choices=ACCELERATORS, default=defaults.ACCELERATOR)
     d.add_argument("--devices", type=_positive_int, metavar="N",

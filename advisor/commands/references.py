@@ -95,8 +95,10 @@ def _flat(m) -> dict:
     """Every field on one CSV row: the source's fields become source_url, source_repo, ..."""
     d = m.model_dump(mode="json")
     src = d.pop("source")
+    batch_src = d.pop("batch_source") or {}
     d["workload_id"] = m.workload_id
     d.update({f"source_{k}": v for k, v in src.items()})
+    d.update({f"batch_source_{k}": batch_src.get(k) for k in src})  # the same columns on every row
     return d
 
 

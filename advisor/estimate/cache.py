@@ -158,7 +158,8 @@ def to_json(m: CrossDeviceModel) -> dict:
                 "resid": {g: list(v) for g, v in f.resid.items()},
                 "devices": {k: _device(d) for k, d in f.devices.items()}, "rows": f.rows, "rms": f.rms,
                 "mem_factor": f.mem_factor, "cpu_ref": f.cpu_ref, "cpu_channels_ref": f.cpu_channels_ref,
-                "sigma_family": f.sigma_family, "sigma_band": {k: list(v) for k, v in f.sigma_band.items()}},
+                "sigma_family": f.sigma_family, "sigma_band": {k: list(v) for k, v in f.sigma_band.items()},
+                "batch_slope": {k: list(v) for k, v in f.batch_slope.items()}},
         "efficiency": {"loss_per_doubling": e.loss_per_doubling, "pairs": [list(p) for p in e.pairs]},
         "bands": dict(vars(b)),
         "points": [{**vars(p), "device": _device(p.device)} for p in m.points],
@@ -171,7 +172,8 @@ def from_json(body: dict) -> CrossDeviceModel:
     fit = Fit(f["theta_m"], f["theta_o"], f["sigma"], dict(f["kappa"]), dict(f["level"]),
               {g: (float(mean), float(n)) for g, (mean, n) in f["resid"].items()},
               {k: Device(**d) for k, d in f["devices"].items()}, f["rows"], f["rms"], dict(f["mem_factor"]), f["cpu_ref"],
-              f["cpu_channels_ref"], dict(f["sigma_family"]), {k: (lo, hi) for k, (lo, hi) in f["sigma_band"].items()})
+              f["cpu_channels_ref"], dict(f["sigma_family"]), {k: (lo, hi) for k, (lo, hi) in f["sigma_band"].items()},
+              {k: (g, c) for k, (g, c) in f["batch_slope"].items()})
     e = body["efficiency"]
     eff = Efficiency(e["loss_per_doubling"], [(a, b, n, x) for a, b, n, x in e["pairs"]])
     points = [Point(**{**p, "device": Device(**p["device"])}) for p in body["points"]]

@@ -171,15 +171,17 @@ def leave_one_device_out(points: list[Point], flops: dict[str, float],
             if lam is None:
                 continue
             d, why = distance(p.device, p.workload, f)
-            model_held.append(Held(p, f.log_predict(p.device, p.workload, p.stack, level=lam, own_rows=False), d, why))
+            model_held.append(Held(p, f.log_predict(p.device, p.workload, p.stack, level=lam, own_rows=False,
+                                                   batch=p.batch), d, why))
             if not model_held[-1].estimable:
                 continue  # no anchor of its kind: a probe of another kind cannot calibrate it
             for q in train:
                 if q.suite != p.suite:
                     continue
                 # The probe's own residual carried over: log pred_t + (log obs_q - log pred_q).
-                q_pred = f.log_predict(q.device, q.workload, q.stack, own_rows=False)
-                pred = f.log_predict(p.device, p.workload, p.stack, own_rows=False) + math.log(q.sps) - q_pred
+                q_pred = f.log_predict(q.device, q.workload, q.stack, own_rows=False, batch=q.batch)
+                pred = f.log_predict(p.device, p.workload, p.stack, own_rows=False, batch=p.batch) + \
+                    math.log(q.sps) - q_pred
                 probe_held.append(Held(p, pred, pair_distance(q.device, p.device), [], anchor=q.label))
     return model_held, probe_held
 
@@ -206,7 +208,8 @@ def leave_one_workload_out(points: list[Point], intensity: dict[str, float] | No
             for b in mine:
                 # A ratio means something inside one published table (one source, stack, precision):
                 # your probe and your later runs share your stack the same way.
-                if b.device.group == a.device.group or id(b) not in pred or b.suite != a.suite:
+                if b.device.group == a.device.group or id(b) not in pred or b.suite != a.suite \
+                        or not like_for_like(a, b):
                     continue
                 out.append(Held(b, pred[id(b)] + math.log(a.sps) - pred[id(a)], pair_distance(a.device, b.device),
                                 [w, a.device.group], anchor=a.label))
@@ -214,24 +217,48 @@ def leave_one_workload_out(points: list[Point], intensity: dict[str, float] | No
 
 
 def transfer_weights(held: list[Held]) -> np.ndarray:
-    """Each case (workload, measured device model, target device model) weighted equally, however
-    many rows of the two devices one table has: the unit a user asks about."""
-    keys = [(h.why[0], h.why[1], h.point.device.group) for h in held]
-    return group_weights(["|".join(map(str, k)) for k in keys])
+    """Each workload weighted equally, and inside it each case (measured device model, target device
+    model) equally, however many rows of the two devices one table has: the unit a user asks about
+    is a device pair for one workload, and no workload outweighs another by its table's size."""
+    cases = [(h.why[0], h.why[1], h.point.device.group) for h in held]
+    per_case = group_weights(["|".join(map(str, k)) for k in cases])
+    n_cases: dict[str, set] = {}
+    for w, a, b in cases:
+        n_cases.setdefault(w, set()).add((a, b))
+    return np.array([x / len(n_cases[k[0]]) for x, k in zip(per_case, cases)])
+
+
+# The transfer band's scale: this quantile of |log error| / (1 + distance) over every held-out
+# workload's transfers pooled, each workload weighted equally (transfer_weights). A quantile, not the
+# widest workload's own: with the widest rule, two workloads of one table (Tacotron 2 and WaveGlow,
+# each GPU at its own batch) set it for every user, 0.158 -> 0.497. 0.90 rather than the reference
+# band's 0.85, because the pooled rule spreads the misses over workloads rather than bounding each.
+TRANSFER_SHARE = 0.90
 
 
 def transfer_scale(held: list[Held]) -> float:
-    """The transfer band's scale: the widest of each held-out workload's own (the scale covering
-    CALIBRATED_SHARE of its pairs). The band must hold for every workload it has seen, not on their
-    average: pooled, the convolutional networks' small errors set it and the one transformer with
-    rows on two GPUs (BERT-Large) was covered 74%."""
+    """The transfer band's scale: the TRANSFER_SHARE quantile of the held-out transfers' |log error|
+    over (1 + distance), each workload weighted equally; nan when there is none."""
     if not held:
         return float("nan")
-    per = []
-    for w in sorted({h.why[0] for h in held}):
-        mine = [h for h in held if h.why[0] == w]
-        per.append(band_scale(mine, weights=transfer_weights(mine)))
-    return max(per)
+    return band_scale(held, share=TRANSFER_SHARE, weights=transfer_weights(held))
+
+
+def widest_transfer_scale(held: list[Held]) -> float:
+    """The rule before transfer_scale, kept for the benchmark's before/after: the widest of each
+    workload's own scale covering CALIBRATED_SHARE of its transfers."""
+    per = [band_scale(m, weights=transfer_weights(m)) for w in sorted({h.why[0] for h in held})
+           for m in [[h for h in held if h.why[0] == w]]]
+    return max(per) if per else float("nan")
+
+
+def like_for_like(a: Point, b: Point) -> bool:
+    """Whether a published pair of rows is the transfer a user makes: one batch on both devices. A
+    pair from a table that chose each device's batch (Point.per_device_batch) at two batches, or at
+    one it does not say, carries the batch's own gain; a user's probe and later runs keep one batch."""
+    if not (a.per_device_batch or b.per_device_batch):
+        return True
+    return a.batch is not None and a.batch == b.batch
 
 
 def band_scale(held: list[Held], share: float = CALIBRATED_SHARE, weights: np.ndarray | None = None) -> float:

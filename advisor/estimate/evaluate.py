@@ -170,14 +170,14 @@ class WorkloadCheck:
     shaped: bool = True  # its intensity is counted (else predicted at ResNet-50's; not in the band's calibration)
 
 
-def by_workload(model: CrossDeviceModel, pooled: bool = False, among: tuple[str, ...] = ()) -> list[WorkloadCheck]:
+def by_workload(model: CrossDeviceModel, widest: bool = False, among: tuple[str, ...] = ()) -> list[WorkloadCheck]:
     """Leave-one-workload-out: each workload fitted out, given its shape and one measured device,
     its other devices predicted; per workload the ratio error and the nested band's coverage.
-    `pooled`: the band's scale set on all other workloads' pairs together (the rule before
-    calibrate.transfer_scale), for the benchmark's before/after. `among`: only workloads whose name
+    `widest`: the band's scale the widest of the other workloads' own (calibrate.widest_transfer_scale,
+    the rule before the pooled quantile), for the benchmark's before/after. `among`: only workloads whose name
     starts with one of these, each calibrated on the others of them alone (transformers on
     transformers)."""
-    from .calibrate import coverage, leave_one_workload_out, transfer_scale, transfer_weights
+    from .calibrate import coverage, leave_one_workload_out, transfer_scale, transfer_weights, widest_transfer_scale
 
     shapes = model.intensities()
     held = leave_one_workload_out(model.points, shapes)
@@ -186,11 +186,10 @@ def by_workload(model: CrossDeviceModel, pooled: bool = False, among: tuple[str,
     out = []
     for w in sorted({h.why[0] for h in held}):
         mine = [h for h in held if h.why[0] == w]
-        # calibrated without this workload, by the rule the product uses (or the pooled one before it),
-        # on the workloads whose shape is counted (model.shaped_transfers)
+        # calibrated without this workload, by the rule the product uses (or the widest-workload one
+        # before it), on the workloads whose shape is counted (model.shaped_transfers)
         rest = shaped_transfers([h for h in held if h.why[0] != w], shapes)
-        scale = (band_scale(rest, weights=transfer_weights(rest)) if pooled else transfer_scale(rest)) if rest \
-            else float("nan")
+        scale = (widest_transfer_scale(rest) if widest else transfer_scale(rest)) if rest else float("nan")
         wts = transfer_weights(mine)
         err = np.array([abs(math.expm1(-h.resid)) for h in mine])
         ratio = np.array([math.exp(-h.resid) for h in mine])

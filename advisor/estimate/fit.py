@@ -27,7 +27,8 @@ in the catalog: for them only the compute term, with their own offset kappa_cpu.
 
 Fitting: for each (theta_m, theta_o) on a log grid the rest is linear least squares in log space
 (relative errors), rows weighted so each device counts once; the grid point with the least
-weighted squared error wins. A few milliseconds for a few hundred rows (numpy only).
+weighted squared error wins. A row whose publisher ran each device at its own batch adds
+g_w (log batch - c_w) to its workload's level (batch_slopes). A few milliseconds for a few hundred rows (numpy only).
 """
 
 from __future__ import annotations
@@ -105,6 +106,9 @@ class Fit:
     sigma_family: dict[str, float] = field(default_factory=dict)
     # family -> (lowest, highest) tuned/default gap, log, of its devices published at both stacks
     sigma_band: dict[str, tuple[float, float]] = field(default_factory=dict)
+    # workload -> (g, c): its rows published at a batch chosen per device run exp(g (log batch - c))
+    # times its level (batch_slopes); a workload absent runs at one batch, or no table says
+    batch_slope: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     def stack_log(self, dev: Device) -> float:
         """log(tuned / default) on this device: its architecture family's, else the pooled sigma (0: a CPU)."""
@@ -127,12 +131,13 @@ class Fit:
         return device_offset(dev, self.theta_m * m, self.theta_o * m, self.cpu_ref, self.cpu_channels_ref)
 
     def log_predict(self, dev: Device, workload: str | None, stack: str, level: float | None = None,
-                    own_rows: bool = True, intensity: float | None = None) -> float:
+                    own_rows: bool = True, intensity: float | None = None, batch: int | None = None) -> float:
         """log per-device samples/s; `level` overrides the workload's (another workload, or probes),
-        `intensity` the workload's shape (a user's own workload, from its probe)."""
+        `intensity` the workload's shape (a user's own workload, from its probe), `batch` the batch a
+        published row ran at when its publisher chose it per device (a user's runs keep theirs: None)."""
         lam = self.level[workload] if level is None else level
         y = lam + (self.stack_log(dev) if stack == "tuned" else 0.0) + self.kappa.get(dev.kind, 0.0) \
-            - self.offset(dev, workload, intensity)
+            - self.offset(dev, workload, intensity) + self.batch_log(workload, batch)
         key = own_key(dev.group, workload)
         key = key if key in self.resid else dev.group
         if own_rows and key in self.resid:
@@ -141,6 +146,13 @@ class Fit:
         else:
             y += math.log(self.family_factor(dev, workload)[0])
         return y
+
+    def batch_log(self, workload: str | None, batch: int | None) -> float:
+        """log of what running at `batch` gives a workload against its fitted level (0: no batch, or no slope)."""
+        if not batch or workload not in self.batch_slope:
+            return 0.0
+        g, centre = self.batch_slope[workload]
+        return g * (math.log(batch) - centre)
 
     def family_factor(self, dev: Device, workload: str | None = None) -> tuple[float, str | None]:
         """(the factor a device with no rows of its own in the fit takes from its architecture
@@ -231,6 +243,20 @@ def fit(points: list[Point], intensity: dict[str, float] | None = None, referenc
 
 def _fit(points: list[Point], intensity: dict[str, float] | None, reference: str,
          rest_sigma: float | None = None) -> Fit:
+    """The fit; a batch slope that comes out negative is dropped and the rest refitted (a larger batch
+    does not slow a sample down: what a negative slope reads is the devices' memory sizes, which set
+    the batch, standing in for some other difference between them)."""
+    centres = batch_slopes(points)
+    while True:
+        f = _fit_once(points, intensity, reference, rest_sigma, centres)
+        negative = {wl for wl, (g, _) in f.batch_slope.items() if g < 0}
+        if not negative:
+            return f
+        centres = {wl: c for wl, c in centres.items() if wl not in negative}
+
+
+def _fit_once(points: list[Point], intensity: dict[str, float] | None, reference: str,
+              rest_sigma: float | None, centres: dict[str, float]) -> Fit:
     if not points:
         raise ValueError("nothing to fit")
     n = len(points)
@@ -275,6 +301,8 @@ def _fit(points: list[Point], intensity: dict[str, float] | None, reference: str
     # A kind's offset is only identified beside GPUs: a CPU-only set has no separate scale.
     kind_cols = [k for k in kinds if any(p.device.kind == "gpu" for p in points)]
     cols += [np.array([p.device.kind == k for p in points], float) for k in kind_cols]
+    cols += [np.array([math.log(p.batch) - c if p.workload == wl and p.per_device_batch and p.batch else 0.0
+                       for p in points]) for wl, c in centres.items()]
     X = np.stack(cols, axis=1)
 
     sw = np.sqrt(w)
@@ -312,6 +340,8 @@ def _fit(points: list[Point], intensity: dict[str, float] | None, reference: str
     if not has_rest and sigma_family:  # other families take the families' mean
         sigma = float(np.mean(list(sigma_family.values())))
     kappa = {"gpu": 0.0} | {kd: float(beta[k + i]) for i, kd in enumerate(kind_cols)}
+    k += len(kind_cols)
+    slope = {wl: (float(beta[k + i]), c) for i, (wl, c) in enumerate(centres.items())}
     sums: dict[str, list[tuple[float, float]]] = {}
     shaped: dict[str, list[tuple[float, float]]] = {}
     for p, ri in zip(points, r):
@@ -333,7 +363,25 @@ def _fit(points: list[Point], intensity: dict[str, float] | None, reference: str
     res |= _family_residuals(devices.values(), res, workloads)
     rms = float(np.sqrt(np.sum(w * r**2) / np.sum(w)))
     return Fit(theta_m, theta_o, sigma, kappa, level, res, devices, n, rms, factors, cpu_ref, ch_ref, sigma_family,
-               _stack_bands(points, r, sigma_family))
+               _stack_bands(points, r, sigma_family), slope)
+
+
+def batch_slopes(points: list[Point]) -> dict[str, float]:
+    """Workloads whose rows of per-device batches (Point.per_device_batch) run two or more batches,
+    each with the mean log batch of those rows (where its slope is centred).
+
+    A table that runs each device at its own batch (Lambda's: each GPU the largest its memory holds)
+    publishes device ratios times batch ratios. How much a larger batch gives is the workload's
+    matter (a step's fixed work spread over more samples), so each such workload has its own slope,
+    an elasticity of throughput in the batch, fitted beside its level: exp(g (log b - c)). Without it
+    Tacotron 2's 4.5x and WaveGlow's 5.0x from a V100-16GB (batch 48, 8) to an A100-80GB (256, 48)
+    were read as device gains alone. The table sets each batch by the GPU's memory, so a slope is
+    only partly identified (memory size and device speed go together); _fit keeps it at 0 or above."""
+    logs: dict[str, list[float]] = {}
+    for p in points:
+        if p.per_device_batch and p.batch:
+            logs.setdefault(p.workload, []).append(math.log(p.batch))
+    return {wl: float(np.mean(v)) for wl, v in sorted(logs.items()) if len(set(v)) > 1}
 
 
 # A workload's residuals spread this much (log, squared: 10%) at the least when it weighs in a

@@ -85,6 +85,12 @@ class Point:
     suite: str  # rows of one benchmark suite share it (same source, workload, precision, stack)
     reliable: bool = True
     weight: float = 1.0  # its evidence against a figure read in a source (evidence_weight)
+    # The publisher chose this device's batch for it (references.Measurement.batch_policy
+    # "per-device"), and the batch per device where it is known: its table's device ratios carry a
+    # batch gain, which the fit models (fit.batch_slopes) and a transfer's calibration leaves out
+    # (calibrate.like_for_like). A user's probe and the runs it stands for keep one batch: False.
+    per_device_batch: bool = False
+    batch: int | None = None
 
 
 def evidence_weight(m) -> float:
@@ -263,8 +269,10 @@ def reference_points(rows, catalog: Catalog | None, efficiency) -> tuple[list[Po
             per_dev *= (m.image_size / REFERENCE_IMAGE_SIZE) ** 2  # as if at 224 px (FLOPs ~ pixels)
         suite = "|".join((m.source.label().split("@")[0], m.model, m.precision, m.stack, m.data_pipeline,
                           m.framework))
+        per_device = m.batch_policy == "per-device"
         out.append(Point(dev, m.model, m.precision, m.stack, per_dev, m.gpus, m.id, "reference", suite,
-                         weight=evidence_weight(m)))
+                         weight=evidence_weight(m), per_device_batch=per_device,
+                         batch=m.batch_per_device if per_device else None))
     return out, skipped
 
 

@@ -28,7 +28,7 @@ from catalog.hardware import best_dtype
 from catalog.models import Catalog, InstanceType
 from lightning_module.contract.contention import slowdown
 
-from .calibrate import distance, level_for, pair_distance
+from .calibrate import TRANSFER_SHARE, distance, level_for, pair_distance
 from .fit import CPU_CHANNELS_EXPONENT, CPU_SCALING, cpu_channels_log, cpu_log_peak
 from .model import FLOPS, CrossDeviceModel
 from .points import (
@@ -254,7 +254,7 @@ class Estimator:
             scale, words = bands.transfer_scale, (
                 f"leave-one-workload-out: a workload fitted out, given its shape and one device, its other devices "
                 f"predicted: covers {bands.coverage_transfer:.0%} of held-out pairs over {bands.transfer_workloads} "
-                f"workloads, at least {bands.share:.0%} of each one's (its scale the widest workload's)")
+                f"workloads (their {TRANSFER_SHARE:.0%} quantile, each workload weighted equally; pairs at one batch)")
         if all(p[0].kind != dev.kind and p[0].kind not in bands.transfer_from_kinds for p in probes):
             return max(scale, bands.model_scale, bands.transfer_scale if not math.isnan(bands.transfer_scale) else 0.0), \
                 UNCALIBRATED

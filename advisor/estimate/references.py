@@ -52,6 +52,7 @@ Family = Literal["image-classification", "encoder-transformer", "decoder-lm", "d
 # (a language model's or translation model's tokens/s), mel-spectrogram frames (Tacotron 2),
 # audio samples (WaveGlow). Device ratios of one workload do not depend on it; its level does.
 RateUnit = Literal["samples", "tokens", "mel_frames", "audio_samples"]
+BatchPolicy = Literal["per-device", "fixed"]
 # How a multi-device run splits its work: plain data parallel (every device holds the whole model),
 # sharded data parallel (FSDP / ZeRO: parameters, gradients and optimizer state split across the
 # devices and gathered per layer), or model parallel. Sharded and model-parallel runs pay
@@ -136,6 +137,12 @@ class Measurement(_Strict):
     num_classes: int | None = Field(default=None, gt=0, le=MAX_NUM_CLASSES)
     precision: Precision
     batch_per_device: int | None = Field(default=None, gt=0, le=MAX_BATCH_SIZE)
+    # How the publisher chose the batch across the table's devices: "per-device", each device its own
+    # (the largest its memory holds: Lambda's suite runs Tacotron 2 at 48 a GPU on a V100-16GB and 256
+    # on an A100-80GB), so the table's device ratios carry the batch's own gain as well as the
+    # device's; "fixed", one batch on every device; None, not recorded. points.batch_of reads it.
+    batch_policy: BatchPolicy | None = None
+    batch_source: Source | None = None  # where batch_per_device was read, when not in the figure's own source
     global_batch: int | None = Field(default=None, gt=0, le=2**31)  # samples per optimizer step, all devices
     grad_accumulation: int | None = Field(default=None, gt=0, le=2**16)  # micro-batches per optimizer step
     strategy: Strategy | None = None  # None: the source does not say (a one-device row is "single")
@@ -265,7 +272,7 @@ class Measurement(_Strict):
 
 # Fields a version-2 file may not use (added in 3), and the values 3 added to version-2 fields.
 V3_FIELDS = ("family", "parameters", "tokens_per_sample", "global_batch", "grad_accumulation", "strategy",
-             "activation_checkpointing", "rate_unit", "tokens_per_sec")
+             "activation_checkpointing", "rate_unit", "tokens_per_sec", "batch_policy", "batch_source")
 V3_VALUES = {"precision": ("bf16-true",)}
 
 

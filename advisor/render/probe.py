@@ -154,9 +154,12 @@ def token_lines(r) -> list[str]:
         lines.append(f"runtime memory: {o.context_gib:.3g} GiB before the model"
                      + (f", allocator slack {o.allocator_gib:.3g} GiB at the peak" if o.allocator_gib is not None else ""))
     if (x := r.extrapolation) is not None:
-        a, b = (p.depth for p in x.points)
-        lines.append(f"extrapolated: {x.depth_arg}={x.full_depth} from copies of depth {a} and {b} (parameters counted "
-                     f"on the meta device); the CI widened by {x.relative_error:.0%} each side ({x.error_source})")
+        depths = ", ".join(str(p.depth) for p in x.points)
+        line = f"extrapolated: {x.depth_arg}={x.full_depth} from copies of depth {depths} (parameters counted on the meta device)"
+        if x.rounds is not None and x.intercept_s is not None and x.slope_s is not None:  # schema 11: the fit
+            line += (f"; step = {x.intercept_s * 1e3:.3g} ms (+/- {(x.intercept_se_s or 0) * 1e3:.2g}) + "
+                     f"{x.slope_s * 1e3:.3g} ms (+/- {(x.slope_se_s or 0) * 1e3:.2g}) a layer over {x.rounds} rounds")
+        lines.append(line + f"; the CI widened by {x.relative_error:.0%} each side ({x.error_source})")
     return lines
 
 

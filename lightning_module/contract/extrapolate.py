@@ -1,58 +1,133 @@
-"""A model too big for the probing machine, measured as two shallower copies of itself.
+"""A model too big for the probing machine, measured as shallower copies of itself.
 
 The user names the constructor argument that sets the depth (`advisor probe --depth-arg n_layer
---depths 2,4`): the full model is built on torch's meta device to count its parameters (nothing is
-allocated), and copies of the same width at the two depths are trained. A transformer's step is its
-layers plus what is outside them (embeddings, head, loss, optimizer over those); every per-step
-figure is read as linear in the depth, so the full model's is the deeper copy's plus (full - b)
-layers of the per-layer difference. benchmarks/depth_extrapolation.py measures how far that lands
-from whole runs of models small enough to run whole; its figure (data/depth_extrapolation.json)
-widens the extrapolated CI. Torch-free: the arithmetic, the options' checks and the fits.
+--depths 1,2,3`): the full model is built on torch's meta device to count its parameters (nothing is
+allocated), and copies of the same width at the given depths are trained. A transformer's step is
+what is outside its layers (embeddings, head, loss, the host's dispatch, the optimizer over those
+parameters) plus the same work per layer (the optimizer over a layer's parameters included, so a
+stack of like layers keeps the step linear in its depth): step(L) = a + b x L.
+
+The copies are timed in rounds, every depth once a round, back to back: the machine's drift (other
+work, clocks, caches) falls on all depths of a round alike instead of on the difference between
+two depths timed minutes apart, a difference the extrapolation multiplies by (full - b) / (b - a).
+Each round gives its own line (a_r, b_r) and so its own full-depth step; their spread over the rounds
+is the band, with the t quantile of rounds - 1 degrees of freedom: intercept and slope each carry
+their uncertainty and their covariance to the full depth (fit_depths). benchmarks/depth_extrapolation.py
+times models small enough to run whole in the same rounds as their copies and checks that the band
+covers them; its figure (data/depth_extrapolation.json), the largest |error| it saw, widens the band
+for what the line itself misses (a step not quite linear in the depth). Torch-free: the arithmetic, the options' checks
+and the fits.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import statistics
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 
+from .timing import t95
+
 ERROR_FILE = Path(__file__).with_name("data") / "depth_extrapolation.json"
+MAX_DEPTHS = 8  # shallow depths one probe measures at most
 
 
 class DepthError(ValueError):
     """--depth-arg / --depths that cannot be used; the message is one line for the user."""
 
 
-def parse_depths(text: str) -> tuple[int, int]:
-    """'a,b': two whole depths, 1 <= a < b."""
+def parse_depths(text: str) -> tuple[int, ...]:
+    """'a,b[,c...]': two to MAX_DEPTHS whole depths, 1 <= a < b < c ... (three give the line a check)."""
     parts = [p.strip() for p in text.split(",")]
-    if len(parts) != 2 or not all(p.isdigit() for p in parts):
-        raise DepthError(f"--depths {text!r}: two whole numbers, shallower first (e.g. 2,4)")
-    a, b = int(parts[0]), int(parts[1])
-    if not 1 <= a < b:
-        raise DepthError(f"--depths {text!r}: two different depths of at least 1, shallower first")
-    return a, b
+    if not 2 <= len(parts) <= MAX_DEPTHS or not all(p.isdigit() for p in parts):
+        raise DepthError(f"--depths {text!r}: two to {MAX_DEPTHS} whole numbers, shallowest first (e.g. 1,2,3)")
+    depths = tuple(int(p) for p in parts)
+    if depths[0] < 1 or any(x >= y for x, y in pairwise(depths)):
+        raise DepthError(f"--depths {text!r}: different depths of at least 1, shallowest first")
+    return depths
 
 
-def check_full_depth(full, depth_arg: str, depths: tuple[int, int]) -> int:
+def check_full_depth(full, depth_arg: str, depths: tuple[int, ...]) -> int:
     """The full model's depth (its init argument, or the constructor's default) above both depths."""
     if not isinstance(full, int) or isinstance(full, bool) or full < 1:
         raise DepthError(f"--depth-arg {depth_arg}: the workload's {depth_arg} is {full!r}, not a whole number of "
                          "layers (set it with --init-args, or give the constructor a default)")
-    if full <= depths[1]:
-        raise DepthError(f"--depths {depths[0]},{depths[1]}: the full model has {depth_arg}={full}; measure it whole "
+    if full <= depths[-1]:
+        raise DepthError(f"--depths {','.join(map(str, depths))}: the full model has {depth_arg}={full}; measure it whole "
                          "(leave --depths out) or give depths below it")
     return full
 
 
-def at_depth(a: tuple[int, float | None], b: tuple[int, float | None], full: int) -> float | None:
-    """A figure measured at depths a and b (depth, value), read as linear in the depth, at `full`.
-    The per-layer step is never below 0: a deeper copy that measured less (noise) adds nothing."""
-    (da, va), (db, vb) = a, b
-    if va is None or vb is None:
+def line(points: Sequence[tuple[float, float]]) -> tuple[float, float]:
+    """(intercept, slope) of the least-squares line through (x, y) points of two or more x."""
+    n = len(points)
+    mx = sum(x for x, _ in points) / n
+    my = sum(y for _, y in points) / n
+    sxx = sum((x - mx) ** 2 for x, _ in points)
+    slope = sum((x - mx) * (y - my) for x, y in points) / sxx
+    return my - slope * mx, slope
+
+
+def at_depth(points: Sequence[tuple[int, float | None]], full: int) -> float | None:
+    """A figure counted at two or more depths (depth, value), read as linear in the depth, at `full`.
+    The per-layer step is never below 0: a deeper copy that counted less adds nothing."""
+    if any(v is None for _, v in points):
         return None
-    per_layer = max(0.0, (vb - va) / (db - da))
-    return vb + per_layer * (full - db)
+    _, b = line(points)
+    deepest = max(points)
+    return deepest[1] + max(0.0, b) * (full - deepest[0])
+
+
+@dataclass(frozen=True)
+class DepthFit:
+    """step(L) = intercept + slope x L from rounds of step times, with what the rounds' spread says
+    about each: standard errors, their covariance, and the band at any depth (95%, t of rounds - 1)."""
+
+    depths: tuple[int, ...]
+    rounds: int
+    intercept_s: float
+    slope_s: float
+    intercept_se: float
+    slope_se: float
+    covariance: float  # of intercept and slope (s^2); negative for depths above 0: they trade off
+    floor_s: float  # the deepest copy's mean step: a model with more layers is not faster
+
+    def step_s(self, depth: int) -> float:
+        return max(self.floor_s, self.intercept_s + self.slope_s * depth)
+
+    def se(self, depth: int) -> float:
+        var = self.intercept_se**2 + depth**2 * self.slope_se**2 + 2 * depth * self.covariance
+        return math.sqrt(max(0.0, var))
+
+    def band(self, depth: int) -> tuple[float, float]:
+        """The 95% band of the mean step time at `depth` (seconds), never below the floor."""
+        mid = self.intercept_s + self.slope_s * depth
+        half = t95(self.rounds - 1) * self.se(depth)
+        return max(self.floor_s, mid - half), max(self.floor_s, mid + half)
+
+
+def fit_depths(rounds: Sequence[Mapping[int, float]]) -> DepthFit:
+    """The line through rounds of mean step times ({depth: seconds} a round, the same depths in
+    each): every round fitted on its own, the estimate their mean, its uncertainty their spread.
+    A round's drift moves its whole line, so it shows in the band rather than in a slope that
+    pairs a quiet depth with a busy one."""
+    if len(rounds) < 2:
+        raise DepthError(f"{len(rounds)} round(s) of the shallow copies timed: two or more give the band")
+    depths = tuple(sorted(rounds[0]))
+    if len(depths) < 2 or any(tuple(sorted(r)) != depths for r in rounds):
+        raise DepthError(f"rounds of depths {[sorted(r) for r in rounds]}: every round times the same two or more depths")
+    lines = [line([(d, r[d]) for d in depths]) for r in rounds]
+    n = len(lines)
+    a = statistics.fmean(x for x, _ in lines)
+    b = statistics.fmean(y for _, y in lines)
+    cov = sum((x - a) * (y - b) for x, y in lines) / (n - 1) / n
+    return DepthFit(depths=depths, rounds=n, intercept_s=a, slope_s=b,
+                    intercept_se=statistics.stdev(x for x, _ in lines) / math.sqrt(n),
+                    slope_se=statistics.stdev(y for _, y in lines) / math.sqrt(n), covariance=cov,
+                    floor_s=statistics.fmean(r[depths[-1]] for r in rounds))
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,10 @@ RANK_TIMEOUT = 600.0
 # Race each rung against the best so far (contract/race.py): it stops once its answer is known
 # at the stated error rate. --no-race times every rung to the CI target or --max-seconds.
 RACE = True
+# Rounds in which the shallow copies of a model too big to measure whole are timed, every depth once a
+# round back to back (run/shallow.py): the rounds' spread is the extrapolation's band, with the t of
+# rounds - 1 degrees of freedom (4: 3.18; 2 would give 12.7). Each copy is timed max_seconds / rounds a round.
+DEPTH_ROUNDS = 4
 CONFIRM_ROUNDS = 3  # A B pairs measured to confirm the winner against the baseline (0: no confirmation)
 
 
@@ -52,10 +56,11 @@ class ProbeOptions:
     rank_timeout: float = RANK_TIMEOUT
     race: bool = RACE
     cpu_too: bool = False  # also measure the CPU beside the GPU, and both at once (run/cpu_too.py)
-    # A model too big to measure whole: the constructor argument that sets its depth and the two
-    # shallower depths measured instead (run/shallow.py); None: measured whole.
+    # A model too big to measure whole: the constructor argument that sets its depth and the two or
+    # more shallower depths measured instead, in depth_rounds rounds (run/shallow.py); None: measured whole.
     depth_arg: str | None = None
-    depths: tuple[int, int] | None = None
+    depths: tuple[int, ...] | None = None
+    depth_rounds: int = DEPTH_ROUNDS
     # Earlier probes (the results store's, `advisor probe` reads them): the on/off rungs are climbed
     # in the order of their expected gain per second on this device class (order.py).
     past: tuple = ()

@@ -11,6 +11,7 @@ import json
 import math
 import uuid
 from datetime import datetime, timedelta, timezone
+from itertools import pairwise
 from typing import Annotated, Literal
 
 from pydantic import (
@@ -49,9 +50,11 @@ from safeio import first_error, one_line, parse_json
 # (Confirmation.outcome: an unclear confirmation keeps the pick, its speed-up unconfirmed), the order
 # the on/off rungs were climbed in and what it was read from (ProbeResult.rung_order,
 # rung_order_basis: contract/order.py), a batch step raced to a "tied" stop (RungResult.stop_reason).
+# 11: an extrapolated model's fit (Extrapolation.rounds, intercept_s, slope_s, their standard errors
+# and covariance, step_band_s; two to eight points).
 # Older records read as they are: none of these fields is required.
-RESULT_SCHEMA_VERSION = 10
-READABLE_SCHEMA_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10)
+RESULT_SCHEMA_VERSION = 11
+READABLE_SCHEMA_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11)
 
 BUILTIN_MODELS = ("resnet50", "resnet18", "vit_b_16", "mlp")
 # A builtin that cuts its input into square patches takes an image side that is a whole number of
@@ -681,27 +684,42 @@ class DepthPoint(BaseModel):
 
 class Extrapolation(BaseModel):
     """The model was too big to measure whole: its parameters were counted on the meta device
-    (nothing allocated) and two shallower copies of the same width were measured; each per-step
-    figure (time, FLOPs, ops, memory, traffic) is the shallower copy's plus (full - depth) layers
-    of the per-layer difference (contract/extrapolate.py). The CI is widened by the extrapolation's
-    measured error (relative_error, benchmarks/depth_extrapolation.py)."""
+    (nothing allocated) and shallower copies of the same width were measured; each per-step count
+    (FLOPs, ops, memory, traffic) is read as linear in the depth, and the step time is the line
+    step(L) = intercept + slope x L fitted on rounds of the copies timed back to back
+    (contract/extrapolate.py), its band (step_band_s) the rounds' spread carried to the full depth.
+    The samples/s CI is that band, widened by the largest error the benchmark saw against whole
+    runs timed in the same rounds (relative_error, benchmarks/depth_extrapolation.py). Schema 8-10
+    records hold two points and no fit: their CI was the deeper copy's widened by relative_error."""
 
     model_config = _STRICT
 
     depth_arg: str = Field(max_length=100, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")  # the constructor argument
     full_depth: int = Field(strict=True, ge=1, le=100_000)
-    points: list[DepthPoint] = Field(min_length=2, max_length=2)
+    points: list[DepthPoint] = Field(min_length=2, max_length=8)  # step_s: the mean over the rounds (schema 11)
     parameters_counted_on: Literal["meta"] = "meta"
+    # The fit (schema 11; None before): rounds timed, the line's intercept and slope (seconds, per
+    # layer), their standard errors and covariance over the rounds, the 95% band of the full
+    # depth's step time.
+    rounds: int | None = Field(default=None, strict=True, ge=2, le=1000)
+    intercept_s: float | None = None
+    slope_s: float | None = None
+    intercept_se_s: Annotated[float, Field(strict=True, ge=0)] | None = None
+    slope_se_s: Annotated[float, Field(strict=True, ge=0)] | None = None
+    covariance_s2: float | None = None
+    step_band_s: tuple[Positive, Positive] | None = None
     relative_error: Annotated[float, Field(strict=True, ge=0, le=10)]  # the CI is widened by this share each side
     error_source: Text  # where relative_error was measured
 
     @model_validator(mode="after")
     def _consistent(self) -> Extrapolation:
-        a, b = (p.depth for p in self.points)
-        if not a < b:
-            raise ValueError(f"extrapolation depths {a}, {b}: two different depths, shallower first")
-        if self.full_depth < b:
-            raise ValueError(f"extrapolation full_depth {self.full_depth} is below the depth {b} it was measured at")
+        depths = [p.depth for p in self.points]
+        if any(x >= y for x, y in pairwise(depths)):
+            raise ValueError(f"extrapolation depths {depths}: different depths, shallowest first")
+        if self.full_depth < depths[-1]:
+            raise ValueError(f"extrapolation full_depth {self.full_depth} is below the depth {depths[-1]} it was measured at")
+        if self.step_band_s is not None and self.step_band_s[0] > self.step_band_s[1]:
+            raise ValueError(f"extrapolation step_band_s {self.step_band_s}: low end above the high end")
         return self
 
 

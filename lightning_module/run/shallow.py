@@ -1,22 +1,24 @@
-"""A model bigger than the probing machine: counted whole on the meta device, measured as two
+"""A model bigger than the probing machine: counted whole on the meta device, measured as
 shallower copies of the same width, extrapolated to its full depth (contract/extrapolate.py).
 
-`advisor probe --depth-arg n_layer --depths 2,4` climbs the ladder on the deeper copy (depth 4),
-measures the shallower one (depth 2) in the winning configuration, counts both copies' FLOPs,
-traffic and ops on the CPU, and writes one result for the full model: its workload (and id) as
-given, its parameters counted without allocating them, every per-step figure extrapolated and the
-CI widened by the extrapolation's measured error; `extrapolation` says from which depths.
+`advisor probe --depth-arg n_layer --depths 1,2,3` climbs the ladder on the deepest copy (depth 3),
+then times every copy in the winning configuration in rounds, back to back (time_rounds: the band
+is the rounds' spread, carried to the full depth by fit_depths), counts each copy's FLOPs, traffic
+and ops on the CPU, and writes one result for the full model: its workload (and id) as given, its
+parameters counted without allocating them, every per-step figure extrapolated, the CI the fit's
+band; `extrapolation` says from which depths, the line and its uncertainty.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+import statistics
+from dataclasses import dataclass, field, replace
 
 import torch
 
-from ..contract.extrapolate import DepthError, at_depth, check_full_depth, error_figure, widen
+from ..contract.extrapolate import DepthError, at_depth, check_full_depth, error_figure, fit_depths, widen
 from ..contract.options import MeasureSettings, ProbeOptions
-from ..contract.result import DepthPoint, Extrapolation, ProbeResult, WorkloadSpec, utilisation
+from ..contract.result import DepthPoint, Extrapolation, ProbeConfig, ProbeResult, WorkloadSpec, utilisation
 from . import workloads
 from .measure import samples_per_step
 from .peaks import per_sample_counts
@@ -53,33 +55,63 @@ def full_depth(opts: ProbeOptions) -> int:
 
 
 def deeper_options(opts: ProbeOptions) -> ProbeOptions:
-    """The options that probe the deeper of the two copies (what the ladder climbs on)."""
-    return replace(opts, spec=at(opts.spec, opts.depth_arg, opts.depths[1]), depth_arg=None, depths=None)
+    """The options that probe the deepest of the copies (what the ladder climbs on)."""
+    return replace(opts, spec=at(opts.spec, opts.depth_arg, opts.depths[-1]), depth_arg=None, depths=None)
 
 
-def extrapolated(opts: ProbeOptions, deep: ProbeResult, shallow_rate: float, shallow_peak: float | None,
-                 shallow_counts: tuple, meta: tuple[int, int, float], full: int) -> ProbeResult:
-    """The deeper copy's result carried to `full` layers (the arithmetic: contract/extrapolate.py)."""
-    a, b = opts.depths
+@dataclass
+class Rounds:
+    """The copies timed in rounds: each round's mean step time per depth, and each depth's peak memory."""
+
+    steps: list[dict[int, float]] = field(default_factory=list)
+    peaks: dict[int, float] = field(default_factory=dict)
+
+
+def time_rounds(opts: ProbeOptions, config: ProbeConfig, depths: tuple[int, ...], measure_one) -> Rounds:
+    """Every depth once a round, back to back, for opts.depth_rounds rounds, the order reversed every
+    other round so that no depth always comes first; `measure_one(depth, settings, label)` times one
+    copy in `config` (its contended steps left out by the measurement itself, as for any rung). The
+    benchmark times the full model in these rounds as well."""
+    per_copy = opts.max_seconds / opts.depth_rounds
+    out = Rounds()
+    for r in range(opts.depth_rounds):
+        row: dict[int, float] = {}
+        for depth in depths if r % 2 == 0 else depths[::-1]:
+            spec = at(opts.spec, opts.depth_arg, depth).model_copy(update={"batch_size": config.batch_size})
+            settings = replace(MeasureSettings.from_options(replace(opts, spec=spec)), max_seconds=per_copy)
+            m = measure_one(depth, settings, f"depth {depth} round {r + 1}")
+            row[depth] = samples_per_step(config) / m.samples_per_sec
+            if m.peak_memory_gib is not None:
+                out.peaks[depth] = max(out.peaks.get(depth, 0.0), m.peak_memory_gib)
+        out.steps.append(row)
+    return out
+
+
+def extrapolated(opts: ProbeOptions, deep: ProbeResult, rounds: Rounds, counts: dict[int, tuple],
+                 meta: tuple[int, int, float], full: int) -> ProbeResult:
+    """The deepest copy's result carried to `full` layers (the arithmetic: contract/extrapolate.py)."""
+    depths = opts.depths
+    b = depths[-1]
     per_step = samples_per_step(deep.config)
-    fa, ta, xa, oa = shallow_counts
+    fit = fit_depths(rounds.steps)
     s = deep.shape
-    pa = DepthPoint(depth=a, step_s=per_step / shallow_rate, flops_per_sample=fa, memory_traffic_bytes_per_sample=ta,
-                    other_traffic_bytes_per_sample=xa, ops_per_step=oa, peak_memory_gib=shallow_peak)
-    pb = DepthPoint(depth=b, step_s=per_step / deep.samples_per_sec, parameters=s.parameters if s else None,
-                    flops_per_sample=deep.flops_per_sample, ops_per_step=s.ops_per_step if s else None,
-                    memory_traffic_bytes_per_sample=s.memory_traffic_bytes_per_sample if s else None,
-                    other_traffic_bytes_per_sample=s.other_traffic_bytes_per_sample if s else None,
-                    peak_memory_gib=deep.peak_memory_gib)
+    points = []
+    for d in depths:
+        f, t, x, o = counts[d]
+        points.append(DepthPoint(depth=d, step_s=statistics.fmean(r[d] for r in rounds.steps),
+                                 parameters=s.parameters if s and d == b else None, flops_per_sample=f,
+                                 memory_traffic_bytes_per_sample=t, other_traffic_bytes_per_sample=x, ops_per_step=o,
+                                 peak_memory_gib=deep.peak_memory_gib if d == b else rounds.peaks.get(d)))
 
-    def ext(field: str) -> float | None:
-        return at_depth((a, getattr(pa, field)), (b, getattr(pb, field)), full)
+    def ext(name: str) -> float | None:
+        return at_depth([(p.depth, getattr(p, name)) for p in points], full)
 
-    step = ext("step_s")
+    step = fit.step_s(full)
     rate = per_step / step
-    k = step / pb.step_s  # every step time scales by the same factor
     err = error_figure()
-    ci = widen((deep.samples_per_sec_ci[0] / k, deep.samples_per_sec_ci[1] / k), rate, err.relative_error)
+    lo_s, hi_s = fit.band(full)
+    ci = widen((per_step / hi_s, per_step / lo_s), rate, err.relative_error)
+    k = step * deep.samples_per_sec / per_step  # the deepest copy's step-time spread, carried to the full depth
     st = deep.step_time
     stats = st.model_copy(update={f: getattr(st, f) * k for f in ("mean_s", "median_s", "stdev_s", "p10_s", "p90_s")})
     flops = ext("flops_per_sample")
@@ -104,7 +136,9 @@ def extrapolated(opts: ProbeOptions, deep: ProbeResult, shallow_rate: float, sha
             "ops_per_step": round(ops) if ops else None})
     util_ds, _ = utilisation(achieved, deep.peak_tflops_datasheet, "datasheet")
     util_mm, _ = utilisation(achieved, deep.peak_tflops_matmul, "measured matmul")
-    extra = Extrapolation(depth_arg=opts.depth_arg, full_depth=full, points=[pa, pb],
+    extra = Extrapolation(depth_arg=opts.depth_arg, full_depth=full, points=points, rounds=fit.rounds,
+                          intercept_s=fit.intercept_s, slope_s=fit.slope_s, intercept_se_s=fit.intercept_se,
+                          slope_se_s=fit.slope_se, covariance_s2=fit.covariance, step_band_s=(lo_s, hi_s),
                           relative_error=err.relative_error, error_source=err.source)
     data = deep.model_dump()
     data.update(
@@ -117,8 +151,9 @@ def extrapolated(opts: ProbeOptions, deep: ProbeResult, shallow_rate: float, sha
 
 
 def run_shallow(opts: ProbeOptions, run_probe, measure_anywhere, **kw) -> ProbeResult | None:
-    """Probe the deeper copy through `run_probe`, measure the shallower one through
-    `measure_anywhere` (both probe.py's: passed in, so that this module does not import it back)."""
+    """Probe the deepest copy through `run_probe` (the ladder picks the configuration), then time
+    every copy in its configuration in rounds through `measure_anywhere` (both probe.py's: passed
+    in, so that this module does not import it back)."""
     full = full_depth(opts)
     meta = count_on_meta(opts.spec)
     deep = run_probe(deeper_options(opts), **kw)
@@ -126,11 +161,21 @@ def run_shallow(opts: ProbeOptions, run_probe, measure_anywhere, **kw) -> ProbeR
         return None  # another rank
     from .preview import preview
 
-    spec_a = at(opts.spec, opts.depth_arg, opts.depths[0]).model_copy(update={"batch_size": deep.config.batch_size})
-    shallow_opts = replace(opts, spec=spec_a, depth_arg=None, depths=None)
     measure_fn = kw.get("measure_fn")
-    m = (measure_fn("shallow", deep.config) if measure_fn is not None
-         else measure_anywhere(MeasureSettings.from_options(shallow_opts), deep.config, label=f"depth {opts.depths[0]}"))
-    pv = preview(spec_a)
-    counts = per_sample_counts(spec_a, pv.first_batch)
-    return extrapolated(opts, deep, m.samples_per_sec, m.peak_memory_gib, counts, meta, full)
+
+    def measure_one(depth: int, settings: MeasureSettings, label: str):
+        if measure_fn is not None:
+            return measure_fn(f"depth {depth}", deep.config)
+        return measure_anywhere(settings, deep.config, label=label)
+
+    rounds = time_rounds(opts, deep.config, opts.depths, measure_one)
+    counts = {}
+    for d in opts.depths:
+        if d == opts.depths[-1] and deep.shape is not None:
+            s = deep.shape
+            counts[d] = (deep.flops_per_sample, s.memory_traffic_bytes_per_sample, s.other_traffic_bytes_per_sample,
+                         s.ops_per_step)
+        else:
+            spec = at(opts.spec, opts.depth_arg, d).model_copy(update={"batch_size": deep.config.batch_size})
+            counts[d] = per_sample_counts(spec, preview(spec).first_batch)
+    return extrapolated(opts, deep, rounds, counts, meta, full)

@@ -232,7 +232,7 @@ def test_a_config_with_an_optimizer_is_probed_filed_and_found_by_recommend(cli, 
                                                  "init_args": {"lr": 0.0006, "weight_decay": 0.1}}
     assert r.workload.lr_scheduler.class_path == "torch.optim.lr_scheduler.CosineAnnealingLR"
     assert r.shape.optimizer_state_bytes == pytest.approx(2 * r.shape.parameter_bytes, rel=0.01)
-    assert r.schema_version == RESULT_SCHEMA_VERSION == 9
+    assert r.schema_version == RESULT_SCHEMA_VERSION == 11
     assert 0 < r.shape.other_traffic_bytes_per_sample < r.shape.memory_traffic_bytes_per_sample
     base = ("recommend", "--budget", "100", "--deadline", "2d", "--samples", "1e6", "--store", db, "--format", "json")
     code, text, err = cli(*base, "--config", "examples/tinylm.yaml")

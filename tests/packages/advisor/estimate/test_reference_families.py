@@ -108,8 +108,10 @@ def _v3(*rows: dict) -> dict:
 
 
 def test_a_version_2_file_still_reads_and_may_not_use_version_3_fields():
-    old = {k: v for k, v in _row("lambda-v1-rn50-").items() if k != "family"}
+    old = {k: v for k, v in _row("lambda-v1-rn50-").items() if k not in ("family", "batch_policy", "batch_source")}
     assert len(loads(json.dumps({"schema_version": 2, "about": "t", "measurements": [old]})).measurements) == 1
+    msg = _bad({"schema_version": 2, "about": "t", "measurements": [{**old, "batch_policy": "per-device"}]})
+    assert "batch_policy" in msg and "schema_version 3" in msg
     msg = _bad({"schema_version": 2, "about": "t", "measurements": [{**old, "strategy": "single"}]})
     assert "strategy" in msg and "schema_version 3" in msg
     msg = _bad({"schema_version": 2, "about": "t", "measurements": [{**old, "precision": "bf16-true"}]})
@@ -124,6 +126,8 @@ def test_a_version_2_file_still_reads_and_may_not_use_version_3_fields():
     ({"strategy": "pipelined"}, "strategy"),
     ({"family": "vision"}, "family"),
     ({"rate_unit": "bytes"}, "rate_unit"),
+    ({"batch_policy": "largest"}, "batch_policy"),
+    ({"batch_source": {"repo": "lambdal/deeplearning-benchmark", "where": "x"}}, "needs a path"),
 ])
 def test_bad_version_3_rows_are_one_line(change, words):
     row = _row("foundry-mpt-7b-h100-80gb-8gpu-")
