@@ -215,6 +215,10 @@ class LadderOptions:
     skip: frozenset[str] = frozenset()
     batch_gain: float = BATCH_GAIN
     max_batch: int = 1 << 16
+    # The longest a step of a batch rung may take for the walk to go on upwards: past it a larger
+    # batch's rung could not time the steps its CI needs in its seconds (and a contended machine's
+    # noise could walk the batch on for minutes a step). None: no bound.
+    step_budget_s: float | None = None
     # CPU, one rank: the intra-op thread counts to try, from the baseline rung (its contention says
     # which cores are free: threads.free_cores). None: no threads rung (a GPU, several ranks).
     thread_counts: Callable[[RungResult], tuple[int, ...]] | None = None
@@ -416,11 +420,19 @@ def _revisit(lad: Ladder, attempt, kinds: dict[str, tuple[str, ...]], decided_at
         attempt(f"{r.rung}@batch={bs}", cfg, note=f"lost at batch {decided_at}; measured again at batch {bs}")
 
 
+def _over_budget(r: RungResult, opts: LadderOptions) -> bool:
+    """A batch rung's step (its batch over its samples/s: a lower bound with several ranks) took
+    longer than opts.step_budget_s: the walk goes no higher."""
+    if opts.step_budget_s is None or r.status != "ok" or not r.samples_per_sec > 0:
+        return False
+    return r.config.batch_size / r.samples_per_sec > opts.step_budget_s
+
+
 def _batch_search(lad: Ladder, attempt, opts: LadderOptions) -> None:
     """Double and half the batch, then walk on in the direction whose step did not lose (double
     first where both did not): a step that wins moves the best, a flat one (batch_step) reading
     faster moves it on its point estimate, and the walk stops at a step that loses, fails, or
-    after FLAT_STEPS flat steps in a row."""
+    after FLAT_STEPS flat steps in a row; upwards, also at a step longer than opts.step_budget_s."""
     start = lad.best.config.batch_size
     tried: dict[int, tuple[RungResult, str]] = {}
 
@@ -444,9 +456,11 @@ def _batch_search(lad: Ladder, attempt, opts: LadderOptions) -> None:
             return
         step = open_[0]
     at, flat = int(start * step), int(first[step][1] == "flat")
+    if step > 1 and _over_budget(first[step][0], opts):
+        return
     while True:
         t = try_size(int(at * step))
-        if t is None or t[1] in ("lost", "failed"):
+        if t is None or t[1] in ("lost", "failed") or (step > 1 and _over_budget(t[0], opts)):
             return
         flat = flat + 1 if t[1] == "flat" else 0
         if flat >= FLAT_STEPS:

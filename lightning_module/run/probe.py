@@ -35,6 +35,7 @@ from ..contract.race import known_slower_after
 from ..contract.reliability import confirm, measure_until_known
 from ..contract.result import MemoryFit, ProbeConfig, ProbeResult, RungResult
 from ..contract.threads import free_cores, free_cpus, thread_counts
+from ..contract.timing import MIN_TIMED_STEPS
 from . import cpu_too, extensions, hardware, workloads
 from .assemble import assemble_result
 from .callbacks import CHROME_TRACE, profiler_callback
@@ -279,6 +280,8 @@ def run_probe(opts: ProbeOptions, on_rung: Callable[[RungResult, RungResult | No
         extensions=extensions.detect(accelerator, hw, spec, devices * opts.num_nodes), order=order.kinds,
         thread_counts=cpu_thread_counts(hw) if one_cpu_rank else None,
         free_cpus=lambda base: free_cpus(usable_cpus(), base.contention),
+        # a rung times at least MIN_TIMED_STEPS steps in its seconds: no batch whose step is longer
+        step_budget_s=settings.max_seconds / MIN_TIMED_STEPS,
     )
     lad = run_ladder(start, measure_one, ladder_opts, track)
 

@@ -238,3 +238,22 @@ def test_the_raced_probe_races_a_batch_step_on_the_best_and_picks_the_rung_that_
     assert f is not None and t == pytest.approx(f * 1.03)  # a batch step races on the best and the best + 3%
     assert floors["compile"][1] is None  # an on/off rung on one line
     assert any(why in ("won", "lost", "tied") for label, _, _, why in seen if label.startswith("batch="))
+
+
+def always_a_little_faster(cfg):
+    """A contended machine's noise read as a curve: every doubling reads 5% faster, past any memory."""
+    return 100.0 * 1.05 ** (cfg.batch_size.bit_length())
+
+
+@pytest.mark.parametrize("race", [False, True])
+def test_the_batch_walk_stops_upwards_at_a_step_longer_than_its_budget(race):
+    # batch / speed is each step's seconds: 64 -> 0.45 s, 128 -> 0.86 s, 256 -> 1.6 s
+    unbounded = LadderOptions(skip=frozenset({"precision", "channels_last", "compile", "workers"}))
+    bounded = LadderOptions(skip=unbounded.skip, step_budget_s=1.0)
+    for seed in range(5):
+        sizes = [r.config.batch_size for r in climb(always_a_little_faster, unbounded, race, seed).rungs]
+        assert max(sizes) >= 1024  # without a bound the noise walks it on
+        lad = climb(always_a_little_faster, bounded, race, seed)
+        sizes = [r.config.batch_size for r in lad.rungs]
+        # 256's step (1.6 s) is the first past the budget: measured, and nothing above it
+        assert max(sizes) == 256 and lad.best.config.batch_size <= 256, sizes
