@@ -111,12 +111,25 @@ class ContentionMeter:
     cpus: int
     cpu_bound: bool = True  # a CPU rung: the CPU share fallback applies
     steps: list[StepLoad] = field(default_factory=list)
+    # (others' busy CPU seconds, wall seconds) summed over the intervals that read both: the rung's
+    # share is their ratio, not a mean of each step's share. /proc/stat counts in 10 ms ticks, so a
+    # 5 ms step reads 0 or 10 ms busy; each step's share is clamped at 0, and the mean of clamped
+    # noise read a quiet machine as 24-28% busy with others (benchmarks/busy_probe.py, TinyGAN).
+    _others: list[float] = field(default_factory=lambda: [0.0, 0.0])
 
     def add(self, a: Reading, b: Reading, steps: int = 1) -> StepLoad:
         """The interval between two readings, holding `steps` steps (each judged as the interval)."""
         s = step_load(a, b, self.cores_in_use, self.cpu_bound, self.cpus)
         self.steps.extend([s] * steps)
+        if a.busy is not None and b.busy is not None and self.cpus and b.wall > a.wall:
+            self._others[0] += (b.busy - a.busy) - (b.cpu - a.cpu)
+            self._others[1] += b.wall - a.wall
         return s
+
+    def others_share(self) -> float | None:
+        """The share of this process's CPUs other processes kept busy over every interval read."""
+        busy, wall = self._others
+        return min(max(busy / (wall * self.cpus), 0.0), 1.0) if wall > 0 else None
 
     def record(self, load_average: float | None = None, own_load: float | None = None,
                gpu: Iterable[GpuState] = ()) -> Contention:
@@ -124,7 +137,7 @@ class ContentionMeter:
         c = Contention(
             steps=len(self.steps), contended_steps=sum(s.contended for s in self.steps),
             cpu_share=_mean(s.cpu_share for s in self.steps), wait_share=_mean(s.wait_share for s in self.steps),
-            steal_share=_mean(s.steal_share for s in self.steps), others_share=_mean(s.others_share for s in self.steps),
+            steal_share=_mean(s.steal_share for s in self.steps), others_share=self.others_share(),
             load_average=load_average, cpus=self.cpus,
             cores_in_use=self.cores_in_use, own_load=own_load if own_load is not None else self.cores_in_use,
             gpu_other_processes=max((g.other_processes for g in states), default=None),

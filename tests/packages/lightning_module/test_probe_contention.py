@@ -231,3 +231,24 @@ def test_readings_of_different_grain_never_give_a_share_past_its_bound():
     meter = ContentionMeter(1, 2)
     meter.add(a, b)
     meter.record()  # the strict model takes it
+
+
+def test_ticks_coarser_than_a_step_do_not_read_as_others_work():
+    # 5 ms steps on 2 CPUs, all of them this process's; /proc/stat's busy count moves in 10 ms ticks,
+    # so a step reads 0 or 10 ms busy (20 in all every 2 steps): no one else's work, on the whole.
+    m, busy_ticks = ContentionMeter(cores_in_use=2, cpus=2), 0.0
+    a = Reading(0.0, 0.0, busy=0.0)
+    for i in range(1, 201):
+        busy_ticks = 0.02 * (i // 2)  # the ticks counted up to now
+        b = Reading(i * 0.005, i * 0.01, busy=busy_ticks)
+        m.add(a, b)
+        a = b
+    c = m.record()
+    assert c.others_share == pytest.approx(0.0, abs=0.01) and not c.contended, c
+    # the same steps beside a process that keeps one of the two CPUs busy read as 50%
+    m, a = ContentionMeter(cores_in_use=1, cpus=2), Reading(0.0, 0.0, busy=0.0)
+    for i in range(1, 201):
+        b = Reading(i * 0.005, i * 0.005, busy=0.02 * (i // 2))
+        m.add(a, b)
+        a = b
+    assert m.record().others_share == pytest.approx(0.5, abs=0.02)
