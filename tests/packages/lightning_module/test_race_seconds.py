@@ -11,6 +11,7 @@ import statistics
 import textwrap
 
 import pytest
+from test_probe_measure import SLOW_MODULE
 
 from lightning_module.contract.race import known_slower_after
 from lightning_module.contract.timing import Stopwatch
@@ -75,33 +76,10 @@ def test_known_slower_after_is_the_threshold_as_a_step_time():
     assert 32 / 0.33 < 100.0 < 32 / 0.31
 
 
-SLOW_FIRST = '''
-import time
-import lightning.pytorch as pl
-import torch
-from torch import nn
-from torch.utils.data import DataLoader, TensorDataset
-
-SLEPT = []
-
-
-class SlowFirst(pl.LightningModule):
-    def __init__(self, num_classes=10):
-        super().__init__()
-        self.net = nn.Sequential(nn.Flatten(), nn.Linear(3 * 4 * 4, num_classes))
-
-    def training_step(self, batch, batch_idx):
-        time.sleep(5.0)  # a step far slower than the one it is checked against
-        SLEPT.append(batch_idx)  # the steps whose sleep ran to its end
-        x, y = batch
-        return nn.functional.cross_entropy(self.net(x), y)
-
-    def configure_optimizers(self):
-        return torch.optim.SGD(self.parameters(), lr=0.1)
-
-    def train_dataloader(self):
-        return DataLoader(TensorDataset(torch.randn(64, 3, 4, 4), torch.arange(64) % 10), batch_size=4)
-'''
+# test_probe_measure's sleepy module (one home for it), every step a 5 s sleep: a step far slower
+# than the one it is checked against
+SLOW_FIRST = SLOW_MODULE.replace("time.sleep(0.02 if batch_idx < 3 else 5.0)", "time.sleep(5.0)")
+assert SLOW_FIRST != SLOW_MODULE
 
 
 def test_measure_cuts_the_first_step_at_first_step_s(user_module):
@@ -114,7 +92,7 @@ def test_measure_cuts_the_first_step_at_first_step_s(user_module):
 
     user_module("slowfirst", textwrap.dedent(SLOW_FIRST))
     measure.quiet_lightning()
-    settings = MeasureSettings(WorkloadSpec(model="slowfirst:SlowFirst", image_size=4, num_classes=10),
+    settings = MeasureSettings(WorkloadSpec(model="slowfirst:Sleepy", image_size=4, num_classes=10),
                                warmup_steps=0, max_seconds=30, max_steps=1, target_ci=0.0)
     import slowfirst
 
