@@ -12,6 +12,7 @@ import textwrap
 
 import pytest
 from test_probe_measure import SLOW_MODULE
+from test_settle import feed  # a stopwatch fed simulated step times
 
 from lightning_module.contract.race import known_slower_after
 from lightning_module.contract.timing import Stopwatch
@@ -110,15 +111,6 @@ def steady(rng, first: float, n: int = 30, cv: float = 0.05) -> list[float]:
     out = [math.exp(rng.gauss(0, cv)) for _ in range(n)]
     out[0] *= first
     return out
-
-
-def feed(clock, durations):
-    now = 0.0
-    clock.start(now)
-    for d in durations:
-        now += d
-        clock.step(now)
-    return clock.timing
 
 
 def warmups(first: float, warm: bool, runs: int = 1000) -> tuple[list[int], list[float]]:
