@@ -109,6 +109,8 @@ class Fit:
     # workload -> (g, c): its rows published at a batch chosen per device run exp(g (log batch - c))
     # times its level (batch_slopes); a workload absent runs at one batch, or no table says
     batch_slope: dict[str, tuple[float, float]] = field(default_factory=dict)
+    # n sibling devices count n / (n + family_shrink) in a device's family residual (family_shrink())
+    family_shrink: float = SHRINK_ROWS
 
     def stack_log(self, dev: Device) -> float:
         """log(tuned / default) on this device: its architecture family's, else the pooled sigma (0: a CPU)."""
@@ -162,7 +164,7 @@ class Fit:
         if dev.group in self.resid or fam not in self.resid:
             return 1.0, None
         mean, n = self.resid.get(own_key(fam, workload), self.resid[fam])
-        return math.exp(mean * n / (n + SHRINK_ROWS)), dev.family
+        return math.exp(mean * n / (n + self.family_shrink)), dev.family
 
     def describe(self) -> dict:
         return {
@@ -360,10 +362,12 @@ def _fit_once(points: list[Point], intensity: dict[str, float] | None, reference
     devices = {}
     for p in points:
         devices.setdefault(p.device.key, p.device)
-    res |= _family_residuals(devices.values(), res, workloads)
+    fam_res = _family_residuals(devices.values(), res, workloads)
+    shrink = family_shrink(devices.values(), res)
+    res |= fam_res
     rms = float(np.sqrt(np.sum(w * r**2) / np.sum(w)))
     return Fit(theta_m, theta_o, sigma, kappa, level, res, devices, n, rms, factors, cpu_ref, ch_ref, sigma_family,
-               _stack_bands(points, r, sigma_family), slope)
+               _stack_bands(points, r, sigma_family), slope, shrink)
 
 
 def batch_slopes(points: list[Point]) -> dict[str, float]:
@@ -453,15 +457,42 @@ def _family_residuals(devices, res: dict[str, tuple[float, float]], workloads=()
             groups.setdefault(d.family, {})[d.group] = None
     out = {}
     for fam, members in groups.items():
-        weights = [(res[g][0], min(1.0, res[g][1])) for g in members]
+        weights = [(res[g][0], res[g][1] / (res[g][1] + SHRINK_ROWS)) for g in members]
         n = sum(w for _, w in weights)
         out[family_key(fam)] = (sum(m * w for m, w in weights) / n, n)
         for wl in workloads:
-            mine = [(res[own_key(g, wl)][0], min(1.0, res[own_key(g, wl)][1])) for g in members if own_key(g, wl) in res]
+            mine = [(res[own_key(g, wl)][0], res[own_key(g, wl)][1] / (res[own_key(g, wl)][1] + SHRINK_ROWS)) for g in members if own_key(g, wl) in res]
             if mine:
                 n = sum(w for _, w in mine)
                 out[own_key(family_key(fam), wl)] = (sum(m * w for m, w in mine) / n, n)
     return out
+
+
+def family_shrink(devices, res: dict[str, tuple[float, float]]) -> float:
+    """How many sibling devices count as much as the prior (the model, residual 0) in a device's
+    family residual: sigma^2 / tau^2, the variance of devices about their family's mean over the
+    variance of the family means themselves (random effects, moments; each device group once).
+
+    A fixed 2 (SHRINK_ROWS, the rows' rule) let a family of one sibling lend a third of its
+    residual; what the fitted devices say is that siblings differ far less than families do (one
+    architecture's kernels and libraries use a peak alike), so a sibling tells most of it. Computed
+    on the fit's own devices (a held-out device is not among them). SHRINK_ROWS where no family has
+    two fitted devices; infinite (nothing lent) where the families do not differ beyond their devices."""
+    groups: dict[str, dict[str, None]] = {}
+    for d in devices:
+        if d.family and d.group in res:
+            groups.setdefault(d.family, {})[d.group] = None
+    means, within, dof = [], 0.0, 0
+    for members in groups.values():
+        r = np.array([res[g][0] for g in members])
+        means.append((float(r.mean()), len(r)))
+        within += float(((r - r.mean()) ** 2).sum())
+        dof += len(r) - 1
+    if dof == 0:
+        return SHRINK_ROWS
+    sigma2 = within / dof
+    tau2 = float(np.mean([m * m - sigma2 / n for m, n in means]))
+    return sigma2 / tau2 if tau2 > 0 else math.inf
 
 
 def _between(grid: np.ndarray, i: int) -> np.ndarray:
