@@ -96,6 +96,8 @@ def main(argv: list[str] | None = None) -> int:
                     f"(its devices at both stacks {', '.join(f'{math.exp(x):.2f}' for x in f.sigma_band.get(k, ()))})"
                     for k, v in sorted(f.sigma_family.items()))
     print(f"  tuned / default stack by architecture family: {fam or 'none (no device at both stacks)'}")
+    print(f"  a device without rows takes its architecture family's residual, n siblings counting n / (n + "
+          f"{f.family_shrink:.3f}) (the fitted devices' variance about their family over the families' own)")
     print(f"  tuned / default stack = {math.exp(f.sigma):.3f} (other families); kappa = "
           + ", ".join(f"{k} {v:+.3f}" for k, v in f.kappa.items()))
     print("  lambda = " + ", ".join(f"{w} {v:.3f}" for w, v in sorted(f.level.items())))
