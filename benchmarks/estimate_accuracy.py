@@ -96,8 +96,10 @@ def main(argv: list[str] | None = None) -> int:
                     f"(its devices at both stacks {', '.join(f'{math.exp(x):.2f}' for x in f.sigma_band.get(k, ()))})"
                     for k, v in sorted(f.sigma_family.items()))
     print(f"  tuned / default stack by architecture family: {fam or 'none (no device at both stacks)'}")
-    print(f"  a device without rows takes its architecture family's residual, n siblings counting n / (n + "
-          f"{f.family_shrink:.3f}) (the fitted devices' variance about their family over the families' own)")
+    tau = 1 / math.sqrt(f.family_shrink) if f.family_shrink > 0 and math.isfinite(f.family_shrink) else 0.0
+    print(f"  a device without rows takes its architecture family's residual, shrunk to the model (random effects on "
+          f"the fitted devices' residuals, log sd): families {tau:.3f}, a device about its family "
+          f"{math.sqrt(f.family_sd2):.3f}, rows about their device {f.rms:.3f}")
     print(f"  tuned / default stack = {math.exp(f.sigma):.3f} (other families); kappa = "
           + ", ".join(f"{k} {v:+.3f}" for k, v in f.kappa.items()))
     print("  lambda = " + ", ".join(f"{w} {v:.3f}" for w, v in sorted(f.level.items())))

@@ -65,10 +65,10 @@ CPU_CHANNELS_EXPONENT = math.log2(1.2)
 # n rows count n / (n + SHRINK_ROWS). A workload with rows of its own on the device takes those rows'
 # residual (BERT's rows on an A10 say how BERT runs there, not ResNet-50); any other workload, all rows'.
 # A device with no rows at all takes its architecture family's residual: the mean of its siblings',
-# each counted by its rows as above (an H200 of 2 rows half a device), n of them counting
-# n / (n + Fit.family_shrink), the fitted devices' own variance ratio (family_shrink: ~0.5 on the
-# shipped rows, where a fixed SHRINK_ROWS lent a family of one sibling a third of its residual;
-# leave-one-device-out 13.6% -> 11.5%, the RTX 6000 Ada 13.8% -> 8.2%); for a workload its siblings have
+# each weighted by how well its residual tells the family's and all shrunk to the model by how far
+# families differ, both fitted on the devices' own residuals (family_prior: where a fixed SHRINK_ROWS
+# lent a family of one sibling a third of its residual, leave-one-device-out 13.6% -> 11.5%, the
+# RTX 6000 Ada 13.8% -> 8%); for a workload its siblings have
 # rows of, their residual for that workload (an H200's ResNet-50 takes the H100's ResNet-50 rows'
 # residual, not the H100's mean over every workload there: with the Lambda table's speech,
 # translation and recommender rows on the H100 a held-out H200 read 19% low, 15% so; leave-one-
@@ -112,8 +112,11 @@ class Fit:
     # workload -> (g, c): its rows published at a batch chosen per device run exp(g (log batch - c))
     # times its level (batch_slopes); a workload absent runs at one batch, or no table says
     batch_slope: dict[str, tuple[float, float]] = field(default_factory=dict)
-    # n sibling devices count n / (n + family_shrink) in a device's family residual (family_shrink())
+    # A device without rows takes its family's residual: its siblings' mean, sibling g weighted
+    # 1 / (family_sd2 + rms^2 / its rows), shrunk to the model as n / (n + family_shrink), n their
+    # weights' sum and family_shrink = 1 / tau^2, how far families differ (family_prior)
     family_shrink: float = SHRINK_ROWS
+    family_sd2: float = 0.0
 
     def stack_log(self, dev: Device) -> float:
         """log(tuned / default) on this device: its architecture family's, else the pooled sigma (0: a CPU)."""
@@ -365,12 +368,13 @@ def _fit_once(points: list[Point], intensity: dict[str, float] | None, reference
     devices = {}
     for p in points:
         devices.setdefault(p.device.key, p.device)
-    fam_res = _family_residuals(devices.values(), res, workloads)
-    shrink = family_shrink(devices.values(), res)
-    res |= fam_res
     rms = float(np.sqrt(np.sum(w * r**2) / np.sum(w)))
+    # rows scatter about their device's mean by ~rms: a sibling's residual of few rows is that noisy
+    s2 = max(rms * rms, NOISE_FLOOR)
+    shrink, sd2 = family_prior(devices.values(), res, s2)
+    res |= _family_residuals(devices.values(), res, workloads, s2, sd2)
     return Fit(theta_m, theta_o, sigma, kappa, level, res, devices, n, rms, factors, cpu_ref, ch_ref, sigma_family,
-               _stack_bands(points, r, sigma_family), slope, shrink)
+               _stack_bands(points, r, sigma_family), slope, shrink, sd2)
 
 
 def batch_slopes(points: list[Point]) -> dict[str, float]:
@@ -451,17 +455,19 @@ def _stack_bands(points: list[Point], r: np.ndarray, sigma_family: dict[str, flo
     return out
 
 
-def _family_residuals(devices, res: dict[str, tuple[float, float]], workloads=()) -> dict[str, tuple[float, float]]:
-    """Each architecture family's mean residual over its fitted device groups, and that count: each
-    group counted by its rows (evidence) as a device's own residual is, n / (n + SHRINK_ROWS), so a
-    sibling of 2 rows (an H200) weighs half a device and one of 30 nearly a whole."""
+def _family_residuals(devices, res: dict[str, tuple[float, float]], workloads=(), s2: float = 1.0,
+                      sd2: float = 1.0) -> dict[str, tuple[float, float]]:
+    """Each architecture family's residual over its fitted device groups: their mean, group g
+    weighted by how well its residual tells the family's, 1 / (sd2 + s2 / its rows) (a device's own
+    departure from its family, plus its rows' noise: an H200 of 2 rows weighs less than an H100 of
+    80), and the weights' sum (family_prior: the prior's weight in the same units)."""
     groups: dict[str, dict[str, None]] = {}
     for d in devices:
         if d.family:
             groups.setdefault(d.family, {})[d.group] = None
 
     def share(cells):
-        w = [(mean, n / (n + SHRINK_ROWS)) for mean, n in cells]
+        w = [(mean, 1.0 / (sd2 + s2 / n)) for mean, n in cells]
         total = sum(x for _, x in w)
         return sum(m * x for m, x in w) / total, total
 
@@ -475,16 +481,25 @@ def _family_residuals(devices, res: dict[str, tuple[float, float]], workloads=()
     return out
 
 
-def family_shrink(devices, res: dict[str, tuple[float, float]]) -> float:
-    """How many sibling devices count as much as the prior (the model, residual 0) in a device's
-    family residual: sigma^2 / tau^2, the variance of devices about their family's mean over the
-    variance of the family means themselves (random effects, moments; each device group once).
+# Floors on the variances family_prior works with (log, squared): a noiseless fit (synthetic rows)
+# or siblings that happen to agree are not taken as exact.
+NOISE_FLOOR = 1e-4
 
-    A fixed 2 (SHRINK_ROWS, the rows' rule) let a family of one sibling lend a third of its
-    residual; what the fitted devices say is that siblings differ far less than families do (one
-    architecture's kernels and libraries use a peak alike), so a sibling tells most of it. Computed
-    on the fit's own devices (a held-out device is not among them). SHRINK_ROWS where no family has
-    two fitted devices; infinite (nothing lent) where the families do not differ beyond their devices."""
+
+def family_prior(devices, res: dict[str, tuple[float, float]], s2: float) -> tuple[float, float]:
+    """(1 / tau^2, sd2): how much the prior (the model: residual 0) weighs against a family's
+    siblings, and how far one device departs from its family, from the fitted devices' residuals
+    (random effects, moments, each device group once):
+
+        residual of device g = family effect (variance tau^2) + device effect (sd2) + noise (s2 / rows)
+
+    sd2 is the devices' variance about their family's mean less their rows' noise; tau^2 the family
+    means' mean square less what their devices' spread puts in it. A fixed SHRINK_ROWS of 2 devices
+    let a family of one sibling lend a third of its residual; on the shipped rows families differ far
+    more than their devices do (the RTX 4090 and RTX 6000 Ada both run above the model, the A100 and V100
+    below), so a sibling tells most of it. Computed on the fit's own devices (a held-out device is not
+    among them). Where no family has two fitted devices: SHRINK_ROWS devices of s2 each; where the
+    families do not differ beyond their devices: infinite (nothing lent)."""
     devices = list(devices)
     # A kind with one device model (a Trainium beside the GPUs) has its residual taken by its offset
     # kappa: 0 by construction, no evidence of how families differ.
@@ -502,10 +517,12 @@ def family_shrink(devices, res: dict[str, tuple[float, float]]) -> float:
         within += float(((r - r.mean()) ** 2).sum())
         dof += len(r) - 1
     if dof == 0:
-        return SHRINK_ROWS
+        return SHRINK_ROWS / s2, s2
     sigma2 = within / dof
+    noise = float(np.mean([s2 / res[g][1] for members in groups.values() for g in members]))
+    sd2 = max(sigma2 - noise, NOISE_FLOOR)
     tau2 = float(np.mean([m * m - sigma2 / n for m, n in means]))
-    return sigma2 / tau2 if tau2 > 0 else math.inf
+    return (1.0 / tau2 if tau2 > 0 else math.inf), sd2
 
 
 def _between(grid: np.ndarray, i: int) -> np.ndarray:

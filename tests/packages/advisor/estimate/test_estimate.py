@@ -12,7 +12,7 @@ from recommend_catalogs import write_catalog
 
 from advisor.estimate.calibrate import efficiency_from_pairs, leave_one_device_out
 from advisor.estimate.evaluate import check
-from advisor.estimate.fit import SHRINK_ROWS, device_offset, family_shrink, fit, own_key
+from advisor.estimate.fit import NOISE_FLOOR, SHRINK_ROWS, device_offset, family_prior, fit, own_key
 from advisor.estimate.model import FLOPS, build
 from advisor.estimate.points import Device, Point, gpu_device
 from advisor.estimate.references import REFERENCE_PATH, load_references
@@ -181,17 +181,18 @@ def catalog_file(tmp_path):
 
 
 def sibling_share(f, groups, workload=None):
-    """A family residual's (mean, count) by fit._family_residuals' rule: each sibling counted by its
-    rows as n / (n + SHRINK_ROWS)."""
+    """A family residual's (mean, weight) by fit._family_residuals' rule: sibling g weighted
+    1 / (f.family_sd2 + f.rms^2 / its rows)."""
     cells = [f.resid[own_key(g, workload) if workload else g] for g in groups]
-    w = [n / (n + SHRINK_ROWS) for _, n in cells]
+    s2 = max(f.rms**2, NOISE_FLOOR)
+    w = [1.0 / (f.family_sd2 + s2 / n) for _, n in cells]
     return sum(m * x for (m, _), x in zip(cells, w)) / sum(w), sum(w)
 
 
 def test_a_device_without_rows_takes_its_architecture_siblings_residual_and_one_with_rows_its_own():
     # Two Ada cards run 30% above the model the other rows follow; the L40S (Ada, no rows) follows
-    # its fitted siblings, n siblings counting n / (n + the fit's family_shrink, set here: its estimate
-    # is family_shrink()'s test); a device with rows keeps its own.
+    # its fitted siblings, weighted n against the prior's family_shrink (set here: what the fit
+    # estimates it to is family_prior's test), as n / (n + family_shrink); a device with rows keeps its own.
     pts = synthetic_points()
     boost = {"RTX4090", "RTX6000Ada"}
     for key in boost:
@@ -201,7 +202,7 @@ def test_a_device_without_rows_takes_its_architecture_siblings_residual_and_one_
             pts.append(Point(dev, "resnet50", "16-mixed", stack, math.exp(y), 1, f"{key}-{stack}", "reference",
                              f"suite|{stack}"))
     without_l40s = [p for p in pts if p.device.group != "L40S"]
-    f = dataclasses.replace(fit(without_l40s), family_shrink=0.5)
+    f = dataclasses.replace(fit(without_l40s), family_shrink=1.0)
     l40s = gpu_device(acc.get("L40S"), "16-mixed")
     factor, family = f.family_factor(l40s)
     assert family == "NVIDIA Ada Lovelace"
@@ -209,8 +210,8 @@ def test_a_device_without_rows_takes_its_architecture_siblings_residual_and_one_
     mean, n = sibling_share(f, ("L4", *boost))
     assert factor == pytest.approx(math.exp(mean * n / (n + f.family_shrink)), rel=1e-9)
     # the siblings ran above the model, and so does the L40S now, by more than the old fixed rule
-    # (n devices counting n / (n + 2)) lent it
-    assert factor > math.exp(mean * n / (n + SHRINK_ROWS)) > 1.0
+    # (3 devices counting 3 / (3 + 2)) lent it
+    assert factor > math.exp(mean * 3 / 5) > 1.0
     assert f.family_factor(gpu_device(acc.get("RTX4090"), "16-mixed")) == (1.0, None)  # rows of its own
     t4 = gpu_device(acc.get("T4"), "16-mixed")
     assert f.family_factor(t4) == (1.0, None)  # the T4's group has its own rows here
@@ -242,7 +243,7 @@ def test_a_device_without_rows_takes_its_siblings_residual_for_the_workload_wher
                 y = 2.0 + (0.4 if stack == "tuned" else 0.0) - device_offset(dev, 3.0, 1e-3) + math.log(gain)
                 pts.append(Point(dev, wl, "16-mixed", stack, math.exp(y), 1, f"{key}-{wl}-{stack}", "reference",
                                  f"suite|{stack}"))
-    f = dataclasses.replace(fit([p for p in pts if p.device.group != "L40S"]), family_shrink=0.5)
+    f = dataclasses.replace(fit([p for p in pts if p.device.group != "L40S"]), family_shrink=1.0)
     l40s = gpu_device(acc.get("L40S"), "16-mixed")
     fast, family = f.family_factor(l40s, "resnet50")
     slow, _ = f.family_factor(l40s, "slow")
@@ -263,28 +264,34 @@ def _dev(group, family, kind="gpu"):
     return Device(group, group, kind, "NVIDIA", 100.0, 1000.0, 1.0, family=family)
 
 
-def test_the_family_shrink_is_the_devices_variance_about_their_family_over_the_families_own():
-    # Family A's devices sit at +0.3 and +0.1, B's at -0.2 and 0.0, C's one at 0: within-family
-    # variance 0.02 (2 degrees of freedom), family means 0.2, -0.1, 0 against it: tau^2 =
-    # mean(0.04 - 0.01, 0.01 - 0.01, 0 - 0.02) = 1/300, so a sibling counts as 0.02 / (1/300) = 6 of the prior.
+def test_the_family_prior_is_how_far_families_differ_beyond_their_devices():
+    # Family A's devices sit at +0.3 and +0.1, B's at -0.2 and 0.0, C's one at 0, each of 5 rows
+    # scattering 0.01 (log, squared): about their family the devices vary 0.02 (2 degrees of freedom),
+    # 0.002 of it their rows' noise, so a device departs from its family by 0.018; the family means 0.2,
+    # -0.1, 0 against it: tau^2 = mean(0.04 - 0.01, 0.01 - 0.01, 0 - 0.02) = 1/300, the prior's weight 300.
     res = {"a1": (0.3, 5.0), "a2": (0.1, 5.0), "b1": (-0.2, 5.0), "b2": (0.0, 5.0), "c1": (0.0, 5.0)}
     devs = [_dev("a1", "A"), _dev("a2", "A"), _dev("b1", "B"), _dev("b2", "B"), _dev("c1", "C")]
-    assert family_shrink(devs, res) == pytest.approx(6.0, rel=1e-9)
-    # families far apart, siblings alike: a sibling tells nearly all of it
+    prior, sd2 = family_prior(devs, res, 0.01)
+    assert prior == pytest.approx(300.0, rel=1e-9) and sd2 == pytest.approx(0.018, rel=1e-9)
+    # families far apart, siblings alike: the prior weighs little against one sibling
     apart = {"a1": (0.3, 5.0), "a2": (0.29, 5.0), "b1": (-0.3, 5.0), "b2": (-0.31, 5.0), "c1": (0.0, 5.0)}
-    assert family_shrink(devs, apart) < 0.01
+    prior, sd2 = family_prior(devs, apart, 0.01)
+    assert prior < 0.1 / (sd2 + 0.01 / 5)
     # siblings differ as much as families do: nothing lent
     mixed = {"a1": (0.3, 5.0), "a2": (-0.3, 5.0), "b1": (0.3, 5.0), "b2": (-0.3, 5.0), "c1": (0.0, 5.0)}
-    assert family_shrink(devs, mixed) == math.inf
-    # no family with two fitted devices: the rows' rule
-    assert family_shrink([_dev("a1", "A"), _dev("b1", "B")], res) == SHRINK_ROWS
+    assert family_prior(devs, mixed, 0.01)[0] == math.inf
+    # no family with two fitted devices: SHRINK_ROWS devices' worth
+    assert family_prior([_dev("a1", "A"), _dev("b1", "B")], res, 0.01) == (SHRINK_ROWS / 0.01, 0.01)
     # a kind with one device model (its residual taken by its kind offset) says nothing of families
-    assert family_shrink(devs + [_dev("t1", "T", kind="neuron")], res | {"t1": (0.0, 5.0)}) == pytest.approx(6.0)
+    with_neuron = family_prior(devs + [_dev("t1", "T", kind="neuron")], res | {"t1": (0.0, 5.0)}, 0.01)
+    assert with_neuron[0] == pytest.approx(300.0)
 
 
 def test_the_shipped_fit_lends_a_device_most_of_its_siblings_residual():
-    # On the shipped dataset siblings differ far less than families do (the RTX 4090 and RTX 6000 Ada
-    # both run above the model, the A100 and V100 below): the fitted shrink is under the rows' rule of 2,
-    # which lent a family of one sibling a third of its residual (leave-one-device-out 13.6% -> 11.5%).
+    # On the shipped dataset families differ far more than their devices do: one well-measured sibling
+    # (its weight 1 / (sd2 + rms^2 / rows)) outweighs the prior, where the old fixed rule gave it a third
+    # (leave-one-device-out 13.6% -> 11.5%).
     model = build(load_references().measurements, load(SNAPSHOT_PATH))
-    assert 0.0 < model.fit.family_shrink < SHRINK_ROWS
+    f = model.fit
+    one = 1.0 / (f.family_sd2 + f.rms**2 / 30)
+    assert one / (one + f.family_shrink) > 0.5
