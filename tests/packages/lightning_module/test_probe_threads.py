@@ -7,8 +7,7 @@ import random
 
 import pytest
 
-from lightning_module.contract.ladder import (LadderOptions, RungContended, RungMeasurement, race_lines, required_gain,
-                                              run_ladder)
+from lightning_module.contract.ladder import LadderOptions, RungContended, RungMeasurement, race_lines, required_gain, run_ladder
 from lightning_module.contract.quiet import held_quietly
 from lightning_module.contract.result import Contention, ProbeConfig
 from lightning_module.contract.threads import THREADS_GAIN, busy_elsewhere, climb_threads, free_cores, thread_counts
