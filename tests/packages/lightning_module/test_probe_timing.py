@@ -43,8 +43,8 @@ def drifting(rng: random.Random, n: int = 2000) -> list[float]:
 
 def test_short_steps_are_not_a_figure_before_they_span_the_machine_s_own_swings():
     """Issue 33: a quiet probe's 4 s A-B leg of TinyGAN stored 17,593 samples/s from 10 steps of
-    ~4 ms: its CI met +-3% in 40 ms, inside one of the machine's faster spells, where its other
-    legs and runs read 8,000-13,000. The rule converged on the first 5 fast steps here (33% high);
+    ~4 ms: its CI met +-3% in 40 ms, where its ladder read 10,482 for that configuration and
+    other quiet runs' legs 10,565-13,178. The rule converged on the first 5 fast steps here (33% high);
     now it waits for a second of steps and stores the long-run rate."""
     rng = random.Random(4)
     series = drifting(rng)
