@@ -36,8 +36,11 @@ MIN_CLEAN_STEPS = 2  # clean steps a figure is computed from (usable_steps): a s
 # move the machine's speed over tens to hundreds of milliseconds. On TinyGAN's ~4-5 ms steps a
 # quiet machine met the +-3% CI after 5-10 steps, and one A-B leg of a 4 s budget stored
 # 17,593 samples/s from 10 steps (40 ms), where the same probe's ladder read 10,482 for that
-# configuration and other quiet runs' legs 10,565-13,178 (issue 33). A second of steps spans those periods; steps of 0.2 s or more reach it
-# with MIN_TIMED_STEPS anyway, so only short steps pay, and they pay under a second.
+# configuration and other quiet runs' legs 10,565-13,178 (issue 33). A second of steps spans
+# many such swings (a simulated machine whose speed swings 1.75x every 15-65 steps: every leg's
+# figure within 10% of its long-run rate, where 5 steps read most of them 20% or more off:
+# test_probe_timing). Steps of 0.2 s or more reach it with MIN_TIMED_STEPS anyway, so only short
+# steps pay, and they pay under a second.
 MIN_TIMED_SECONDS = 1.0
 # A step the machine was contended for may run this many times its limit before the rung is given
 # up as "contended": never cut as too slow to win on a step someone else slowed down.
