@@ -163,3 +163,33 @@ def test_the_stored_figure_is_the_pick_s_own_at_its_threads_from_its_clean_steps
     assert {t for r, t in log if r == "confirm baseline"} == {2}
     assert result.samples_per_sec == pytest.approx(13000.0)  # its legs' clean steps, none of the contended
     assert result.step_time.n_steps == 8 * len(legs)
+
+
+def test_a_quiet_leg_that_ran_out_of_time_short_of_its_ci_is_never_a_reliable_figure(monkeypatch):
+    """Issue 33: a quiet run stored a 1-thread A-B leg's figure. A leg may stop on its CI only after
+    a second of steps (timing.MIN_TIMED_SECONDS); one that reaches its budget short of the target is
+    still what the probe stores for its configuration, and the result then says it is not reliable
+    and why, quiet or not."""
+    import random
+
+    from lightning_module.contract.result import WorkloadSpec
+    from lightning_module.run import probe
+
+    monkeypatch.setattr(probe.torch, "get_num_threads", lambda: 2)
+    monkeypatch.setattr(probe, "cpu_thread_counts", lambda hw: lambda base: (2, 1))
+    rng = random.Random(9)
+
+    def measure(rung, cfg):
+        if rung == "confirm tuned":  # swings too wide for +-3% in its budget: stopped at its time limit
+            times = [BATCH / 12000.0 * rng.choice([0.5, 1.5]) for _ in range(40)]
+            return summarise(Timing(times, 1, 0.1, times[0], "time-limit", [False] * 40, QUIET), BATCH, 0.03)
+        sps = 12000.0 if cfg.threads == 1 else 10000.0
+        return summarise(Timing([BATCH / sps] * 200, 1, 0.1, BATCH / sps, "converged", [False] * 200, QUIET), BATCH, 0.03)
+
+    spec = WorkloadSpec(model="mlp", image_size=8, num_classes=10, batch_size=BATCH)
+    opts = probe.ProbeOptions(spec=spec, accelerator="cpu", matmul_seconds=0.05, confirm_rounds=1,
+                              skip=frozenset({"precision", "channels_last", "compile", "workers", "batch", "run_cpu"}))
+    result = probe.run_probe(opts, measure_fn=measure)
+    assert result.config.threads == 1 and not result.contention.contended  # quiet, the pick kept ...
+    assert result.stop_reason == "time-limit" and result.step_time.n_steps == 40  # ... from the leg short of its CI
+    assert not result.reliable and any("wider than the ±3% target" in r for r in result.unreliable_reasons)
