@@ -101,6 +101,22 @@ def margin_note(best: RungResult) -> str:
             "on a quiet machine) keep torch's default rather than whichever read faster this time")
 
 
+def confirm_margin(baseline: ProbeConfig, pick: ProbeConfig) -> float:
+    """The gain the A-B confirmation asks of a pick over the baseline (reliability.confirm_outcome):
+    THREADS_GAIN where the pick differs in its thread count alone (the ladder asked it of that
+    count), else none. Without it a count the ladder saw beyond the margin in one draw was kept on
+    an A-B reading inside it, and the pick still flipped between runs."""
+    if baseline.threads == pick.threads:
+        return 0.0
+    return THREADS_GAIN if baseline.model_copy(update={"threads": pick.threads}) == pick else 0.0
+
+
+def confirmed_note(ratio: float) -> str:
+    """The note on a thread count the ladder kept and the A-B confirmation read inside the margin."""
+    return (f"the A-B confirmation read it {ratio:.2f}x the baseline, inside the {THREADS_GAIN:.0%} margin a thread "
+            "count must clear: the baseline's count is kept")
+
+
 def thread_words(config: ProbeConfig) -> str | None:
     """The thread count a training run should set, in words (None: not a CPU pick, or not known)."""
     if config.accelerator != "cpu" or config.threads is None:
