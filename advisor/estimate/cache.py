@@ -27,6 +27,7 @@ import json
 import logging
 import platform
 import sys
+from dataclasses import fields
 from pathlib import Path
 
 import numpy as np
@@ -44,12 +45,13 @@ from .references import Measurement
 
 log = logging.getLogger(__name__)
 
-FORMAT = 2  # the entry's layout below; the key covers it
+FORMAT = 3  # the entry's layout below; the key covers it
 KEEP = 8  # entries kept (a team's own reference files each have theirs); the oldest go first
 MAX_BYTES = 16 * 2**20
 # The modules whose code computes the model (or the rows and devices it is computed from).
 SOURCES = ("advisor.estimate.model", "advisor.estimate.fit", "advisor.estimate.calibrate",
            "advisor.estimate.points", "advisor.estimate.cache", "advisor.estimate.references", "advisor.estimate.shapes",
+           "advisor.estimate.split",
            "catalog.accelerators",
            "catalog.hardware", "catalog.models", "lightning_module.contract.workload_facts")
 
@@ -150,16 +152,36 @@ def _device(d: Device) -> dict:
     return dict(vars(d))  # every field, as from_json reads it back with Device(**d)
 
 
+def _fit_json(f: Fit) -> dict:
+    """Every field of the Fit, by name: a field added to Fit is carried without a change here."""
+    out = {}
+    for name in (x.name for x in fields(Fit)):
+        v = getattr(f, name)
+        if name == "devices":
+            v = {k: _device(d) for k, d in v.items()}
+        elif isinstance(v, dict):
+            v = {k: list(x) if isinstance(x, tuple) else x for k, x in v.items()}
+        out[name] = v
+    return out
+
+
+def _fit_from_json(f: dict) -> Fit:
+    args = {}
+    for name in (x.name for x in fields(Fit)):
+        v = f[name]  # a field missing from the entry is a KeyError: a miss, rebuilt
+        if name == "devices":
+            v = {k: Device(**d) for k, d in v.items()}
+        elif isinstance(v, dict):
+            v = {k: tuple(x) if isinstance(x, list) else x for k, x in v.items()}
+        args[name] = v
+    return Fit(**args)
+
+
 def to_json(m: CrossDeviceModel) -> dict:
     f, e, b = m.fit, m.efficiency, m.bands
     return {
         "origin": m.origin, "shape": m.shape,
-        "fit": {"theta_m": f.theta_m, "theta_o": f.theta_o, "sigma": f.sigma, "kappa": f.kappa, "level": f.level,
-                "resid": {g: list(v) for g, v in f.resid.items()},
-                "devices": {k: _device(d) for k, d in f.devices.items()}, "rows": f.rows, "rms": f.rms,
-                "mem_factor": f.mem_factor, "cpu_ref": f.cpu_ref, "cpu_channels_ref": f.cpu_channels_ref,
-                "sigma_family": f.sigma_family, "sigma_band": {k: list(v) for k, v in f.sigma_band.items()},
-                "batch_slope": {k: list(v) for k, v in f.batch_slope.items()}},
+        "fit": _fit_json(f),
         "efficiency": {"loss_per_doubling": e.loss_per_doubling, "pairs": [list(p) for p in e.pairs]},
         "bands": dict(vars(b)),
         "points": [{**vars(p), "device": _device(p.device)} for p in m.points],
@@ -168,12 +190,7 @@ def to_json(m: CrossDeviceModel) -> dict:
 
 
 def from_json(body: dict) -> CrossDeviceModel:
-    f = body["fit"]
-    fit = Fit(f["theta_m"], f["theta_o"], f["sigma"], dict(f["kappa"]), dict(f["level"]),
-              {g: (float(mean), float(n)) for g, (mean, n) in f["resid"].items()},
-              {k: Device(**d) for k, d in f["devices"].items()}, f["rows"], f["rms"], dict(f["mem_factor"]), f["cpu_ref"],
-              f["cpu_channels_ref"], dict(f["sigma_family"]), {k: (lo, hi) for k, (lo, hi) in f["sigma_band"].items()},
-              {k: (g, c) for k, (g, c) in f["batch_slope"].items()})
+    fit = _fit_from_json(body["fit"])
     e = body["efficiency"]
     eff = Efficiency(e["loss_per_doubling"], [(a, b, n, x) for a, b, n, x in e["pairs"]])
     points = [Point(**{**p, "device": Device(**p["device"])}) for p in body["points"]]
