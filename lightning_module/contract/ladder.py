@@ -295,12 +295,14 @@ def run_ladder(
             return record(RungResult(rung=name, config=config, status=status, error=why, note=note))
         best_sps = lad.best.samples_per_sec if lad.best else 0.0
         step = batch_step(m.samples_per_sec, m.ci_low, m.ci_high, best_sps, gain) if lad.best else "won"
-        # A batch step inside the noise that reads faster is kept on its point estimate (the
-        # search keeps the faster point, then walks on): the A-B confirmation judges the pick.
-        kept = step == "won" or (name.startswith("batch=") and step == "flat" and m.samples_per_sec > best_sps)
-        if kept and step == "flat":
-            why = (f"kept on its point estimate: inside the noise of {best_sps:,.1f} samples/s, neither won nor "
-                   "lost by the batch gain")
+        # A flat batch step (inside the noise or inside the margin) does not replace the batch
+        # before it, however it reads: on a flat curve the batch the search started from stays, so
+        # two ladders (full and raced) reading the same flat curve pick the same batch (issue 32:
+        # batch 8-32 within a few per cent, picked by where the noise fell). The walk goes on past it.
+        kept = step == "won"
+        if name.startswith("batch=") and step == "flat":
+            why = (f"flat: within the {gain:.0%} batch margin or the noise of {best_sps:,.1f} samples/s; the batch "
+                   "before it stays")
             note = f"{note}; {why}" if note else why
         rung = RungResult(
             rung=name, config=config, status="ok", samples_per_sec=m.samples_per_sec,
@@ -430,9 +432,10 @@ def _over_budget(r: RungResult, opts: LadderOptions) -> bool:
 
 def _batch_search(lad: Ladder, attempt, opts: LadderOptions) -> None:
     """Double and half the batch, then walk on in the direction whose step did not lose (double
-    first where both did not): a step that wins moves the best, a flat one (batch_step) reading
-    faster moves it on its point estimate, and the walk stops at a step that loses, fails, or
-    after FLAT_STEPS flat steps in a row; upwards, also at a step longer than opts.step_budget_s."""
+    first where both did not): a step that wins moves the best, a flat one (batch_step) leaves it
+    (the flat-curve rule: a batch that gains less than the margin does not replace the one before),
+    and the walk stops at a step that loses, fails, or after FLAT_STEPS flat steps in a row;
+    upwards, also at a step longer than opts.step_budget_s."""
     start = lad.best.config.batch_size
     tried: dict[int, tuple[RungResult, str]] = {}
 

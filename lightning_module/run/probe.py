@@ -32,7 +32,7 @@ from ..contract.options import MeasureSettings, ProbeOptions
 from ..contract.order import order_for
 from ..contract.quiet import held_quietly
 from ..contract.race import known_slower_after
-from ..contract.reliability import confirm, measure_until_known
+from ..contract.reliability import confirm, decided, measure_until_known
 from ..contract.result import MemoryFit, ProbeConfig, ProbeResult, RungResult
 from ..contract.threads import free_cores, free_cpus, thread_counts
 from ..contract.timing import MIN_TIMED_STEPS
@@ -253,10 +253,16 @@ def run_probe(opts: ProbeOptions, on_rung: Callable[[RungResult, RungResult | No
             floor = race_lines(rung, best_sps[-1], ladder_opts)[1] if opts.race and best_sps else None
             raced = replace(settings, race_threshold=race_threshold(rung), race_floor=floor)
             once = lambda: measure_anywhere(raced, cfg, slow_step_s=slow_limit(cfg), label=rung)
-        # Re-measured only while the rung could still change the decision: its CI reaches the best.
+        # Re-measured only while the rung could still change the decision: its CI reaches the best
+        # (raced: and its CI has not decided it against its lines, reliability.decided).
+        def matters(m: RungMeasurement) -> bool:
+            if not best_sps or m.ci_high < best_sps[-1]:
+                return not best_sps
+            return not (opts.race and decided(m, *race_lines(rung, best_sps[-1], ladder_opts)))
+
         def known() -> RungMeasurement:
             return measure_until_known(once, samples_per_step(cfg), opts.target_ci, opts.remeasure_rounds,
-                                       matters=lambda m: not best_sps or m.ci_high >= best_sps[-1])
+                                       matters=matters)
 
         m = known()
         if (why := emulated.get(rung.split("@")[0])) is not None:  # a win the ISA cannot give: quietly, or not at all
