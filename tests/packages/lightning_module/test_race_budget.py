@@ -132,3 +132,21 @@ def test_a_raced_rung_of_long_steps_warms_up_for_one_step():
     assert settled_at([25.0, 24.0], first=0, long_s=RACE_LOOK_S) == 1  # a warm rung: its first step set apart
     assert settled_at([0.5, 0.4], first=0, long_s=RACE_LOOK_S) is None  # short steps: settle.py's rule
     assert settled_at([25.0, 24.0], first=0) is None  # not raced: settle.py's rule (SETTLE_STEPS)
+
+
+@pytest.mark.parametrize("reason,kept", [("won", True), ("lost", False), ("time-limit", False)])
+def test_a_raced_rung_s_verdict_stands_over_its_own_wide_ci(reason, kept):
+    """A race with a prior decides after a step or two, where the rung's own 95% CI (one degree
+    of freedom) still straddles the best: the ladder keeps by the race's verdict ("won" kept,
+    "lost" not), and by the CI only where no race stopped it."""
+    from lightning_module.contract.ladder import LadderOptions, run_ladder
+    from lightning_module.contract.result import ProbeConfig
+
+    def measure(rung, cfg):
+        if rung == "baseline":
+            return RungMeasurement(100.0, 98.0, 102.0, 10)
+        return RungMeasurement(124.0, 40.0, 900.0, 2, stop_reason=reason)
+
+    opts = LadderOptions(skip=frozenset({"precision", "compile", "workers", "batch"}))
+    lad = run_ladder(ProbeConfig(accelerator="cpu", batch_size=32), measure, opts)
+    assert next(r for r in lad.rungs if r.rung == "channels_last").kept is kept
