@@ -64,7 +64,8 @@ def report(label: str, r: dict) -> float:
             xc = x.get("contention") or {}
             steps = (f" ({x['steps_timed']} steps, {xc.get('contended_steps', 0)} contended, stopped {x.get('stop_reason')})"
                      if x["samples_per_sec"] else "")
-            print(f"[{label}]   {name}: {x['status']}{figure}{steps}" + (" kept" if x["kept"] else ""))
+            print(f"[{label}]   {name}: {x['status']}{figure}{steps}" + (" kept" if x["kept"] else "")
+                  + (f" ({x['note']})" if x.get("note") else ""))
     conf = r.get("confirmation")
     if conf:
         # The stored figure is the pick's legs here (their clean steps), not the ladder's draw above.
@@ -74,9 +75,12 @@ def report(label: str, r: dict) -> float:
         print(f"[{label}] bf16 rung: {bf16['status']}" + (" kept" if bf16["kept"] else "")
               + (f" ({bf16['error']})" if bf16.get("error") else ""))
     others = f", others kept {c['others_share']:.0%} of its CPUs busy" if c.get("others_share") is not None else ""
-    print(f"[{label}] stored: {r['samples_per_sec']:,.0f} samples/s over {r['step_time']['n_steps']} steps, "
-          f"{r['config']['precision']}, contended {bool(c.get('contended'))}{others}, reliable {r['reliable']}"
-          + (f" ({'; '.join(c.get('reasons') or [])})" if c.get("contended") else ""), flush=True)
+    # Why the stored figure's timing stopped and, when the result is not reliable, every reason it gives
+    # (a CI short of its target, a baseline that moved, contention): the figure is compared either way.
+    print(f"[{label}] stored: {r['samples_per_sec']:,.0f} samples/s over {r['step_time']['n_steps']} steps "
+          f"(stopped {r.get('stop_reason')}), {r['config']['precision']}, contended {bool(c.get('contended'))}{others}, "
+          f"reliable {r['reliable']}" + (f" ({'; '.join(r.get('unreliable_reasons') or [])})" if not r["reliable"] else ""),
+          flush=True)
     return float(r["samples_per_sec"])
 
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from .order import ORDERABLE
 from .result import Contention, ProbeConfig, RungResult
-from .threads import climb_threads, thread_counts
+from .threads import THREADS_GAIN, climb_threads, is_threads_rung, margin_note, thread_counts
 
 log = logging.getLogger(__name__)
 
@@ -243,8 +243,10 @@ Measure = Callable[[str, ProbeConfig], RungMeasurement]
 
 def required_gain(rung: str, opts: LadderOptions) -> float:
     """The fraction by which a rung must beat the best so far to be kept: a batch step's
-    batch_gain, nothing more for the others. The one home of it: the ladder keeps by it and the
-    probe races a rung against it (race.py)."""
+    batch_gain, a thread count's THREADS_GAIN (threads.py), nothing more for the others. The one
+    home of it: the ladder keeps by it and the probe races a rung against it (race.py)."""
+    if is_threads_rung(rung):
+        return THREADS_GAIN
     return opts.batch_gain if rung.startswith("batch=") else 0.0
 
 
@@ -319,6 +321,8 @@ def run_ladder(
             why = (f"flat: within the {gain:.0%} batch margin or the noise of {best_sps:,.1f} samples/s; the batch "
                    "before it stays")
             note = f"{note}; {why}" if note else why
+        elif step == "flat" and is_threads_rung(name):
+            note = f"{note}; {margin_note(lad.best)}" if note else margin_note(lad.best)
         rung = RungResult(
             rung=name, config=config, status="ok", samples_per_sec=m.samples_per_sec,
             ci_low=m.ci_low, ci_high=m.ci_high, steps_timed=m.steps_timed,

@@ -170,16 +170,18 @@ def _round_halves(base: list[RungMeasurement], tuned: list[RungMeasurement], cri
     return [crit(df) * math.sqrt(var * (1 / len(logs[i]) + 1 / len(logs[k + i]))) for i in range(k)]
 
 
-def confirm_outcome(s: Speedup) -> str:
+def confirm_outcome(s: Speedup, margin: float = 0.0) -> str:
     """What the probe keeps after a confirmation: "held" (the pick; its CI lies above 1), "lost"
     (the baseline: the fresh draws read the pick no faster, ratio <= 1, its CI's top end included)
     or "unconfirmed" (the pick, with its own band: it read faster but inside the noise). Reverting
     on an unclear answer threw away a pick that read +10% in its one raced round (issue 32); the
     ladder kept it beyond its own noise, and the confirmation did not say otherwise. A pick that
-    reads no faster is dropped: the ladder's figure for it was the luckiest of several draws."""
-    if s.held:
+    reads no faster is dropped: the ladder's figure for it was the luckiest of several draws.
+    `margin`: the gain the pick must show over the baseline, where the ladder asked one of it (a
+    thread count alone: threads.THREADS_GAIN): 1 + margin stands for 1 above."""
+    if s.ci_low > 1.0 + margin:
         return "held"
-    return "lost" if s.ratio <= 1.0 else "unconfirmed"
+    return "lost" if s.ratio <= 1.0 + margin else "unconfirmed"
 
 
 @dataclass
@@ -203,12 +205,14 @@ def baseline_moved(shift: float | None) -> bool:
 
 def confirm(measure: Callable[[str, ProbeConfig], RungMeasurement], base_cfg: ProbeConfig, tuned_cfg: ProbeConfig,
             samples_per_step: Callable[[ProbeConfig], int], target_ci: float,
-            rounds: int = CONFIRM_ROUNDS, ladder_baseline: float | None = None, race: bool = False) -> Confirmed:
+            rounds: int = CONFIRM_ROUNDS, ladder_baseline: float | None = None, race: bool = False,
+            margin: float = 0.0) -> Confirmed:
     """A B A B ...: `rounds` pairs, baseline first in each; `measure(leg name, config)`.
     `ladder_baseline`: the ladder's baseline samples/s, to tell whether the baseline moved.
     `race`: stop after a round once the verdict is known, the speed-up's CI clear of 1 either way
     at that look's level (race.look_alpha: the looks' errors sum to RACE_ALPHA, 5%, as a rung's
-    race spends them), so a clear win or loss costs one round, not `rounds`."""
+    race spends them), so a clear win or loss costs one round, not `rounds`. `margin`: the gain the
+    pick must show (confirm_outcome), which the verdict is clear of in place of 1."""
     base, tuned = [], []
     legs: list[tuple[str, RungMeasurement]] = []
     for k in range(1, rounds + 1):
@@ -218,7 +222,7 @@ def confirm(measure: Callable[[str, ProbeConfig], RungMeasurement], base_cfg: Pr
             legs.append((name, m))
         if race and k < rounds:
             look = speedup(base, tuned, alpha=look_alpha(k))
-            if look.ci_low > 1.0 or look.ci_high < 1.0:
+            if look.ci_low > 1.0 + margin or look.ci_high < 1.0 + margin:
                 break
     rounds = len(base)
     s = speedup(base, tuned)
@@ -234,7 +238,7 @@ def confirm(measure: Callable[[str, ProbeConfig], RungMeasurement], base_cfg: Pr
     record = Confirmation(
         rounds=rounds, baseline_samples_per_sec=[m.samples_per_sec for m in base],
         tuned_samples_per_sec=[m.samples_per_sec for m in tuned], speedup=s.ratio,
-        speedup_ci=(s.ci_low, s.ci_high), held=s.held, outcome=confirm_outcome(s),
+        speedup_ci=(s.ci_low, s.ci_high), held=confirm_outcome(s, margin) == "held", outcome=confirm_outcome(s, margin),
         contended=any(m.contention is not None and m.contention.contended for _, m in legs) or baseline_moved(shift),
         baseline_shift=shift,
     )

@@ -347,7 +347,9 @@ class Confirmation(BaseModel):
     tuned_samples_per_sec: list[SamplesPerSec] = Field(max_length=100)
     speedup: Positive  # tuned / baseline
     speedup_ci: tuple[NonNegative, NonNegative]  # 95%
-    held: StrictBool  # the speed-up's CI lies above 1: the ladder's pick is kept, its speed-up confirmed
+    # the speed-up's CI lies above 1 (above 1 + THREADS_GAIN for a thread count alone: reliability.
+    # confirm_outcome): the ladder's pick is kept, its speed-up confirmed
+    held: StrictBool
     contended: StrictBool = False  # a leg was contended, or the baseline moved (baseline_shift)
     # The confirmation's baseline (median of its legs) over the ladder's baseline rung: 1 when the
     # machine stayed the same; None in results written before it was recorded.

@@ -16,6 +16,14 @@ from collections.abc import Callable
 from .result import Contention, ProbeConfig, RungResult
 
 RUNG = "threads"
+# A thread count must beat the best so far by this share to replace it (ladder.required_gain);
+# inside it the count the best ran at, torch's default at first, is kept and the rung says so
+# (margin_note). On a quiet 2-vCPU EPYC, TinyGAN's one and two threads raced within the noise:
+# A-B ratios of 0.95, 1.04 and 1.10 in three quiet runs of benchmarks/busy_probe.py (derived: one
+# thread's A-B leg over two threads', 12,528/13,178, 11,033/10,565 and 17,593/15,944 samples/s;
+# docs/benchmarks.md, "busy probe"), and the pick flipped between runs with whichever read faster.
+# Beside a busy process one thread won 1.9-2.7x in the same runs: far outside it.
+THREADS_GAIN = 0.10
 
 
 def busy_elsewhere(contention: Contention | None) -> float:
@@ -78,6 +86,35 @@ def climb_threads(best: Callable[[], RungResult], attempt: Callable[[str, ProbeC
             if r.status == "ok" and not r.kept:
                 break
     return done
+
+
+def is_threads_rung(name: str) -> bool:
+    return name.startswith(f"{RUNG}=")
+
+
+def margin_note(best: RungResult) -> str:
+    """Why a thread count inside the margin was not kept, for the rung's note in the result."""
+    n = best.config.threads
+    return (f"inside the {THREADS_GAIN:.0%} margin of the best so far ({n} thread{'s' if n != 1 else ''}, "
+            f"{best.samples_per_sec:,.1f} samples/s): its count is kept. A thread count must train "
+            f"{THREADS_GAIN:.0%} faster to replace it, so that counts racing within the noise (a small model "
+            "on a quiet machine) keep torch's default rather than whichever read faster this time")
+
+
+def confirm_margin(baseline: ProbeConfig, pick: ProbeConfig) -> float:
+    """The gain the A-B confirmation asks of a pick over the baseline (reliability.confirm_outcome):
+    THREADS_GAIN where the pick differs in its thread count alone (the ladder asked it of that
+    count), else none. Without it a count the ladder saw beyond the margin in one draw was kept on
+    an A-B reading inside it, and the pick still flipped between runs."""
+    if baseline.threads == pick.threads:
+        return 0.0
+    return THREADS_GAIN if baseline.model_copy(update={"threads": pick.threads}) == pick else 0.0
+
+
+def confirmed_note(ratio: float) -> str:
+    """The note on a thread count the ladder kept and the A-B confirmation read inside the margin."""
+    return (f"the A-B confirmation read it {ratio:.2f}x the baseline, inside the {THREADS_GAIN:.0%} margin a thread "
+            "count must clear: the baseline's count is kept")
 
 
 def thread_words(config: ProbeConfig) -> str | None:

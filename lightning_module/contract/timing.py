@@ -30,6 +30,18 @@ _T95 = {
 
 MIN_TIMED_STEPS = 5
 MIN_CLEAN_STEPS = 2  # clean steps a figure is computed from (usable_steps): a spread, so a CI
+# Seconds of counted steps before a rung may stop on its CI or a race's verdict (the time limit,
+# when shorter, still ends it). The CI takes consecutive steps as independent draws; over a few
+# milliseconds they are not: the scheduler's ticks, the clock governor and a neighbour's bursts
+# move the machine's speed over tens to hundreds of milliseconds. On TinyGAN's ~4-5 ms steps a
+# quiet machine met the +-3% CI after 5-10 steps, and one A-B leg of a 4 s budget stored
+# 17,593 samples/s from 10 steps (40 ms), where the same probe's ladder read 10,482 for that
+# configuration and other quiet runs' legs 10,565-13,178 (issue 33). A second of steps spans
+# many such swings (a simulated machine whose speed swings 1.75x every 15-65 steps: every leg's
+# figure within 10% of its long-run rate, where 5 steps read most of them 20% or more off:
+# test_probe_timing). Steps of 0.2 s or more reach it with MIN_TIMED_STEPS anyway, so only short
+# steps pay, and they pay under a second.
+MIN_TIMED_SECONDS = 1.0
 # A step the machine was contended for may run this many times its limit before the rung is given
 # up as "contended": never cut as too slow to win on a step someone else slowed down.
 CONTENDED_EXTENSION = 2
@@ -75,22 +87,26 @@ def stop_reason(
     max_steps: int | None = None,
     steps_taken: int | None = None,
     race: Race | None = None,
+    min_seconds: float = MIN_TIMED_SECONDS,
 ) -> str | None:
     """Why timing should stop now, or None to keep going.
 
     "converged": the 95% CI half-width of samples/s is within target_ci (a fraction) after at
-    least min_steps steps; "time-limit": max_seconds of timed steps have passed (at least two
-    steps are kept so there is a spread); "max-steps": the step cap was reached. `step_times` are
-    the steps that count (the clean ones); `steps_taken` all of them, when more. With a `race`,
-    "won" or "lost": the rung's answer against the best so far is known (race.py).
+    least min_steps steps that add up to `min_seconds` (or max_seconds, if less); "time-limit":
+    max_seconds of timed steps have passed (at least two steps are kept so there is a spread);
+    "max-steps": the step cap was reached. `step_times` are the steps that count (the clean
+    ones); `steps_taken` all of them, when more. With a `race`, "won", "lost" or "tied": the
+    rung's answer against the best so far is known (race.py), once the steps add up to the same
+    seconds as for "converged" (MIN_TIMED_SECONDS says why).
     """
     n = len(step_times)
     taken = max(n, steps_taken or 0)
     if max_steps is not None and taken >= max_steps:
         return "max-steps"
-    if race is not None and (verdict := race.verdict(step_times)) is not None:
+    spanned = math.fsum(step_times) >= min(min_seconds, max_seconds)
+    if spanned and race is not None and (verdict := race.verdict(step_times)) is not None:
         return verdict
-    if n >= min_steps and step_rate(step_times, 1).rel_half_width <= target_ci:
+    if spanned and n >= min_steps and step_rate(step_times, 1).rel_half_width <= target_ci:
         return "converged"
     if elapsed_s >= max_seconds and taken >= 2:
         return "time-limit"

@@ -34,7 +34,7 @@ from ..contract.quiet import held_quietly
 from ..contract.race import known_slower_after, pooled_log_variance
 from ..contract.reliability import confirm, decided, measure_until_known
 from ..contract.result import MemoryFit, ProbeConfig, ProbeResult, RungResult
-from ..contract.threads import free_cores, free_cpus, thread_counts
+from ..contract.threads import confirm_margin, confirmed_note, free_cores, free_cpus, thread_counts
 from ..contract.timing import MIN_TIMED_STEPS, Timing, usable_steps
 from . import cpu_too, extensions, hardware, workloads
 from .assemble import assemble_result
@@ -309,9 +309,11 @@ def run_probe(opts: ProbeOptions, on_rung: Callable[[RungResult, RungResult | No
                 on_leg(name, m)
             return m
 
+        margin = confirm_margin(lad.rungs[0].config, lad.best.config)
         try:
             done = confirm(leg, lad.rungs[0].config, lad.best.config, samples_per_step, opts.target_ci,
-                           opts.confirm_rounds, ladder_baseline=lad.rungs[0].samples_per_sec, race=opts.race)
+                           opts.confirm_rounds, ladder_baseline=lad.rungs[0].samples_per_sec, race=opts.race,
+                           margin=margin)
         except RankLost:
             raise
         except Exception as e:  # noqa: BLE001 - a leg that fails leaves the ladder's pick, said to be unconfirmed
@@ -322,6 +324,10 @@ def run_probe(opts: ProbeOptions, on_rung: Callable[[RungResult, RungResult | No
                 final_m = done.tuned  # fresh draws: the ladder's own number is the luckiest of several
             else:
                 final_cfg, final_m = lad.rungs[0].config, done.base
+                if margin and done.record.speedup > 1.0:  # faster, but not by the margin: the rung says so
+                    i = lad.rungs.index(lad.best)
+                    note = "; ".join(x for x in (lad.best.note, confirmed_note(done.record.speedup)) if x)
+                    lad.rungs[i] = lad.best.model_copy(update={"note": note})
 
     profile_dir = profile_trace = None
     if opts.profile_dir:

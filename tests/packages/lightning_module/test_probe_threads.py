@@ -3,12 +3,21 @@ on simulated measurements: no training, no wall times."""
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
-from lightning_module.contract.ladder import LadderOptions, RungContended, RungMeasurement, run_ladder
+from lightning_module.contract.ladder import LadderOptions, RungContended, RungMeasurement, race_lines, required_gain, run_ladder
 from lightning_module.contract.quiet import held_quietly
 from lightning_module.contract.result import Contention, ProbeConfig
-from lightning_module.contract.threads import busy_elsewhere, climb_threads, free_cores, thread_counts
+from lightning_module.contract.threads import (
+    THREADS_GAIN,
+    busy_elsewhere,
+    climb_threads,
+    confirm_margin,
+    free_cores,
+    thread_counts,
+)
 
 # One other process busy on a 2-core machine, as the probe's baseline records it (contention.py).
 BUSY = Contention(contended=True, steps=20, contended_steps=20, wait_share=0.4, others_share=0.5, cpus=2,
@@ -71,6 +80,30 @@ def test_on_a_quiet_machine_the_climb_stops_at_the_first_count_that_does_not_win
     lad = run_ladder(start, fake(lambda c: 100.0 * c.threads ** 0.5, contention=lambda c: QUIET, log=log), opts)
     assert [n for n, _ in log] == ["baseline", "threads=4"]  # 2 and 1 not tried once 4 lost
     assert lad.best.config.threads == 8
+
+
+def test_on_a_quiet_machine_counts_within_the_margin_keep_the_default_in_every_run():
+    """Issue 33: on a quiet 2-vCPU machine TinyGAN's one and two threads race within the noise, and
+    the pick flipped between runs with whichever read faster. Here one thread is truly 3% faster
+    and each draw is off by 2% (sd): the old rule (beat the best beyond its own CI) picked one thread
+    in about three runs of four; inside THREADS_GAIN the default is kept in (nearly) every run, and
+    the rung says why."""
+    rng = random.Random(8)
+    start = ProbeConfig(accelerator="cpu", batch_size=64, threads=2)
+    opts = LadderOptions(skip=ONLY_THREADS, thread_counts=lambda base: thread_counts(2))
+    picks, notes = [], []
+    for _ in range(200):
+        lad = run_ladder(start, fake(lambda c: (10300.0 if c.threads == 1 else 10000.0) * rng.gauss(1, 0.02)), opts)
+        picks.append(lad.best.config.threads)
+        notes += [r.note for r in lad.rungs if r.rung == "threads=1" and not r.kept]
+    assert picks.count(2) / len(picks) >= 0.97
+    assert required_gain("threads=1", opts) == THREADS_GAIN and required_gain("bf16", opts) == 0.0
+    assert race_lines("threads=1", 10000.0, opts) == (pytest.approx(10000.0 * (1 + THREADS_GAIN)), 10000.0)
+    # Every run that kept two threads says why, but the few where one thread read slower beyond its noise (lost).
+    said = [n for n in notes if n is not None]
+    assert len(notes) == picks.count(2) and len(said) >= 0.9 * len(notes)
+    assert all(n.startswith(f"inside the {THREADS_GAIN:.0%} margin of the best so far (2 threads") and "torch's default" in n
+               for n in said)
 
 
 def test_a_small_model_keeps_halving_while_fewer_threads_win():
@@ -227,3 +260,39 @@ def test_the_probe_summary_says_the_threads_to_set():
     assert describe(ProbeConfig(accelerator="cpu", batch_size=8, threads=1)).endswith("1 thread (torch.set_num_threads(1))")
     assert "thread" not in describe(ProbeConfig(accelerator="cpu", batch_size=8))  # an older result: not known
     assert "thread" not in describe(ProbeConfig(accelerator="gpu", batch_size=8, threads=4))
+
+
+def steady(sps: float, n: int = 200) -> RungMeasurement:
+    from lightning_module.contract.reliability import summarise
+    from lightning_module.contract.timing import Timing
+
+    return summarise(Timing([32 / sps] * n, 1, 0.1, 32 / sps, "converged", [False] * n, QUIET), 32, 0.03)
+
+
+@pytest.mark.parametrize("tuned_leg,threads,outcome", [(10500.0, 2, "lost"), (25000.0, 1, "held")])
+def test_the_confirmation_asks_a_thread_count_for_the_same_margin(monkeypatch, tuned_leg, threads, outcome):
+    """One thread read 20% faster in the ladder (one draw, beyond the margin); its A-B legs read 5%
+    (paired, fresh): inside the margin, so the baseline's count is kept, the threads rung says why
+    (the old rule: 'held', one thread, since the legs' CI lay above 1). A busy machine's 2.5x holds."""
+    from lightning_module.contract.result import WorkloadSpec
+    from lightning_module.run import probe
+
+    monkeypatch.setattr(probe.torch, "get_num_threads", lambda: 2)
+    monkeypatch.setattr(probe, "cpu_thread_counts", lambda hw: lambda base: (2, 1))
+
+    def measure(rung, cfg):
+        if rung == "confirm tuned":
+            return steady(tuned_leg)
+        return steady(12000.0 if cfg.threads == 1 else 10000.0)
+
+    spec = WorkloadSpec(model="mlp", image_size=8, num_classes=10, batch_size=32)
+    opts = probe.ProbeOptions(spec=spec, accelerator="cpu", matmul_seconds=0.05, confirm_rounds=1,
+                              skip=frozenset({"precision", "channels_last", "compile", "workers", "batch", "run_cpu"}))
+    result = probe.run_probe(opts, measure_fn=measure)
+    rung = next(r for r in result.ladder if r.rung == "threads=1")
+    assert rung.kept and result.config.threads == threads and result.confirmation.outcome == outcome
+    assert ("inside the 10% margin" in (rung.note or "")) == (threads == 2)
+    base = ProbeConfig(accelerator="cpu", batch_size=32, threads=2)
+    assert confirm_margin(base, base.model_copy(update={"threads": 1})) == THREADS_GAIN
+    assert confirm_margin(base, base.model_copy(update={"threads": 1, "precision": "bf16-mixed"})) == 0.0
+    assert confirm_margin(base, base.model_copy(update={"precision": "bf16-mixed"})) == 0.0
