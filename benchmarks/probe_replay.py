@@ -128,9 +128,11 @@ class Simulated:
         mean = per_step / speed_of(cfg)
         self.clock.now += SETUP_S["warm" if warm else "workers" if cfg.num_workers else "cold"]
         warmup = settings.warmup_steps + (1 if cfg.compile else 0)
+        # as measure.measure builds it (a tree from before the race's prior replays too: --tree)
+        prior = getattr(settings, "race_prior", None)
         race = (Race(settings.race_threshold, per_step, floor=settings.race_floor,
-                     prior=tuple(settings.race_prior) if settings.race_prior else None)
-                if settings.race_threshold else None)  # as measure.measure builds it
+                     **({"prior": tuple(prior)} if prior else {}))
+                if settings.race_threshold else None)
         sw = Stopwatch(warmup, settings.target_ci, settings.max_seconds, settings.max_steps, race=race,
                        settle_from=settle_from(warm, cfg.compile))
         cap = kw.get("max_steps") or ((sw.warmup_steps + settings.max_steps) if settings.max_steps else None)
