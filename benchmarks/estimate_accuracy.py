@@ -96,6 +96,10 @@ def main(argv: list[str] | None = None) -> int:
                     f"(its devices at both stacks {', '.join(f'{math.exp(x):.2f}' for x in f.sigma_band.get(k, ()))})"
                     for k, v in sorted(f.sigma_family.items()))
     print(f"  tuned / default stack by architecture family: {fam or 'none (no device at both stacks)'}")
+    tau = 1 / math.sqrt(f.family_shrink) if f.family_shrink > 0 and math.isfinite(f.family_shrink) else 0.0
+    print(f"  a device without rows takes its architecture family's residual, shrunk to the model (random effects on "
+          f"the fitted devices' residuals, log sd): families {tau:.3f}, a device about its family "
+          f"{math.sqrt(f.family_sd2):.3f}, rows about their device {f.rms:.3f}")
     print(f"  tuned / default stack = {math.exp(f.sigma):.3f} (other families); kappa = "
           + ", ".join(f"{k} {v:+.3f}" for k, v in f.kappa.items()))
     print("  lambda = " + ", ".join(f"{w} {v:.3f}" for w, v in sorted(f.level.items())))
@@ -215,7 +219,7 @@ def ratio_check(rows, catalog, origin: str, after) -> bool:
           "published: one table's per-device ratio, the geometric mean over tables)")
     old = {(p.pair, r.workload): r for p in device_pair_ratios(before) for r in p.ratios}
     ok = True
-    targeted = 0
+    targeted = met_after = 0
     for pc in device_pair_ratios(after):
         b = [old[(pc.pair, r.workload)] for r in pc.ratios]
         bp = type(pc)(pc.pair, b)
@@ -238,9 +242,13 @@ def ratio_check(rows, catalog, origin: str, after) -> bool:
                   + (f": {'met' if met else 'NOT met'}" if targets else ""))
         if targets:
             targeted += 1
+            met_after += rows_out[1]
             ok &= rows_out[1]
     if not targeted:
         print("  no device pair has 4 or more workloads: the ratio targets cannot be checked on this data")
+    else:
+        print(f"  {met_after} of {targeted} targeted pairs meet every ratio target (after)")
+    matched_ratios(after)
     for m, name in ((before, "before"), (after, "after")):
         s = check(m).summary()
         print(f"  leave-one-device-out {name}: {s['median_abs_error']:.1%} / {s['coverage']:.0%}")
@@ -249,6 +257,33 @@ def ratio_check(rows, catalog, origin: str, after) -> bool:
     print(f"  leave-one-device-out target (no worse than {LODO_BEFORE[0]:.1%} / {LODO_BEFORE[1]:.0%}): "
           f"{'met' if lodo else 'NOT met'}")
     return ok and lodo and targeted > 0
+
+
+def ratio_met(p) -> bool:
+    rho = p.rank_correlation
+    return (p.median_abs_error <= RATIO_ERROR and abs(p.predicted_spread / p.published_spread - 1.0) <= RATIO_SPREAD
+            and (math.isnan(rho) or rho >= RATIO_RANK))
+
+
+def matched_ratios(model) -> None:
+    """The same ratios on the published pairs a user's transfer is: one GPU on each device, at one
+    batch (reported beside the figure above, which keeps the tables as published: each device's
+    median over its n-GPU rows too, each at the batch its table chose for it)."""
+    pcs = [pc for pc in device_pair_ratios(model, matched=True) if len(pc.ratios) >= RATIO_MIN_WORKLOADS]
+    print(f"\n  at matched batches, one GPU each (the transfer a user makes; pairs with >= {RATIO_MIN_WORKLOADS} "
+          "such workloads):")
+    for pc in pcs:
+        rho = pc.rank_correlation
+        print(f"    {pc.pair[0]} / {pc.pair[1]}: {len(pc.ratios)} workloads, median |error| {pc.median_abs_error:5.1%}, "
+              f"spread predicted {pc.predicted_spread:.3f} vs published {pc.published_spread:.3f} "
+              f"({pc.predicted_spread / pc.published_spread - 1.0:+.0%}), rank correlation "
+              f"{'n/a' if math.isnan(rho) else f'{rho:+.2f}'}: {'met' if ratio_met(pc) else 'NOT met'}")
+    if pcs:
+        print(f"    {sum(ratio_met(pc) for pc in pcs)} of {len(pcs)} pairs meet every ratio target; median over pairs: "
+              f"|error| {np.median([pc.median_abs_error for pc in pcs]):.1%}, published / predicted spread "
+              f"{np.median([pc.published_spread / pc.predicted_spread for pc in pcs]):.2f}")
+    else:
+        print("    none")
 
 
 def external_check(model, catalog) -> bool:

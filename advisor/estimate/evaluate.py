@@ -19,7 +19,7 @@ from ..records import fact, record
 from .calibrate import Held, band_scale, distance, leave_one_device_out, weighted_quantile
 from .fit import fit, group_weights
 from .model import FLOPS, CrossDeviceModel, shaped_transfers
-from .points import _row_device
+from .points import Point, _row_device
 
 
 @record(description="One held-out reference row (advisor/estimate/evaluate.py: CheckRow).")
@@ -306,24 +306,36 @@ def _ranks(x: np.ndarray) -> np.ndarray:
     return ranks
 
 
-def device_pair_ratios(model: CrossDeviceModel, min_workloads: int = 2) -> list[PairCheck]:
+def device_pair_ratios(model: CrossDeviceModel, min_workloads: int = 2, matched: bool = False) -> list[PairCheck]:
     """For every device pair that two or more workloads were published on (inside one table each:
     one source, stack and precision), each workload's ratio a/b, published against predicted with
-    that workload fitted out (its intensity given, its level cancels in the ratio)."""
-    from .calibrate import PROBED_KINDS
+    that workload fitted out (its intensity given, its level cancels in the ratio).
+
+    `matched`: only the published pairs a user's transfer is, one GPU on each device at one batch
+    (calibrate.like_for_like). Without it a device's figure is the median of all its rows in the
+    table, n-GPU rows included (each divided by the published scaling rule for every workload:
+    Tacotron 2's 8-GPU rows on an H100 scale at ~0.5, so H100 / H100 PCIe read 0.76 where one GPU
+    each reads 1.22) and each device at the batch its table chose for it (Tacotron 2's 4.5x from a
+    V100-16GB at batch 48 to an A100-80GB at 256)."""
+    from .calibrate import PROBED_KINDS, like_for_like
 
     intensity = model.intensities()
     published: dict[tuple[tuple[str, str], str], list[float]] = {}
     devices: dict[str, object] = {}
     for suite in sorted({p.suite for p in model.points}):
-        rows = [p for p in model.points if p.suite == suite and p.device.kind in PROBED_KINDS]
+        rows = [p for p in model.points if p.suite == suite and p.device.kind in PROBED_KINDS
+                and (not matched or p.devices == 1)]
         by_key: dict[str, list[float]] = {}
+        of_key: dict[str, list[Point]] = {}
         for p in rows:
             by_key.setdefault(p.device.key, []).append(math.log(p.sps))
+            of_key.setdefault(p.device.key, []).append(p)
             devices[p.device.key] = p.device
         keys = sorted(by_key)
         for i, a in enumerate(keys):
             for b in keys[i + 1:]:
+                if matched and not all(like_for_like(x, y) for x in of_key[a] for y in of_key[b]):
+                    continue
                 hi, lo = sorted((a, b), key=lambda k: (devices[k].peak, k), reverse=True)
                 r = float(np.median(by_key[hi])) - float(np.median(by_key[lo]))
                 published.setdefault(((hi, lo), rows[0].workload), []).append(r)

@@ -59,11 +59,11 @@ from . import hardware
 from .batches import read_batch_size, samples_counter, tokens_per_sample
 from .callbacks import synchronize
 from .counting import StepCounter
-from .devices import peak_rss_gib, rss_gib
+from .devices import rss_gib
 from .measure import model_facts
 from .peaks import datasheet_peak_tflops
 from .preview import pipeline_rate
-from .ranks import gather_peaks
+from .ranks import gather_peaks, peak_gib
 from .readers import gpu_state, load_average, own_process_tree, read_now, usable_cpus
 from .run_workload import TrainingRunError, chosen_args, class_path, cli_optimizers
 from .workloads import constructor_defaults
@@ -440,7 +440,8 @@ class ThroughputCallback(Callback):
         batch = min(max(1, round(per_step / world)), MAX_BATCH_SIZE)  # past it, the record's own check says why
         cfg = cfg.model_copy(update={"batch_size": batch})
         gpu = cfg.accelerator == "gpu"
-        peak = torch.cuda.max_memory_allocated() / 2**30 if gpu and torch.cuda.is_available() else peak_rss_gib()
+        # Rank 0's peak as gathered with the others': read again here it could have grown a page since.
+        peak = self._rank_peaks[0] if self._rank_peaks else peak_gib(cfg.accelerator)
         facts = model_facts(pl_module, trainer)
         m = summarise(t, per_step, self.target_ci, peak_memory_gib=peak, model_facts=facts)
         hw: HardwareFingerprint = hardware.fingerprint()

@@ -109,7 +109,7 @@ def test_counting_and_the_pipeline_can_be_turned_off(tmp_path):
 def test_the_derived_memory_fit_reaches_recommend(cli, tmp_path, monkeypatch):
     # A run on a c7i.8xlarge whose process peaked at 20 GiB: a 16 GiB c7i.2xlarge cannot hold it.
     monkeypatch.setattr(hardware, "ec2_instance_type", lambda timeout=0.5: "c7i.8xlarge")
-    monkeypatch.setattr(training_run, "peak_rss_gib", lambda: 20.0)
+    monkeypatch.setattr(training_run, "peak_gib", lambda accelerator: 20.0)
     out, store = tmp_path / "run.json", str(tmp_path / "r.sqlite")
     fit(TinyLM(**SMALL_LM), ThroughputCallback(output=out, warmup_steps=2, time_pipeline=False))
     assert cli("results", "import", str(out), "--store", store)[0] == 0

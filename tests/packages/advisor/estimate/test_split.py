@@ -64,3 +64,23 @@ def test_device_pair_ratios_are_published_inside_one_table_and_predicted_with_th
     bert = next(r for r in pc.ratios if r.workload == "bert-large")
     assert bert.tables == 1 and bert.published == pytest.approx(math.exp(a - b))
     assert pc.published_spread >= 1.0 and pc.predicted_spread >= 1.0
+
+
+def test_matched_device_pair_ratios_take_one_gpu_each_at_one_batch(refs, snapshot):
+    # Lambda's table runs each GPU at the batch its memory holds and also publishes n-GPU rows: its
+    # H100 / H100 PCIe Tacotron 2 ratio as published mixes the H100's 8-GPU rows (scaling ~0.5) with
+    # one PCIe GPU; matched, both are 80 GB cards at one batch and one GPU each.
+    model = build(refs.measurements, snapshot)
+    pairs = {pc.pair: pc for pc in device_pair_ratios(model)}
+    matched = {pc.pair: pc for pc in device_pair_ratios(model, matched=True)}
+    taco = {name: next(r for r in d[("H100", "H100-PCIE")].ratios if r.workload == "tacotron2")
+            for name, d in (("all", pairs), ("matched", matched))}
+    one = [p for p in model.points if p.workload == "tacotron2" and "lambdal" in p.suite and p.devices == 1
+           and p.device.key in ("H100", "H100-PCIE")]
+    by = {k: statistics.median(math.log(p.sps) for p in one if p.device.key == k) for k in ("H100", "H100-PCIE")}
+    assert taco["matched"].published == pytest.approx(math.exp(by["H100"] - by["H100-PCIE"]))
+    assert taco["all"].published < 1.0 < taco["matched"].published  # the 8-GPU rows pulled the H100 below its PCIe card
+    # A pair at two batches (a 16 GB V100 against an 80 GB A100: Tacotron 2 at 48 and 256) is not matched.
+    assert "tacotron2" in {r.workload for r in pairs[("A100-80GB", "V100-16GB")].ratios}
+    av = matched.get(("A100-80GB", "V100-16GB"))
+    assert av is None or "tacotron2" not in {r.workload for r in av.ratios}
