@@ -37,8 +37,9 @@ class Call:
 
 
 class RungSeconds:
-    def __init__(self):
+    def __init__(self, clock=time.perf_counter):
         self.calls: list[Call] = []
+        self.clock = clock  # a simulated replay's fake clock (probe_replay.py); the wall clock otherwise
 
     def __enter__(self):
         from lightning_module.run import probe
@@ -48,13 +49,13 @@ class RungSeconds:
         def timed(settings, config, **kw):
             label = kw.get("label") or ("memory" if not kw.get("profile_dir") else "profile")
             child = bool(config.run_cpu or config.xla)
-            t0 = time.perf_counter()
+            t0 = self.clock()
             try:
                 m = self._orig(settings, config, **kw)
             except BaseException as e:
-                self.calls.append(Call(label, child, time.perf_counter() - t0, failed=type(e).__name__))
+                self.calls.append(Call(label, child, self.clock() - t0, failed=type(e).__name__))
                 raise
-            call = Call(label, child, time.perf_counter() - t0, steps=m.steps_timed, stop=m.stop_reason)
+            call = Call(label, child, self.clock() - t0, steps=m.steps_timed, stop=m.stop_reason)
             t = m.extra
             if t is not None and hasattr(t, "step_times"):
                 call.warmup, call.timed, call.warmup_steps = t.warmup_seconds, sum(t.step_times), t.warmup_steps

@@ -271,6 +271,21 @@ def batch_step(sps: float, ci_low: float, ci_high: float, best: float, gain: flo
     return "flat"
 
 
+# A raced rung's verdict (race.RACED) as batch_step's: its race judged it on its lines.
+_RACE_STEP = {"won": "won", "lost": "lost", "tied": "flat"}
+
+
+def step_verdict(sps: float, ci_low: float, ci_high: float, best: float, gain: float,
+                 stop_reason: str | None = None) -> str:
+    """batch_step's answer, or the race's where the race stopped the rung: its verdict stands. A
+    race that knows the step noise of the rungs before (race.Race.prior) decides after a step or
+    two, where the rung's own 95% CI (one degree of freedom: 12.7 standard errors) still
+    straddles the best; judged on that CI, a rung the race saw win by 24% was dropped."""
+    if stop_reason in _RACE_STEP:
+        return _RACE_STEP[stop_reason]
+    return batch_step(sps, ci_low, ci_high, best, gain)
+
+
 def run_ladder(
     start: ProbeConfig,
     measure: Measure,
@@ -296,13 +311,15 @@ def run_ladder(
             log.debug("rung %s: %s", name, why, exc_info=True)
             return record(RungResult(rung=name, config=config, status=status, error=why, note=note))
         best_sps = lad.best.samples_per_sec if lad.best else 0.0
-        step = batch_step(m.samples_per_sec, m.ci_low, m.ci_high, best_sps, gain) if lad.best else "won"
-        # A batch step inside the noise that reads faster is kept on its point estimate (the
-        # search keeps the faster point, then walks on): the A-B confirmation judges the pick.
-        kept = step == "won" or (name.startswith("batch=") and step == "flat" and m.samples_per_sec > best_sps)
-        if kept and step == "flat":
-            why = (f"kept on its point estimate: inside the noise of {best_sps:,.1f} samples/s, neither won nor "
-                   "lost by the batch gain")
+        step = step_verdict(m.samples_per_sec, m.ci_low, m.ci_high, best_sps, gain, m.stop_reason) if lad.best else "won"
+        # A flat batch step (inside the noise or inside the margin) does not replace the batch
+        # before it, however it reads: on a flat curve the batch the search started from stays, so
+        # two ladders (full and raced) reading the same flat curve pick the same batch (issue 32:
+        # batch 8-32 within a few per cent, picked by where the noise fell). The walk goes on past it.
+        kept = step == "won"
+        if name.startswith("batch=") and step == "flat":
+            why = (f"flat: within the {gain:.0%} batch margin or the noise of {best_sps:,.1f} samples/s; the batch "
+                   "before it stays")
             note = f"{note}; {why}" if note else why
         elif step == "flat" and is_threads_rung(name):
             note = f"{note}; {margin_note(lad.best)}" if note else margin_note(lad.best)
@@ -434,9 +451,10 @@ def _over_budget(r: RungResult, opts: LadderOptions) -> bool:
 
 def _batch_search(lad: Ladder, attempt, opts: LadderOptions) -> None:
     """Double and half the batch, then walk on in the direction whose step did not lose (double
-    first where both did not): a step that wins moves the best, a flat one (batch_step) reading
-    faster moves it on its point estimate, and the walk stops at a step that loses, fails, or
-    after FLAT_STEPS flat steps in a row; upwards, also at a step longer than opts.step_budget_s."""
+    first where both did not): a step that wins moves the best, a flat one (batch_step) leaves it
+    (the flat-curve rule: a batch that gains less than the margin does not replace the one before),
+    and the walk stops at a step that loses, fails, or after FLAT_STEPS flat steps in a row;
+    upwards, also at a step longer than opts.step_budget_s."""
     start = lad.best.config.batch_size
     tried: dict[int, tuple[RungResult, str]] = {}
 
@@ -445,8 +463,8 @@ def _batch_search(lad: Ladder, attempt, opts: LadderOptions) -> None:
             return None
         best = lad.best.samples_per_sec
         r = attempt(f"batch={bs}", lad.best.config.model_copy(update={"batch_size": bs}))
-        verdict = (batch_step(r.samples_per_sec, r.ci_low or 0.0, r.ci_high or 0.0, best, opts.batch_gain)
-                   if r.status == "ok" else "failed")
+        verdict = (step_verdict(r.samples_per_sec, r.ci_low or 0.0, r.ci_high or 0.0, best, opts.batch_gain,
+                                r.stop_reason) if r.status == "ok" else "failed")
         tried[bs] = (r, verdict)
         return tried[bs]
 

@@ -81,6 +81,7 @@ class MeasureSettings:
     rank_timeout: float = RANK_TIMEOUT
     race_threshold: float | None = None  # samples/s the rung races against (race.py); None: not raced
     race_floor: float | None = None  # a batch step's: lost below it, tied near it (race.Race.floor)
+    race_prior: tuple[float, int] | None = None  # the step noise of the rungs before (race.Race.prior)
 
     @classmethod
     def from_options(cls, opts: ProbeOptions) -> MeasureSettings:

@@ -30,12 +30,25 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
 RACE_ALPHA = 0.05  # the stated bound on a rung's false-stop rate, over all its looks
 RACE_MIN_STEPS = 3  # the first look: two degrees of freedom (fewer give no usable interval)
+# With the step noise known from the rungs before (a prior: Race.prior), the first look comes as
+# soon as the rung has timed this many seconds, at one step at the least: a 10 s CPU step is
+# judged after one step, not three (issue 32: ResNet-50 on a 2-core AVX2 EPYC, 8-10 s a step,
+# spent 30-60 s a rung before its first look); steps shorter than a third of it still look first
+# at RACE_MIN_STEPS, where the steps cost nothing much and the rung's own spread is worth having.
+RACE_LOOK_S = 3.0
+# The prior is taken wide: its variance times PRIOR_INFLATION, its degrees of freedom at most
+# PRIOR_DF. A rung's step noise need not be the rungs' before (the quiet run's rungs read 3-10% a
+# step): taken as it is, a rung twice as noisy as the prior at the threshold was stopped wrongly
+# 27% of the time; taken wide, 3.8% (and 0.1% at the prior's own noise), for one step more on a
+# rung 28% faster than the best (simulated: tests/packages/lightning_module/test_race_budget.py).
+PRIOR_INFLATION = 2.5
+PRIOR_DF = 4
 RACED = ("won", "lost", "tied")  # the stop reasons a race gives (timing.stop_reason's others: its own rule)
 
 
@@ -105,20 +118,49 @@ class Race:
     alpha: float = RACE_ALPHA
     min_steps: int = RACE_MIN_STEPS
     floor: float | None = None  # lost below this (None: the threshold); set, a "tied" band too
+    # (variance of log step time, degrees of freedom) pooled over the probe's rungs before this one
+    # (pooled_log_variance); None: the rung's own steps alone, first looked at after min_steps.
+    prior: tuple[float, int] | None = None
+
+    def first_look(self, step_times: Sequence[float]) -> int:
+        """The steps the first look waits for: min_steps, or with a prior, fewer for long steps
+        (RACE_LOOK_S of them, at least one), fixed by the first step's length."""
+        if self.prior is None or not step_times:
+            return self.min_steps
+        return max(1, min(self.min_steps, math.ceil(RACE_LOOK_S / max(step_times[0], 1e-9))))
 
     def interval(self, step_times: Sequence[float]) -> tuple[float, float] | None:
-        """samples/s's interval at this look's level (the look is the number of steps past
-        min_steps, plus one), or None before the first look."""
+        """samples/s's interval at this look's level (the look is the number of steps past the
+        first look's, plus one), or None before the first look."""
         n = len(step_times)
-        if n < self.min_steps:
+        first = self.first_look(step_times)
+        if n < first:
             return None
-        k = n - self.min_steps + 1
+        k = n - first + 1
+        if self.prior is not None:
+            return self._pooled_interval(step_times, k)
         mean = math.fsum(step_times) / n  # not statistics.stdev: exact fractions, slow at a look per step
         sd = math.sqrt(math.fsum((x - mean) ** 2 for x in step_times) / (n - 1))
         half = t_critical(n - 1, look_alpha(k, self.alpha)) * sd / math.sqrt(n)
         low = self.samples_per_step / (mean + half)
         high = self.samples_per_step / (mean - half) if mean > half else math.inf
         return low, high
+
+    def _pooled_interval(self, step_times: Sequence[float], k: int) -> tuple[float, float]:
+        """On log step times, the variance pooled with the (widened) prior's: a t interval with
+        the prior's degrees of freedom and the rung's own (its steps weigh in as they come, so a
+        rung noisier than the ones before widens its own interval once it has a few). Where the
+        rung's noise is the prior's, the pooled variance over sigma^2 is chi-squared with the
+        pooled df, independent of the rung's mean, so each look's interval is an exact t interval
+        and the error-spending argument above holds as it does without a prior."""
+        logs = [math.log(max(x, 1e-12)) for x in step_times]
+        n = len(logs)
+        mean = math.fsum(logs) / n
+        var0, df0 = self.prior[0] * PRIOR_INFLATION, min(int(self.prior[1]), PRIOR_DF)
+        df = df0 + n - 1
+        var = (df0 * var0 + math.fsum((x - mean) ** 2 for x in logs)) / df
+        half = t_critical(df, look_alpha(k, self.alpha)) * math.sqrt(var / n)
+        return self.samples_per_step / math.exp(mean + half), self.samples_per_step / math.exp(mean - half)
 
     def verdict(self, step_times: Sequence[float]) -> str | None:
         """"won", "lost", "tied" (with a floor), or None (not known yet)."""
@@ -142,3 +184,18 @@ def known_slower_after(samples_per_step: float, threshold: float) -> float:
     same answer as the whole step's (an emulated bf16 ResNet-50 step ran 32 s on a 2-core AVX2 EPYC, issue 32),
     for at most the best's own step time."""
     return samples_per_step / threshold
+
+
+def pooled_log_variance(series: Iterable[Sequence[float]]) -> tuple[float, int] | None:
+    """(variance, degrees of freedom) of log step time pooled over several rungs' timed steps
+    (each about its own mean): the step noise of this workload on this machine, which the next
+    rung's race takes as its prior (Race.prior). The log makes it relative, so rungs of different
+    step lengths pool. None: no rung with two steps."""
+    ss, df = 0.0, 0
+    for steps in series:
+        logs = [math.log(x) for x in steps if x > 0]
+        if len(logs) >= 2:
+            m = math.fsum(logs) / len(logs)
+            ss += math.fsum((x - m) ** 2 for x in logs)
+            df += len(logs) - 1
+    return (ss / df, df) if df else None

@@ -75,6 +75,23 @@ def measure_until_known(measure_once: Callable[[], RungMeasurement], samples_per
     return m
 
 
+def decided(m: RungMeasurement, threshold: float, floor: float | None = None) -> str | None:
+    """The answer a rung's 95% CI already gives against its lines (ladder.race_lines): "won"
+    (its low end above the threshold), "lost" (its high end below the floor, or the threshold
+    without one), "tied" (a batch step inside the band the margin draws either side of the best,
+    as race.Race's tie), else None. A raced rung so decided is not re-measured because its CI is
+    wider than the +-3% target (issue 32: at 8-10 s a step, a re-measurement is another 40-60 s);
+    the A-B confirmation still measures the pick against the baseline."""
+    low = threshold if floor is None else floor
+    if m.ci_low > threshold:
+        return "won"
+    if m.ci_high < low:
+        return "lost"
+    if low < threshold and m.ci_low > 2 * low - threshold and m.ci_high < threshold:
+        return "tied"
+    return None
+
+
 # ---------------------------------------------------------------------------------------------
 # Confirmation: the pick against the baseline, in alternation
 

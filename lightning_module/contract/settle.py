@@ -66,8 +66,19 @@ def last_change(step_times: Sequence[float], first: int = 0) -> int:
         start += found[0]
 
 
-def settled_at(step_times: Sequence[float], first: int = 1, need: int = SETTLE_STEPS) -> int | None:
+def settled_at(step_times: Sequence[float], first: int = 1, need: int = SETTLE_STEPS,
+               long_s: float | None = None) -> int | None:
     """The index of the first steady step once the steps have settled (at least `need` steps after
-    the last change-point, which is never before `first`), else None: not settled yet."""
+    the last change-point, which is never before `first`), else None: not settled yet.
+
+    `long_s` (a raced rung: race.RACE_LOOK_S): once a step after `first` has run that long, the
+    warm-up is the first step alone (even a warm rung's: a new batch's buffers, a loader's
+    workers starting) and the next step is timed. What settles (workers starting, lazy
+    initialisation, the allocator's pools, kernels chosen) costs seconds, not a share of a step,
+    so a step of many seconds carries it within its noise after the first; waiting for
+    SETTLE_STEPS steps after a change-point cost 30-60 s a rung at 8-10 s a step (issue 32), and
+    the race, its step noise known from the rungs before, can judge the rung on its second step."""
+    if long_s is not None and len(step_times) > max(first, 1) and step_times[max(first, 1)] >= long_s:
+        return max(first, 1)
     start = last_change(step_times, first)
     return start if len(step_times) - start >= need else None

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 
 from .contention import ContentionMeter, GpuState, Reading
-from .race import Race
+from .race import RACE_LOOK_S, Race
 from .result import Contention, StepTimeStats
 from .settle import MAX_WARMUP_FACTOR, settled_at
 
@@ -235,7 +235,7 @@ class Stopwatch:
         t, marks = self.timing, self._marks
         marks.append((now, reading))
         durations = [b[0] - a[0] for a, b in pairwise(marks)]
-        at = settled_at(durations, first=self.settle_from)
+        at = settled_at(durations, first=self.settle_from, long_s=RACE_LOOK_S if self.race is not None else None)
         self._last, self.reading = now, reading
         if at is None and self.steps < self.warmup_steps:
             t.warmup_steps, t.warmup_seconds = self.steps, now - self._start

@@ -150,7 +150,8 @@ def _measure(settings: MeasureSettings, config: ProbeConfig, extra_callbacks,
         contended_exc=lambda ran: RungContended(
             f"a step ran {ran:.1f} s while the machine was busy with other work: stopped without a verdict on speed"),
         count=count,
-        race=(Race(settings.race_threshold, samples_per_step(config), floor=settings.race_floor)
+        race=(Race(settings.race_threshold, samples_per_step(config), floor=settings.race_floor,
+                   prior=tuple(settings.race_prior) if settings.race_prior else None)
               if settings.race_threshold else None),
         # The warm-up ends where the step times settle (contract/settle.py), after the first step
         # (set-up) of a cold rung and the compile step at least (warm.settle_from).

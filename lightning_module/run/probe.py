@@ -31,11 +31,11 @@ from ..contract.ladder import (
 from ..contract.options import MeasureSettings, ProbeOptions
 from ..contract.order import order_for
 from ..contract.quiet import held_quietly
-from ..contract.race import known_slower_after
-from ..contract.reliability import confirm, measure_until_known
+from ..contract.race import known_slower_after, pooled_log_variance
+from ..contract.reliability import confirm, decided, measure_until_known
 from ..contract.result import MemoryFit, ProbeConfig, ProbeResult, RungResult
 from ..contract.threads import confirm_margin, confirmed_note, free_cores, free_cpus, thread_counts
-from ..contract.timing import MIN_TIMED_STEPS
+from ..contract.timing import MIN_TIMED_STEPS, Timing, usable_steps
 from . import cpu_too, extensions, hardware, workloads
 from .assemble import assemble_result
 from .callbacks import CHROME_TRACE, profiler_callback
@@ -213,6 +213,7 @@ def run_probe(opts: ProbeOptions, on_rung: Callable[[RungResult, RungResult | No
                         threads=torch.get_num_threads() if one_cpu_rank else None)
     settings = MeasureSettings.from_options(opts)
     best_sps: list[float] = []
+    noise: list[list[float]] = []  # each measured rung's timed steps: the step noise a race takes as its prior
 
     def slow_limit(cfg: ProbeConfig) -> float | None:
         if not best_sps:
@@ -251,16 +252,26 @@ def run_probe(opts: ProbeOptions, on_rung: Callable[[RungResult, RungResult | No
             once = lambda: measure_fn(rung, cfg)
         else:
             floor = race_lines(rung, best_sps[-1], ladder_opts)[1] if opts.race and best_sps else None
-            raced = replace(settings, race_threshold=race_threshold(rung), race_floor=floor)
+            # the step noise of the rungs before: a rung of long steps is judged after one step (race.py)
+            raced = replace(settings, race_threshold=race_threshold(rung), race_floor=floor,
+                            race_prior=pooled_log_variance(noise) if opts.race else None)
             once = lambda: measure_anywhere(raced, cfg, slow_step_s=slow_limit(cfg), label=rung)
-        # Re-measured only while the rung could still change the decision: its CI reaches the best.
+        # Re-measured only while the rung could still change the decision: its CI reaches the best
+        # (raced: and its CI has not decided it against its lines, reliability.decided).
+        def matters(m: RungMeasurement) -> bool:
+            if not best_sps or m.ci_high < best_sps[-1]:
+                return not best_sps
+            return not (opts.race and decided(m, *race_lines(rung, best_sps[-1], ladder_opts)))
+
         def known() -> RungMeasurement:
             return measure_until_known(once, samples_per_step(cfg), opts.target_ci, opts.remeasure_rounds,
-                                       matters=lambda m: not best_sps or m.ci_high >= best_sps[-1])
+                                       matters=matters)
 
         m = known()
         if (why := emulated.get(rung.split("@")[0])) is not None:  # a win the ISA cannot give: quietly, or not at all
             m = held_quietly(m, known, best_sps[-1] if best_sps else None, why)
+        if isinstance(m.extra, Timing):
+            noise.append(usable_steps(m.extra))
         return m
 
     def track(rung: RungResult, base: RungResult | None) -> None:

@@ -27,9 +27,8 @@ def test_each_measurement_is_split_into_setup_warmup_and_timed(monkeypatch):
 
     monkeypatch.setattr(probe, "measure_anywhere", fake)
     clock = itertools.count(0.0, 5.0)  # each call "takes" 5 s
-    monkeypatch.setattr(probe_seconds.time, "perf_counter", lambda: next(clock))
     cfg = ProbeConfig(accelerator="cpu", batch_size=32)
-    with probe_seconds.RungSeconds() as rs:
+    with probe_seconds.RungSeconds(clock=lambda: next(clock)) as rs:
         probe.measure_anywhere(None, cfg, label="baseline")
         with pytest.raises(RungTooSlow):
             probe.measure_anywhere(None, cfg, label="bf16")

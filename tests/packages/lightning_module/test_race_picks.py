@@ -85,17 +85,32 @@ def flat_then_better(cfg):
 
 
 def step_inside_the_margin(cfg):
-    """issue 32's raced search: batch 128 read 175.5 against 64's 169.7, inside the 3% step."""
+    """issue 32's raced search: batch 128 read 175.5 against 64's 169.7, inside the 3% step
+    (170 to 175.5 here: 3.2%, which no CI at +-3% tells from the margin)."""
     return {16: 80.0, 32: 120.0, 64: 170.0, 128: 175.5, 256: 140.0}[cfg.batch_size]
 
 
+def flat_from_8_to_32(cfg):
+    """issue 32's quiet ResNet-50 curve on a 2-core AVX2 EPYC, made flat: batch 8-32 within 1%."""
+    return {2: 3.0, 4: 3.5, 8: 3.73, 16: 3.72, 32: 3.70, 64: 2.6, 128: 1.8}[cfg.batch_size]
+
+
 @pytest.mark.parametrize("race", [False, True])
-@pytest.mark.parametrize("curve,picked", [(flat_then_better, 256), (step_inside_the_margin, 128)])
-def test_the_batch_search_walks_past_a_flat_step_and_keeps_the_faster_point(curve, picked, race):
+@pytest.mark.parametrize("curve,picked,share,others", [(flat_then_better, 256, 0.9, {64}),
+                                                        (step_inside_the_margin, 64, 0.4, {128}),
+                                                        (flat_from_8_to_32, 32, 0.8, {8, 16})])
+def test_the_batch_search_walks_past_a_flat_step_and_a_flat_step_does_not_move_the_batch(curve, picked, share, others,
+                                                                                          race):
+    """The flat-curve rule, both ladders, over 20 seeds: a step that gains less than the margin
+    leaves the batch before it (32 stays on a curve flat from 8 to 32, unless 32 read low: a few
+    seeds; against 128's 3.2%, on the margin, 64 stays about half the time), and the walk goes on
+    past a flat step to one that wins (flat_then_better: 128 flat, 256 won; 64 where 128 read
+    3% below 64's reading). The only other picks are the named ones, each within 3.2% of the pick
+    on the two flat curves."""
     opts = LadderOptions(skip=frozenset({"precision", "channels_last", "compile", "workers"}))
-    for seed in range(10):
-        lad = climb(curve, opts, race, seed)
-        assert lad.best.config.batch_size == picked, (seed, [(r.rung, r.samples_per_sec, r.kept) for r in lad.rungs])
+    picks = [climb(curve, opts, race, seed).best.config.batch_size for seed in range(20)]
+    assert picks.count(picked) >= share * len(picks), picks
+    assert set(picks) <= {picked} | others, picks
 
 
 def test_a_raced_flat_step_stops_tied_once_its_ci_is_inside_the_margin():
