@@ -134,7 +134,7 @@ class Simulated:
                      **({"prior": tuple(prior)} if prior else {}))
                 if settings.race_threshold else None)
         sw = Stopwatch(warmup, settings.target_ci, settings.max_seconds, settings.max_steps, race=race,
-                       settle_from=settle_from(warm, cfg.compile))
+                       settle_from=settle_from(warm, cfg.compile), look_s=getattr(settings, "look_s", None))
         cap = kw.get("max_steps") or ((sw.warmup_steps + settings.max_steps) if settings.max_steps else None)
         slow, first_s = kw.get("slow_step_s"), kw.get("first_step_s")
         first_limit = (settings.compile_timeout if cfg.compile else first_s if first_s is not None

@@ -82,6 +82,9 @@ class MeasureSettings:
     race_threshold: float | None = None  # samples/s the rung races against (race.py); None: not raced
     race_floor: float | None = None  # a batch step's: lost below it, tied near it (race.Race.floor)
     race_prior: tuple[float, int] | None = None  # the step noise of the rungs before (race.Race.prior)
+    # A step this long ends the warm-up at the first step alone (settle.settled_at's long_s); None:
+    # a raced rung's RACE_LOOK_S, else the change-point alone (a raced probe's A-B legs set it: run/probe.py)
+    look_s: float | None = None
 
     @classmethod
     def from_options(cls, opts: ProbeOptions) -> MeasureSettings:

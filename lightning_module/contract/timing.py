@@ -181,7 +181,8 @@ class Stopwatch:
     whether the stopping rule says to stop."""
 
     def __init__(self, warmup_steps: int, target_ci: float, max_seconds: float, max_steps: int | None = None,
-                 meter: ContentionMeter | None = None, race: Race | None = None, settle_from: int | None = None):
+                 meter: ContentionMeter | None = None, race: Race | None = None, settle_from: int | None = None,
+                 look_s: float | None = None):
         # settle_from: the warm-up ends where the step times settle (settle.py), never before this
         # many steps nor after MAX_WARMUP_FACTOR x warmup_steps, and the settled steps are the first
         # timed; None (or no warm-up asked): after warmup_steps steps.
@@ -190,6 +191,8 @@ class Stopwatch:
         self.warmup_steps = max(warmup_steps * MAX_WARMUP_FACTOR, self.settle_from) if self._settling else warmup_steps
         self._marks: list[tuple[float, Reading | None]] = []  # the step boundaries while settling
         self.race = race  # None: timed to the CI target or the time limit, whatever the best so far
+        # a step this long ends the warm-up at the first step alone (settle.settled_at's long_s)
+        self.look_s = look_s if look_s is not None else RACE_LOOK_S if race is not None else None
         self.target_ci = target_ci
         self.max_seconds = max_seconds
         self.max_steps = max_steps
@@ -235,7 +238,7 @@ class Stopwatch:
         t, marks = self.timing, self._marks
         marks.append((now, reading))
         durations = [b[0] - a[0] for a, b in pairwise(marks)]
-        at = settled_at(durations, first=self.settle_from, long_s=RACE_LOOK_S if self.race is not None else None)
+        at = settled_at(durations, first=self.settle_from, long_s=self.look_s)
         self._last, self.reading = now, reading
         if at is None and self.steps < self.warmup_steps:
             t.warmup_steps, t.warmup_seconds = self.steps, now - self._start

@@ -143,6 +143,7 @@ class StepTimer(Callback):
         count: Callable[[object], int | None] | None = None,
         race: Race | None = None,
         settle_from: int | None = None,
+        look_s: float | None = None,
     ):
         self.accelerator = accelerator
         self.count = count  # a batch's samples (batches.samples_counter); None: not counted
@@ -152,7 +153,7 @@ class StepTimer(Callback):
         self.watch = watch
         self.contended_exc = contended_exc
         meter = ContentionMeter(watch.cores_in_use, watch.cpus, watch.cpu_bound) if watch else None
-        self.clock = Stopwatch(warmup_steps, target_ci, max_seconds, max_steps, meter, race, settle_from)
+        self.clock = Stopwatch(warmup_steps, target_ci, max_seconds, max_steps, meter, race, settle_from, look_s)
         self.alarm = StepAlarm()
         self._gpu: list[GpuState] = []
 

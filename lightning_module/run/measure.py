@@ -155,7 +155,7 @@ def _measure(settings: MeasureSettings, config: ProbeConfig, extra_callbacks,
               if settings.race_threshold else None),
         # The warm-up ends where the step times settle (contract/settle.py), after the first step
         # (set-up) of a cold rung and the compile step at least (warm.settle_from).
-        settle_from=settle_from(warm is not None, config.compile),
+        settle_from=settle_from(warm is not None, config.compile), look_s=settings.look_s,
     )
     warmup = timer.clock.warmup_steps  # at most (settling's cap)
     cap = max_steps if max_steps is not None else (warmup + settings.max_steps if settings.max_steps else -1)

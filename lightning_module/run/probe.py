@@ -31,8 +31,8 @@ from ..contract.ladder import (
 from ..contract.options import MeasureSettings, ProbeOptions
 from ..contract.order import order_for
 from ..contract.quiet import held_quietly
-from ..contract.race import known_slower_after, pooled_log_variance
-from ..contract.reliability import confirm, decided, measure_until_known
+from ..contract.race import RACE_LOOK_S, known_slower_after, pooled_log_variance
+from ..contract.reliability import confirm, decided, measure_until_known, pooled
 from ..contract.result import MemoryFit, ProbeConfig, ProbeResult, RungResult
 from ..contract.threads import confirm_margin, confirmed_note, free_cores, free_cpus, thread_counts
 from ..contract.timing import MIN_TIMED_STEPS, Timing, usable_steps
@@ -175,6 +175,20 @@ def fit_memory(lad, final_cfg: ProbeConfig, final_m: RungMeasurement, pv: Previe
     return fit
 
 
+def remeasure_baseline(lad, settings: MeasureSettings, opts: ProbeOptions, measure_fn) -> None:
+    """The baseline, kept as the pick of a raced ladder that did not re-measure it, re-measured as
+    measure_until_known would have in the ladder (pooled, while its CI misses the target)."""
+    base, m = lad.rungs[0], lad.best_measurement
+    cfg, per_step = base.config, samples_per_step(base.config)
+    while m.ci_target_met is False and m.remeasured < opts.remeasure_rounds and isinstance(m.extra, Timing):
+        again = measure_fn("baseline", cfg) if measure_fn is not None else measure_anywhere(settings, cfg, label="baseline")
+        m = pooled(m, again, per_step, opts.target_ci)
+    lad.best_measurement = m
+    lad.best = lad.rungs[0] = base.model_copy(update={
+        "samples_per_sec": m.samples_per_sec, "ci_low": m.ci_low, "ci_high": m.ci_high, "steps_timed": m.steps_timed,
+        "remeasured": m.remeasured, "ci_target_met": m.ci_target_met, "stop_reason": m.stop_reason})
+
+
 def run_probe(opts: ProbeOptions, on_rung: Callable[[RungResult, RungResult | None], None] | None = None,
               measure_fn: Callable[[str, ProbeConfig], RungMeasurement] | None = None,
               on_leg: Callable[[str, RungMeasurement], None] | None = None,
@@ -257,10 +271,11 @@ def run_probe(opts: ProbeOptions, on_rung: Callable[[RungResult, RungResult | No
                             race_prior=pooled_log_variance(noise) if opts.race else None)
             once = lambda: measure_anywhere(raced, cfg, slow_step_s=slow_limit(cfg), label=rung)
         # Re-measured only while the rung could still change the decision: its CI reaches the best
-        # (raced: and its CI has not decided it against its lines, reliability.decided).
+        # (raced: and its CI has not decided it against its lines, reliability.decided). The
+        # baseline, raced with a confirmation to come, is not re-measured here (baseline_later).
         def matters(m: RungMeasurement) -> bool:
             if not best_sps or m.ci_high < best_sps[-1]:
-                return not best_sps
+                return not best_sps and not baseline_later
             return not (opts.race and decided(m, *race_lines(rung, best_sps[-1], ladder_opts)))
 
         def known() -> RungMeasurement:
@@ -294,13 +309,26 @@ def run_probe(opts: ProbeOptions, on_rung: Callable[[RungResult, RungResult | No
         # a rung times at least MIN_TIMED_STEPS steps in its seconds: no batch whose step is longer
         step_budget_s=settings.max_seconds / MIN_TIMED_STEPS,
     )
+    # Raced, the baseline is measured once, its CI however wide: what it decides in the ladder is
+    # the threshold the rungs race against, and a rung that beats it is measured against the
+    # baseline again in the A-B confirmation, whose legs re-read the baseline beside the pick (a
+    # re-measurement in the ladder cost ~130 s of a ~650 s raced probe in issue 32's replay). Only
+    # when the baseline stays the pick (no confirmation) is it re-measured, after the ladder.
+    baseline_later = opts.race and opts.tune and opts.confirm_rounds > 0 and opts.remeasure_rounds > 0
     lad = run_ladder(start, measure_one, ladder_opts, track)
+    if baseline_later and lad.best is lad.rungs[0]:
+        remeasure_baseline(lad, settings, opts, measure_fn)
 
     # Confirm the pick against the baseline, in alternation: the ladder's winner is the best of
     # several noisy draws, and the machine may have changed since the baseline was measured.
     final_cfg, final_m, confirmation, notes = lad.best.config, lad.best_measurement, None, []
     if opts.tune and opts.confirm_rounds > 0 and lad.best is not lad.rungs[0]:
-        legs = replace(settings, max_seconds=settings.max_seconds / opts.confirm_rounds)
+        # Raced, a leg settles as a raced rung does (settle.settled_at's long_s): both configurations
+        # were measured in the ladder (compiled graphs cached, kernels chosen), so a step of seconds
+        # carries what is left to settle within its noise after the first; waiting for the
+        # change-point's SETTLE_STEPS cost a step or more a leg (issue 32's replay: up to 94 s).
+        legs = replace(settings, max_seconds=settings.max_seconds / opts.confirm_rounds,
+                       look_s=RACE_LOOK_S if opts.race else None)
 
         def leg(name: str, cfg: ProbeConfig) -> RungMeasurement:
             m = (measure_fn(f"confirm {name}", cfg) if measure_fn is not None

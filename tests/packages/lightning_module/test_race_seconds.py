@@ -144,3 +144,24 @@ def test_a_warm_rung_times_its_first_step_unless_the_change_point_sets_it_apart(
     # about 1% (median; 0.4% at 1.2x): a third of the ladder's 3% batch margin.
     _, bias = warmups(1.1, warm=True)
     assert statistics.median(bias) < 0.015
+
+
+def test_an_unraced_stopwatch_given_look_s_ends_its_warm_up_at_the_first_long_step():
+    """MeasureSettings.look_s (a raced probe's A-B legs): the settling rule of a raced rung without
+    a race; without it the change-point waits for SETTLE_STEPS steps after the first."""
+    import math
+
+    from lightning_module.contract.timing import Stopwatch
+
+    def feed(sw):
+        now = 0.0
+        sw.start(now)
+        for d in (12.0, 10.0, 10.2):
+            now += d
+            sw.step(now)
+        return sw.timing
+
+    quick = feed(Stopwatch(3, 0.03, math.inf, settle_from=1, look_s=3.0))
+    assert quick.warmup_steps == 1 and len(quick.step_times) == 2
+    slow = feed(Stopwatch(3, 0.03, math.inf, settle_from=1))
+    assert slow.step_times == []  # still settling: 3 steps after the change-point wanted
