@@ -229,6 +229,9 @@ class LadderOptions:
     free_cpus: Callable[[RungResult], int] | None = None
     # The order of the on/off rungs (order.ORDERABLE's kinds, each once): order.py reads it from past probes.
     order: tuple[str, ...] = ORDERABLE
+    # The rungs are raced (run/probe.py): a rung lost by more than the batch curve moved is not
+    # measured again at the batch the search settled on (_revisit, beyond_reversal).
+    raced: bool = False
 
 
 @dataclass
@@ -413,9 +416,9 @@ def run_ladder(
         if opts.batch_note:
             skip("batch", f"not tunable: {opts.batch_note}", status="not-applicable")
         else:
-            decided_at = lad.best.config.batch_size
+            decided_at = lad.best
             _batch_search(lad, attempt, opts)
-            _revisit(lad, attempt, kinds, decided_at)
+            _revisit(lad, attempt, kinds, decided_at, opts)
 
     for ext in opts.extensions:
         if skipped_by_user(ext.name, ext.name):
@@ -427,16 +430,53 @@ def run_ladder(
     return lad
 
 
-def _revisit(lad: Ladder, attempt, kinds: dict[str, tuple[str, ...]], decided_at: int) -> None:
+def curve_spread(lad: Ladder, before: RungResult, bs: int) -> float:
+    """How far the batch curve moved between the batch the rungs were decided at and `bs`: the
+    largest over the smallest samples/s the ladder measured for the best configuration at the
+    batches between them, both ends included (>= 1)."""
+    lo, hi = sorted((before.config.batch_size, bs))
+    same = before.config.model_dump(exclude={"batch_size"})
+    pts = [r.samples_per_sec for r in (before, *lad.rungs) if r.status == "ok" and r.samples_per_sec
+           and lo <= r.config.batch_size <= hi and r.config.model_dump(exclude={"batch_size"}) == same]
+    return max(pts) / min(pts) if pts else 1.0
+
+
+def beyond_reversal(r: RungResult, best_then: float, spread: float, gain: float, batch_gain: float) -> float | None:
+    """The factor a raced rung lost by, when the batch move cannot reverse it, else None. Its loss
+    is known (its race or its CI decided it, at the race's error rate); its size is its point
+    estimate's, `best_then` x (1 + gain) over its samples/s: to win at the new batch, the change
+    must gain that much more there, relative to the best, than it did at the old one. Taken as
+    the bound: a change's effect moves with the batch by no more than the batch curve itself moved
+    (`spread`, which carries the noise of the readings it is drawn from), with batch_gain on top
+    for a clear margin. ResNet-50 on a 2-core AVX2 EPYC (issue 32): torch.compile lost ~11% at
+    batch 32 and at 8 alike, the curve from 8 to 32 within 4%; a rung that lost 4% at 32 where
+    the curve rose 1.5x to 64 is still measured again."""
+    if not r.samples_per_sec or not best_then:
+        return None
+    needed = best_then * (1 + gain) / r.samples_per_sec
+    return needed if needed > spread * (1 + batch_gain) else None
+
+
+def _revisit(lad: Ladder, attempt, kinds: dict[str, tuple[str, ...]], before: RungResult, opts: LadderOptions) -> None:
     """Measure again, at the batch the search settled on, the rungs that lost or tied at the batch
-    they were decided at, when the two batches are REVISIT_BATCH_FACTOR or more apart."""
-    bs = lad.best.config.batch_size
+    they were decided at (`before`: the best then), when the two batches are REVISIT_BATCH_FACTOR
+    or more apart; raced, not a rung lost by more than the batch move could reverse (its note says so)."""
+    bs, decided_at = lad.best.config.batch_size, before.config.batch_size
     if max(bs, decided_at) < REVISIT_BATCH_FACTOR * min(bs, decided_at):
         return
-    lost = [r for r in lad.rungs if r.rung in kinds and r.status == "ok" and not r.kept]
-    for r in lost:
+    spread = curve_spread(lad, before, bs)
+    lost = [(i, r) for i, r in enumerate(lad.rungs) if r.rung in kinds and r.status == "ok" and not r.kept]
+    for i, r in lost:
         cfg = lad.best.config.model_copy(update={f: getattr(r.config, f) for f in kinds[r.rung]})
         if cfg == lad.best.config:
+            continue
+        best_then = next((x.samples_per_sec for x in reversed(lad.rungs[:i]) if x.kept), None)
+        by = (beyond_reversal(r, best_then, spread, required_gain(r.rung, opts), opts.batch_gain)
+              if opts.raced and best_then else None)
+        if by is not None:
+            why = (f"not measured again at batch {bs}: it lost by {by:.2f}x, beyond the {spread:.2f}x the batch "
+                   f"curve moved from {decided_at} to {bs}")
+            lad.rungs[i] = r.model_copy(update={"note": f"{r.note}; {why}" if r.note else why})
             continue
         attempt(f"{r.rung}@batch={bs}", cfg, note=f"lost at batch {decided_at}; measured again at batch {bs}")
 

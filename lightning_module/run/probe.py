@@ -308,6 +308,7 @@ def run_probe(opts: ProbeOptions, on_rung: Callable[[RungResult, RungResult | No
         free_cpus=lambda base: free_cpus(usable_cpus(), base.contention),
         # a rung times at least MIN_TIMED_STEPS steps in its seconds: no batch whose step is longer
         step_budget_s=settings.max_seconds / MIN_TIMED_STEPS,
+        raced=opts.race,
     )
     # Raced, the baseline is measured once, its CI however wide: what it decides in the ladder is
     # the threshold the rungs race against, and a rung that beats it is measured against the
