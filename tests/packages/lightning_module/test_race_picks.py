@@ -288,7 +288,7 @@ def test_a_raced_rung_lost_beyond_what_the_batch_move_could_reverse_is_not_measu
     lost there by more than the batch curve moved (ladder.beyond_reversal); its note says so. The
     full ladder (and the old raced one) measured it again at every seed. Where the race stopped
     compile with its CI's top within the curve's move and the margin of the best, it is measured
-    again (1 of these 10 seeds)."""
+    again (none of these 10 seeds)."""
     order = ("compile", "precision", "channels_last", "workers")
     spared = 0
     for seed in range(10):
