@@ -311,3 +311,43 @@ def test_beyond_reversal_is_the_loss_over_the_curves_move_with_the_batch_margin(
     assert beyond_reversal(r, 3.73, 1.03, 0.0, 0.03) == pytest.approx(3.73 / 3.3)  # 1.13 > 1.061
     assert beyond_reversal(r, 3.73, 1.10, 0.0, 0.03) is None  # the curve moved 10%: it might reverse
     assert beyond_reversal(r, 3.73, 1.5, 0.0, 0.03) is None
+
+
+@pytest.mark.parametrize("wins", [False, True])
+def test_a_raced_baseline_is_re_measured_only_when_it_stays_the_pick(monkeypatch, wins):
+    """run_probe, raced: the baseline's CI misses +-3% in its time (its steps 8% noisy, at most 6
+    of them). When compile beats it, the baseline is measured once in the ladder and again only in
+    the A-B legs; when nothing beats it (no confirmation), it is re-measured after the ladder, its
+    steps pooled. The old code measured it twice in the ladder either way."""
+    from lightning_module.contract.result import WorkloadSpec
+    from lightning_module.run import probe
+
+    rng = random.Random(3)
+    labels: list[str] = []
+
+    def simulated_measure(settings, cfg, **kw):
+        mean = cfg.batch_size / (100.0 * (1.5 if wins else 0.5) if cfg.compile else 100.0)
+        race = (Race(settings.race_threshold, cfg.batch_size, floor=settings.race_floor)
+                if settings.race_threshold else None)
+        steps: list[float] = []
+        while True:
+            steps.append(mean * (1 + rng.gauss(0, 0.08)))
+            why = stop_reason(steps, 0.0, settings.target_ci, float("inf"), max_steps=6, race=race)
+            if why is not None:
+                labels.append(kw.get("label", ""))
+                return summarise(Timing(steps, 1, mean, mean, why), cfg.batch_size, settings.target_ci)
+
+    monkeypatch.setattr(probe, "measure_anywhere", simulated_measure)
+    spec = WorkloadSpec(model="mlp", image_size=8, num_classes=10, batch_size=32)
+    opts = probe.ProbeOptions(spec=spec, accelerator="cpu", matmul_seconds=0.05, confirm_rounds=2, race=True,
+                              skip=frozenset({"threads", "precision", "channels_last", "workers", "batch", "run_cpu"}))
+    result = probe.run_probe(opts)
+    before_memory = [x for x in labels if x]  # the memory fit's runs are unlabelled
+    assert result.config.compile == wins
+    if wins:
+        assert before_memory.count("baseline") == 1 and result.ladder[0].remeasured == 0
+        assert "confirm baseline" in before_memory
+    else:
+        assert before_memory.count("baseline") == 2 and result.ladder[0].remeasured == 1
+        assert before_memory.index("compile") < len(before_memory) - 1 - before_memory[::-1].index("baseline")
+        assert result.confirmation is None
