@@ -9,8 +9,9 @@ It probes examples/gan.py's TinyGAN (issue 33's case: a GAN small enough that ea
 the intra-op threads' barriers decide its speed) on the CPU with `advisor probe`, as a user runs it,
 into a results store of its own: once on the machine as it is, then with --burners processes
 spinning in a Python busy loop beside it, then on the machine as it is again (the machine's own speed
-drifts between probes a minute apart: the quiet figure is the geometric mean of the two either side). It prints, for each run, the threads the ladder picked,
-the baseline's figure at torch's default threads (what the probe stored before the threads rung),
+drifts between probes a minute apart: the quiet figure is the geometric mean of the two either side).
+It prints, for each run, the threads the ladder picked, the baseline's figure at torch's default
+threads (what the probe stored before the threads rung),
 the stored figure, the contention record and the bf16 rung's outcome, then the stored figure busy
 against quiet (target: within 20%), and which CPU case it ran in: bf16 native (AVX512_BF16 / AMX /
 Arm BF16) or emulated (AVX2 only; there bf16 must not win, busy or not).
