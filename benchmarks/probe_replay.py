@@ -31,8 +31,11 @@ from dataclasses import dataclass, field
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-# The quiet run of 2026-11-29 (/tmp/race_full.txt of that session, summarised in README.md and
-# /work/helpers/notes4/32.md): (samples/s, +-CI as a fraction, timed steps) of each rung read,
+from lightning_module.contract.timing import t95  # after the checkout is on the path
+
+# The quiet run of 2026-11-29 (`benchmarks/probe_ladder.py --mode race`, its 787 s raced against
+# 1,166 s full; the per-rung lines of its output, quoted in issue 32's closing note of that day and
+# summarised in README.md): (samples/s, +-CI as a fraction, timed steps) of each rung read,
 # full and raced ladder; channels_last on from "channels_last" on, 2 threads, fp32 unless named.
 QUIET = {
     # key: (channels_last, compile, workers, threads, batch) -> readings
@@ -58,12 +61,6 @@ COMPILE_CACHED_S = 6.0
 WORKERS_START_S = 10.0  # starting 2 loader workers: workers=2's first step ran ~10 s over its steady ones
 
 
-def t95(df: int) -> float:
-    from lightning_module.contract.timing import t95 as t
-
-    return t(df)
-
-
 def step_cv() -> float:
     """Derived: each reading's CV per step from its 95% CI, half = t95(n-1) cv / sqrt(n); the median."""
     cvs = [ci * math.sqrt(n) / t95(n - 1) for rs in QUIET.values() for _, ci, n in rs if n >= 3]
@@ -78,8 +75,9 @@ def true_speed(cl: bool, comp: bool, workers: int, threads: int, batch: int, bf1
     key = (cl, comp, workers, threads, batch)
     if key in QUIET:
         return statistics.fmean(s for s, _, _ in QUIET[key])
-    if threads == 1:  # derived: threads=1 at 32 read 0.56x two threads at 32; the same share elsewhere
-        return 0.56 * true_speed(cl, comp, workers, 2, batch, False)
+    if threads == 1:  # derived: threads=1 at 32 read ~0.56x two threads at 32; the same share elsewhere
+        share = true_speed(False, False, 0, 1, 32, False) / true_speed(False, False, 0, 2, 32, False)
+        return share * true_speed(cl, comp, workers, 2, batch, False)
     if not cl and (comp or workers or batch != 32):  # derived: channels_last's gain at 32 applies alike
         return true_speed(True, comp, workers, threads, batch, False) * true_speed(False, False, 0, 2, 32, False) \
             / true_speed(True, False, 0, 2, 32, False)
@@ -89,8 +87,10 @@ def true_speed(cl: bool, comp: bool, workers: int, threads: int, batch: int, bf1
         return factor * true_speed(cl, False, 0, threads, batch, False)
     # derived: below 4 and above 64 the curve goes on falling as it fell from 8 to 4 and from 32 to 64
     if batch < 4:
-        return true_speed(cl, False, 0, threads, batch * 2, False) * (3.52 / 3.80)
-    return true_speed(cl, False, 0, threads, batch // 2, False) * (2.58 / 3.73)
+        fell = true_speed(True, False, 0, 2, 4, False) / true_speed(True, False, 0, 2, 8, False)
+        return true_speed(cl, False, 0, threads, batch * 2, False) * fell
+    fell = true_speed(True, False, 0, 2, 64, False) / true_speed(True, False, 0, 2, 32, False)
+    return true_speed(cl, False, 0, threads, batch // 2, False) * fell
 
 
 def speed_of(cfg) -> float:

@@ -455,8 +455,8 @@ def _stack_bands(points: list[Point], r: np.ndarray, sigma_family: dict[str, flo
     return out
 
 
-def _family_residuals(devices, res: dict[str, tuple[float, float]], workloads=(), s2: float = 1.0,
-                      sd2: float = 1.0) -> dict[str, tuple[float, float]]:
+def _family_residuals(devices, res: dict[str, tuple[float, float]], workloads, s2: float,
+                      sd2: float) -> dict[str, tuple[float, float]]:
     """Each architecture family's residual over its fitted device groups: their mean, group g
     weighted by how well its residual tells the family's, 1 / (sd2 + s2 / its rows) (a device's own
     departure from its family, plus its rows' noise: an H200 of 2 rows weighs less than an H100 of

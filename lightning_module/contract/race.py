@@ -165,16 +165,21 @@ class Race:
     def verdict(self, step_times: Sequence[float]) -> str | None:
         """"won", "lost", "tied" (with a floor), or None (not known yet)."""
         ci = self.interval(step_times)
-        if ci is None:
-            return None
-        floor = self.threshold if self.floor is None else self.floor
-        if ci[0] > self.threshold:
-            return "won"
-        if ci[1] < floor:
-            return "lost"
-        if floor < self.threshold and ci[0] > 2 * floor - self.threshold and ci[1] < self.threshold:
-            return "tied"
-        return None
+        return None if ci is None else judge(ci[0], ci[1], self.threshold, self.floor)
+
+
+def judge(low: float, high: float, threshold: float, floor: float | None = None) -> str | None:
+    """An interval of samples/s against a rung's lines (ladder.race_lines): "won" (its low end above
+    the threshold), "lost" (its high end below the floor, or the threshold without one), "tied" (a
+    batch step inside the band the margin draws either side of the best), else None."""
+    floor = threshold if floor is None else floor
+    if low > threshold:
+        return "won"
+    if high < floor:
+        return "lost"
+    if floor < threshold and low > 2 * floor - threshold and high < threshold:
+        return "tied"
+    return None
 
 
 def known_slower_after(samples_per_step: float, threshold: float) -> float:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from . import contention
 from .ladder import CI_UNBOUNDED, RungMeasurement
 from .options import CONFIRM_ROUNDS, REMEASURE_ROUNDS
-from .race import RACED, look_alpha, t_critical
+from .race import RACED, judge, look_alpha, t_critical
 from .result import Confirmation, ProbeConfig
 from .timing import MIN_TIMED_STEPS, Timing, step_rate, t95, usable_steps
 
@@ -63,12 +63,14 @@ def pooled(a: RungMeasurement, b: RungMeasurement, samples_per_step: int, target
 
 def measure_until_known(measure_once: Callable[[], RungMeasurement], samples_per_step: int, target_ci: float,
                         rounds: int = REMEASURE_ROUNDS,
-                        matters: Callable[[RungMeasurement], bool] = lambda m: True) -> RungMeasurement:
+                        matters: Callable[[RungMeasurement], bool] = lambda m: True,
+                        first: RungMeasurement | None = None) -> RungMeasurement:
     """Measure; while the CI is wider than the target and the answer `matters` (the rung could
     still change the ladder's decision), measure again (at most `rounds` more times) and pool the
     steps. A measurement without a timing to pool is returned as it is, and so is one a race
-    stopped: its answer against the best so far is known (race.py), however wide its CI."""
-    m = measure_once()
+    stopped: its answer against the best so far is known (race.py), however wide its CI. `first`:
+    a measurement already taken, to go on from."""
+    m = first if first is not None else measure_once()
     while (m.ci_target_met is False and m.remeasured < rounds and isinstance(m.extra, Timing) and matters(m)
            and m.stop_reason not in RACED):
         m = pooled(m, measure_once(), samples_per_step, target_ci)
@@ -76,20 +78,11 @@ def measure_until_known(measure_once: Callable[[], RungMeasurement], samples_per
 
 
 def decided(m: RungMeasurement, threshold: float, floor: float | None = None) -> str | None:
-    """The answer a rung's 95% CI already gives against its lines (ladder.race_lines): "won"
-    (its low end above the threshold), "lost" (its high end below the floor, or the threshold
-    without one), "tied" (a batch step inside the band the margin draws either side of the best,
-    as race.Race's tie), else None. A raced rung so decided is not re-measured because its CI is
-    wider than the +-3% target (issue 32: at 8-10 s a step, a re-measurement is another 40-60 s);
-    the A-B confirmation still measures the pick against the baseline."""
-    low = threshold if floor is None else floor
-    if m.ci_low > threshold:
-        return "won"
-    if m.ci_high < low:
-        return "lost"
-    if low < threshold and m.ci_low > 2 * low - threshold and m.ci_high < threshold:
-        return "tied"
-    return None
+    """The answer a rung's 95% CI already gives against its lines (race.judge, as a race judges its
+    looks). A raced rung so decided is not re-measured because its CI is wider than the +-3% target
+    (issue 32: at 8-10 s a step, a re-measurement is another 40-60 s); the A-B confirmation still
+    measures the pick against the baseline."""
+    return judge(m.ci_low, m.ci_high, threshold, floor)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -235,10 +228,11 @@ def confirm(measure: Callable[[str, ProbeConfig], RungMeasurement], base_cfg: Pr
 
     shift = (statistics.median(m.samples_per_sec for m in base) / ladder_baseline
              if ladder_baseline else None)
+    outcome = confirm_outcome(s, margin)
     record = Confirmation(
         rounds=rounds, baseline_samples_per_sec=[m.samples_per_sec for m in base],
         tuned_samples_per_sec=[m.samples_per_sec for m in tuned], speedup=s.ratio,
-        speedup_ci=(s.ci_low, s.ci_high), held=confirm_outcome(s, margin) == "held", outcome=confirm_outcome(s, margin),
+        speedup_ci=(s.ci_low, s.ci_high), held=outcome == "held", outcome=outcome,
         contended=any(m.contention is not None and m.contention.contended for _, m in legs) or baseline_moved(shift),
         baseline_shift=shift,
     )

@@ -32,7 +32,7 @@ from ..contract.options import MeasureSettings, ProbeOptions
 from ..contract.order import order_for
 from ..contract.quiet import held_quietly
 from ..contract.race import RACE_LOOK_S, known_slower_after, pooled_log_variance
-from ..contract.reliability import confirm, decided, measure_until_known, pooled
+from ..contract.reliability import confirm, decided, measure_until_known
 from ..contract.result import MemoryFit, ProbeConfig, ProbeResult, RungResult
 from ..contract.threads import confirm_margin, confirmed_note, free_cores, free_cpus, thread_counts
 from ..contract.timing import MIN_TIMED_STEPS, Timing, usable_steps
@@ -178,11 +178,10 @@ def fit_memory(lad, final_cfg: ProbeConfig, final_m: RungMeasurement, pv: Previe
 def remeasure_baseline(lad, settings: MeasureSettings, opts: ProbeOptions, measure_fn) -> None:
     """The baseline, kept as the pick of a raced ladder that did not re-measure it, re-measured as
     measure_until_known would have in the ladder (pooled, while its CI misses the target)."""
-    base, m = lad.rungs[0], lad.best_measurement
-    cfg, per_step = base.config, samples_per_step(base.config)
-    while m.ci_target_met is False and m.remeasured < opts.remeasure_rounds and isinstance(m.extra, Timing):
-        again = measure_fn("baseline", cfg) if measure_fn is not None else measure_anywhere(settings, cfg, label="baseline")
-        m = pooled(m, again, per_step, opts.target_ci)
+    base, cfg = lad.rungs[0], lad.rungs[0].config
+    m = measure_until_known(lambda: measure_fn("baseline", cfg) if measure_fn is not None
+                            else measure_anywhere(settings, cfg, label="baseline"),
+                            samples_per_step(cfg), opts.target_ci, opts.remeasure_rounds, first=lad.best_measurement)
     lad.best_measurement = m
     lad.best = lad.rungs[0] = base.model_copy(update={
         "samples_per_sec": m.samples_per_sec, "ci_low": m.ci_low, "ci_high": m.ci_high, "steps_timed": m.steps_timed,
